@@ -1,0 +1,1 @@
+"""The ``hubsync`` command line: one click group, one module per command."""

@@ -1,0 +1,206 @@
+"""A private Redis for the demo and the tests: never the machine's own on 6379.
+
+``RedisServerProcess`` runs ``redis-server`` on a free loopback port in its own
+directory (optionally with AOF, so a restart keeps the data) and can stop,
+kill -9 and restart it on the same port. ``FakeRedisTcpServer`` is the fallback
+for machines without the binary: fakeredis speaking RESP over TCP, in-process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from pathlib import Path
+from types import TracebackType
+from typing import Protocol
+
+import redis
+
+from hubsync.errors import HubsyncError
+
+
+class EmbeddedRedisError(HubsyncError):
+    """The private Redis could not be started."""
+
+
+class EmbeddedRedis(Protocol):
+    """What the demo needs of a private Redis."""
+
+    @property
+    def url(self) -> str: ...
+
+    def stop(self) -> None: ...
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def redis_server_binary() -> str | None:
+    """Path of ``redis-server``, or None when this machine has none."""
+    return shutil.which("redis-server")
+
+
+class RedisServerProcess:
+    """A ``redis-server`` child process on a private port and directory."""
+
+    def __init__(
+        self,
+        directory: Path | None = None,
+        port: int | None = None,
+        appendonly: bool = False,
+        binary: str | None = None,
+    ) -> None:
+        self.binary = binary or redis_server_binary()
+        if self.binary is None:
+            raise EmbeddedRedisError(
+                "redis-server is not installed (apt-get install -y redis-server)"
+            )
+        self._owns_directory = directory is None
+        self.directory = Path(directory or tempfile.mkdtemp(prefix="hubsync-redis-"))
+        self.port = port or free_port()
+        self.appendonly = appendonly
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        """``redis://127.0.0.1:<port>/0``."""
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self, timeout: float = 10.0) -> RedisServerProcess:
+        """Start the server and wait until it answers PING (loading counts as not yet)."""
+        args = [
+            str(self.binary),
+            "--port", str(self.port),
+            "--bind", "127.0.0.1",
+            "--dir", str(self.directory),
+            "--save", "",
+            "--appendonly", "yes" if self.appendonly else "no",
+            "--appendfsync", "everysec",
+            "--protected-mode", "yes",
+            "--daemonize", "no",
+            "--logfile", str(self.directory / "redis.log"),
+        ]  # fmt: skip
+        self.process = subprocess.Popen(
+            args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+        )
+        deadline = time.monotonic() + timeout
+        client = redis.Redis.from_url(self.url, socket_timeout=1)
+        try:
+            while True:
+                if self.process.poll() is not None:
+                    raise EmbeddedRedisError(
+                        f"redis-server exited with {self.process.returncode}; "
+                        f"see {self.directory / 'redis.log'}"
+                    )
+                try:
+                    if client.ping():
+                        return self
+                except (redis.ConnectionError, redis.BusyLoadingError, redis.TimeoutError):
+                    pass
+                if time.monotonic() > deadline:
+                    self.kill()
+                    raise EmbeddedRedisError(f"redis-server did not answer within {timeout}s")
+                time.sleep(0.02)
+        finally:
+            client.close()
+
+    def stop(self) -> None:
+        """Stop gracefully (AOF is flushed); the directory stays for a restart."""
+        if self.process is None:
+            return
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.process = None
+
+    def kill(self) -> None:
+        """kill -9 the server, as a crash would."""
+        if self.process is None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.process.pid, signal.SIGKILL)
+        self.process.wait()
+        self.process = None
+
+    def restart(self) -> None:
+        """Stop and start again on the same port and directory."""
+        self.stop()
+        self.start()
+
+    def cleanup(self) -> None:
+        """Stop and remove the directory if this object created it."""
+        self.stop()
+        if self._owns_directory:
+            shutil.rmtree(self.directory, ignore_errors=True)
+
+    def __enter__(self) -> RedisServerProcess:
+        return self.start() if self.process is None else self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.cleanup()
+
+
+class FakeRedisTcpServer:
+    """fakeredis behind a real TCP socket, in a background thread."""
+
+    def __init__(self, port: int | None = None) -> None:
+        from fakeredis import TcpFakeServer
+
+        self.port = port or free_port()
+        self._server = TcpFakeServer(("127.0.0.1", self.port), server_type="redis")
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, name="fakeredis-tcp", daemon=True
+        )
+        self._thread.start()
+
+    @property
+    def url(self) -> str:
+        """``redis://127.0.0.1:<port>/0``."""
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def stop(self) -> None:
+        """Stop serving and close the socket."""
+        self._server.shutdown()
+        self._server.server_close()
+
+
+def start_embedded_redis(appendonly: bool = True) -> EmbeddedRedis:
+    """A private redis-server when the binary exists, otherwise fakeredis over TCP."""
+    if redis_server_binary() is not None:
+        server = RedisServerProcess(appendonly=appendonly).start()
+        return _CleaningUp(server)
+    return FakeRedisTcpServer()
+
+
+class _CleaningUp:
+    """Adapts ``RedisServerProcess`` so ``stop`` also removes its temp directory."""
+
+    def __init__(self, server: RedisServerProcess) -> None:
+        self.server = server
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+    def stop(self) -> None:
+        self.server.cleanup()

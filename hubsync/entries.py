@@ -1,0 +1,298 @@
+"""Stream entries: the flat, human-readable fields hubsync puts on Redis Streams.
+
+One module for the whole protocol so the relay (writer of events and presence,
+reader of outcomes) and the hub consumers (the reverse) cannot drift apart.
+
+Events stream ``hubsync:{P}:events`` carries two kinds of entry:
+
+* ``kind=event``: ``project_id``, ``hub_project``, ``run_id``, ``sequence``,
+  ``event_type``, ``runtime_id``, ``content_hash`` and ``event`` (the canonical
+  JSON bytes). The flat fields are a readable index; the hub trusts only the
+  bytes and checks that the flat fields agree with them.
+* ``kind=presence``: a runtime's heartbeat (``runtime_id``, ``hub_project``,
+  ``host``, ``pid``, ``version``, ``backlog``, ``heartbeat``).
+
+Acks stream ``hubsync:{P}:acks:{R}`` carries ``kind=outcomes`` entries, each a
+batch of outcomes for runtime R (one entry per ingested batch, not per event,
+so acknowledging costs the hub far fewer writes than the events did).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from hubsync.canonical import canonical_json, content_hash
+from hubsync.errors import WireError
+from hubsync.names import validate_name
+from hubsync.wire import MAX_EVENT_BYTES, SyncEvent, parse_sync_event
+
+KIND_EVENT = "event"
+KIND_PRESENCE = "presence"
+KIND_OUTCOMES = "outcomes"
+
+EVENT_FIELDS = (
+    "kind",
+    "project_id",
+    "hub_project",
+    "run_id",
+    "sequence",
+    "event_type",
+    "runtime_id",
+    "content_hash",
+    "event",
+)
+
+MAX_FIELD_BYTES = MAX_EVENT_BYTES + 1024
+"""No single field of an entry may exceed this; a larger one is dead-lettered."""
+
+
+class Outcome(StrEnum):
+    """What the hub decided about one event (the values on the acks stream)."""
+
+    ACCEPTED = "accepted"
+    DUPLICATE = "duplicate"
+    CONFLICT = "conflict"
+    REJECTED = "rejected"
+
+
+class ConflictReason(StrEnum):
+    """Why a conflict was raised (see DESIGN.md, hub store)."""
+
+    SEQUENCE_REUSED = "sequence_reused"
+    PROJECT_MISMATCH = "project_mismatch"
+    HOME_RUNTIME_MISMATCH = "home_runtime_mismatch"
+
+
+Fields = Mapping[str, str | bytes]
+RawFields = Mapping[bytes, bytes] | Mapping[str, str] | Mapping[str | bytes, str | bytes]
+
+
+@dataclass(frozen=True, slots=True)
+class EventEntry:
+    """A validated ``kind=event`` entry: the parsed event and its exact bytes."""
+
+    event: SyncEvent
+    data: bytes
+    content_hash: str
+    runtime_id: str
+
+    @property
+    def key(self) -> tuple[str, str, int]:
+        """The dedupe key ``(project_id, run_id, sequence)``."""
+        return (self.event.project_id, self.event.run_id, self.event.sequence)
+
+
+def event_entry_fields(event: SyncEvent, data: bytes, digest: str) -> dict[str, str | bytes]:
+    """The stream fields of one sync event whose canonical bytes and hash are known."""
+    return {
+        "kind": KIND_EVENT,
+        "project_id": event.project_id,
+        "hub_project": event.hub_project,
+        "run_id": event.run_id,
+        "sequence": str(event.sequence),
+        "event_type": event.event_type,
+        "runtime_id": event.home_runtime_id,
+        "content_hash": digest,
+        "event": data,
+    }
+
+
+def decode_fields(raw: RawFields) -> dict[str, bytes]:
+    """Normalise a redis-py field mapping (bytes or str keys) to ``str -> bytes``."""
+    out: dict[str, bytes] = {}
+    for key, value in raw.items():
+        name = key.decode("utf-8", "replace") if isinstance(key, bytes) else str(key)
+        out[name] = value if isinstance(value, bytes) else str(value).encode("utf-8")
+    return out
+
+
+def entry_kind(fields: Mapping[str, bytes]) -> str:
+    """The ``kind`` field, ``event`` when absent (plain producers may omit it)."""
+    return fields.get("kind", KIND_EVENT.encode()).decode("utf-8", "replace")
+
+
+def parse_event_entry(fields: Mapping[str, bytes]) -> EventEntry:
+    """Validate a ``kind=event`` entry; raise ``WireError`` with a dead-letter reason.
+
+    Reasons: ``missing_field``, ``field_too_large``, ``bad_field``, and those of
+    ``parse_sync_event`` (``hash_mismatch``, ``bad_json``, ...), then
+    ``field_mismatch`` when a flat field disagrees with the event bytes.
+    """
+    for name in EVENT_FIELDS[1:]:
+        if name not in fields:
+            raise WireError("missing_field", f"entry has no {name!r} field")
+    for name, value in fields.items():
+        if len(value) > MAX_FIELD_BYTES:
+            raise WireError(
+                "field_too_large",
+                f"field {name[:40]!r} is {len(value)} bytes; the limit is {MAX_FIELD_BYTES}",
+            )
+    try:
+        digest = fields["content_hash"].decode("ascii")
+        runtime_id = fields["runtime_id"].decode("utf-8")
+    except UnicodeDecodeError:
+        raise WireError("bad_field", "content_hash or runtime_id is not text") from None
+    if len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
+        raise WireError("bad_field", "content_hash must be 64 lowercase hex digits")
+    data = fields["event"]
+    event = parse_sync_event(data, expected_hash=digest)
+    flat = {
+        "project_id": event.project_id,
+        "hub_project": event.hub_project,
+        "run_id": event.run_id,
+        "sequence": str(event.sequence),
+        "event_type": event.event_type,
+        "runtime_id": event.home_runtime_id,
+    }
+    for name, expected in flat.items():
+        if fields[name] != expected.encode("utf-8"):
+            raise WireError("field_mismatch", f"field {name!r} disagrees with the event bytes")
+    return EventEntry(event=event, data=data, content_hash=digest, runtime_id=runtime_id)
+
+
+@dataclass(frozen=True, slots=True)
+class OutcomeRecord:
+    """The hub's verdict on one event, as carried back to its runtime.
+
+    ``content_hash`` is the hash of the bytes the hub judged. The relay applies
+    an outcome to an outbox row only when that hash is the row's own, so a
+    verdict on someone else's bytes under this runtime's key never touches it.
+    """
+
+    project_id: str
+    run_id: str
+    sequence: int
+    outcome: Outcome
+    content_hash: str
+    reason: str | None = None
+    existing_hash: str | None = None
+
+    def to_wire(self) -> list[Any]:
+        """Compact positional form used inside an outcomes entry."""
+        return [
+            self.project_id,
+            self.run_id,
+            self.sequence,
+            self.outcome.value,
+            self.content_hash,
+            self.reason,
+            self.existing_hash,
+        ]
+
+
+def outcomes_entry_fields(hub_project: str, outcomes: Iterable[OutcomeRecord]) -> dict[str, str]:
+    """One acks-stream entry carrying many outcomes."""
+    records = [o.to_wire() for o in outcomes]
+    body = canonical_json(records).decode("utf-8")
+    return {
+        "kind": KIND_OUTCOMES,
+        "hub_project": hub_project,
+        "count": str(len(records)),
+        "columns": "project_id,run_id,sequence,outcome,content_hash,reason,existing_hash",
+        "outcomes": body,
+    }
+
+
+def parse_outcomes_entry(fields: Mapping[str, bytes]) -> list[OutcomeRecord]:
+    """Decode an outcomes entry; raise ``WireError`` if it is malformed."""
+    if entry_kind(fields) != KIND_OUTCOMES or "outcomes" not in fields:
+        raise WireError("bad_outcomes", "entry is not an outcomes entry")
+    try:
+        records = json.loads(fields["outcomes"])
+        return [
+            OutcomeRecord(
+                project_id=str(r[0]),
+                run_id=str(r[1]),
+                sequence=int(r[2]),
+                outcome=Outcome(r[3]),
+                content_hash=str(r[4]),
+                reason=None if r[5] is None else str(r[5]),
+                existing_hash=None if r[6] is None else str(r[6]),
+            )
+            for r in records
+        ]
+    except (ValueError, TypeError, IndexError, KeyError) as exc:
+        raise WireError("bad_outcomes", f"outcomes entry is malformed ({exc})") from None
+
+
+@dataclass(frozen=True, slots=True)
+class PresenceBeat:
+    """A runtime's heartbeat as carried on the events stream."""
+
+    runtime_id: str
+    hub_project: str
+    host: str
+    pid: int
+    version: str
+    backlog: int
+    heartbeat: str
+
+    def to_fields(self) -> dict[str, str]:
+        """The stream fields of this beat."""
+        return {
+            "kind": KIND_PRESENCE,
+            "runtime_id": self.runtime_id,
+            "hub_project": self.hub_project,
+            "host": self.host,
+            "pid": str(self.pid),
+            "version": self.version,
+            "backlog": str(self.backlog),
+            "heartbeat": self.heartbeat,
+        }
+
+    def record(self) -> bytes:
+        """Canonical JSON of the beat, as the hub stores it."""
+        return canonical_json(
+            {
+                "runtime_id": self.runtime_id,
+                "hub_project": self.hub_project,
+                "host": self.host,
+                "pid": self.pid,
+                "version": self.version,
+                "backlog": self.backlog,
+                "heartbeat": self.heartbeat,
+            }
+        )
+
+
+def parse_presence_entry(fields: Mapping[str, bytes]) -> PresenceBeat:
+    """Validate a ``kind=presence`` entry; raise ``WireError`` naming the problem."""
+    try:
+        text = {k: v.decode("utf-8") for k, v in fields.items() if len(v) <= 1024}
+        return PresenceBeat(
+            runtime_id=validate_name(text["runtime_id"], "runtime id"),
+            hub_project=validate_name(text["hub_project"], "hub project"),
+            host=text["host"][:255],
+            pid=int(text["pid"]),
+            version=text["version"][:64],
+            backlog=int(text["backlog"]),
+            heartbeat=text["heartbeat"],
+        )
+    except KeyError as exc:
+        raise WireError("missing_field", f"presence entry has no {exc.args[0]!r} field") from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise WireError("bad_field", f"presence entry is malformed ({exc})") from None
+
+
+__all__ = [
+    "KIND_EVENT",
+    "KIND_OUTCOMES",
+    "KIND_PRESENCE",
+    "ConflictReason",
+    "EventEntry",
+    "Outcome",
+    "OutcomeRecord",
+    "PresenceBeat",
+    "content_hash",
+    "decode_fields",
+    "entry_kind",
+    "event_entry_fields",
+    "outcomes_entry_fields",
+    "parse_event_entry",
+    "parse_outcomes_entry",
+    "parse_presence_entry",
+]

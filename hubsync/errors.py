@@ -1,0 +1,34 @@
+"""The root of every error hubsync raises, and the errors the shared core raises.
+
+Each package has its own root below ``HubsyncError`` (``producers.errors``,
+``consumers.errors``, ``hubstore.errors``) so a caller can catch at the depth
+it cares about. Messages say what was wrong and what to do; they never carry
+event bytes or secret values.
+"""
+
+from __future__ import annotations
+
+
+class HubsyncError(Exception):
+    """Root of every hubsync error."""
+
+
+class ConfigError(HubsyncError, ValueError):
+    """A setting or argument is invalid; the message names it and the accepted form."""
+
+
+class WireError(HubsyncError, ValueError):
+    """Bytes or fields from the wire do not form a valid hubsync message.
+
+    ``reason`` is a short stable code (``bad_json``, ``hash_mismatch``, ...) used
+    as the dead-letter reason; the message is the human explanation.
+    """
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(f"{reason}: {message}")
+        self.reason = reason
+        self.detail = message
+
+
+class RedisUnavailableError(HubsyncError, ConnectionError):
+    """Redis cannot be reached (down, loading, read-only replica). Exit code 3 in the CLI."""

@@ -1,0 +1,65 @@
+"""Validation of the names that end up inside Redis keys and hub rows.
+
+Project, run, runtime and hub-project ids travel in stream fields and in key
+names such as ``hubsync:{P}:events``, where ``{`` and ``}`` would break the
+cluster hash tag and control characters would make ``redis-cli`` output lie.
+One rule for all of them keeps that in one place.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated
+
+from pydantic import AfterValidator
+
+from hubsync.errors import ConfigError
+
+MAX_NAME_LENGTH = 128
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@/+=-]*")
+EVENT_TYPE_PATTERN = re.compile(r"[a-z][a-z0-9_.-]{0,63}")
+
+
+def validate_name(value: str, what: str = "name") -> str:
+    """Return ``value`` if it is a usable id, else raise ``ConfigError`` saying why."""
+    if not isinstance(value, str) or not value:
+        raise ConfigError(f"{what} must be a non-empty string")
+    if len(value) > MAX_NAME_LENGTH:
+        raise ConfigError(f"{what} is {len(value)} characters long; the limit is {MAX_NAME_LENGTH}")
+    if not _NAME.fullmatch(value):
+        raise ConfigError(
+            f"{what} {value[:40]!r} may hold only letters, digits and . _ : @ / + = - "
+            "and must start with a letter or digit"
+        )
+    return value
+
+
+def _name_validator(value: str) -> str:
+    try:
+        return validate_name(value)
+    except ConfigError as exc:  # pydantic wants ValueError to build its own error
+        raise ValueError(str(exc)) from None
+
+
+def validate_event_type(value: str) -> str:
+    """Event types are short lowercase dotted words such as ``step.completed``."""
+    if not isinstance(value, str) or not EVENT_TYPE_PATTERN.fullmatch(value):
+        raise ConfigError(
+            f"event type {str(value)[:40]!r} must be 1-64 lowercase letters, digits, '_', "
+            "'.' or '-', starting with a letter"
+        )
+    return value
+
+
+def _event_type_validator(value: str) -> str:
+    try:
+        return validate_event_type(value)
+    except ConfigError as exc:
+        raise ValueError(str(exc)) from None
+
+
+Name = Annotated[str, AfterValidator(_name_validator)]
+"""A pydantic field type for ids that appear in keys and rows."""
+
+EventType = Annotated[str, AfterValidator(_event_type_validator)]
+"""A pydantic field type for event types."""

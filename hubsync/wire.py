@@ -1,0 +1,145 @@
+"""The sync event: what crosses from a runtime to the hub.
+
+Schema ``hubsync.sync-event.v1``. A sync event is built once, on the runtime,
+inside ``append_event``'s transaction; its canonical bytes are what the outbox,
+the stream and the hub store hold, and its content hash is the SHA-256 of those
+exact bytes. The hub never re-serialises: it verifies the bytes it received.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    JsonValue,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from hubsync.canonical import canonical_json, content_hash, verify_content_hash
+from hubsync.clock import format_timestamp
+from hubsync.errors import WireError
+from hubsync.names import EventType, Name
+
+SYNC_EVENT_SCHEMA = "hubsync.sync-event.v1"
+
+MAX_EVENT_BYTES = 256 * 1024
+"""Largest canonical sync event, in bytes. Larger events are refused at append
+time on the runtime and dead-lettered at the hub: one event must never be able
+to stall a stream or bloat a batch."""
+
+
+class SyncEvent(BaseModel):
+    """One redacted, allowlisted run event as the hub sees it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, populate_by_name=True)
+
+    schema_: Literal["hubsync.sync-event.v1"] = Field(
+        default="hubsync.sync-event.v1", alias="schema"
+    )
+    project_id: Name
+    hub_project: Name
+    home_runtime_id: Name
+    run_id: Name
+    sequence: int = Field(ge=1, le=2**62)
+    event_type: EventType
+    occurred_at: datetime
+    data: dict[str, JsonValue]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _wire_input_names_its_schema(cls, value: Any, info: ValidationInfo) -> Any:
+        # Built in code the schema is implied; read off the wire it must be stated,
+        # so that a future v2 event is never mistaken for a v1 one.
+        wire = bool(info.context and info.context.get("wire"))
+        if wire and isinstance(value, dict) and "schema" not in value:
+            raise ValueError("event has no 'schema' field")
+        return value
+
+    @field_validator("occurred_at", mode="before")
+    @classmethod
+    def _occurred_at_is_utc_text_or_datetime(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            try:
+                value = datetime.fromisoformat(value)
+            except ValueError:
+                raise ValueError("occurred_at must be an ISO-8601 UTC timestamp") from None
+        return value
+
+    @field_validator("occurred_at")
+    @classmethod
+    def _occurred_at_must_be_utc(cls, value: datetime) -> datetime:
+        if value.tzinfo is None or value.utcoffset() != UTC.utcoffset(None):
+            raise ValueError("occurred_at must be in UTC (suffix Z or +00:00)")
+        return value
+
+    def to_wire(self) -> dict[str, Any]:
+        """The plain JSON object that ``canonical_bytes`` serialises."""
+        return {
+            "schema": SYNC_EVENT_SCHEMA,
+            "project_id": self.project_id,
+            "hub_project": self.hub_project,
+            "home_runtime_id": self.home_runtime_id,
+            "run_id": self.run_id,
+            "sequence": self.sequence,
+            "event_type": self.event_type,
+            "occurred_at": format_timestamp(self.occurred_at),
+            "data": self.data,
+        }
+
+    def canonical_bytes(self) -> bytes:
+        """Canonical JSON of the event; raises ``WireError('too_large')`` past the limit."""
+        data = canonical_json(self.to_wire())
+        if len(data) > MAX_EVENT_BYTES:
+            raise WireError(
+                "too_large",
+                f"sync event is {len(data)} bytes; the limit is {MAX_EVENT_BYTES} "
+                "(narrow the event type's allowlist or shorten its payload)",
+            )
+        return data
+
+    def encoded(self) -> tuple[bytes, str]:
+        """The canonical bytes and their content hash."""
+        data = self.canonical_bytes()
+        return data, content_hash(data)
+
+
+def parse_sync_event(data: bytes, expected_hash: str | None = None) -> SyncEvent:
+    """Validate wire bytes into a ``SyncEvent``.
+
+    Checks, in order: size, hash (when ``expected_hash`` is given, over the raw
+    bytes), JSON, schema, field types, and that the bytes are the event's
+    canonical form (so the hub stores and compares one spelling per event).
+    Each failure raises ``WireError`` whose ``reason`` names the problem:
+    ``too_large``, ``hash_mismatch``, ``bad_json``, ``unknown_schema``,
+    ``invalid_event`` or ``not_canonical``.
+    """
+    if len(data) > MAX_EVENT_BYTES:
+        raise WireError("too_large", f"event is {len(data)} bytes; the limit is {MAX_EVENT_BYTES}")
+    if expected_hash is not None:
+        verify_content_hash(data, expected_hash)
+    try:
+        event = SyncEvent.model_validate_json(data, context={"wire": True})
+    except ValidationError as exc:
+        raise _wire_error_from(exc) from None
+    if canonical_json(event.to_wire()) != data:
+        raise WireError("not_canonical", "event bytes are not in canonical JSON form")
+    return event
+
+
+def _wire_error_from(exc: ValidationError) -> WireError:
+    errors = exc.errors(include_url=False, include_input=False)
+    if any(e["type"] == "json_invalid" for e in errors):
+        return WireError("bad_json", "event is not valid JSON")
+    if any(e["loc"] == ("schema",) or "'schema'" in e["msg"] for e in errors):
+        return WireError("unknown_schema", f"event schema must be {SYNC_EVENT_SCHEMA!r}")
+    problems = "; ".join(
+        f"{'.'.join(str(p) for p in e['loc']) or 'event'}: {e['msg']}" for e in errors[:5]
+    )
+    return WireError("invalid_event", problems)

@@ -1,0 +1,73 @@
+"""Fixtures: a private real redis-server (own port, own temp dir), and fakeredis.
+
+Nothing here touches the machine's Redis on 6379. ``redis_server`` is one
+server for the session; ``redis_url``/``redis_client`` hand each test a flushed
+database on it. ``private_redis`` is a server of the test's own, with AOF, for
+tests that stop, kill or restart it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import fakeredis
+import pytest
+import redis
+
+from hubsync.embedded_redis import RedisServerProcess, redis_server_binary
+
+
+def _require_redis_server() -> None:
+    if redis_server_binary() is None:
+        if os.environ.get("CI"):
+            pytest.fail("redis-server is required in CI (scripts/test.sh installs it)")
+        pytest.skip("redis-server is not installed")
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServerProcess]:
+    """One private redis-server for the whole session."""
+    _require_redis_server()
+    server = RedisServerProcess(directory=tmp_path_factory.mktemp("redis-session"))
+    server.start()
+    yield server
+    server.cleanup()
+
+
+@pytest.fixture
+def redis_url(redis_server: RedisServerProcess) -> Iterator[str]:
+    """URL of a flushed database on the session's private redis-server."""
+    client = redis.Redis.from_url(redis_server.url)
+    client.flushall()
+    client.script_flush()
+    yield redis_server.url
+    client.close()
+
+
+@pytest.fixture
+def redis_client(redis_url: str) -> Iterator[redis.Redis]:
+    """A client of the flushed private database."""
+    client = redis.Redis.from_url(redis_url)
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def private_redis(tmp_path: Path) -> Iterator[RedisServerProcess]:
+    """A redis-server of this test's own, with AOF, free to be stopped or killed."""
+    _require_redis_server()
+    server = RedisServerProcess(directory=tmp_path / "redis", appendonly=True)
+    server.directory.mkdir(parents=True, exist_ok=True)
+    server.start()
+    yield server
+    server.cleanup()
+
+
+@pytest.fixture
+def fake_redis() -> Iterator[fakeredis.FakeRedis]:
+    """An in-memory fakeredis with Lua, for unit logic."""
+    client = fakeredis.FakeRedis()
+    yield client
+    client.close()

@@ -1,0 +1,135 @@
+"""The wire model: canonical bytes, hashes, and refusal of malformed input."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from hubsync.canonical import canonical_json, content_hash, verify_content_hash
+from hubsync.errors import WireError
+from hubsync.wire import MAX_EVENT_BYTES, SyncEvent, parse_sync_event
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.text(max_size=20),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
+def make_event(**overrides: object) -> SyncEvent:
+    fields: dict[str, object] = {
+        "project_id": "proj-1",
+        "hub_project": "acme",
+        "home_runtime_id": "rt-1",
+        "run_id": "run-1",
+        "sequence": 1,
+        "event_type": "step.completed",
+        "occurred_at": "2026-11-29T16:38:54.123456Z",
+        "data": {"step": "build", "ok": True},
+    }
+    fields.update(overrides)
+    return SyncEvent.model_validate(fields)
+
+
+def test_canonical_json_sorts_keys_and_uses_compact_utf8() -> None:
+    assert canonical_json({"b": 1, "a": "é"}) == '{"a":"é","b":1}'.encode()
+
+
+@given(st.dictionaries(st.text(max_size=8), json_values, max_size=6))
+def test_same_value_gives_same_bytes_whatever_the_dict_order(data: dict[str, object]) -> None:
+    items = list(data.items())
+    random.shuffle(items)
+    assert canonical_json(dict(items)) == canonical_json(data)
+    event_a, event_b = make_event(data=data), make_event(data=dict(items))
+    assert event_a.encoded() == event_b.encoded()
+
+
+@given(st.dictionaries(st.text(max_size=8), json_values, max_size=6))
+def test_encoded_event_round_trips_through_parse(data: dict[str, object]) -> None:
+    raw, digest = make_event(data=data).encoded()
+    assert parse_sync_event(raw, digest).data == json.loads(raw)["data"]
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), "\ud800"])
+def test_canonical_json_refuses_what_json_cannot_carry(bad: object) -> None:
+    with pytest.raises(WireError) as info:
+        canonical_json({"x": bad})
+    assert info.value.reason == "not_canonical"
+
+
+def test_tampered_bytes_fail_hash_verification() -> None:
+    raw, digest = make_event().encoded()
+    tampered = raw.replace(b'"build"', b'"deploy"')
+    with pytest.raises(WireError) as info:
+        parse_sync_event(tampered, digest)
+    assert info.value.reason == "hash_mismatch"
+    verify_content_hash(raw, digest)
+    assert content_hash(raw) == digest
+
+
+def _raw() -> bytes:
+    return make_event().canonical_bytes()
+
+
+@pytest.mark.parametrize(
+    ("mutate", "reason", "names"),
+    [
+        (lambda raw: b"{not json", "bad_json", "JSON"),
+        (
+            lambda raw: raw.replace(b"hubsync.sync-event.v1", b"hubsync.sync-event.v9"),
+            "unknown_schema",
+            "schema",
+        ),
+        (
+            lambda raw: raw.replace(b'"schema":"hubsync.sync-event.v1",', b""),
+            "unknown_schema",
+            "schema",
+        ),
+        (lambda raw: raw.replace(b'"sequence":1', b'"sequence":0'), "invalid_event", "sequence"),
+        (lambda raw: raw.replace(b'"sequence":1', b'"sequence":"1"'), "invalid_event", "sequence"),
+        (lambda raw: raw.replace(b'"run_id":"run-1"', b'"run_id":7'), "invalid_event", "run_id"),
+        (
+            lambda raw: raw.replace(b'"run_id":"run-1"', b'"run_id":"a{b}"'),
+            "invalid_event",
+            "run_id",
+        ),
+        (lambda raw: raw[:-1] + b',"zzz":1}', "invalid_event", "zzz"),
+        (
+            lambda raw: raw.replace(b'"data":{', b'"data":[').replace(b"true}", b"true]"),
+            "bad_json",
+            "JSON",
+        ),
+        (
+            lambda raw: raw.replace(b"54.123456Z", b"54.123456+02:00"),
+            "invalid_event",
+            "occurred_at",
+        ),
+        (lambda raw: raw.replace(b'"ok":true', b'"ok": true'), "not_canonical", "canonical"),
+        (lambda raw: raw.replace(b'"ok":true', b'"ok":NaN'), "not_canonical", "canonical"),
+        (lambda raw: b"[]", "invalid_event", "object"),
+    ],
+)
+def test_malformed_wire_input_is_refused_with_an_error_naming_the_problem(
+    mutate: object, reason: str, names: str
+) -> None:
+    bad = mutate(_raw())  # type: ignore[operator]
+    with pytest.raises(WireError) as info:
+        parse_sync_event(bad)
+    assert info.value.reason == reason
+    assert names in str(info.value)
+
+
+def test_events_over_the_size_limit_are_refused_both_ways() -> None:
+    big = make_event(data={"blob": "x" * MAX_EVENT_BYTES})
+    with pytest.raises(WireError) as info:
+        big.canonical_bytes()
+    assert info.value.reason == "too_large"
+    with pytest.raises(WireError) as info:
+        parse_sync_event(b" " * (MAX_EVENT_BYTES + 1))
+    assert info.value.reason == "too_large"

@@ -1,0 +1,93 @@
+"""Stream entry fields and Redis key names: the contract both sides share."""
+
+from __future__ import annotations
+
+import pytest
+
+from hubsync import keys
+from hubsync.entries import (
+    Outcome,
+    OutcomeRecord,
+    PresenceBeat,
+    decode_fields,
+    event_entry_fields,
+    outcomes_entry_fields,
+    parse_event_entry,
+    parse_outcomes_entry,
+    parse_presence_entry,
+)
+from hubsync.errors import ConfigError, WireError
+from tests.test_canonical_and_wire import make_event
+
+
+def entry() -> dict[str, bytes]:
+    event = make_event()
+    raw, digest = event.encoded()
+    return decode_fields(event_entry_fields(event, raw, digest))
+
+
+def test_keys_follow_the_contract() -> None:
+    assert keys.events_stream("acme") == "hubsync:{acme}:events"
+    assert keys.acks_stream("acme", "rt-1") == "hubsync:{acme}:acks:{rt-1}"
+    assert keys.dead_stream("acme") == "hubsync:{acme}:dead"
+    assert keys.alerts_stream("acme") == "hubsync:{acme}:alerts"
+    assert keys.lease("deploy") == "hubsync:lease:{deploy}"
+    assert keys.lease_log("deploy") == "hubsync:lease:{deploy}:log"
+    assert keys.hub_project_of("hubsync:{acme}:acks:{rt-1}") == "acme"
+
+
+@pytest.mark.parametrize("bad", ["", "a{b", "a}b", "a b", "x" * 129, "-lead", "tab\tx"])
+def test_names_that_would_break_a_key_are_refused(bad: str) -> None:
+    with pytest.raises(ConfigError):
+        keys.events_stream(bad)
+
+
+def test_event_entry_round_trips() -> None:
+    parsed = parse_event_entry(entry())
+    assert parsed.key == ("proj-1", "run-1", 1)
+    assert parsed.runtime_id == "rt-1"
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        ({"event": None}, "missing_field"),
+        ({"content_hash": b"zz"}, "bad_field"),
+        ({"content_hash": b"0" * 64}, "hash_mismatch"),
+        ({"sequence": b"2"}, "field_mismatch"),
+        ({"runtime_id": b"rt-2"}, "field_mismatch"),
+        ({"event": b"x" * (10 * 1024 * 1024)}, "field_too_large"),
+        ({"event": b"\xff\xfe garbage"}, "hash_mismatch"),
+    ],
+)
+def test_malformed_event_entries_name_their_dead_letter_reason(
+    change: dict[str, bytes | None], reason: str
+) -> None:
+    fields = entry()
+    for name, value in change.items():
+        if value is None:
+            del fields[name]
+        else:
+            fields[name] = value
+    with pytest.raises(WireError) as info:
+        parse_event_entry(fields)
+    assert info.value.reason == reason
+
+
+def test_outcomes_travel_many_to_an_entry() -> None:
+    records = [
+        OutcomeRecord("p", "r", 1, Outcome.ACCEPTED, "a" * 64),
+        OutcomeRecord("p", "r", 2, Outcome.CONFLICT, "b" * 64, "sequence_reused", "c" * 64),
+    ]
+    fields = decode_fields(outcomes_entry_fields("acme", records))
+    assert parse_outcomes_entry(fields) == records
+    with pytest.raises(WireError):
+        parse_outcomes_entry({"kind": b"outcomes", "outcomes": b"[[1]]"})
+
+
+def test_presence_beat_round_trips_and_refuses_garbage() -> None:
+    beat = PresenceBeat("rt-1", "acme", "host-a", 42, "0.1.0", 7, "2026-11-29T16:38:54.000000Z")
+    assert parse_presence_entry(decode_fields(beat.to_fields())) == beat
+    with pytest.raises(WireError) as info:
+        parse_presence_entry({"kind": b"presence", "runtime_id": b"rt-1"})
+    assert info.value.reason == "missing_field"
