@@ -88,14 +88,38 @@ class EventEntry:
 
 def event_entry_fields(event: SyncEvent, data: bytes, digest: str) -> dict[str, str | bytes]:
     """The stream fields of one sync event whose canonical bytes and hash are known."""
+    return raw_event_entry_fields(
+        project_id=event.project_id,
+        hub_project=event.hub_project,
+        run_id=event.run_id,
+        sequence=event.sequence,
+        event_type=event.event_type,
+        runtime_id=event.home_runtime_id,
+        digest=digest,
+        data=data,
+    )
+
+
+def raw_event_entry_fields(
+    *,
+    project_id: str,
+    hub_project: str,
+    run_id: str,
+    sequence: int,
+    event_type: str,
+    runtime_id: str,
+    digest: str,
+    data: bytes,
+) -> dict[str, str | bytes]:
+    """The same fields from already-validated parts (the relay's hot path: no re-parse)."""
     return {
         "kind": KIND_EVENT,
-        "project_id": event.project_id,
-        "hub_project": event.hub_project,
-        "run_id": event.run_id,
-        "sequence": str(event.sequence),
-        "event_type": event.event_type,
-        "runtime_id": event.home_runtime_id,
+        "project_id": project_id,
+        "hub_project": hub_project,
+        "run_id": run_id,
+        "sequence": str(sequence),
+        "event_type": event_type,
+        "runtime_id": runtime_id,
         "content_hash": digest,
         "event": data,
     }
@@ -295,4 +319,5 @@ __all__ = [
     "parse_event_entry",
     "parse_outcomes_entry",
     "parse_presence_entry",
+    "raw_event_entry_fields",
 ]
