@@ -51,6 +51,19 @@ def lease_log(resource: str) -> str:
     return f"{lease(resource)}:log"
 
 
+def fenced_resource(resource: str, name: str) -> str:
+    """``hubsync:lease:{RES}:fenced:NAME``: a value written only under a current fencing token.
+
+    It shares the lease's hash slot so one script can compare the token with the
+    lease's fence and the value's own highest token.
+    """
+    return f"{lease(resource)}:fenced:{validate_name(name, 'fenced resource name')}"
+
+
+LEASE_SCAN_PATTERN = f"{PREFIX}:lease:{{*}}"
+"""SCAN pattern matching every lease hash (and not its ``:log`` or ``:fenced:`` keys)."""
+
+
 def relay_health(runtime_id: str) -> str:
     """TTL'd health key a relay refreshes while it is alive."""
     return f"{PREFIX}:health:relay:{validate_name(runtime_id, 'runtime id')}"

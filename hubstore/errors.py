@@ -1,0 +1,98 @@
+"""Errors of the hub side's persistence: the hub store and the Redis leases.
+
+``HubstoreError`` is the root; a caller that only cares "the lease is not
+mine" catches ``LeaseRefusedError`` and reads ``.refusal`` for why.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from hubsync.errors import ConfigError, HubsyncError, RedisUnavailableError
+
+if TYPE_CHECKING:
+    from hubstore.lease_types import LeaseRefused
+
+
+class HubstoreError(HubsyncError):
+    """Root of every error the hub store and the lease client raise."""
+
+
+class InvalidLeaseArgumentError(HubstoreError, ConfigError):
+    """A resource name, holder id, TTL, token or proof is malformed; nothing was sent to Redis."""
+
+
+class LeaseUnavailableError(HubstoreError, RedisUnavailableError):
+    """Redis could not be reached, so nobody can say whether the lease is still ours."""
+
+
+class LeaseRefusedError(HubstoreError):
+    """Redis refused a lease operation; ``refused`` carries the typed refusal."""
+
+    def __init__(self, refused: LeaseRefused) -> None:
+        super().__init__(refused.describe())
+        self.refused = refused
+
+    @property
+    def refusal(self) -> str:
+        """The refusal code (``held``, ``superseded``, ``expired`` or ``missing``)."""
+        return self.refused.refusal.value
+
+
+class LeaseHeldError(LeaseRefusedError):
+    """Another holder has a live lease on the resource (or the proof did not match)."""
+
+
+class LeaseSupersededError(LeaseRefusedError):
+    """The presented token is no longer current: a newer token has been issued."""
+
+
+class LeaseExpiredError(LeaseRefusedError):
+    """The lease's deadline (on Redis's clock) has passed; it is never resurrected."""
+
+
+class LeaseMissingError(LeaseRefusedError):
+    """There is no lease on the resource (never taken, or released)."""
+
+
+class LeaseLostError(LeaseRefusedError):
+    """An auto-renewing lease was lost earlier; every later fenced commit refuses."""
+
+
+class FencedWriteRefusedError(HubstoreError):
+    """A write under a fencing token was refused because a newer token has been seen."""
+
+    def __init__(self, resource: str, token: int, highest: int, reason: str) -> None:
+        super().__init__(
+            f"fenced write to {resource!r} refused ({reason}): token {token} is not current; "
+            f"the highest token seen is {highest}. The lease was lost: stop and let the new "
+            "holder act."
+        )
+        self.resource = resource
+        self.token = token
+        self.highest = highest
+        self.reason = reason
+
+
+class StoreError(HubstoreError):
+    """The hub store (the database of sync events, presence and alerts) failed."""
+
+
+class StoreSchemaError(StoreError):
+    """The hub database was written by another schema version; it is left untouched."""
+
+
+class StoreBusyError(StoreError):
+    """The hub database stayed locked by other writers past the retry budget."""
+
+
+class StoreOpenError(StoreError):
+    """The hub database could not be opened or created at the given path."""
+
+
+class LeaseStateCorruptError(HubstoreError):
+    """A lease hash holds a fence Redis cannot read; tokens could repeat, so nothing is granted.
+
+    An operator must inspect ``hubsync:lease:{RES}`` and its ``:log`` stream (the
+    highest token in the log is the fence to restore).
+    """

@@ -1,0 +1,363 @@
+"""``LeaseClient``: fenced leases in Redis, each operation decided inside one Lua script.
+
+Semantics (DESIGN.md, "Lease semantics"):
+
+* acquire: a free resource gets a new token (``fence + 1``); the holder's own live
+  lease, presented with its proof, is renewed under the same token; an expired
+  lease (anyone's, or one whose deadline cannot be read) is taken over with a new
+  token; any other live lease refuses ``held``.
+* renew / release / check: only the holder, with its proof and the current token.
+  Renewal never changes the token and never resurrects an expired lease.
+* Tokens strictly increase per resource for the life of the dataset: the fence
+  stays in the hash when the lease is released.
+* Deadlines are Redis ``TIME`` + TTL, so a client's clock never matters.
+* The proof secret is generated here and only its SHA-256 reaches Redis.
+* Every transition is appended to ``hubsync:lease:{RES}:log`` in the same script.
+"""
+
+from __future__ import annotations
+
+import builtins
+import logging
+import secrets
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+import redis
+
+from hubstore import lease_args
+from hubstore.errors import (
+    InvalidLeaseArgumentError,
+    LeaseExpiredError,
+    LeaseHeldError,
+    LeaseMissingError,
+    LeaseRefusedError,
+    LeaseStateCorruptError,
+    LeaseSupersededError,
+    LeaseUnavailableError,
+)
+from hubstore.lease_types import (
+    FencedWrite,
+    Lease,
+    LeaseCurrent,
+    LeaseGranted,
+    LeaseInfo,
+    LeaseRefusal,
+    LeaseRefused,
+    LeaseReleased,
+    LeaseState,
+    LeaseTransition,
+)
+from hubstore.lua_scripts import LeaseScripts
+from hubsync import keys
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_LOG_MAXLEN = 1000
+"""Approximate cap of each lease's audit stream (``XADD MAXLEN ~``)."""
+PROOF_BYTES = 32
+"""Entropy of a proof secret (``secrets.token_urlsafe``)."""
+
+_REFUSED_ERRORS: dict[LeaseRefusal, type[LeaseRefusedError]] = {
+    LeaseRefusal.HELD: LeaseHeldError,
+    LeaseRefusal.SUPERSEDED: LeaseSupersededError,
+    LeaseRefusal.EXPIRED: LeaseExpiredError,
+    LeaseRefusal.MISSING: LeaseMissingError,
+}
+
+T = TypeVar("T")
+
+
+def _text(value: Any) -> str:
+    return value.decode("utf-8") if isinstance(value, bytes) else str(value)
+
+
+def _int_or_none(value: Any) -> int | None:
+    if value is None:
+        return None
+    text = _text(value)
+    return int(text) if text.isdigit() else None
+
+
+@contextmanager
+def _redis_errors(resource: str) -> Iterator[None]:
+    """Translate redis-py's errors into the hub store's own hierarchy."""
+    try:
+        yield
+    except (redis.ConnectionError, redis.TimeoutError, redis.ReadOnlyError) as exc:
+        raise LeaseUnavailableError(
+            f"cannot reach Redis for lease {resource!r} ({type(exc).__name__}); whether the "
+            "lease is still held is unknown until Redis answers"
+        ) from exc
+    except redis.ResponseError as exc:
+        if "hubsync corrupt fence" in str(exc):
+            raise LeaseStateCorruptError(
+                f"lease {resource!r} has an unreadable fence field; restore it from the highest "
+                f"token in {keys.lease_log(resource)} before using the resource"
+            ) from exc
+        raise
+
+
+def raise_refusal(refused: LeaseRefused) -> LeaseRefusedError:
+    """The ``LeaseRefusedError`` subclass matching a refusal (for the caller to raise)."""
+    return _REFUSED_ERRORS[refused.refusal](refused)
+
+
+def _or_raise(result: T | LeaseRefused) -> T:
+    if isinstance(result, LeaseRefused):
+        raise raise_refusal(result)
+    return result
+
+
+class LeaseClient:
+    """Fenced leases on one Redis; every method validates its arguments first.
+
+    Refusals come back as ``LeaseRefused`` values from ``acquire``, ``renew``,
+    ``release`` and ``check``; the ``*_or_raise`` variants raise the matching
+    ``LeaseRefusedError`` subclass. An unreachable Redis raises
+    ``LeaseUnavailableError`` from every method.
+    """
+
+    def __init__(self, redis_client: redis.Redis, *, log_maxlen: int = DEFAULT_LOG_MAXLEN) -> None:
+        if log_maxlen < 1:
+            raise InvalidLeaseArgumentError("log_maxlen must be at least 1")
+        self.redis = redis_client
+        self.log_maxlen = log_maxlen
+        self._scripts = LeaseScripts.register(redis_client)
+
+    @classmethod
+    def from_url(cls, url: str, **kwargs: Any) -> LeaseClient:
+        """A client on a new connection pool for ``url``."""
+        return cls(redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=5), **kwargs)
+
+    # -- operations ---------------------------------------------------------------------
+
+    def acquire(
+        self, resource: str, holder: str, ttl_ms: int, *, proof: str | None = None
+    ) -> LeaseGranted | LeaseRefused:
+        """Take the lease on ``resource`` for ``ttl_ms`` (Redis clock).
+
+        Pass ``proof`` (the secret of a lease this holder already has) to renew
+        one's own live lease through acquire; without it a live lease under the
+        same holder name refuses ``held``, so a name alone proves nothing.
+        """
+        lease_args.validate_resource(resource)
+        lease_args.validate_holder(holder)
+        lease_args.validate_ttl_ms(ttl_ms)
+        presented = "" if proof is None else lease_args.proof_hash(lease_args.validate_proof(proof))
+        secret = secrets.token_urlsafe(PROOF_BYTES)
+        with _redis_errors(resource):
+            reply = self._scripts.acquire(
+                keys=[keys.lease(resource), keys.lease_log(resource)],
+                args=[holder, lease_args.proof_hash(secret), ttl_ms, presented, self.log_maxlen],
+            )
+        status, token, deadline, now, current_holder = self._parse(reply)
+        if status == "held":
+            return LeaseRefused(resource, LeaseRefusal.HELD, current_holder, token, deadline, now)
+        transition = LeaseTransition(status)
+        kept = proof if transition is LeaseTransition.RENEWED and proof is not None else secret
+        lease = Lease(resource, holder, token, kept, deadline, ttl_ms)
+        logger.debug("lease %s %s by %s, token %s", resource, transition.value, holder, token)
+        return LeaseGranted(lease, transition, now)
+
+    def renew(self, lease: Lease, ttl_ms: int | None = None) -> LeaseGranted | LeaseRefused:
+        """Extend ``lease`` by ``ttl_ms`` (default: its own TTL) from Redis's now; same token."""
+        self._validate_lease(lease)
+        ttl = lease_args.validate_ttl_ms(ttl_ms if ttl_ms is not None else lease.ttl_ms)
+        with _redis_errors(lease.resource):
+            reply = self._scripts.renew(
+                keys=[keys.lease(lease.resource), keys.lease_log(lease.resource)],
+                args=[
+                    lease.holder,
+                    lease.token,
+                    lease_args.proof_hash(lease.proof),
+                    ttl,
+                    self.log_maxlen,
+                ],
+            )
+        status, token, deadline, now, holder = self._parse(reply)
+        if status != "renewed":
+            return LeaseRefused(
+                lease.resource, LeaseRefusal(status), holder, token, deadline, now, lease.token
+            )
+        renewed = Lease(lease.resource, lease.holder, token, lease.proof, deadline, ttl)
+        return LeaseGranted(renewed, LeaseTransition.RENEWED, now)
+
+    def release(self, lease: Lease) -> LeaseReleased | LeaseRefused:
+        """Give ``lease`` back; the fence stays, so later tokens are still larger."""
+        self._validate_lease(lease)
+        with _redis_errors(lease.resource):
+            reply = self._scripts.release(
+                keys=[keys.lease(lease.resource), keys.lease_log(lease.resource)],
+                args=[
+                    lease.holder,
+                    lease.token,
+                    lease_args.proof_hash(lease.proof),
+                    self.log_maxlen,
+                ],
+            )
+        status, token, deadline, now, holder = self._parse(reply)
+        if status != "released":
+            return LeaseRefused(
+                lease.resource, LeaseRefusal(status), holder, token, deadline, now, lease.token
+            )
+        logger.debug("lease %s released by %s, token %s", lease.resource, lease.holder, token)
+        return LeaseReleased(lease.resource, token, now)
+
+    def check(self, lease: Lease) -> LeaseCurrent | LeaseRefused:
+        """Is ``lease`` live under exactly its token, holder and proof, on Redis's clock now?"""
+        self._validate_lease(lease)
+        with _redis_errors(lease.resource):
+            reply = self._scripts.check(
+                keys=[keys.lease(lease.resource)],
+                args=[lease.holder, lease.token, lease_args.proof_hash(lease.proof)],
+            )
+        status, token, deadline, now, holder = self._parse(reply)
+        if status != "current":
+            return LeaseRefused(
+                lease.resource, LeaseRefusal(status), holder, token, deadline, now, lease.token
+            )
+        return LeaseCurrent(lease.resource, token, deadline, now)
+
+    def acquire_or_raise(
+        self, resource: str, holder: str, ttl_ms: int, *, proof: str | None = None
+    ) -> LeaseGranted:
+        """``acquire``, raising ``LeaseHeldError`` on refusal."""
+        return _or_raise(self.acquire(resource, holder, ttl_ms, proof=proof))
+
+    def renew_or_raise(self, lease: Lease, ttl_ms: int | None = None) -> LeaseGranted:
+        """``renew``, raising the ``LeaseRefusedError`` subclass of the refusal."""
+        return _or_raise(self.renew(lease, ttl_ms))
+
+    def release_or_raise(self, lease: Lease) -> LeaseReleased:
+        """``release``, raising the ``LeaseRefusedError`` subclass of the refusal."""
+        return _or_raise(self.release(lease))
+
+    def check_or_raise(self, lease: Lease) -> LeaseCurrent:
+        """``check``, raising the ``LeaseRefusedError`` subclass of the refusal."""
+        return _or_raise(self.check(lease))
+
+    # -- fenced writes -------------------------------------------------------------------
+
+    def fenced_write(self, resource: str, name: str, token: int, value: bytes | str) -> FencedWrite:
+        """Store ``value`` at ``hubsync:lease:{RES}:fenced:NAME`` only if ``token`` is current.
+
+        Refused (``stale``/``superseded``/``unknown_token``) when the value was
+        already written under a larger token, a larger token has been issued on
+        the lease, or the token was never issued.
+        """
+        lease_args.validate_resource(resource)
+        lease_args.validate_token(token)
+        key = keys.fenced_resource(resource, name)
+        with _redis_errors(resource):
+            reply = self._scripts.fenced_write(
+                keys=[keys.lease(resource), key], args=[token, value]
+            )
+        return FencedWrite(resource, name, token, _text(reply[0]), int(reply[1]))
+
+    def read_fenced(self, resource: str, name: str) -> tuple[bytes, int] | None:
+        """The value of a fenced resource and the token it was written under, or None."""
+        with _redis_errors(resource):
+            value, token = self.redis.hmget(
+                keys.fenced_resource(resource, name), ["value", "token"]
+            )
+        if value is None or token is None:
+            return None
+        raw = value if isinstance(value, bytes) else str(value).encode("utf-8")
+        return raw, int(_text(token))
+
+    # -- reading -------------------------------------------------------------------------
+
+    def show(self, resource: str) -> LeaseInfo:
+        """The lease on ``resource`` as Redis sees it now (free, live or expired)."""
+        lease_args.validate_resource(resource)
+        with _redis_errors(resource):
+            pipe = self.redis.pipeline(transaction=True)
+            pipe.hgetall(keys.lease(resource))
+            pipe.time()
+            fields, (seconds, micros) = pipe.execute()
+        return self._info(resource, fields, seconds * 1000 + micros // 1000)
+
+    def list(self, *, limit: int = 10_000) -> builtins.list[LeaseInfo]:
+        """Every lease hash (up to ``limit``), sorted by resource; SCAN, never KEYS."""
+        found: builtins.list[str] = []
+        with _redis_errors("*"):
+            for key in self.redis.scan_iter(match=keys.LEASE_SCAN_PATTERN, count=500):
+                found.append(_text(key))
+                if len(found) >= limit:
+                    break
+            pipe = self.redis.pipeline(transaction=True)
+            for key in found:
+                pipe.hgetall(key)
+            pipe.time()
+            replies = pipe.execute()
+        seconds, micros = replies[-1]
+        now = seconds * 1000 + micros // 1000
+        infos = [
+            self._info(keys.hub_project_of(key), fields, now)
+            for key, fields in zip(found, replies[:-1], strict=True)
+            if fields
+        ]
+        return sorted(infos, key=lambda info: info.resource)
+
+    def history(self, resource: str, count: int = 20) -> builtins.list[dict[str, str]]:
+        """The last ``count`` entries of the lease's audit stream, oldest first."""
+        lease_args.validate_resource(resource)
+        with _redis_errors(resource):
+            entries: Any = self.redis.xrevrange(keys.lease_log(resource), count=count)
+        return [
+            {"id": _text(entry_id)} | {_text(k): _text(v) for k, v in fields.items()}
+            for entry_id, fields in reversed(entries)
+        ]
+
+    # -- helpers -------------------------------------------------------------------------
+
+    @staticmethod
+    def _validate_lease(lease: Lease) -> None:
+        lease_args.validate_resource(lease.resource)
+        lease_args.validate_holder(lease.holder)
+        lease_args.validate_token(lease.token)
+        lease_args.validate_proof(lease.proof)
+
+    @staticmethod
+    def _parse(reply: Any) -> tuple[str, int, int, int, str]:
+        status, token, deadline, now, holder = reply
+        return _text(status), int(token), int(deadline), int(now), _text(holder)
+
+    @staticmethod
+    def _info(resource: str, raw: dict[Any, Any], now: int) -> LeaseInfo:
+        fields = {_text(k): _text(v) for k, v in raw.items()}
+        holder = fields.get("holder")
+        token = _int_or_none(fields.get("token"))
+        deadline = _int_or_none(fields.get("deadline_ms"))
+        fence = max(_int_or_none(fields.get("fence")) or 0, token or 0)
+        if holder is None or token is None:
+            state = LeaseState.FREE
+        elif deadline is None or deadline <= now:
+            state = LeaseState.EXPIRED  # unreadable deadline = expired, as in the scripts
+        else:
+            state = LeaseState.LIVE
+        return LeaseInfo(
+            resource=resource,
+            state=state,
+            holder=holder if state is not LeaseState.FREE else None,
+            token=token if state is not LeaseState.FREE else None,
+            fence=fence,
+            deadline_ms=deadline if state is not LeaseState.FREE else None,
+            remaining_ms=max(0, deadline - now) if deadline is not None and holder else 0,
+            redis_now_ms=now,
+            acquired_ms=_int_or_none(fields.get("acquired_ms")),
+            ttl_ms=_int_or_none(fields.get("ttl_ms")),
+        )
+
+
+def call_with_lease(
+    client: LeaseClient, resource: str, holder: str, ttl_ms: int, work: Callable[[Lease], T]
+) -> T:
+    """Acquire, run ``work(lease)``, release: for short critical sections without renewal."""
+    granted = client.acquire_or_raise(resource, holder, ttl_ms)
+    try:
+        return work(granted.lease)
+    finally:
+        client.release(granted.lease)

@@ -1,0 +1,24 @@
+"""Test helpers for leases: moving a lease's deadline instead of Redis's clock.
+
+Redis TIME cannot be advanced, so "time passes by D ms" is modelled by moving
+the stored deadline D ms into the past. The scripts under test run unchanged and
+still compare against the real Redis TIME.
+"""
+
+from __future__ import annotations
+
+import redis
+
+from hubsync import keys
+
+
+def age_lease(client: redis.Redis, resource: str, by_ms: int) -> None:
+    """Make the lease on ``resource`` behave as if ``by_ms`` milliseconds had passed."""
+    key = keys.lease(resource)
+    if client.hexists(key, "deadline_ms"):
+        client.hincrby(key, "deadline_ms", -by_ms)
+
+
+def expire_lease(client: redis.Redis, resource: str) -> None:
+    """Move the lease's deadline one hour into the past."""
+    age_lease(client, resource, 3_600_000)
