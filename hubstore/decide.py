@@ -1,0 +1,120 @@
+"""The verdict on each event of a batch, given what the database already holds.
+
+Kept apart from SQL so every store implementation judges the same way: the
+store fetches what it knows about the batch's keys in a few set-based queries,
+``decide`` walks the batch in order (so the second copy of an event inside one
+batch is a duplicate of the first, and other bytes under a key accepted
+earlier in the batch are a conflict), and the store writes the result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from hubsync.entries import ConflictReason, EventEntry, Outcome, OutcomeRecord
+
+EventKey = tuple[str, str, int]
+RunKey = tuple[str, str]
+
+
+@dataclass(slots=True)
+class Known:
+    """What the store holds for the batch: hashes by key, project owners, run homes."""
+
+    hashes: dict[EventKey, str] = field(default_factory=dict)
+    project_owners: dict[str, str] = field(default_factory=dict)
+    run_homes: dict[RunKey, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Conflict:
+    """A refused event, to be recorded as an alert (never its bytes)."""
+
+    entry: EventEntry
+    reason: ConflictReason
+    existing_hash: str | None
+    detail: str
+
+
+@dataclass(slots=True)
+class Decisions:
+    """The outcome of every entry (in batch order) and what the store must write."""
+
+    outcomes: list[OutcomeRecord] = field(default_factory=list)
+    accepted: list[EventEntry] = field(default_factory=list)
+    new_projects: dict[str, str] = field(default_factory=dict)
+    new_runs: dict[RunKey, str] = field(default_factory=dict)
+    conflicts: list[Conflict] = field(default_factory=list)
+
+
+def decide(batch: Sequence[EventEntry], known: Known) -> Decisions:
+    """Judge ``batch`` in order against ``known``, which this updates as it accepts."""
+    out = Decisions()
+    for entry in batch:
+        event = entry.event
+        key = entry.key
+        existing = known.hashes.get(key)
+        conflict: Conflict | None = None
+        if existing is not None:
+            if existing == entry.content_hash:
+                out.outcomes.append(_outcome(entry, Outcome.DUPLICATE))
+                continue
+            conflict = Conflict(
+                entry,
+                ConflictReason.SEQUENCE_REUSED,
+                existing,
+                "other bytes are already stored under this (project, run, sequence)",
+            )
+        else:
+            owner = known.project_owners.get(event.project_id)
+            home = known.run_homes.get((event.project_id, event.run_id))
+            if owner is not None and owner != event.hub_project:
+                conflict = Conflict(
+                    entry,
+                    ConflictReason.PROJECT_MISMATCH,
+                    None,
+                    f"project belongs to hub project {owner!r}",
+                )
+            elif home is not None and home != event.home_runtime_id:
+                conflict = Conflict(
+                    entry,
+                    ConflictReason.HOME_RUNTIME_MISMATCH,
+                    None,
+                    f"run's home runtime is {home!r}",
+                )
+        if conflict is not None:
+            out.conflicts.append(conflict)
+            out.outcomes.append(
+                _outcome(entry, Outcome.CONFLICT, conflict.reason, conflict.existing_hash)
+            )
+            continue
+        known.hashes[key] = entry.content_hash
+        if event.project_id not in known.project_owners:
+            known.project_owners[event.project_id] = event.hub_project
+            out.new_projects[event.project_id] = event.hub_project
+        run_key = (event.project_id, event.run_id)
+        if run_key not in known.run_homes:
+            known.run_homes[run_key] = event.home_runtime_id
+            out.new_runs[run_key] = event.home_runtime_id
+        out.accepted.append(entry)
+        out.outcomes.append(_outcome(entry, Outcome.ACCEPTED))
+    return out
+
+
+def _outcome(
+    entry: EventEntry,
+    outcome: Outcome,
+    reason: ConflictReason | None = None,
+    existing_hash: str | None = None,
+) -> OutcomeRecord:
+    project_id, run_id, sequence = entry.key
+    return OutcomeRecord(
+        project_id=project_id,
+        run_id=run_id,
+        sequence=sequence,
+        outcome=outcome,
+        content_hash=entry.content_hash,
+        reason=None if reason is None else reason.value,
+        existing_hash=existing_hash,
+    )

@@ -1,0 +1,82 @@
+"""Schema of the SQLite hub database (version ``SCHEMA_VERSION``, kept in ``PRAGMA user_version``).
+
+The three contract tables (DESIGN.md) plus two ownership tables that make
+``project_mismatch`` and ``home_runtime_mismatch`` one indexed lookup per
+project and per run, instead of a search through the events.
+"""
+
+from __future__ import annotations
+
+SCHEMA_VERSION = 1
+
+TABLES = frozenset({"sync_events", "runtime_presence", "sync_alerts", "sync_projects", "sync_runs"})
+
+SCHEMA_STATEMENTS = (
+    """
+    CREATE TABLE IF NOT EXISTS sync_events (
+        project_id TEXT NOT NULL,
+        run_id TEXT NOT NULL,
+        sequence INTEGER NOT NULL,
+        hub_project TEXT NOT NULL,
+        home_runtime_id TEXT NOT NULL,
+        event_type TEXT NOT NULL,
+        content_hash TEXT NOT NULL,
+        received_at TEXT NOT NULL,
+        record TEXT NOT NULL,
+        PRIMARY KEY (project_id, run_id, sequence)
+    ) STRICT
+    """,
+    """
+    CREATE INDEX IF NOT EXISTS sync_events_by_hub_project
+        ON sync_events (hub_project, run_id, sequence)
+    """,
+    """
+    CREATE TABLE IF NOT EXISTS runtime_presence (
+        runtime_id TEXT NOT NULL,
+        hub_project TEXT NOT NULL,
+        host TEXT NOT NULL,
+        heartbeat TEXT NOT NULL,
+        record TEXT NOT NULL,
+        PRIMARY KEY (hub_project, runtime_id)
+    ) STRICT
+    """,
+    # One row per distinct offence: a redelivered conflicting entry bumps
+    # occurrences instead of flooding the table, yet nothing is ever dropped.
+    """
+    CREATE TABLE IF NOT EXISTS sync_alerts (
+        alert_id INTEGER PRIMARY KEY,
+        reason TEXT NOT NULL,
+        hub_project TEXT NOT NULL,
+        runtime_id TEXT NOT NULL,
+        project_id TEXT NOT NULL,
+        run_id TEXT NOT NULL,
+        sequence INTEGER NOT NULL,
+        existing_hash TEXT,
+        offered_hash TEXT NOT NULL,
+        detail TEXT NOT NULL,
+        detected_at TEXT NOT NULL,
+        last_detected_at TEXT NOT NULL,
+        occurrences INTEGER NOT NULL DEFAULT 1,
+        UNIQUE (project_id, run_id, sequence, reason, offered_hash)
+    ) STRICT
+    """,
+    """
+    CREATE INDEX IF NOT EXISTS sync_alerts_by_last_detected ON sync_alerts (last_detected_at)
+    """,
+    """
+    CREATE TABLE IF NOT EXISTS sync_projects (
+        project_id TEXT PRIMARY KEY,
+        hub_project TEXT NOT NULL,
+        first_seen_at TEXT NOT NULL
+    ) STRICT
+    """,
+    """
+    CREATE TABLE IF NOT EXISTS sync_runs (
+        project_id TEXT NOT NULL,
+        run_id TEXT NOT NULL,
+        home_runtime_id TEXT NOT NULL,
+        first_seen_at TEXT NOT NULL,
+        PRIMARY KEY (project_id, run_id)
+    ) STRICT
+    """,
+)

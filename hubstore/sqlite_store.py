@@ -1,0 +1,456 @@
+"""``SqliteHubStore``: the hub store on one SQLite file in WAL mode, shared by many workers.
+
+Every write runs in ``BEGIN IMMEDIATE``: the write lock is taken before the
+first read, so the verdicts of a batch are decided against a state no other
+worker can change until commit (a deferred transaction would read, then fail
+to upgrade its lock with a "database is locked" the busy handler cannot fix).
+A busy database is waited on (``busy_timeout``) and then retried with jittered
+backoff until ``busy_budget`` runs out; only then does ``StoreBusyError`` rise.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import sqlite3
+import time
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import TypeVar
+
+from hubstore.decide import Known, decide
+from hubstore.errors import StoreBusyError, StoreError, StoreOpenError, StoreSchemaError
+from hubstore.sqlite_schema import SCHEMA_STATEMENTS, SCHEMA_VERSION, TABLES
+from hubstore.store import (
+    DEFAULT_STALE_AFTER,
+    AlertRecord,
+    EventPosition,
+    HubStore,
+    PresenceRecord,
+    PurgeResult,
+    StoredEvent,
+)
+from hubsync.clock import format_timestamp, utc_now, utc_now_iso
+from hubsync.entries import ConflictReason, EventEntry, OutcomeRecord, PresenceBeat
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+_BUSY_CODES = frozenset({sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED})
+
+_EVENT_COLUMNS = (
+    "project_id, run_id, sequence, hub_project, home_runtime_id, event_type, content_hash, "
+    "received_at, record"
+)
+_INSERT_EVENT = f"INSERT INTO sync_events ({_EVENT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+
+# CROSS JOIN pins json_each as the outer loop, so each key is one primary-key
+# probe however large the table grows.
+_KNOWN_HASHES = """
+    SELECT e.project_id, e.run_id, e.sequence, e.content_hash
+    FROM json_each(?) AS k CROSS JOIN sync_events AS e
+    ON e.project_id = json_extract(k.value, '$[0]')
+       AND e.run_id = json_extract(k.value, '$[1]')
+       AND e.sequence = json_extract(k.value, '$[2]')
+"""
+_KNOWN_OWNERS = """
+    SELECT p.project_id, p.hub_project
+    FROM json_each(?) AS k CROSS JOIN sync_projects AS p ON p.project_id = k.value
+"""
+_KNOWN_HOMES = """
+    SELECT r.project_id, r.run_id, r.home_runtime_id
+    FROM json_each(?) AS k CROSS JOIN sync_runs AS r
+    ON r.project_id = json_extract(k.value, '$[0]') AND r.run_id = json_extract(k.value, '$[1]')
+"""
+_UPSERT_ALERT = """
+    INSERT INTO sync_alerts (reason, hub_project, runtime_id, project_id, run_id, sequence,
+                             existing_hash, offered_hash, detail, detected_at, last_detected_at)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+    ON CONFLICT (project_id, run_id, sequence, reason, offered_hash) DO UPDATE SET
+        last_detected_at = excluded.last_detected_at,
+        occurrences = occurrences + 1
+"""
+_UPSERT_PRESENCE = """
+    INSERT INTO runtime_presence (runtime_id, hub_project, host, heartbeat, record)
+    VALUES (?, ?, ?, ?, ?)
+    ON CONFLICT (hub_project, runtime_id) DO UPDATE SET
+        host = excluded.host, heartbeat = excluded.heartbeat, record = excluded.record
+"""
+_ALERT_COLUMNS = (
+    "alert_id, reason, hub_project, runtime_id, project_id, run_id, sequence, existing_hash, "
+    "offered_hash, detail, detected_at, last_detected_at, occurrences"
+)
+
+
+def _is_busy(exc: sqlite3.Error) -> bool:
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return (code & 0xFF) in _BUSY_CODES
+    return "locked" in str(exc) or "busy" in str(exc)
+
+
+class SqliteHubStore(HubStore):
+    """The hub store on a SQLite file (created with its schema on first open).
+
+    ``busy_timeout`` is how long SQLite itself waits for a lock (seconds);
+    ``busy_budget`` is how long a whole operation keeps retrying before it gives
+    up with ``StoreBusyError``.
+    """
+
+    def __init__(
+        self, path: Path | str, busy_timeout: float = 5.0, busy_budget: float = 60.0
+    ) -> None:
+        self.path = Path(path)
+        self.busy_budget = busy_budget
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._conn = sqlite3.connect(
+                self.path, timeout=busy_timeout, isolation_level=None, cached_statements=64
+            )
+        except (OSError, sqlite3.Error) as exc:
+            raise StoreOpenError(
+                f"cannot open the hub database {str(self.path)!r} ({exc}); check the path "
+                "and its permissions"
+            ) from exc
+        try:
+            self._retry(self._configure)
+            self._write(self._prepare_schema)
+        except BaseException:
+            self._conn.close()
+            raise
+
+    # ----- the contract -----
+
+    def ingest(self, batch: Sequence[EventEntry]) -> list[OutcomeRecord]:
+        """Decide every event of ``batch`` in one transaction (see ``HubStore.ingest``)."""
+        if not batch:
+            return []
+        return self._write(lambda conn: self._ingest(conn, batch))
+
+    def sync_cursor(self, project_id: str, run_id: str) -> int:
+        """The run's highest sequence with no gap below it."""
+
+        def read(conn: sqlite3.Connection) -> int:
+            first_gap = self._gaps(conn, project_id, run_id, 1)
+            if first_gap:
+                return first_gap[0][0] - 1
+            row = conn.execute(
+                "SELECT MAX(sequence) FROM sync_events WHERE project_id = ? AND run_id = ?",
+                (project_id, run_id),
+            ).fetchone()
+            return int(row[0] or 0)
+
+        return self._retry(read)
+
+    def gaps(self, project_id: str, run_id: str, limit: int = 1000) -> list[tuple[int, int]]:
+        """Missing ranges ``(first, last)`` below the run's highest sequence."""
+        return self._retry(lambda conn: self._gaps(conn, project_id, run_id, limit))
+
+    def events(
+        self,
+        hub_project: str,
+        run_id: str | None = None,
+        after: EventPosition | None = None,
+        limit: int = 1000,
+    ) -> list[StoredEvent]:
+        """Events of a hub project by run then sequence, after ``after``."""
+        where = ["hub_project = ?"]
+        args: list[object] = [hub_project]
+        if run_id is not None:
+            where.append("run_id = ?")
+            args.append(run_id)
+        if after is not None:
+            where.append("(run_id, sequence) > (?, ?)")
+            args.extend(after)
+        sql = (
+            f"SELECT {_EVENT_COLUMNS} FROM sync_events WHERE {' AND '.join(where)} "
+            "ORDER BY run_id, sequence, project_id LIMIT ?"
+        )
+        args.append(limit)
+        rows = self._retry(lambda conn: conn.execute(sql, args).fetchall())
+        return [
+            StoredEvent(
+                project_id=r[0],
+                run_id=r[1],
+                sequence=r[2],
+                hub_project=r[3],
+                home_runtime_id=r[4],
+                event_type=r[5],
+                content_hash=r[6],
+                received_at=r[7],
+                record=r[8].encode("utf-8"),
+            )
+            for r in rows
+        ]
+
+    def count_events(
+        self,
+        hub_project: str | None = None,
+        project_id: str | None = None,
+        run_id: str | None = None,
+    ) -> int:
+        """How many events are stored, optionally filtered."""
+        where, args = [], []
+        for column, value in (
+            ("hub_project", hub_project),
+            ("project_id", project_id),
+            ("run_id", run_id),
+        ):
+            if value is not None:
+                where.append(f"{column} = ?")
+                args.append(value)
+        sql = "SELECT COUNT(*) FROM sync_events" + (
+            f" WHERE {' AND '.join(where)}" if where else ""
+        )
+        return int(self._retry(lambda conn: conn.execute(sql, args).fetchone()[0]))
+
+    def record_presence(self, beats: Sequence[PresenceBeat]) -> None:
+        """Upsert each beat's runtime presence, stamped with the hub's clock."""
+        if not beats:
+            return
+        now = utc_now_iso()
+        rows = [
+            (b.runtime_id, b.hub_project, b.host, now, b.record().decode("utf-8")) for b in beats
+        ]
+        self._write(lambda conn: conn.executemany(_UPSERT_PRESENCE, rows))
+
+    def presence(
+        self,
+        hub_project: str | None = None,
+        stale_after: timedelta = DEFAULT_STALE_AFTER,
+        now: datetime | None = None,
+    ) -> list[PresenceRecord]:
+        """Known runtimes, each flagged stale when not heard from within ``stale_after``."""
+        sql = "SELECT runtime_id, hub_project, host, heartbeat, record FROM runtime_presence"
+        args: list[object] = []
+        if hub_project is not None:
+            sql += " WHERE hub_project = ?"
+            args.append(hub_project)
+        sql += " ORDER BY hub_project, runtime_id"
+        rows = self._retry(lambda conn: conn.execute(sql, args).fetchall())
+        cutoff = format_timestamp((now or utc_now()) - stale_after)
+        return [
+            PresenceRecord(
+                runtime_id=r[0],
+                hub_project=r[1],
+                host=r[2],
+                heartbeat=r[3],
+                beat=PresenceBeat(**json.loads(r[4])),
+                stale=r[3] < cutoff,
+            )
+            for r in rows
+        ]
+
+    def alerts(self, hub_project: str | None = None, limit: int = 100) -> list[AlertRecord]:
+        """Recorded conflicts, newest first."""
+        sql = f"SELECT {_ALERT_COLUMNS} FROM sync_alerts"
+        args: list[object] = []
+        if hub_project is not None:
+            sql += " WHERE hub_project = ?"
+            args.append(hub_project)
+        sql += " ORDER BY alert_id DESC LIMIT ?"
+        args.append(limit)
+        rows = self._retry(lambda conn: conn.execute(sql, args).fetchall())
+        return [
+            AlertRecord(
+                alert_id=r[0],
+                reason=ConflictReason(r[1]),
+                hub_project=r[2],
+                runtime_id=r[3],
+                project_id=r[4],
+                run_id=r[5],
+                sequence=r[6],
+                existing_hash=r[7],
+                offered_hash=r[8],
+                detail=r[9],
+                detected_at=r[10],
+                last_detected_at=r[11],
+                occurrences=r[12],
+            )
+            for r in rows
+        ]
+
+    def purge(self, retention: timedelta, now: datetime | None = None) -> PurgeResult:
+        """Remove alerts and presence older than ``retention``; events stay."""
+        cutoff = format_timestamp((now or utc_now()) - retention)
+
+        def work(conn: sqlite3.Connection) -> PurgeResult:
+            alerts = conn.execute("DELETE FROM sync_alerts WHERE last_detected_at < ?", (cutoff,))
+            presence = conn.execute("DELETE FROM runtime_presence WHERE heartbeat < ?", (cutoff,))
+            return PurgeResult(alerts=alerts.rowcount, presence=presence.rowcount)
+
+        return self._write(work)
+
+    def close(self) -> None:
+        """Close the connection (idempotent)."""
+        self._conn.close()
+
+    # ----- ingest -----
+
+    def _ingest(self, conn: sqlite3.Connection, batch: Sequence[EventEntry]) -> list[OutcomeRecord]:
+        decisions = decide(batch, self._known(conn, batch))
+        now = utc_now_iso()
+        if decisions.accepted:
+            conn.executemany(
+                _INSERT_EVENT,
+                [
+                    (
+                        e.event.project_id,
+                        e.event.run_id,
+                        e.event.sequence,
+                        e.event.hub_project,
+                        e.event.home_runtime_id,
+                        e.event.event_type,
+                        e.content_hash,
+                        now,
+                        e.data.decode("utf-8"),
+                    )
+                    for e in decisions.accepted
+                ],
+            )
+        if decisions.new_projects:
+            conn.executemany(
+                "INSERT INTO sync_projects (project_id, hub_project, first_seen_at) VALUES (?, ?, ?)",
+                [(p, h, now) for p, h in decisions.new_projects.items()],
+            )
+        if decisions.new_runs:
+            conn.executemany(
+                "INSERT INTO sync_runs (project_id, run_id, home_runtime_id, first_seen_at) "
+                "VALUES (?, ?, ?, ?)",
+                [(p, r, home, now) for (p, r), home in decisions.new_runs.items()],
+            )
+        if decisions.conflicts:
+            conn.executemany(
+                _UPSERT_ALERT,
+                [
+                    (
+                        c.reason.value,
+                        c.entry.event.hub_project,
+                        c.entry.runtime_id,
+                        *c.entry.key,
+                        c.existing_hash,
+                        c.entry.content_hash,
+                        c.detail,
+                        now,
+                        now,
+                    )
+                    for c in decisions.conflicts
+                ],
+            )
+            for c in decisions.conflicts:
+                log.warning(
+                    "conflict refused: %s for %s/%s/%s from runtime %s (offered %s, stored %s)",
+                    c.reason.value,
+                    *c.entry.key,
+                    c.entry.runtime_id,
+                    c.entry.content_hash[:16],
+                    (c.existing_hash or "-")[:16],
+                )
+        return decisions.outcomes
+
+    @staticmethod
+    def _known(conn: sqlite3.Connection, batch: Sequence[EventEntry]) -> Known:
+        keys = list(dict.fromkeys(e.key for e in batch))
+        projects = list(dict.fromkeys(k[0] for k in keys))
+        runs = list(dict.fromkeys((k[0], k[1]) for k in keys))
+        known = Known()
+        for p, r, s, h in conn.execute(_KNOWN_HASHES, (json.dumps(keys),)):
+            known.hashes[(p, r, s)] = h
+        for p, h in conn.execute(_KNOWN_OWNERS, (json.dumps(projects),)):
+            known.project_owners[p] = h
+        for p, r, home in conn.execute(_KNOWN_HOMES, (json.dumps(runs),)):
+            known.run_homes[(p, r)] = home
+        return known
+
+    @staticmethod
+    def _gaps(
+        conn: sqlite3.Connection, project_id: str, run_id: str, limit: int
+    ) -> list[tuple[int, int]]:
+        rows = conn.execute(
+            """
+            SELECT previous + 1, sequence - 1 FROM (
+                SELECT sequence, LAG(sequence, 1, 0) OVER (ORDER BY sequence) AS previous
+                FROM sync_events WHERE project_id = ? AND run_id = ?
+            ) WHERE sequence - previous > 1 ORDER BY sequence LIMIT ?
+            """,
+            (project_id, run_id, limit),
+        ).fetchall()
+        return [(int(a), int(b)) for a, b in rows]
+
+    # ----- connection, schema, retries -----
+
+    def _configure(self, conn: sqlite3.Connection) -> None:
+        mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        if str(mode).lower() != "wal":
+            raise StoreOpenError(
+                f"the hub database {str(self.path)!r} cannot use WAL mode (got {mode!r}); "
+                "put it on a local filesystem"
+            )
+        # NORMAL in WAL mode: a commit survives a process crash; only a power
+        # loss may drop the last commits, which the unacked stream entries redo.
+        conn.execute("PRAGMA synchronous = NORMAL")
+
+    def _prepare_schema(self, conn: sqlite3.Connection) -> None:
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if version == SCHEMA_VERSION:
+            return
+        if version != 0:
+            raise StoreSchemaError(
+                f"the hub database {str(self.path)!r} has schema version {version}; this "
+                f"hubsync uses version {SCHEMA_VERSION}. Use a hubsync of that version or "
+                "another --hub-db."
+            )
+        tables = {
+            row[0]
+            for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+            if not str(row[0]).startswith("sqlite_")
+        }
+        if tables - TABLES:
+            raise StoreSchemaError(
+                f"{str(self.path)!r} is a SQLite database of something else (it has tables "
+                f"{', '.join(sorted(tables - TABLES)[:5])}); give --hub-db a new file"
+            )
+        for statement in SCHEMA_STATEMENTS:
+            conn.execute(statement)
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+    def _write(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        def transaction(conn: sqlite3.Connection) -> T:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                result = work(conn)
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            return result
+
+        return self._retry(transaction)
+
+    def _retry(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        deadline = time.monotonic() + self.busy_budget
+        delay = 0.005
+        attempts = 0
+        while True:
+            try:
+                return work(self._conn)
+            except sqlite3.Error as exc:
+                attempts += 1
+                if not _is_busy(exc):
+                    raise StoreError(f"hub database {str(self.path)!r} failed: {exc}") from exc
+                if time.monotonic() >= deadline:
+                    raise StoreBusyError(
+                        f"hub database {str(self.path)!r} stayed locked for "
+                        f"{self.busy_budget:.0f}s over {attempts} attempts; another process "
+                        "holds a long write lock (stop it, or raise the busy budget)"
+                    ) from exc
+                log.debug("hub database busy (attempt %s); retrying", attempts)
+                time.sleep(delay * (0.5 + random.random()))
+                delay = min(delay * 2, 0.5)
+
+
+__all__ = ["SqliteHubStore"]

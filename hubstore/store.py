@@ -1,0 +1,173 @@
+"""The hub store contract: what every hub database (SQLite today, PostgreSQL later) must do.
+
+A store keeps three things: the sync events of every hub project (one row per
+``(project_id, run_id, sequence)``, never overwritten), the latest presence beat
+of every runtime, and the conflicts it refused (security alerts). Its one hot
+operation is ``ingest``: a whole batch decided in one transaction, so a crash
+either stores the batch's verdicts or none of them, and a redelivery after the
+crash is judged against exactly what was committed.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from types import TracebackType
+
+from hubsync.entries import ConflictReason, EventEntry, OutcomeRecord, PresenceBeat
+
+DEFAULT_STALE_AFTER = timedelta(seconds=60)
+"""A runtime not heard from for this long is listed as stale."""
+
+
+@dataclass(frozen=True, slots=True)
+class StoredEvent:
+    """One row of ``sync_events``: an accepted event and its exact canonical bytes."""
+
+    project_id: str
+    run_id: str
+    sequence: int
+    hub_project: str
+    home_runtime_id: str
+    event_type: str
+    content_hash: str
+    received_at: str
+    record: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class PresenceRecord:
+    """A runtime's latest presence as the hub knows it.
+
+    ``heartbeat`` is when the hub received the latest beat (the hub's clock, so
+    a runtime with a skewed clock cannot look alive after it died); ``beat`` is
+    what the runtime said about itself.
+    """
+
+    runtime_id: str
+    hub_project: str
+    host: str
+    heartbeat: str
+    beat: PresenceBeat
+    stale: bool
+
+
+@dataclass(frozen=True, slots=True)
+class AlertRecord:
+    """One refused conflict from ``sync_alerts``.
+
+    Repeats of the same offence (same key, reason and offered bytes, e.g. a
+    redelivery) are one alert whose ``occurrences`` grows.
+    """
+
+    alert_id: int
+    reason: ConflictReason
+    hub_project: str
+    runtime_id: str
+    project_id: str
+    run_id: str
+    sequence: int
+    existing_hash: str | None
+    offered_hash: str
+    detail: str
+    detected_at: str
+    last_detected_at: str
+    occurrences: int
+
+
+@dataclass(frozen=True, slots=True)
+class PurgeResult:
+    """How many rows a retention purge removed (events are never purged)."""
+
+    alerts: int
+    presence: int
+
+
+EventPosition = tuple[str, int]
+"""A position in a hub project's event listing: ``(run_id, sequence)``."""
+
+
+class HubStore(ABC):
+    """The hub's persistence of sync events, runtime presence and conflicts.
+
+    Implementations must be safe to share between processes (several consumer
+    workers on one database) and must never surface a transient lock as an
+    error before their retry budget is spent.
+    """
+
+    @abstractmethod
+    def ingest(self, batch: Sequence[EventEntry]) -> list[OutcomeRecord]:
+        """Decide every event of ``batch`` in one transaction; one outcome per entry, in order.
+
+        ``accepted``: stored. ``duplicate``: the same bytes are already stored
+        (earlier, or earlier in this batch). ``conflict``: refused and recorded
+        in the alerts with reason ``sequence_reused`` (other bytes hold the key),
+        ``project_mismatch`` (the project belongs to another hub project) or
+        ``home_runtime_mismatch`` (the run's first event came from another
+        runtime). A stored row is never changed.
+        """
+
+    @abstractmethod
+    def sync_cursor(self, project_id: str, run_id: str) -> int:
+        """The run's highest sequence with no gap below it (0 when sequence 1 is missing)."""
+
+    @abstractmethod
+    def gaps(self, project_id: str, run_id: str, limit: int = 1000) -> list[tuple[int, int]]:
+        """Missing sequence ranges ``(first, last)``, inclusive, below the run's highest one."""
+
+    @abstractmethod
+    def events(
+        self,
+        hub_project: str,
+        run_id: str | None = None,
+        after: EventPosition | None = None,
+        limit: int = 1000,
+    ) -> list[StoredEvent]:
+        """Events of a hub project ordered by run then sequence, after ``after`` (keyset paging)."""
+
+    @abstractmethod
+    def count_events(
+        self,
+        hub_project: str | None = None,
+        project_id: str | None = None,
+        run_id: str | None = None,
+    ) -> int:
+        """How many events are stored, optionally for one hub project, project or run."""
+
+    @abstractmethod
+    def record_presence(self, beats: Sequence[PresenceBeat]) -> None:
+        """Upsert the latest presence of each beat's runtime, stamped with the hub's clock."""
+
+    @abstractmethod
+    def presence(
+        self,
+        hub_project: str | None = None,
+        stale_after: timedelta = DEFAULT_STALE_AFTER,
+        now: datetime | None = None,
+    ) -> list[PresenceRecord]:
+        """Known runtimes (of one hub project, or all), each flagged stale when silent too long."""
+
+    @abstractmethod
+    def alerts(self, hub_project: str | None = None, limit: int = 100) -> list[AlertRecord]:
+        """Recorded conflicts, newest first."""
+
+    @abstractmethod
+    def purge(self, retention: timedelta, now: datetime | None = None) -> PurgeResult:
+        """Remove alerts and presence older than ``retention``; events are kept for ever."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release the database connection."""
+
+    def __enter__(self) -> HubStore:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()

@@ -1,0 +1,77 @@
+"""Plays the relay's part for hub tests: builds real sync events and XADDs their entries.
+
+Entries are built with ``hubsync.wire.SyncEvent`` and
+``hubsync.entries.event_entry_fields``, exactly what a relay sends, so the hub
+under test sees the real protocol.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import redis
+
+from hubsync import keys
+from hubsync.entries import EventEntry, PresenceBeat, event_entry_fields, parse_event_entry
+from hubsync.entries import decode_fields as _decode
+from hubsync.wire import SyncEvent
+
+HUB_PROJECT = "acme"
+RUNTIME = "rt-1"
+
+
+def sync_event(
+    sequence: int,
+    run_id: str = "run-1",
+    project_id: str = "proj-1",
+    hub_project: str = HUB_PROJECT,
+    runtime_id: str = RUNTIME,
+    data: Mapping[str, object] | None = None,
+) -> SyncEvent:
+    """A valid sync event; ``data`` changes its bytes (and so its hash)."""
+    return SyncEvent.model_validate(
+        {
+            "project_id": project_id,
+            "hub_project": hub_project,
+            "home_runtime_id": runtime_id,
+            "run_id": run_id,
+            "sequence": sequence,
+            "event_type": "step.completed",
+            "occurred_at": "2026-11-29T16:38:54.123456Z",
+            "data": dict(data) if data is not None else {"step": f"s{sequence}", "ok": True},
+        }
+    )
+
+
+def entry_fields(event: SyncEvent) -> dict[str, str | bytes]:
+    """The stream fields a relay XADDs for ``event``."""
+    data, digest = event.encoded()
+    return event_entry_fields(event, data, digest)
+
+
+def event_entry(event: SyncEvent) -> EventEntry:
+    """The validated entry a hub consumer hands to ``HubStore.ingest``."""
+    return parse_event_entry(_decode(entry_fields(event)))
+
+
+def send(client: redis.Redis, event: SyncEvent, register: bool = True) -> str:
+    """XADD ``event`` to its hub project's events stream (registering the project); the id."""
+    return send_fields(client, event.hub_project, entry_fields(event), register)
+
+
+def send_fields(
+    client: redis.Redis,
+    hub_project: str,
+    fields: Mapping[str, str | bytes],
+    register: bool = True,
+) -> str:
+    """XADD raw fields (valid or not) to a hub project's events stream; the entry id."""
+    if register:
+        client.sadd(keys.PROJECTS, hub_project)
+    entry_id = client.xadd(keys.events_stream(hub_project), dict(fields))  # type: ignore[arg-type]
+    return entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
+
+
+def send_presence(client: redis.Redis, beat: PresenceBeat) -> str:
+    """XADD a presence beat to its hub project's events stream."""
+    return send_fields(client, beat.hub_project, beat.to_fields())
