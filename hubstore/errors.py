@@ -56,7 +56,24 @@ class LeaseMissingError(LeaseRefusedError):
 
 
 class LeaseLostError(LeaseRefusedError):
-    """An auto-renewing lease was lost earlier; every later fenced commit refuses."""
+    """An auto-renewing lease was lost (a renewal was refused or failed); every later fenced
+    commit under it refuses. ``refused`` is None when Redis could not be reached."""
+
+    def __init__(self, resource: str, token: int, refused: LeaseRefused | None) -> None:
+        cause = refused.refusal.value if refused is not None else "renewal failed"
+        HubstoreError.__init__(
+            self,
+            f"lease {resource!r} under token {token} was lost ({cause}); refusing to act under "
+            "it. Acquire the lease again (a new token) before retrying.",
+        )
+        self.resource = resource
+        self.token = token
+        self.lost_refusal = refused
+
+    @property
+    def refusal(self) -> str:
+        """The refusal code that lost the lease, or ``unavailable`` if Redis did not answer."""
+        return self.lost_refusal.refusal.value if self.lost_refusal is not None else "unavailable"
 
 
 class FencedWriteRefusedError(HubstoreError):
