@@ -1,0 +1,92 @@
+"""The storage-side fence for hub-store writes made under a lease.
+
+A lease alone cannot stop a holder that was paused past its deadline from
+writing after a newer holder took over: it does not know it lost. The store it
+writes to has to refuse a token smaller than one it has already seen. This
+module is that check for SQLite, self-contained so any store can adopt it:
+
+* ``ensure_fence_table(conn)`` creates ``resource_fences(resource, highest_token,
+  updated_at)`` once;
+* ``advance_fence(conn, resource, token)`` is a compare-and-set to call *inside
+  the same transaction* as the guarded write: it records ``token`` as the new
+  highest, or raises ``FencedWriteRefusedError`` when a larger token has already
+  been seen (the caller's transaction then rolls back, so the write never lands);
+* ``fenced_transaction(conn, resource, token)`` wraps both in ``BEGIN IMMEDIATE``.
+
+Example (a hub-store method writing under a lease)::
+
+    with fenced_transaction(conn, lease.resource, lease.token):
+        conn.execute("UPDATE ... ")   # lands only if the token is still the highest
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from hubstore.errors import FencedWriteRefusedError
+from hubstore.lease_args import validate_resource, validate_token
+from hubsync.clock import utc_now_iso
+
+FENCE_DDL = """
+CREATE TABLE IF NOT EXISTS resource_fences (
+    resource TEXT PRIMARY KEY,
+    highest_token INTEGER NOT NULL CHECK (highest_token >= 1),
+    updated_at TEXT NOT NULL
+) STRICT
+"""
+
+
+def ensure_fence_table(conn: sqlite3.Connection) -> None:
+    """Create the ``resource_fences`` table if it does not exist."""
+    conn.execute(FENCE_DDL)
+
+
+def highest_token(conn: sqlite3.Connection, resource: str) -> int:
+    """The highest token a write to ``resource`` has been made under (0 if none)."""
+    row = conn.execute(
+        "SELECT highest_token FROM resource_fences WHERE resource = ?", (resource,)
+    ).fetchone()
+    return int(row[0]) if row else 0
+
+
+def advance_fence(conn: sqlite3.Connection, resource: str, token: int) -> None:
+    """Record ``token`` as the highest seen for ``resource``, or refuse a stale one.
+
+    Equal tokens pass (one holder writes many times under its token). Must run in
+    the caller's transaction, before or after the guarded write but before COMMIT.
+    """
+    validate_resource(resource)
+    validate_token(token)
+    # One statement: the upsert only updates when the token is not smaller, so
+    # the compare and the set cannot be split by another writer.
+    cursor = conn.execute(
+        """
+        INSERT INTO resource_fences (resource, highest_token, updated_at) VALUES (?, ?, ?)
+        ON CONFLICT (resource) DO UPDATE SET
+            highest_token = excluded.highest_token, updated_at = excluded.updated_at
+        WHERE excluded.highest_token >= resource_fences.highest_token
+        """,
+        (resource, token, utc_now_iso()),
+    )
+    if cursor.rowcount != 1:
+        raise FencedWriteRefusedError(resource, token, highest_token(conn, resource), "stale")
+
+
+@contextmanager
+def fenced_transaction(conn: sqlite3.Connection, resource: str, token: int) -> Iterator[None]:
+    """``BEGIN IMMEDIATE``; advance the fence; yield for the guarded write; COMMIT.
+
+    Any exception (the fence refusal included) rolls everything back.
+    ``conn`` must be in autocommit mode (``isolation_level=None``) so this owns
+    the transaction.
+    """
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        advance_fence(conn, resource, token)
+        yield
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")

@@ -1,0 +1,123 @@
+"""Storage-side fencing: the Lua fenced write on real Redis, and the SQLite fence table."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+import redis
+
+from hubstore.errors import FencedWriteRefusedError, InvalidLeaseArgumentError
+from hubstore.fence import advance_fence, ensure_fence_table, fenced_transaction, highest_token
+from hubstore.leases import LeaseClient
+from tests.lease_support import expire_lease
+
+TTL = 30_000
+
+
+@pytest.fixture
+def leases(redis_client: redis.Redis) -> LeaseClient:
+    return LeaseClient(redis_client)
+
+
+def test_a_stale_holder_cannot_write_after_a_takeover_even_before_the_new_holder_writes(
+    leases: LeaseClient, redis_client: redis.Redis
+) -> None:
+    old = leases.acquire_or_raise("r", "box-a", TTL).lease
+    assert leases.fenced_write("r", "config", old.token, b"from-a").ok
+    expire_lease(redis_client, "r")
+    new = leases.acquire_or_raise("r", "box-b", TTL).lease
+    late = leases.fenced_write("r", "config", old.token, b"late-a")
+    assert (late.status, late.highest) == ("superseded", new.token)
+    assert leases.read_fenced("r", "config") == (b"from-a", old.token)
+    assert leases.fenced_write("r", "config", new.token, b"from-b").ok
+    assert leases.read_fenced("r", "config") == (b"from-b", new.token)
+
+
+def test_the_current_token_may_write_many_times(leases: LeaseClient) -> None:
+    lease = leases.acquire_or_raise("r", "box-a", TTL).lease
+    for value in [b"1", b"2", b"3"]:
+        assert leases.fenced_write("r", "v", lease.token, value).ok
+    assert leases.read_fenced("r", "v") == (b"3", lease.token)
+
+
+def test_a_token_never_issued_is_refused(leases: LeaseClient) -> None:
+    assert leases.fenced_write("r", "v", 1, b"x").status == "unknown_token"
+    lease = leases.acquire_or_raise("r", "box-a", TTL).lease
+    assert leases.fenced_write("r", "v", lease.token + 5, b"x").status == "unknown_token"
+    assert leases.read_fenced("r", "v") is None
+
+
+def test_a_value_written_under_a_larger_token_refuses_smaller_ones_as_stale(
+    leases: LeaseClient, redis_client: redis.Redis
+) -> None:
+    # The lease hash is lost (an operator deleted it): the resource's own highest
+    # token still refuses the stale writer.
+    first = leases.acquire_or_raise("r", "box-a", TTL).lease
+    leases.release_or_raise(first)
+    second = leases.acquire_or_raise("r", "box-b", TTL).lease
+    assert leases.fenced_write("r", "v", second.token, b"b").ok
+    redis_client.hset("hubsync:lease:{r}", "fence", first.token)
+    redis_client.hset("hubsync:lease:{r}", "token", first.token)
+    assert leases.fenced_write("r", "v", first.token, b"a").status == "stale"
+
+
+def test_fenced_writes_survive_script_flush(leases: LeaseClient, redis_client: redis.Redis) -> None:
+    lease = leases.acquire_or_raise("r", "box-a", TTL).lease
+    redis_client.script_flush()
+    assert leases.fenced_write("r", "v", lease.token, b"x").ok
+
+
+@pytest.fixture
+def conn(tmp_path: Path) -> sqlite3.Connection:
+    connection = sqlite3.connect(tmp_path / "hub.db", isolation_level=None)
+    ensure_fence_table(connection)
+    connection.execute("CREATE TABLE effects_seen (resource TEXT, token INTEGER, value TEXT)")
+    return connection
+
+
+def _guarded_insert(conn: sqlite3.Connection, token: int, value: str) -> None:
+    with fenced_transaction(conn, "repo/main", token):
+        conn.execute("INSERT INTO effects_seen VALUES ('repo/main', ?, ?)", (token, value))
+
+
+def test_sqlite_fence_lets_equal_and_larger_tokens_write(conn: sqlite3.Connection) -> None:
+    _guarded_insert(conn, 3, "a")
+    _guarded_insert(conn, 3, "b")
+    _guarded_insert(conn, 7, "c")
+    assert highest_token(conn, "repo/main") == 7
+    assert conn.execute("SELECT count(*) FROM effects_seen").fetchone()[0] == 3
+
+
+def test_sqlite_fence_refuses_a_stale_token_and_rolls_the_write_back(
+    conn: sqlite3.Connection,
+) -> None:
+    _guarded_insert(conn, 5, "new holder")
+    with pytest.raises(FencedWriteRefusedError) as info:
+        _guarded_insert(conn, 4, "stale holder")
+    assert info.value.highest == 5
+    rows = conn.execute("SELECT value FROM effects_seen").fetchall()
+    assert rows == [("new holder",)]
+    assert highest_token(conn, "repo/main") == 5
+
+
+def test_sqlite_fence_rolls_back_when_the_guarded_write_fails(conn: sqlite3.Connection) -> None:
+    with pytest.raises(RuntimeError), fenced_transaction(conn, "repo/main", 9):
+        raise RuntimeError("write failed")
+    assert highest_token(conn, "repo/main") == 0
+
+
+def test_sqlite_fence_is_per_resource(conn: sqlite3.Connection) -> None:
+    conn.execute("BEGIN")
+    advance_fence(conn, "a", 10)
+    advance_fence(conn, "b", 1)
+    conn.execute("COMMIT")
+    assert (highest_token(conn, "a"), highest_token(conn, "b")) == (10, 1)
+
+
+def test_sqlite_fence_validates_its_arguments(conn: sqlite3.Connection) -> None:
+    with pytest.raises(InvalidLeaseArgumentError):
+        advance_fence(conn, "bad{name}", 1)
+    with pytest.raises(InvalidLeaseArgumentError):
+        advance_fence(conn, "a", 0)
