@@ -1,0 +1,266 @@
+"""Derivation: which fields of a local run event cross to the hub, and in what bytes.
+
+A per-event-type allowlist decides. Each entry is a field name or a dotted path
+into a nested object (``error.message`` lets ``error.message`` cross but not
+``error.stack``); a field named whole crosses with everything beneath it. An
+event type the allowlist does not know crosses with an empty ``data`` object,
+so a new local event type never leaks by default. Extend it at runtime with
+``Allowlist.extend``.
+
+Derivation runs on the redacted payload, and the sync event's canonical bytes
+and content hash are computed here, once, on the runtime (``hubsync.wire``).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from hubsync.canonical import canonical_json, content_hash
+from hubsync.clock import format_timestamp
+from hubsync.errors import ConfigError, WireError
+from hubsync.names import validate_event_type, validate_name
+from hubsync.wire import MAX_EVENT_BYTES, SYNC_EVENT_SCHEMA, SyncEvent
+from producers.errors import DerivationError, EventTooLargeError
+from producers.redaction import Redactor
+
+DEFAULT_ALLOWLIST: Mapping[str, tuple[str, ...]] = {
+    "run.started": ("workflow_id", "workflow_name", "trigger", "attempt", "labels"),
+    "run.completed": ("status", "duration_ms", "summary", "outputs"),
+    "run.failed": ("status", "duration_ms", "failed_step", "error.type", "error.message"),
+    "run.cancelled": ("reason", "cancelled_by"),
+    "step.started": ("step_id", "step_name", "attempt", "executor"),
+    "step.completed": ("step_id", "step_name", "status", "duration_ms", "outputs", "metrics"),
+    "step.failed": ("step_id", "step_name", "attempt", "retryable", "error.type", "error.message"),
+    "artifact.created": ("artifact_id", "name", "media_type", "size_bytes", "sha256", "uri"),
+    "approval.requested": ("approval_id", "step_id", "title", "approvers", "expires_at"),
+    "approval.granted": ("approval_id", "decided_by", "comment"),
+    "approval.denied": ("approval_id", "decided_by", "comment"),
+}
+"""Event types and the fields of each that cross to the hub (documented in the README)."""
+
+# A compiled allowlist entry: field -> None (the whole value crosses) or a subtree.
+_Tree = dict[str, "_Tree | None"]
+
+
+def _compile(paths: Iterable[str]) -> _Tree:
+    tree: _Tree = {}
+    for path in sorted(paths, key=lambda p: p.count(".")):
+        node = tree
+        parts = path.split(".")
+        for depth, part in enumerate(parts):
+            if part in node and node[part] is None:
+                break  # an ancestor already crosses whole
+            if depth == len(parts) - 1:
+                node[part] = None
+            else:
+                child = node.get(part)
+                if child is None:
+                    child = node[part] = {}
+                node = child
+    return tree
+
+
+def _select(tree: _Tree, payload: Mapping[str, Any]) -> dict[str, Any]:
+    data: dict[str, Any] = {}
+    for field, subtree in tree.items():
+        if field not in payload:
+            continue
+        value = payload[field]
+        if subtree is None:
+            data[field] = value
+        elif isinstance(value, Mapping):
+            nested = _select(subtree, value)
+            if nested:
+                data[field] = nested
+    return data
+
+
+def _check_field_path(path: str) -> str:
+    if not isinstance(path, str) or not path or any(not part for part in path.split(".")):
+        raise ConfigError(
+            f"allowlist field {str(path)[:60]!r} must be a field name or a dotted path "
+            "such as 'error.message'"
+        )
+    return path
+
+
+class Allowlist:
+    """Per-event-type field allowlist; thread-safe to extend while in use."""
+
+    def __init__(self, table: Mapping[str, Iterable[str]] = DEFAULT_ALLOWLIST) -> None:
+        self._paths: dict[str, frozenset[str]] = {}
+        self._trees: dict[str, _Tree] = {}
+        self._lock = threading.Lock()
+        for event_type, fields in table.items():
+            self.extend(event_type, fields)
+
+    def extend(self, event_type: str, fields: Iterable[str]) -> None:
+        """Let ``fields`` (names or dotted paths) of ``event_type`` cross from now on."""
+        validate_event_type(event_type)
+        new = frozenset(_check_field_path(f) for f in fields)
+        with self._lock:
+            paths = self._paths.get(event_type, frozenset()) | new
+            self._paths[event_type] = paths
+            self._trees[event_type] = _compile(paths)
+
+    def fields(self, event_type: str) -> frozenset[str]:
+        """The allowlisted paths of ``event_type`` (empty for an unknown type)."""
+        return self._paths.get(event_type, frozenset())
+
+    def event_types(self) -> list[str]:
+        """Every event type with an entry, sorted."""
+        return sorted(self._paths)
+
+    def select(self, event_type: str, payload: Mapping[str, Any]) -> dict[str, Any]:
+        """The allowlisted part of ``payload`` (shares nested values, does not copy)."""
+        tree = self._trees.get(event_type)
+        return _select(tree, payload) if tree else {}
+
+
+@dataclass(frozen=True, slots=True)
+class StoreIdentity:
+    """The ids every sync event of one project store carries."""
+
+    project_id: str
+    hub_project: str
+    home_runtime_id: str
+
+    def __post_init__(self) -> None:
+        validate_name(self.project_id, "project id")
+        validate_name(self.hub_project, "hub project")
+        validate_name(self.home_runtime_id, "home runtime id")
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedEvent:
+    """A local event after redaction and allowlisting, waiting for its sequence number."""
+
+    run_id: str
+    event_type: str
+    occurred_at: str
+    local_json: str
+    data: dict[str, Any]
+
+
+class EventDeriver:
+    """Turns local events of one project into sync event bytes (the hot path of append)."""
+
+    def __init__(self, identity: StoreIdentity, allowlist: Allowlist, redactor: Redactor) -> None:
+        self.identity = identity
+        self.allowlist = allowlist
+        self.redactor = redactor
+        # Ids repeat across a run's events; validating each once keeps append cheap.
+        self._valid_runs: set[str] = set()
+        self._valid_types: set[str] = set()
+
+    def prepare(
+        self,
+        run_id: str,
+        event_type: str,
+        payload: Mapping[str, Any],
+        occurred_at: datetime | str | None = None,
+    ) -> PreparedEvent:
+        """Validate, redact and allowlist one event; raises ``DerivationError`` on bad input."""
+        self._check_ids(run_id, event_type)
+        if not isinstance(payload, Mapping):
+            raise DerivationError(
+                f"the payload of a {event_type} event must be a JSON object, "
+                f"not {type(payload).__name__}"
+            )
+        try:
+            redacted, local_json = self.redactor.redact_json(payload)
+        except (ValueError, TypeError) as exc:
+            raise DerivationError(
+                f"the payload of a {event_type} event is not JSON ({exc}); "
+                "use only objects, arrays, strings, finite numbers, booleans and null"
+            ) from None
+        data = self.allowlist.select(event_type, redacted)
+        return PreparedEvent(run_id, event_type, _timestamp(occurred_at), local_json, data)
+
+    def encode(self, event: PreparedEvent, sequence: int) -> tuple[bytes, str]:
+        """Canonical sync-event bytes and content hash of ``event`` at ``sequence``."""
+        identity = self.identity
+        wire = {
+            "schema": SYNC_EVENT_SCHEMA,
+            "project_id": identity.project_id,
+            "hub_project": identity.hub_project,
+            "home_runtime_id": identity.home_runtime_id,
+            "run_id": event.run_id,
+            "sequence": sequence,
+            "event_type": event.event_type,
+            "occurred_at": event.occurred_at,
+            "data": event.data,
+        }
+        try:
+            data = canonical_json(wire)
+        except WireError as exc:
+            raise DerivationError(
+                f"the {event.event_type} event cannot be encoded: {exc.detail}"
+            ) from None
+        if len(data) > MAX_EVENT_BYTES:
+            raise EventTooLargeError(
+                f"the {event.event_type} sync event of run {event.run_id} is {len(data)} bytes; "
+                f"the limit is {MAX_EVENT_BYTES} (shorten the allowlisted fields of its payload "
+                "or narrow the event type's allowlist)"
+            )
+        return data, content_hash(data)
+
+    def _check_ids(self, run_id: str, event_type: str) -> None:
+        if run_id not in self._valid_runs:
+            try:
+                validate_name(run_id, "run id")
+            except ConfigError as exc:
+                raise DerivationError(str(exc)) from None
+            if len(self._valid_runs) > 10_000:
+                self._valid_runs.clear()
+            self._valid_runs.add(run_id)
+        if event_type not in self._valid_types:
+            try:
+                validate_event_type(event_type)
+            except ConfigError as exc:
+                raise DerivationError(str(exc)) from None
+            self._valid_types.add(event_type)
+
+
+def _timestamp(occurred_at: datetime | str | None) -> str:
+    if occurred_at is None:
+        # The common case, on the hot path: isoformat is several times faster than
+        # strftime and, for an aware UTC "now", spells the same text.
+        return datetime.now(UTC).isoformat(timespec="microseconds")[:-6] + "Z"
+    if isinstance(occurred_at, str):
+        try:
+            occurred_at = datetime.fromisoformat(occurred_at)
+        except ValueError:
+            raise DerivationError(
+                "occurred_at must be an ISO-8601 timestamp with a UTC offset"
+            ) from None
+    if occurred_at.tzinfo is None:
+        raise DerivationError("occurred_at must be timezone-aware (UTC)")
+    return format_timestamp(occurred_at)
+
+
+def derive_sync_event(
+    identity: StoreIdentity,
+    run_id: str,
+    sequence: int,
+    event_type: str,
+    payload: Mapping[str, Any],
+    *,
+    allowlist: Allowlist | None = None,
+    redactor: Redactor | None = None,
+    occurred_at: datetime | str | None = None,
+) -> tuple[SyncEvent, bytes, str]:
+    """Build the redacted, allowlisted ``SyncEvent`` of one local event, with bytes and hash.
+
+    The same path ``RunEventStore.append_event`` takes, exposed for callers that
+    want the event without storing it.
+    """
+    deriver = EventDeriver(identity, allowlist or Allowlist(), redactor or Redactor())
+    prepared = deriver.prepare(run_id, event_type, payload, occurred_at)
+    data, digest = deriver.encode(prepared, sequence)
+    event = SyncEvent.model_validate_json(data, context={"wire": True})
+    return event, data, digest

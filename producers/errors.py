@@ -1,0 +1,42 @@
+"""Errors of the runtime side: event store, outbox, registry, redaction, derivation.
+
+``ProducerError`` is the root; catch it to handle anything the runtime side
+refuses. Messages say what was wrong and what to do, and never carry a secret
+value or event bytes (a secret in an error message would end up in a log).
+"""
+
+from __future__ import annotations
+
+from hubsync.errors import ConfigError, HubsyncError
+
+
+class ProducerError(HubsyncError):
+    """Root of every error the runtime side (``producers``) raises."""
+
+
+class SecretTooShortError(ProducerError, ConfigError):
+    """A value registered as secret is too short to redact safely."""
+
+
+class SchemaVersionError(ProducerError):
+    """A SQLite file was written by another schema version; it is refused, never reshaped."""
+
+
+class RebindError(ProducerError, ConfigError):
+    """A runtime, project or store is being bound to an identity other than its recorded one."""
+
+
+class DerivationError(ProducerError):
+    """A local event cannot be turned into a sync event (not JSON, bad id, bad time)."""
+
+
+class EventTooLargeError(DerivationError):
+    """The derived sync event exceeds ``hubsync.wire.MAX_EVENT_BYTES``."""
+
+
+class StoreBusyError(ProducerError):
+    """The store stayed locked by other writers past the retry deadline."""
+
+
+class StoreClosedError(ProducerError):
+    """The store was used after ``close()``."""

@@ -1,0 +1,372 @@
+"""The outbox side of a project's event store: what the relay reads and marks.
+
+A row's life: written by ``append_event`` (pending, never attempted) -> sent by
+the relay (``mark_attempted``: attempts + 1, resend due after a timeout that
+doubles per attempt up to a cap) -> the hub's outcome arrives
+(``apply_outcomes``): ``accepted``/``duplicate`` ack it; ``conflict``/
+``rejected`` park it with the reason, never to be resent. An outcome is only
+applied when it names the row's own content hash: a verdict on other bytes
+under this row's key (a forger, a buggy twin) is handed back as ``foreign``
+and leaves the row alone.
+
+All times are UNIX epoch floats (``time.time()``).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from producers.errors import ProducerError
+from producers.sqlite_files import Database
+
+
+class RowOutcome(StrEnum):
+    """Hub outcomes an outbox row can carry (the acks-stream values)."""
+
+    ACCEPTED = "accepted"
+    DUPLICATE = "duplicate"
+    CONFLICT = "conflict"
+    REJECTED = "rejected"
+
+
+ACKING = frozenset({RowOutcome.ACCEPTED, RowOutcome.DUPLICATE})
+PARKING = frozenset({RowOutcome.CONFLICT, RowOutcome.REJECTED})
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxRow:
+    """One row as the relay sends it."""
+
+    seq: int
+    run_id: str
+    sequence: int
+    sync_event: bytes
+    content_hash: str
+    attempts: int
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxEntry:
+    """Every column of one outbox row, for inspection and tests."""
+
+    seq: int
+    run_id: str
+    sequence: int
+    sync_event: bytes
+    content_hash: str
+    created_at: float
+    attempts: int
+    attempted_at: float | None
+    next_attempt_at: float | None
+    acked_at: float | None
+    outcome: str | None
+    outcome_reason: str | None
+
+    @property
+    def state(self) -> str:
+        """``acked``, ``conflict``, ``rejected``, ``attempted`` or ``unsent``."""
+        if self.acked_at is not None:
+            return "acked"
+        if self.outcome is not None:
+            return self.outcome
+        return "attempted" if self.attempts else "unsent"
+
+
+@dataclass(slots=True)
+class OutcomeApplication:
+    """What ``apply_outcomes`` did with one batch of hub outcomes."""
+
+    acked: int = 0
+    conflict: int = 0
+    rejected: int = 0
+    foreign: list[tuple[str, int]] = field(default_factory=list)
+    unknown: int = 0
+
+
+OUTBOX_DDL = """
+CREATE TABLE outbox (
+  seq INTEGER PRIMARY KEY AUTOINCREMENT,
+  run_id TEXT NOT NULL,
+  sequence INTEGER NOT NULL,
+  sync_event BLOB NOT NULL,
+  content_hash TEXT NOT NULL,
+  created_at REAL NOT NULL,
+  attempted_at REAL,
+  attempts INTEGER NOT NULL DEFAULT 0,
+  next_attempt_at REAL,
+  acked_at REAL,
+  outcome TEXT,
+  outcome_reason TEXT,
+  outcome_at REAL,
+  UNIQUE (run_id, sequence)
+);
+CREATE INDEX outbox_unsent ON outbox(seq)
+  WHERE attempts = 0 AND acked_at IS NULL AND outcome IS NULL;
+CREATE INDEX outbox_resend ON outbox(next_attempt_at)
+  WHERE attempts > 0 AND acked_at IS NULL AND outcome IS NULL;
+CREATE INDEX outbox_parked ON outbox(outcome) WHERE acked_at IS NULL AND outcome IS NOT NULL;
+CREATE TABLE relay_state (
+  name TEXT PRIMARY KEY,
+  value TEXT NOT NULL
+);
+"""
+
+_ROW_COLUMNS = "seq, run_id, sequence, sync_event, content_hash, attempts"
+_PENDING = "acked_at IS NULL AND outcome IS NULL"
+
+
+def seq_ranges(seqs: Sequence[int]) -> Iterator[tuple[int, int]]:
+    """Contiguous ``(first, last)`` runs of ``seqs`` (so a batch marks in a few UPDATEs)."""
+    ordered = sorted(set(seqs))
+    if not ordered:
+        return
+    first = last = ordered[0]
+    for seq in ordered[1:]:
+        if seq == last + 1:
+            last = seq
+            continue
+        yield first, last
+        first = last = seq
+    yield first, last
+
+
+def _rows(cursor: sqlite3.Cursor) -> list[OutboxRow]:
+    return [OutboxRow(*row) for row in cursor.fetchall()]
+
+
+class OutboxQueries:
+    """The relay-facing outbox API of ``RunEventStore`` (``self._db`` is its file)."""
+
+    _db: Database
+
+    def data_version(self) -> int:
+        """``PRAGMA data_version``: changes whenever ANOTHER connection commits to the file."""
+        return int(self._db.read(lambda c: c.execute("PRAGMA data_version").fetchone()[0]))
+
+    def unsent(self, after_seq: int, limit: int) -> list[OutboxRow]:
+        """Never-attempted rows without outcome after ``after_seq``, in outbox order."""
+        return self._db.read(
+            lambda c: _rows(
+                c.execute(
+                    f"SELECT {_ROW_COLUMNS} FROM outbox INDEXED BY outbox_unsent "
+                    f"WHERE attempts = 0 AND {_PENDING} AND seq > ? ORDER BY seq LIMIT ?",
+                    (after_seq, limit),
+                )
+            )
+        )
+
+    def due_resends(self, now: float, limit: int) -> list[OutboxRow]:
+        """Attempted, unacked rows without outcome whose resend time has come, in seq order."""
+        return self._db.read(
+            lambda c: _rows(
+                c.execute(
+                    f"SELECT {_ROW_COLUMNS} FROM outbox INDEXED BY outbox_resend "
+                    f"WHERE attempts > 0 AND {_PENDING} AND next_attempt_at <= ? "
+                    "ORDER BY seq LIMIT ?",
+                    (now, limit),
+                )
+            )
+        )
+
+    def mark_attempted(
+        self, seqs: Sequence[int], now: float, base_timeout: float, cap: float
+    ) -> None:
+        """Record a send: attempts + 1, resend due after ``min(cap, base * 2**attempts_before)``."""
+        ranges = list(seq_ranges(seqs))
+        if not ranges:
+            return
+        # attempts is clamped before the shift so a row resent forever cannot overflow.
+        sql = (
+            "UPDATE outbox SET attempts = attempts + 1, attempted_at = ?, "
+            "next_attempt_at = ? + MIN(?, ? * (1 << MIN(attempts, 40))) "
+            f"WHERE seq BETWEEN ? AND ? AND {_PENDING}"
+        )
+        params = [(now, now, float(cap), float(base_timeout), a, b) for a, b in ranges]
+        self._db.write(lambda c: c.executemany(sql, params))
+
+    def apply_outcomes(
+        self,
+        outcomes: Sequence[tuple[str, int, str, str, str | None]],
+        now: float,
+        position: tuple[str, str] | None = None,
+    ) -> OutcomeApplication:
+        """Apply hub outcomes ``(run_id, sequence, content_hash, outcome, reason)`` in one txn.
+
+        Only rows whose own hash is named and that are not acked yet change;
+        ``position`` (name, value) is saved to ``relay_state`` in the same
+        transaction, so a crash can never apply the same ack entry twice
+        differently nor lose one.
+        """
+        parsed = [(r, s, h, _outcome(o), reason) for r, s, h, o, reason in outcomes]
+
+        def apply(c: sqlite3.Connection) -> OutcomeApplication:
+            result = OutcomeApplication()
+            for run_id, sequence, digest, outcome, reason in parsed:
+                found = c.execute(
+                    "SELECT seq, content_hash, acked_at FROM outbox "
+                    "WHERE run_id = ? AND sequence = ?",
+                    (run_id, sequence),
+                ).fetchone()
+                if found is None:
+                    result.unknown += 1
+                    continue
+                seq, own_hash, acked_at = found
+                if own_hash != digest:
+                    result.foreign.append((run_id, sequence))
+                    continue
+                if acked_at is not None:
+                    continue
+                if outcome in ACKING:
+                    c.execute(
+                        "UPDATE outbox SET acked_at = ?, outcome = ?, outcome_reason = NULL, "
+                        "outcome_at = ? WHERE seq = ?",
+                        (now, outcome.value, now, seq),
+                    )
+                    result.acked += 1
+                else:
+                    c.execute(
+                        "UPDATE outbox SET outcome = ?, outcome_reason = ?, outcome_at = ? "
+                        "WHERE seq = ?",
+                        (outcome.value, reason, now, seq),
+                    )
+                    if outcome is RowOutcome.CONFLICT:
+                        result.conflict += 1
+                    else:
+                        result.rejected += 1
+            if position is not None:
+                _save_position(c, *position)
+            return result
+
+        return self._db.write(apply)
+
+    def mark_acked(self, seqs: Sequence[int], now: float) -> int:
+        """Ack rows by outbox seq; returns how many were newly acked."""
+        return self.mark_outcome(seqs, RowOutcome.ACCEPTED, None, now)
+
+    def mark_rejected(self, seqs: Sequence[int], reason: str, now: float) -> None:
+        """Park rows as ``rejected`` locally (e.g. too large to send); never resent."""
+        self.mark_outcome(seqs, RowOutcome.REJECTED, reason, now)
+
+    def mark_outcome(
+        self, seqs: Sequence[int], outcome: str, reason: str | None, now: float
+    ) -> int:
+        """Set an outcome on unacked rows by outbox seq; returns how many rows changed."""
+        verdict = _outcome(outcome)
+        ranges = list(seq_ranges(seqs))
+        params: list[tuple[object, ...]]
+        if verdict in ACKING:
+            sql = (
+                "UPDATE outbox SET acked_at = ?, outcome = ?, outcome_reason = ?, outcome_at = ? "
+                "WHERE seq BETWEEN ? AND ? AND acked_at IS NULL"
+            )
+            params = [(now, verdict.value, reason, now, a, b) for a, b in ranges]
+        else:
+            sql = (
+                "UPDATE outbox SET outcome = ?, outcome_reason = ?, outcome_at = ? "
+                "WHERE seq BETWEEN ? AND ? AND acked_at IS NULL"
+            )
+            params = [(verdict.value, reason, now, a, b) for a, b in ranges]
+        if not params:
+            return 0
+        return self._db.write(lambda c: c.executemany(sql, params).rowcount)
+
+    def relay_position(self, name: str) -> str | None:
+        """A value the relay saved with ``set_relay_position`` (or ``apply_outcomes``)."""
+        row = self._db.read(
+            lambda c: c.execute("SELECT value FROM relay_state WHERE name = ?", (name,)).fetchone()
+        )
+        return None if row is None else str(row[0])
+
+    def set_relay_position(self, name: str, value: str) -> None:
+        """Save a relay position (e.g. the ack stream's last read id)."""
+        self._db.write(lambda c: _save_position(c, name, value))
+
+    def outbox_counts(self) -> dict[str, int]:
+        """Rows by state: pending (attempted or not), attempted, acked, conflict, rejected, total."""
+
+        def count(c: sqlite3.Connection) -> tuple[int, int, dict[str, int], int]:
+            unsent = c.execute(
+                f"SELECT count(*) FROM outbox INDEXED BY outbox_unsent "
+                f"WHERE attempts = 0 AND {_PENDING}"
+            ).fetchone()[0]
+            attempted = c.execute(
+                f"SELECT count(*) FROM outbox INDEXED BY outbox_resend "
+                f"WHERE attempts > 0 AND {_PENDING}"
+            ).fetchone()[0]
+            parked = dict(
+                c.execute(
+                    "SELECT outcome, count(*) FROM outbox INDEXED BY outbox_parked "
+                    "WHERE acked_at IS NULL AND outcome IS NOT NULL GROUP BY outcome"
+                ).fetchall()
+            )
+            total = c.execute("SELECT count(*) FROM outbox").fetchone()[0]
+            return int(unsent), int(attempted), parked, int(total)
+
+        unsent, attempted, parked, total = self._db.read(count)
+        pending = unsent + attempted
+        conflict = parked.get("conflict", 0)
+        rejected = parked.get("rejected", 0)
+        return {
+            "pending": pending,
+            "attempted": attempted,
+            "acked": total - pending - conflict - rejected,
+            "conflict": conflict,
+            "rejected": rejected,
+            "total": total,
+        }
+
+    def oldest_pending_age(self, now: float) -> float | None:
+        """Seconds since the oldest pending row was committed, or None with nothing pending."""
+
+        def oldest(c: sqlite3.Connection) -> float | None:
+            first_unsent = c.execute(
+                f"SELECT min(seq) FROM outbox INDEXED BY outbox_unsent "
+                f"WHERE attempts = 0 AND {_PENDING}"
+            ).fetchone()[0]
+            first_attempted = c.execute(
+                f"SELECT min(seq) FROM outbox INDEXED BY outbox_resend "
+                f"WHERE attempts > 0 AND {_PENDING}"
+            ).fetchone()[0]
+            seqs = [s for s in (first_unsent, first_attempted) if s is not None]
+            if not seqs:
+                return None
+            row = c.execute("SELECT created_at FROM outbox WHERE seq = ?", (min(seqs),))
+            return float(row.fetchone()[0])
+
+        created = self._db.read(oldest)
+        return None if created is None else max(0.0, now - created)
+
+    def outbox_for_run(self, run_id: str) -> list[OutboxEntry]:
+        """Every outbox row of one run, in sequence order."""
+        return self._db.read(
+            lambda c: [
+                OutboxEntry(*row)
+                for row in c.execute(
+                    "SELECT seq, run_id, sequence, sync_event, content_hash, created_at, attempts, "
+                    "attempted_at, next_attempt_at, acked_at, outcome, outcome_reason "
+                    "FROM outbox WHERE run_id = ? ORDER BY sequence",
+                    (run_id,),
+                ).fetchall()
+            ]
+        )
+
+
+def _outcome(value: str) -> RowOutcome:
+    try:
+        return RowOutcome(value)
+    except ValueError:
+        raise ProducerError(
+            f"unknown outcome {str(value)[:40]!r}; expected accepted, duplicate, conflict or "
+            "rejected"
+        ) from None
+
+
+def _save_position(c: sqlite3.Connection, name: str, value: str) -> None:
+    c.execute(
+        "INSERT INTO relay_state (name, value) VALUES (?, ?) "
+        "ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+        (name, value),
+    )

@@ -1,0 +1,304 @@
+"""Redaction: every secret is replaced by ``[REDACTED:<kind>]`` before anything is written.
+
+Three kinds of secret are recognised, in every string value and every key, at
+any depth:
+
+* values registered by the runtime (``Redactor.register``, kind ``registered``);
+* values of environment variables whose names end in ``_TOKEN``, ``_SECRET``,
+  ``_PASSWORD``, ``_API_KEY`` or ``_KEY`` (``register_environment``, kind
+  ``env``), registered when a store opens, before its first append;
+* well-known credential formats (``CREDENTIAL_PATTERNS``): GitHub tokens, AWS
+  access key ids, Slack tokens, PEM private-key blocks, JWTs, and the
+  ``user:password`` part of URLs.
+
+Secret values live only in this object's memory. A registered value must be at
+least ``MIN_SECRET_LENGTH`` characters: a short one would redact ordinary text
+(register "a" and every "a" disappears), so it is refused, and environment
+values that short are skipped with a warning naming the variable.
+
+Where matches overlap, the longest one decides the marker's kind and the whole
+overlapping span is replaced, so no fragment of any secret survives. Numbers
+whose text is a secret are replaced too (a numeric PIN is still a secret).
+
+Hot path: ``redact_json`` serialises a payload once and runs ONE combined
+regular expression over the text; a clean payload (the common case) costs that
+one scan. Only a payload with a hit is walked value by value.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import threading
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from producers.errors import SecretTooShortError
+
+log = logging.getLogger(__name__)
+
+MIN_SECRET_LENGTH = 6
+"""Shortest value ``Redactor.register`` accepts."""
+
+ENV_SECRET_SUFFIXES = ("_TOKEN", "_SECRET", "_PASSWORD", "_API_KEY", "_KEY")
+"""Environment variables whose names end in one of these (any case) hold secrets."""
+
+KIND_REGISTERED = "registered"
+KIND_ENV = "env"
+
+_KIND = re.compile(r"[a-z][a-z0-9_]{0,31}")
+_MAX_PASSES = 3
+
+
+@dataclass(frozen=True, slots=True)
+class CredentialPattern:
+    """A well-known credential format.
+
+    ``regex`` finds it in a raw string; ``group`` is the part replaced (0 = the
+    whole match). ``detect`` must match wherever ``regex`` does, in a raw string
+    AND in its JSON-escaped form, so that one scan of serialised JSON can prove
+    a payload clean.
+    """
+
+    kind: str
+    regex: str
+    detect: str
+    group: int = 0
+
+
+def _same(kind: str, regex: str) -> CredentialPattern:
+    # For formats made only of characters JSON never escapes, one regex does both jobs.
+    return CredentialPattern(kind, regex, regex)
+
+
+CREDENTIAL_PATTERNS: tuple[CredentialPattern, ...] = (
+    _same("github_token", r"gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255}"),
+    _same("aws_access_key_id", r"(?:AKIA|ASIA)[A-Z0-9]{16}"),
+    _same("slack_token", r"xox[abprs]-[A-Za-z0-9-]{10,}"),
+    # A block cut short (no END line) is still key material: redact to the end.
+    CredentialPattern(
+        "private_key",
+        r"(?s:-----BEGIN[ A-Z0-9]*PRIVATE KEY-----(?:.*?-----END[ A-Z0-9]*PRIVATE KEY-----|.*))",
+        r"-----BEGIN[ A-Z0-9]*PRIVATE KEY-----",
+    ),
+    _same("jwt", r"eyJ[A-Za-z0-9_-]+\.eyJ[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*"),
+    # Only the userinfo is replaced, so the host stays readable. The password part
+    # is greedy up to the LAST '@' of the authority: an unencoded '@' in a password
+    # must not leave its tail behind.
+    CredentialPattern(
+        "url_credentials",
+        r"://([^\s/?#@:]+:[^\s/?#]+)@",
+        r"://[^\s/?#@:]+:[^\s/?#]+@",
+        group=1,
+    ),
+)
+
+
+def marker(kind: str) -> str:
+    """The text that replaces a secret of ``kind``."""
+    return f"[REDACTED:{kind}]"
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+@dataclass(frozen=True, slots=True)
+class _Matchers:
+    """Everything ``redact`` needs, swapped as one object when registrations change."""
+
+    secrets: tuple[tuple[str, str], ...]  # (value, kind), longest first
+    patterns: tuple[tuple[re.Pattern[str], int, str], ...]
+    text_detector: re.Pattern[str]
+    json_detector: re.Pattern[str]
+
+
+class Redactor:
+    """Replaces secrets in JSON-like values; see the module docstring for the rules."""
+
+    def __init__(self, patterns: tuple[CredentialPattern, ...] = CREDENTIAL_PATTERNS) -> None:
+        self._patterns = patterns
+        self._kinds: dict[str, str] = {}
+        self._lock = threading.Lock()
+        self._matchers = self._build()
+
+    @property
+    def secret_count(self) -> int:
+        """How many distinct values are registered (the values themselves are never exposed)."""
+        return len(self._kinds)
+
+    def register(self, value: str, kind: str = KIND_REGISTERED) -> None:
+        """Redact ``value`` from now on, as ``[REDACTED:<kind>]``.
+
+        Raises ``SecretTooShortError`` for values shorter than ``MIN_SECRET_LENGTH``
+        (the message never repeats the value).
+        """
+        if not isinstance(value, str):
+            raise TypeError("a secret must be a str")
+        if len(value) < MIN_SECRET_LENGTH:
+            raise SecretTooShortError(
+                f"refusing to register a secret shorter than {MIN_SECRET_LENGTH} characters: "
+                "it would redact ordinary text; register the full credential instead"
+            )
+        if not _KIND.fullmatch(kind):
+            raise ValueError("a redaction kind is 1-32 lowercase letters, digits or '_'")
+        with self._lock:
+            if value in self._kinds:
+                return
+            self._kinds[value] = kind
+            self._matchers = self._build()
+
+    def register_environment(self, environ: Mapping[str, str] | None = None) -> list[str]:
+        """Register the values of secret-named environment variables; return their names.
+
+        A value shorter than ``MIN_SECRET_LENGTH`` is skipped with a warning that
+        names the variable (never its value): refusing it would make every store
+        open fail on a harmless ``FOO_KEY=1``. Surrounding whitespace is also
+        registered stripped, since a copy in a payload rarely keeps it.
+        """
+        source = os.environ if environ is None else environ
+        registered: list[str] = []
+        for name, value in source.items():
+            if not name.upper().endswith(ENV_SECRET_SUFFIXES) or not value:
+                continue
+            candidates = {value, value.strip()}
+            usable = [c for c in candidates if len(c) >= MIN_SECRET_LENGTH]
+            if not usable:
+                log.warning(
+                    "environment variable %s is shorter than %d characters; not redacted",
+                    name,
+                    MIN_SECRET_LENGTH,
+                )
+                continue
+            for candidate in usable:
+                self.register(candidate, KIND_ENV)
+            registered.append(name)
+        return registered
+
+    def contains_secret(self, text: str) -> bool:
+        """Whether ``text`` holds any registered value or credential format."""
+        return self._matchers.text_detector.search(text) is not None
+
+    def redact_text(self, text: str) -> str:
+        """``text`` with every secret replaced."""
+        matchers = self._matchers
+        if matchers.text_detector.search(text) is None:
+            return text
+        for _ in range(_MAX_PASSES):
+            text = _replace_spans(text, matchers)
+            if matchers.text_detector.search(text) is None:
+                return text
+        # A replacement glued pieces into a new secret more than once: give up on
+        # precision rather than risk a leak.
+        return marker(KIND_REGISTERED)
+
+    def redact(self, value: Any) -> Any:
+        """A copy of a JSON-like value with every secret replaced, in keys and values."""
+        if isinstance(value, str):
+            return self.redact_text(value)
+        if isinstance(value, Mapping):
+            return self._redact_mapping(value)
+        if isinstance(value, list | tuple):
+            return [self.redact(item) for item in value]
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            text = _dumps(value) if isinstance(value, float) else str(value)
+            if self.contains_secret(text):
+                return self.redact_text(text)
+        return value
+
+    def redact_json(self, payload: Any) -> tuple[Any, str]:
+        """Redact ``payload`` and return it with its compact JSON text.
+
+        One serialisation and one scan when the payload is clean; the returned
+        object is then ``payload`` itself (not a copy). Raises ``ValueError`` or
+        ``TypeError`` if the payload is not JSON (NaN, sets, ...).
+        """
+        text = _dumps(payload)
+        if self._matchers.json_detector.search(text) is None:
+            return payload, text
+        redacted = self.redact(payload)
+        return redacted, _dumps(redacted)
+
+    def _redact_mapping(self, mapping: Mapping[Any, Any]) -> dict[Any, Any]:
+        items = [
+            (self.redact_text(k) if isinstance(k, str) else k, k, self.redact(v))
+            for k, v in mapping.items()
+        ]
+        result: dict[Any, Any] = {}
+        collided: list[tuple[Any, Any, Any]] = []
+        counts = Counter(new for new, _, _ in items)
+        for item in items:
+            if counts[item[0]] > 1:
+                collided.append(item)
+            else:
+                result[item[0]] = item[2]
+        # Two keys that redact to the same marker both survive, numbered in the order
+        # of their original keys so the result does not depend on dict order.
+        collided.sort(key=lambda item: str(item[1]))
+        for new, _, value in collided:
+            key, n = new, 1
+            while key in result:
+                n += 1
+                key = f"{new}~{n}"
+            result[key] = value
+        return result
+
+    def _build(self) -> _Matchers:
+        secrets = tuple(sorted(self._kinds.items(), key=lambda kv: -len(kv[0])))
+        raw = [re.escape(value) for value, _ in secrets]
+        escaped = [
+            re.escape(form)
+            for value, _ in secrets
+            if (form := _dumps(value)[1:-1]) != value  # its spelling inside JSON text
+        ]
+        detect = [p.detect for p in self._patterns]
+        return _Matchers(
+            secrets=secrets,
+            patterns=tuple((re.compile(p.regex), p.group, p.kind) for p in self._patterns),
+            text_detector=_alternation([*raw, *detect]),
+            json_detector=_alternation([*raw, *escaped, *detect]),
+        )
+
+
+def _alternation(branches: list[str]) -> re.Pattern[str]:
+    # An empty alternation would match everywhere; nothing to find must find nothing.
+    return re.compile("|".join(branches) if branches else "(?!)")
+
+
+def _replace_spans(text: str, matchers: _Matchers) -> str:
+    spans: list[tuple[int, int, str]] = []
+    for value, kind in matchers.secrets:
+        start = text.find(value)
+        while start != -1:
+            spans.append((start, start + len(value), kind))
+            start = text.find(value, start + 1)
+    for regex, group, kind in matchers.patterns:
+        for match in regex.finditer(text):
+            start, end = match.span(group)
+            spans.append((start, end, kind))
+    if not spans:
+        return text
+    spans.sort(key=lambda s: (s[0], -(s[1] - s[0])))
+    out: list[str] = []
+    cursor = 0
+    index = 0
+    while index < len(spans):
+        start, end, kind = spans[index]
+        longest = end - start
+        index += 1
+        # Merge every span overlapping this cluster; the longest match names it.
+        while index < len(spans) and spans[index][0] < end:
+            s_start, s_end, s_kind = spans[index]
+            if s_end - s_start > longest:
+                longest, kind = s_end - s_start, s_kind
+            end = max(end, s_end)
+            index += 1
+        out.append(text[cursor:start])
+        out.append(marker(kind))
+        cursor = end
+    out.append(text[cursor:])
+    return "".join(out)

@@ -1,0 +1,276 @@
+"""The runtime registry: who this runtime is, and which projects call it home.
+
+``<state_dir>/registry.sqlite`` records the runtime id (generated once as
+``rt-<host>-<8 hex>``, or the one given at first open; never changed after)
+and binds each project root to a project id, a hub project and this runtime as
+its home, with the path of the project's event store
+(``<state_dir>/stores/<project id>.sqlite``). Bindings never change: asking
+for the same root with another hub project or project id, or opening the state
+dir as another runtime, is refused with ``RebindError``. The relay lists
+``projects()`` at start (restart recovery) and again periodically.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import secrets
+import socket
+import sqlite3
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from hubsync.clock import utc_now_iso
+from hubsync.names import MAX_NAME_LENGTH, validate_name
+from producers.derivation import StoreIdentity
+from producers.errors import RebindError
+from producers.event_store import RunEventStore
+from producers.sqlite_files import Database
+
+REGISTRY_SCHEMA_VERSION = 1
+"""``PRAGMA user_version`` of ``registry.sqlite``; any other version is refused at open."""
+
+REGISTRY_FILE = "registry.sqlite"
+STORES_DIR = "stores"
+
+REGISTRY_DDL = """
+CREATE TABLE registry_meta (
+  name TEXT PRIMARY KEY,
+  value TEXT NOT NULL
+);
+CREATE TABLE projects (
+  position INTEGER PRIMARY KEY,
+  project_id TEXT NOT NULL UNIQUE,
+  project_root TEXT NOT NULL UNIQUE,
+  hub_project TEXT NOT NULL,
+  home_runtime_id TEXT NOT NULL,
+  store_path TEXT NOT NULL,
+  registered_at TEXT NOT NULL
+);
+"""
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+_FILE_SAFE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+@dataclass(frozen=True, slots=True)
+class ProjectRegistration:
+    """One project bound to its home runtime."""
+
+    project_id: str
+    project_root: Path
+    hub_project: str
+    home_runtime_id: str
+    store_path: Path
+    registered_at: str
+
+    @property
+    def identity(self) -> StoreIdentity:
+        """The ids its sync events carry."""
+        return StoreIdentity(self.project_id, self.hub_project, self.home_runtime_id)
+
+
+def sanitized_name(text: str, fallback: str = "project") -> str:
+    """``text`` made into a valid id: unsafe runs become ``-``, trimmed to the length limit."""
+    name = _UNSAFE.sub("-", text).strip("-._")[: MAX_NAME_LENGTH - 16].strip("-._")
+    return name or fallback
+
+
+def generate_runtime_id() -> str:
+    """A fresh runtime id: ``rt-<host>-<8 hex>``."""
+    host = sanitized_name(socket.gethostname().split(".")[0].lower(), "host")[:40]
+    return f"rt-{host}-{secrets.token_hex(4)}"
+
+
+def _store_file_name(project_id: str) -> str:
+    if _FILE_SAFE.fullmatch(project_id) and len(project_id) <= 100:
+        return f"{project_id}.sqlite"
+    # Ids may hold '/', ':' ...: keep a readable stem and make it unique with a hash.
+    digest = hashlib.sha256(project_id.encode()).hexdigest()[:12]
+    return f"{sanitized_name(project_id)[:80]}-{digest}.sqlite"
+
+
+class RuntimeRegistry:
+    """The registry of one runtime's state directory."""
+
+    def __init__(self, state_dir: Path | str, runtime_id: str | None = None) -> None:
+        """Open (creating if needed) the registry; ``runtime_id`` must match a recorded one."""
+        self.state_dir = Path(state_dir).expanduser().resolve()
+        if runtime_id is not None:
+            validate_name(runtime_id, "runtime id")
+        self._db = Database(self.state_dir / REGISTRY_FILE)
+        try:
+            self._db.ensure_schema(
+                REGISTRY_SCHEMA_VERSION, REGISTRY_DDL, "hubsync runtime registry"
+            )
+            self._runtime_id = self._bind_runtime(runtime_id)
+        except BaseException:
+            self._db.close()
+            raise
+
+    def __enter__(self) -> RuntimeRegistry:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    @property
+    def runtime_id(self) -> str:
+        """This runtime's id (fixed for the life of the state dir)."""
+        return self._runtime_id
+
+    @property
+    def path(self) -> Path:
+        """The registry file."""
+        return self._db.path
+
+    def close(self) -> None:
+        """Close the registry file (idempotent)."""
+        self._db.close()
+
+    def register_project(
+        self,
+        project_root: Path | str,
+        hub_project: str | None = None,
+        project_id: str | None = None,
+    ) -> ProjectRegistration:
+        """Bind ``project_root`` to this runtime, or return its existing binding.
+
+        Idempotent for the same root. Defaults: the hub project is the root's
+        sanitised basename; the project id is that name plus 8 random hex
+        digits. Raises ``RebindError`` if the root is bound to another hub
+        project, project id or home runtime, or ``project_id`` to another root.
+        """
+        root = Path(project_root).expanduser().resolve()
+        if hub_project is not None:
+            validate_name(hub_project, "hub project")
+        if project_id is not None:
+            validate_name(project_id, "project id")
+
+        def register(c: sqlite3.Connection) -> ProjectRegistration:
+            existing = self._row(c, "project_root", str(root))
+            if existing is not None:
+                self._check_same(existing, hub_project, project_id)
+                return existing
+            chosen_id = project_id or f"{sanitized_name(root.name)}-{secrets.token_hex(4)}"
+            taken = self._row(c, "project_id", chosen_id)
+            if taken is not None:
+                raise RebindError(
+                    f"project id {chosen_id} is already bound to {taken.project_root}; "
+                    "a project id belongs to one project root"
+                )
+            store = Path(STORES_DIR) / _store_file_name(chosen_id)
+            c.execute(
+                "INSERT INTO projects (project_id, project_root, hub_project, home_runtime_id, "
+                "store_path, registered_at) VALUES (?, ?, ?, ?, ?, ?)",
+                (
+                    chosen_id,
+                    str(root),
+                    hub_project or sanitized_name(root.name),
+                    self._runtime_id,
+                    str(store),
+                    utc_now_iso(),
+                ),
+            )
+            row = self._row(c, "project_id", chosen_id)
+            assert row is not None
+            return row
+
+        return self._db.write(register)
+
+    def projects(self) -> list[ProjectRegistration]:
+        """This runtime's projects in registration order (for the relay's restart recovery)."""
+        return self._db.read(
+            lambda c: [
+                self._registration(row)
+                for row in c.execute(
+                    f"SELECT {_COLUMNS} FROM projects WHERE home_runtime_id = ? ORDER BY position",
+                    (self._runtime_id,),
+                ).fetchall()
+            ]
+        )
+
+    def project(self, project_id: str) -> ProjectRegistration | None:
+        """The registration of ``project_id``, if any."""
+        return self._db.read(lambda c: self._row(c, "project_id", project_id))
+
+    def project_for_root(self, project_root: Path | str) -> ProjectRegistration | None:
+        """The registration of a project root, if any."""
+        root = Path(project_root).expanduser().resolve()
+        return self._db.read(lambda c: self._row(c, "project_root", str(root)))
+
+    def open_store(self, registration: ProjectRegistration, **options: Any) -> RunEventStore:
+        """Open (creating if needed) the project's event store; ``options`` go to the store."""
+        if registration.home_runtime_id != self._runtime_id:
+            raise RebindError(
+                f"project {registration.project_id} calls runtime {registration.home_runtime_id} "
+                f"home, not this runtime ({self._runtime_id})"
+            )
+        return RunEventStore(registration.store_path, registration.identity, **options)
+
+    def _bind_runtime(self, wanted: str | None) -> str:
+        def bind(c: sqlite3.Connection) -> str:
+            row = c.execute("SELECT value FROM registry_meta WHERE name = 'runtime_id'").fetchone()
+            if row is not None:
+                return str(row[0])
+            chosen = wanted or generate_runtime_id()
+            c.execute(
+                "INSERT INTO registry_meta (name, value) VALUES ('runtime_id', ?), "
+                "('created_at', ?)",
+                (chosen, utc_now_iso()),
+            )
+            return chosen
+
+        recorded = self._db.write(bind)
+        if wanted is not None and wanted != recorded:
+            raise RebindError(
+                f"the state dir {self.state_dir} belongs to runtime {recorded}; refusing to open "
+                f"it as runtime {wanted} (a runtime id never changes: drop --runtime-id or use "
+                "another state dir)"
+            )
+        return recorded
+
+    def _check_same(
+        self, existing: ProjectRegistration, hub_project: str | None, project_id: str | None
+    ) -> None:
+        problems: Mapping[str, tuple[str | None, str]] = {
+            "hub project": (hub_project, existing.hub_project),
+            "project id": (project_id, existing.project_id),
+        }
+        for what, (asked, recorded) in problems.items():
+            if asked is not None and asked != recorded:
+                raise RebindError(
+                    f"{existing.project_root} is bound to {what} {recorded}; refusing to rebind "
+                    f"it to {asked} (bindings never change: use the recorded {what})"
+                )
+        if existing.home_runtime_id != self._runtime_id:
+            raise RebindError(
+                f"{existing.project_root} calls runtime {existing.home_runtime_id} home; "
+                f"refusing to rebind it to runtime {self._runtime_id}"
+            )
+
+    def _row(self, c: sqlite3.Connection, column: str, value: str) -> ProjectRegistration | None:
+        row = c.execute(f"SELECT {_COLUMNS} FROM projects WHERE {column} = ?", (value,)).fetchone()
+        return None if row is None else self._registration(row)
+
+    def _registration(self, row: tuple[Any, ...]) -> ProjectRegistration:
+        project_id, root, hub_project, home, store, registered_at = row
+        return ProjectRegistration(
+            project_id=project_id,
+            project_root=Path(root),
+            hub_project=hub_project,
+            home_runtime_id=home,
+            store_path=self.state_dir / store,
+            registered_at=registered_at,
+        )
+
+
+_COLUMNS = "project_id, project_root, hub_project, home_runtime_id, store_path, registered_at"
