@@ -36,8 +36,10 @@ def cli() -> None:
 
 def _register_commands() -> None:
     from hubsync.cli.demo import demo
+    from hubsync.cli.produce import produce
 
     cli.add_command(demo)
+    cli.add_command(produce)
 
 
 _register_commands()
