@@ -14,6 +14,7 @@ import json
 import logging
 import random
 import sqlite3
+import threading
 import time
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
@@ -97,7 +98,8 @@ class SqliteHubStore(HubStore):
 
     ``busy_timeout`` is how long SQLite itself waits for a lock (seconds);
     ``busy_budget`` is how long a whole operation keeps retrying before it gives
-    up with ``StoreBusyError``.
+    up with ``StoreBusyError``. One store object may be shared by threads; its
+    operations then run one at a time.
     """
 
     def __init__(
@@ -105,10 +107,16 @@ class SqliteHubStore(HubStore):
     ) -> None:
         self.path = Path(path)
         self.busy_budget = busy_budget
+        # One connection, usable from any thread, one operation at a time.
+        self._lock = threading.RLock()
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._conn = sqlite3.connect(
-                self.path, timeout=busy_timeout, isolation_level=None, cached_statements=64
+                self.path,
+                timeout=busy_timeout,
+                isolation_level=None,
+                cached_statements=64,
+                check_same_thread=False,
             )
         except (OSError, sqlite3.Error) as exc:
             raise StoreOpenError(
@@ -437,7 +445,8 @@ class SqliteHubStore(HubStore):
         attempts = 0
         while True:
             try:
-                return work(self._conn)
+                with self._lock:
+                    return work(self._conn)
             except sqlite3.Error as exc:
                 attempts += 1
                 if not _is_busy(exc):

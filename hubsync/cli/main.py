@@ -35,9 +35,11 @@ def cli() -> None:
 
 
 def _register_commands() -> None:
+    from hubsync.cli.consume import consume
     from hubsync.cli.demo import demo
     from hubsync.cli.produce import produce
 
+    cli.add_command(consume)
     cli.add_command(demo)
     cli.add_command(produce)
 

@@ -1,0 +1,244 @@
+"""What a processed batch sends back to Redis: dead letters, outcomes, alerts, then acks.
+
+Outcomes are grouped per ``(hub project, runtime)`` into ONE outcomes entry per
+batch, so acknowledging 500 events costs one XADD, not 500. Everything is
+published in one pipeline, and only once that pipeline succeeded are the
+entries XACKed in a second one: an entry is never acknowledged to the stream
+before its verdict is on its way to the runtime.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import redis
+
+from hubsync import keys
+from hubsync.canonical import content_hash
+from hubsync.clock import utc_now_iso
+from hubsync.entries import KIND_EVENT, Outcome, OutcomeRecord, entry_kind, outcomes_entry_fields
+from hubsync.errors import ConfigError
+from hubsync.names import validate_name
+
+DEAD_FIELD_PREVIEW_BYTES = 4096
+"""Original fields longer than this are cut to this many bytes in a dead letter (and listed
+in its ``truncated`` field), so a 10 MB garbage field never gets copied around."""
+
+ORIGINAL_PREFIX = "field."
+"""Dead letters carry the original entry's fields under this prefix (``field.event``, ...)."""
+
+MAX_DELIVERIES_REASON = "max_deliveries"
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetter:
+    """A dead-letter entry read back (for operator tools and replay)."""
+
+    reason: str
+    detail: str
+    source_stream: str
+    source_id: str
+    consumer: str
+    dead_at: str
+    deliveries: int | None
+    truncated: dict[str, int]
+    fields: dict[str, bytes]
+
+    @property
+    def replayable(self) -> bool:
+        """True when the original fields are complete (nothing was truncated)."""
+        return not self.truncated
+
+
+def dead_letter_fields(
+    *,
+    reason: str,
+    detail: str,
+    source_stream: str,
+    source_id: str,
+    consumer: str,
+    original: Mapping[str, bytes],
+    deliveries: int | None = None,
+    keep_up_to: int = DEAD_FIELD_PREVIEW_BYTES,
+) -> dict[str, bytes | str]:
+    """The fields of a dead letter: why, where from, by whom, and the (bounded) original fields."""
+    out: dict[str, bytes | str] = {
+        "reason": reason,
+        "detail": detail[:1000],
+        "source_stream": source_stream,
+        "source_id": source_id,
+        "consumer": consumer,
+        "dead_at": utc_now_iso(),
+    }
+    if deliveries is not None:
+        out["deliveries"] = str(deliveries)
+    truncated: list[str] = []
+    for name, value in original.items():
+        # Field names are attacker-chosen too: bound them like the values.
+        label = name[:200]
+        if len(value) > keep_up_to:
+            truncated.append(f"{label}:{len(value)}")
+            value = value[:keep_up_to]
+        out[ORIGINAL_PREFIX + label] = value
+    if truncated:
+        out["truncated"] = ",".join(truncated)
+    return out
+
+
+def parse_dead_letter(fields: Mapping[str, bytes]) -> DeadLetter:
+    """Read a dead-letter entry's fields (``decode_fields`` output) back."""
+
+    def text(name: str) -> str:
+        return fields.get(name, b"").decode("utf-8", "replace")
+
+    truncated: dict[str, int] = {}
+    for item in filter(None, text("truncated").split(",")):
+        name, _, size = item.rpartition(":")
+        truncated[name] = int(size) if size.isdigit() else -1
+    deliveries = text("deliveries")
+    return DeadLetter(
+        reason=text("reason"),
+        detail=text("detail"),
+        source_stream=text("source_stream"),
+        source_id=text("source_id"),
+        consumer=text("consumer"),
+        dead_at=text("dead_at"),
+        deliveries=int(deliveries) if deliveries.isdigit() else None,
+        truncated=truncated,
+        fields={
+            name[len(ORIGINAL_PREFIX) :]: value
+            for name, value in fields.items()
+            if name.startswith(ORIGINAL_PREFIX)
+        },
+    )
+
+
+def rejected_outcome(fields: Mapping[str, bytes], reason: str) -> tuple[str, OutcomeRecord] | None:
+    """``(runtime_id, outcome)`` telling a runtime its entry was refused, when the entry says whose.
+
+    The outcome carries the hash of the bytes the hub actually received, not the
+    hash the entry claimed: a relay applies it only to the outbox row whose own
+    bytes those are, so a forged or corrupted entry can never mark the genuine
+    row rejected. Returns None when the entry does not name a runtime, a key
+    and event bytes.
+    """
+    if entry_kind(fields) != KIND_EVENT or "event" not in fields:
+        return None
+    try:
+        runtime_id = validate_name(fields["runtime_id"].decode("utf-8"), "runtime id")
+        project_id = validate_name(fields["project_id"].decode("utf-8"), "project id")
+        run_id = validate_name(fields["run_id"].decode("utf-8"), "run id")
+        sequence = int(fields["sequence"].decode("ascii"))
+    except (KeyError, UnicodeDecodeError, ValueError, ConfigError):
+        return None
+    if sequence < 1:
+        return None
+    return runtime_id, OutcomeRecord(
+        project_id=project_id,
+        run_id=run_id,
+        sequence=sequence,
+        outcome=Outcome.REJECTED,
+        content_hash=content_hash(fields["event"]),
+        reason=reason,
+    )
+
+
+def alert_fields(record: OutcomeRecord, runtime_id: str, detected_at: str) -> dict[str, str]:
+    """An alert-stream entry for a conflict: the key, both hashes, never the bytes."""
+    return {
+        "reason": record.reason or "",
+        "project_id": record.project_id,
+        "run_id": record.run_id,
+        "sequence": str(record.sequence),
+        "runtime_id": runtime_id,
+        "existing_hash": record.existing_hash or "",
+        "offered_hash": record.content_hash,
+        "detected_at": detected_at,
+    }
+
+
+@dataclass
+class Publication:
+    """Collects what one batch sends back, then sends it: publish first, XACK after."""
+
+    consumer: str
+    dead_maxlen: int
+    alerts_maxlen: int
+    dead_letters: list[tuple[str, dict[str, bytes | str]]] = field(default_factory=list)
+    outcomes: dict[tuple[str, str], list[OutcomeRecord]] = field(
+        default_factory=lambda: defaultdict(list)
+    )
+    alerts: list[tuple[str, dict[str, str]]] = field(default_factory=list)
+    acks: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
+
+    def dead(
+        self,
+        stream: str,
+        entry_id: str,
+        fields: Mapping[str, bytes],
+        reason: str,
+        detail: str,
+        deliveries: int | None = None,
+    ) -> None:
+        """Dead-letter an entry of ``stream`` (and tell its runtime, if it names one)."""
+        hub_project = keys.hub_project_of(stream)
+        # An over-delivered entry may be perfectly valid: keep it whole (its
+        # fields passed the size limit on a first delivery or it would have
+        # died then) so it can be replayed.
+        keep = 512 * 1024 if reason == MAX_DELIVERIES_REASON else DEAD_FIELD_PREVIEW_BYTES
+        letter = dead_letter_fields(
+            reason=reason,
+            detail=detail,
+            source_stream=stream,
+            source_id=entry_id,
+            consumer=self.consumer,
+            original=fields,
+            deliveries=deliveries,
+            keep_up_to=keep,
+        )
+        self.dead_letters.append((keys.dead_stream(hub_project), letter))
+        if reason != MAX_DELIVERIES_REASON:
+            # Over-delivery is usually the hub's own trouble: let the relay resend
+            # (dedupe makes that safe) instead of giving the event up.
+            rejected = rejected_outcome(fields, reason)
+            if rejected is not None:
+                self.outcome(hub_project, *rejected)
+        self.ack(stream, entry_id)
+
+    def outcome(self, hub_project: str, runtime_id: str, record: OutcomeRecord) -> None:
+        """Queue an outcome for the runtime's acks stream (and an alert for a conflict)."""
+        self.outcomes[(hub_project, runtime_id)].append(record)
+        if record.outcome is Outcome.CONFLICT:
+            alert = alert_fields(record, runtime_id, utc_now_iso())
+            self.alerts.append((keys.alerts_stream(hub_project), alert))
+
+    def ack(self, stream: str, entry_id: str) -> None:
+        """Queue the XACK of one entry (sent after everything else)."""
+        self.acks[stream].append(entry_id)
+
+    def send(self, client: redis.Redis) -> None:
+        """Publish dead letters, outcomes and alerts in one pipeline, then XACK in another."""
+        if self.dead_letters or self.outcomes or self.alerts:
+            pipe = client.pipeline(transaction=False)
+            for stream, letter in self.dead_letters:
+                pipe.xadd(stream, letter, maxlen=self.dead_maxlen, approximate=True)  # type: ignore[arg-type]
+            for (hub_project, runtime_id), records in self.outcomes.items():
+                pipe.xadd(
+                    keys.acks_stream(hub_project, runtime_id),
+                    outcomes_entry_fields(hub_project, records),  # type: ignore[arg-type]
+                )
+            for stream, alert in self.alerts:
+                pipe.xadd(stream, alert, maxlen=self.alerts_maxlen, approximate=True)  # type: ignore[arg-type]
+            pipe.execute()
+        if self.acks:
+            pipe = client.pipeline(transaction=False)
+            for stream, ids in self.acks.items():
+                pipe.xack(stream, keys.CONSUMER_GROUP, *ids)
+            pipe.execute()
+
+    @property
+    def dead_count(self) -> int:
+        """How many entries this batch dead-lettered."""
+        return len(self.dead_letters)

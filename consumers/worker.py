@@ -1,0 +1,463 @@
+"""``HubConsumer``: one hub worker in consumer group ``hub`` over every project's events stream.
+
+A batch goes: XREADGROUP -> validate each entry (bad ones become dead letters)
+-> ONE ``HubStore.ingest`` for the valid events -> outcomes (one entry per
+runtime), alerts and dead letters published -> XACK. A crash anywhere before
+the XACK leaves the entries pending; they come back (to this worker after a
+restart, or to another one after ``reclaim_idle``) and dedupe answers
+``duplicate``. Presence beats update ``runtime_presence``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import random
+import signal
+import socket
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from types import FrameType
+from typing import Any
+
+import redis
+
+from consumers.health import write_health
+from consumers.publishing import MAX_DELIVERIES_REASON, Publication
+from consumers.reclaim import RawEntry, reclaim_stream, remove_idle_consumers
+from consumers.scripts import StreamScripts
+from consumers.trim import trim_acknowledged
+from hubstore.errors import StoreError
+from hubstore.store import HubStore
+from hubsync import keys
+from hubsync.entries import (
+    KIND_EVENT,
+    KIND_PRESENCE,
+    EventEntry,
+    Outcome,
+    PresenceBeat,
+    decode_fields,
+    entry_kind,
+    parse_event_entry,
+    parse_presence_entry,
+)
+from hubsync.errors import ConfigError, WireError
+from hubsync.names import validate_name
+from hubsync.settings import ConsumerSettings
+
+log = logging.getLogger(__name__)
+
+StreamBatch = Sequence[tuple[str, Sequence[RawEntry]]]
+"""Entries grouped by the stream they came from, as XREADGROUP returns them."""
+
+_REDIS_DOWN = (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError)
+_BACKOFF_START = 0.1
+_BACKOFF_MAX = 10.0
+_ONCE_MAX_BATCHES = 10_000
+
+
+def default_consumer_name() -> str:
+    """``<host>-<pid>``: unique per process, readable in XINFO CONSUMERS."""
+    host = "".join(c if c.isalnum() or c in ".-" else "-" for c in socket.gethostname())
+    return f"{host.strip('.-') or 'hub'}-{os.getpid()}"
+
+
+@dataclass
+class ConsumerStats:
+    """What a worker did since it started (also written into its health key)."""
+
+    read: int = 0
+    accepted: int = 0
+    duplicate: int = 0
+    conflict: int = 0
+    dead: int = 0
+    rejected: int = 0
+    presence: int = 0
+    reclaimed: int = 0
+    trimmed: int = 0
+    batches: int = 0
+
+    def summary(self) -> str:
+        """One line for the log at exit."""
+        return (
+            f"{self.read} entries read in {self.batches} batches: {self.accepted} accepted, "
+            f"{self.duplicate} duplicate, {self.conflict} conflict, {self.dead} dead-lettered "
+            f"({self.rejected} reported rejected), {self.presence} presence beats, "
+            f"{self.reclaimed} reclaimed, {self.trimmed} trimmed"
+        )
+
+
+class HubConsumer:
+    """One hub consumer worker; ``run`` until stopped, or ``run_once``."""
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        store: HubStore,
+        settings: ConsumerSettings,
+        name: str | None = None,
+    ) -> None:
+        self.client = client
+        self.store = store
+        self.settings = settings
+        self.name = validate_name(name or settings.name or default_consumer_name(), "consumer name")
+        self.stats = ConsumerStats()
+        self.scripts = StreamScripts.register(client)
+        self.streams: list[str] = []
+        self._invalid_projects: set[str] = set()
+        self._stop = threading.Event()
+        self._recover_own = True
+        self._next_reclaim = 0.0
+        self._next_refresh = 0.0
+        self._next_health = 0.0
+        self._redis_ok = True
+        self._backoff = _BACKOFF_START
+
+    # ----- lifecycle -----
+
+    def run(self) -> ConsumerStats:
+        """Work until ``stop`` (or a first SIGTERM/SIGINT); a second signal exits at once."""
+        started = time.monotonic()
+        restore = self._install_signal_handlers()
+        log.info("consumer %s started (group %s)", self.name, keys.CONSUMER_GROUP)
+        try:
+            while not self._stop.is_set():
+                self._guarded(self._iteration)
+        finally:
+            restore()
+            self._final_health()
+        log.info(
+            "consumer %s stopped after %.1fs: %s",
+            self.name,
+            time.monotonic() - started,
+            self.stats.summary(),
+        )
+        return self.stats
+
+    def run_once(self) -> ConsumerStats:
+        """Do everything due now (read what is there, ingest, reclaim, trim), then return."""
+        self.refresh_streams(force=True)
+        self.recover_own_pending()
+        for _ in range(_ONCE_MAX_BATCHES):
+            if self.poll(block_ms=None) == 0:
+                break
+        self.reclaim()
+        self.maintain()
+        self._write_health()
+        log.info("consumer %s ran once: %s", self.name, self.stats.summary())
+        return self.stats
+
+    def stop(self) -> None:
+        """Ask the loop to finish its current batch and return."""
+        self._stop.set()
+
+    def _iteration(self) -> None:
+        now = time.monotonic()
+        if now >= self._next_refresh:
+            self.refresh_streams()
+            self._next_refresh = now + 1.0
+        if self._recover_own:
+            self.recover_own_pending()
+        if now >= self._next_reclaim:
+            self.reclaim()
+            self.maintain()
+            self._next_reclaim = now + self.settings.reclaim_interval
+        if now >= self._next_health:
+            self._write_health()
+            self._next_health = now + min(5.0, self.settings.health_ttl / 3)
+        if not self.streams:
+            self._stop.wait(self.settings.block_ms / 1000)
+            return
+        self.poll(block_ms=self.settings.block_ms)
+
+    def _guarded(self, step: Callable[[], object]) -> None:
+        """Run one step; ride out Redis outages and a busy or failing hub store."""
+        try:
+            step()
+        except _REDIS_DOWN as exc:
+            if self._redis_ok:
+                log.warning("Redis unreachable (%s); retrying with backoff", exc)
+                self._redis_ok = False
+            self._after_failure()
+            return
+        except redis.ResponseError as exc:
+            if "NOGROUP" not in str(exc):
+                raise
+            # The group vanished (Redis lost its data, or someone destroyed it):
+            # create it again rather than spin on the error.
+            log.warning("consumer group missing (%s); recreating it", exc)
+            self.streams = []
+            self._after_failure()
+            return
+        except StoreError as exc:
+            log.error("hub store failed (%s); the batch stays pending and will be retried", exc)
+            self._after_failure()
+            return
+        if not self._redis_ok:
+            log.info("Redis reachable again; consumer %s resumes", self.name)
+            self._redis_ok = True
+        self._backoff = _BACKOFF_START
+
+    def _after_failure(self) -> None:
+        # Whatever was read but not acked is in our own pending list: pick it up
+        # again first thing, without waiting for reclaim_idle.
+        self._recover_own = True
+        self._next_refresh = 0.0
+        delay = random.uniform(0, self._backoff)
+        self._backoff = min(self._backoff * 2, _BACKOFF_MAX)
+        self._stop.wait(delay)
+
+    # ----- streams and reading -----
+
+    def refresh_streams(self, force: bool = False) -> list[str]:
+        """Pick up every project in ``hubsync:projects``, creating group ``hub`` where missing."""
+        members = self.client.smembers(keys.PROJECTS)
+        known = set(self.streams)
+        for member in sorted(members):
+            project = member.decode("utf-8", "replace") if isinstance(member, bytes) else member
+            try:
+                stream = keys.events_stream(project)
+            except ConfigError:
+                if project not in self._invalid_projects:
+                    self._invalid_projects.add(project)
+                    log.warning(
+                        "ignoring invalid hub project name %r in %s", project[:40], keys.PROJECTS
+                    )
+                continue
+            if stream in known and not force:
+                continue
+            try:
+                # From "0": entries a relay added before any hub worker existed count too.
+                self.client.xgroup_create(stream, keys.CONSUMER_GROUP, id="0", mkstream=True)
+                log.info("created group %s on %s", keys.CONSUMER_GROUP, stream)
+            except redis.ResponseError as exc:
+                if "BUSYGROUP" not in str(exc):
+                    raise
+            if stream not in known:
+                self.streams.append(stream)
+                known.add(stream)
+        return self.streams
+
+    def poll(self, block_ms: int | None) -> int:
+        """One XREADGROUP over every stream (``None``: do not block); processes it; entry count."""
+        if not self.streams:
+            return 0
+        reply: Any = self.client.xreadgroup(
+            keys.CONSUMER_GROUP,
+            self.name,
+            dict.fromkeys(self.streams, ">"),
+            count=self.settings.batch_count,
+            block=block_ms,
+        )
+        batch = [
+            (s.decode() if isinstance(s, bytes) else str(s), _entries(entries))
+            for s, entries in reply or ()
+        ]
+        return self.process(batch)
+
+    def recover_own_pending(self) -> int:
+        """Take back what this consumer read but never acked (after a restart or a failure)."""
+        total = 0
+        for stream in self.streams:
+            while True:
+                found = reclaim_stream(
+                    self.client,
+                    stream,
+                    self.name,
+                    min_idle_ms=0,
+                    max_deliveries=self.settings.max_deliveries,
+                    count=self.settings.batch_count,
+                    owner=self.name,
+                )
+                total += self._handle_reclaimed(stream, found.retry, found.poison)
+                if not found.retry and not found.poison:
+                    break
+        self._recover_own = False
+        return total
+
+    def reclaim(self) -> int:
+        """Claim entries idle longer than ``reclaim_idle`` in any consumer; dead-letter poison."""
+        idle_ms = int(self.settings.reclaim_idle * 1000)
+        total = 0
+        for stream in self.streams:
+            found = reclaim_stream(
+                self.client,
+                stream,
+                self.name,
+                min_idle_ms=idle_ms,
+                max_deliveries=self.settings.max_deliveries,
+                count=self.settings.batch_count,
+            )
+            total += self._handle_reclaimed(stream, found.retry, found.poison)
+        return total
+
+    def maintain(self) -> None:
+        """Remove long-idle consumers with nothing pending, and trim acknowledged entries."""
+        idle_ms = int(self.settings.reclaim_idle * 10 * 1000)
+        for stream in self.streams:
+            for name in remove_idle_consumers(
+                self.client, self.scripts, stream, self.name, idle_ms
+            ):
+                log.info("removed idle consumer %s from %s (nothing pending)", name, stream)
+            self.stats.trimmed += trim_acknowledged(self.scripts, stream).removed
+
+    def _handle_reclaimed(
+        self,
+        stream: str,
+        retry: Sequence[RawEntry],
+        poison: Sequence[tuple[str, dict[bytes, bytes] | None, int]],
+    ) -> int:
+        if poison:
+            pub = self._publication()
+            for entry_id, raw, deliveries in poison:
+                log.warning(
+                    "entry %s of %s delivered %s times; dead-lettering it",
+                    entry_id,
+                    stream,
+                    deliveries,
+                )
+                pub.dead(
+                    stream,
+                    entry_id,
+                    decode_fields(raw or {}),
+                    MAX_DELIVERIES_REASON,
+                    f"delivered {deliveries} times without being acknowledged "
+                    f"(limit {self.settings.max_deliveries})",
+                    deliveries=deliveries,
+                )
+            pub.send(self.client)
+            self.stats.dead += pub.dead_count
+        if retry:
+            self.stats.reclaimed += len(retry)
+            self.process([(stream, retry)])
+        return len(retry) + len(poison)
+
+    # ----- one batch -----
+
+    def process(self, batch: StreamBatch) -> int:
+        """Validate, ingest, publish and acknowledge one batch; how many entries it held."""
+        pub = self._publication()
+        valid: list[EventEntry] = []
+        origins: list[tuple[str, str]] = []
+        beats: list[PresenceBeat] = []
+        count = 0
+        for stream, entries in batch:
+            project = keys.hub_project_of(stream)
+            for entry_id, raw in entries:
+                count += 1
+                if raw is None:  # deleted while pending: nothing left to judge
+                    pub.ack(stream, entry_id)
+                    continue
+                fields = decode_fields(raw)
+                try:
+                    kind = entry_kind(fields)
+                    if kind == KIND_EVENT:
+                        entry = parse_event_entry(fields)
+                        _same_project(entry.event.hub_project, project)
+                        valid.append(entry)
+                        origins.append((stream, entry_id))
+                    elif kind == KIND_PRESENCE:
+                        beat = parse_presence_entry(fields)
+                        _same_project(beat.hub_project, project)
+                        beats.append(beat)
+                        pub.ack(stream, entry_id)
+                    else:
+                        raise WireError("unknown_kind", f"entry kind {kind[:40]!r} is not known")
+                except WireError as exc:
+                    self._dead_letter(pub, stream, entry_id, fields, exc.reason, exc.detail)
+                except (ValueError, TypeError, KeyError, UnicodeError) as exc:
+                    detail = f"{type(exc).__name__} while validating the entry"
+                    self._dead_letter(pub, stream, entry_id, fields, "invalid_entry", detail)
+        if valid:
+            outcomes = self.store.ingest(valid)
+            for entry, (stream, entry_id), outcome in zip(valid, origins, outcomes, strict=True):
+                pub.outcome(keys.hub_project_of(stream), entry.runtime_id, outcome)
+                pub.ack(stream, entry_id)
+                self._count(outcome.outcome)
+        if beats:
+            self.store.record_presence(beats)
+        pub.send(self.client)
+        self.stats.read += count
+        self.stats.presence += len(beats)
+        self.stats.dead += pub.dead_count
+        self.stats.batches += 1 if count else 0
+        return count
+
+    def _dead_letter(
+        self,
+        pub: Publication,
+        stream: str,
+        entry_id: str,
+        fields: dict[str, bytes],
+        reason: str,
+        detail: str,
+    ) -> None:
+        log.warning("dead-lettering entry %s of %s: %s", entry_id, stream, reason)
+        before = sum(len(v) for v in pub.outcomes.values())
+        pub.dead(stream, entry_id, fields, reason, detail)
+        self.stats.rejected += sum(len(v) for v in pub.outcomes.values()) - before
+
+    def _count(self, outcome: Outcome) -> None:
+        if outcome is Outcome.ACCEPTED:
+            self.stats.accepted += 1
+        elif outcome is Outcome.DUPLICATE:
+            self.stats.duplicate += 1
+        else:
+            self.stats.conflict += 1
+
+    def _publication(self) -> Publication:
+        return Publication(
+            consumer=self.name,
+            dead_maxlen=self.settings.dead_maxlen,
+            alerts_maxlen=self.settings.alerts_maxlen,
+        )
+
+    # ----- health and signals -----
+
+    def _write_health(self) -> None:
+        write_health(self.client, self.name, self.settings.health_ttl, asdict(self.stats))
+
+    def _final_health(self) -> None:
+        # A stopped worker is not healthy: drop the key rather than let it linger.
+        with contextlib.suppress(redis.RedisError):
+            self.client.delete(keys.consumer_health(self.name))
+
+    def _install_signal_handlers(self) -> Callable[[], None]:
+        if threading.current_thread() is not threading.main_thread():
+            return lambda: None
+        previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+
+        def handle(signum: int, frame: FrameType | None) -> None:
+            if self._stop.is_set():
+                os.write(2, f"consumer {self.name}: second signal, exiting now\n".encode())
+                os._exit(128 + signum)  # asked twice: stop now; unacked entries stay pending
+            log.info("signal %s: finishing the current batch, then exiting", signum)
+            self._stop.set()
+
+        for sig in previous:
+            signal.signal(sig, handle)
+
+        def restore() -> None:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+        return restore
+
+
+def _same_project(claimed: str, stream_project: str) -> None:
+    if claimed != stream_project:
+        raise WireError(
+            "wrong_stream",
+            f"entry names hub project {claimed!r} but arrived on the stream of {stream_project!r}",
+        )
+
+
+def _entries(raw: Sequence[tuple[object, object]] | None) -> list[RawEntry]:
+    out: list[RawEntry] = []
+    for entry_id, fields in raw or ():
+        text = entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
+        out.append((text, fields if isinstance(fields, dict) else None))
+    return out

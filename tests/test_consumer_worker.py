@@ -1,0 +1,332 @@
+"""The hub consumer worker against a real private redis-server and a real hub database."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from consumers.publishing import parse_dead_letter
+from consumers.worker import HubConsumer
+from hubstore.sqlite_store import SqliteHubStore
+from hubsync import keys
+from hubsync.canonical import content_hash
+from hubsync.entries import (
+    ConflictReason,
+    Outcome,
+    OutcomeRecord,
+    PresenceBeat,
+    decode_fields,
+    parse_outcomes_entry,
+)
+from hubsync.settings import ConsumerSettings
+from tests.relay_player import (
+    HUB_PROJECT,
+    entry_fields,
+    send,
+    send_fields,
+    send_presence,
+    sync_event,
+)
+from tests.support import wait_until
+
+EVENTS = keys.events_stream(HUB_PROJECT)
+GROUP = keys.CONSUMER_GROUP
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[SqliteHubStore]:
+    with SqliteHubStore(tmp_path / "hub.db") as store:
+        yield store
+
+
+def make_settings(redis_url: str, tmp_path: Path, **overrides: Any) -> ConsumerSettings:
+    values: dict[str, Any] = {
+        "hub_db": tmp_path / "hub.db",
+        "redis_url": redis_url,
+        "block_ms": 50,
+        "reclaim_idle": 60.0,
+        "reclaim_interval": 0.05,
+    }
+    values.update(overrides)
+    return ConsumerSettings(**values)
+
+
+@pytest.fixture
+def worker(
+    redis_client: redis.Redis, redis_url: str, store: SqliteHubStore, tmp_path: Path
+) -> HubConsumer:
+    return HubConsumer(redis_client, store, make_settings(redis_url, tmp_path), name="w1")
+
+
+def outcomes(client: redis.Redis, runtime_id: str = "rt-1") -> list[list[OutcomeRecord]]:
+    """Every outcomes entry on the runtime's acks stream, oldest first."""
+    stream = keys.acks_stream(HUB_PROJECT, runtime_id)
+    return [parse_outcomes_entry(decode_fields(f)) for _, f in client.xrange(stream)]
+
+
+def dead_letters(client: redis.Redis) -> list[Any]:
+    return [
+        parse_dead_letter(decode_fields(f)) for _, f in client.xrange(keys.dead_stream(HUB_PROJECT))
+    ]
+
+
+def pending_count(client: redis.Redis) -> int:
+    return int(client.xpending(EVENTS, GROUP)["pending"])
+
+
+def test_one_entry_delivered_three_times_is_one_row_and_two_duplicates(
+    redis_client: redis.Redis, worker: HubConsumer, store: SqliteHubStore
+) -> None:
+    event = sync_event(1)
+    for _ in range(3):
+        send(redis_client, event)
+    worker.run_once()
+    assert store.count_events() == 1
+    [entry] = outcomes(redis_client)  # one outcomes entry for the whole batch
+    assert [o.outcome for o in entry] == [Outcome.ACCEPTED, Outcome.DUPLICATE, Outcome.DUPLICATE]
+    assert {o.content_hash for o in entry} == {event.encoded()[1]}
+    assert pending_count(redis_client) == 0
+
+
+def test_a_redelivery_in_a_later_batch_is_a_duplicate(
+    redis_client: redis.Redis, worker: HubConsumer, store: SqliteHubStore
+) -> None:
+    send(redis_client, sync_event(1))
+    worker.run_once()
+    send(redis_client, sync_event(1))
+    worker.run_once()
+    assert [[o.outcome for o in e] for e in outcomes(redis_client)] == [
+        [Outcome.ACCEPTED],
+        [Outcome.DUPLICATE],
+    ]
+    assert store.count_events() == 1
+
+
+def test_the_same_key_with_other_bytes_is_a_conflict_alerted_and_never_stored(
+    redis_client: redis.Redis, worker: HubConsumer, store: SqliteHubStore
+) -> None:
+    original, forged = sync_event(1), sync_event(1, data={"step": "evil"})
+    send(redis_client, original)
+    worker.run_once()
+    send(redis_client, forged)
+    worker.run_once()
+
+    [stored] = store.events(HUB_PROJECT)
+    assert stored.record == original.encoded()[0]
+    [alert] = store.alerts()
+    assert alert.reason is ConflictReason.SEQUENCE_REUSED
+    assert (alert.existing_hash, alert.offered_hash) == (original.encoded()[1], forged.encoded()[1])
+
+    [(_, raw)] = redis_client.xrange(keys.alerts_stream(HUB_PROJECT))
+    fields = decode_fields(raw)
+    assert fields["reason"] == b"sequence_reused"
+    assert fields["existing_hash"] == original.encoded()[1].encode()
+    assert fields["offered_hash"] == forged.encoded()[1].encode()
+    assert set(fields) == {
+        "reason",
+        "project_id",
+        "run_id",
+        "sequence",
+        "runtime_id",
+        "existing_hash",
+        "offered_hash",
+        "detected_at",
+    }
+
+    conflict = outcomes(redis_client)[-1][0]
+    assert conflict.outcome is Outcome.CONFLICT
+    assert conflict.reason == "sequence_reused"
+    assert conflict.content_hash == forged.encoded()[1]
+    assert conflict.existing_hash == original.encoded()[1]
+    assert pending_count(redis_client) == 0
+
+
+def _garbage() -> dict[str, dict[str, str | bytes]]:
+    good = entry_fields(sync_event(50))
+    missing = {k: v for k, v in good.items() if k != "content_hash"}
+    not_json = dict(
+        entry_fields(sync_event(51)), event=b"{not json", content_hash=content_hash(b"{not json")
+    )
+    wrong_schema_bytes = entry_fields(sync_event(52))["event"]
+    assert isinstance(wrong_schema_bytes, bytes)
+    wrong_schema_bytes = wrong_schema_bytes.replace(b"sync-event.v1", b"sync-event.v9")
+    wrong_schema = dict(
+        entry_fields(sync_event(52)),
+        event=wrong_schema_bytes,
+        content_hash=content_hash(wrong_schema_bytes),
+    )
+    mismatch = dict(entry_fields(sync_event(53)), content_hash="0" * 64)
+    huge = dict(entry_fields(sync_event(54)), event=b"x" * (10 * 1024 * 1024))
+    return {
+        "missing_field": missing,
+        "bad_json": not_json,
+        "unknown_schema": wrong_schema,
+        "hash_mismatch": mismatch,
+        "field_too_large": huge,
+    }
+
+
+def test_garbage_entries_become_dead_letters_while_valid_ones_are_ingested(
+    redis_client: redis.Redis, worker: HubConsumer, store: SqliteHubStore
+) -> None:
+    garbage = _garbage()
+    for sequence, (_, fields) in enumerate(garbage.items(), start=1):
+        send(redis_client, sync_event(sequence))
+        send_fields(redis_client, HUB_PROJECT, fields)
+    send(redis_client, sync_event(len(garbage) + 1))
+    worker.run_once()
+
+    assert store.count_events() == len(garbage) + 1
+    letters = dead_letters(redis_client)
+    assert sorted(letter.reason for letter in letters) == sorted(garbage)
+    assert all(letter.consumer == "w1" and letter.source_stream == EVENTS for letter in letters)
+    [huge] = [letter for letter in letters if letter.reason == "field_too_large"]
+    assert huge.truncated == {"event": 10 * 1024 * 1024}
+    assert len(huge.fields["event"]) <= 4096
+    [missing] = [letter for letter in letters if letter.reason == "missing_field"]
+    assert missing.replayable and "content_hash" not in missing.fields
+    assert pending_count(redis_client) == 0
+
+    # Entries that name their runtime and key are told "rejected", with the hash
+    # of the bytes received, so only a row holding exactly those bytes is touched.
+    rejected = [o for e in outcomes(redis_client) for o in e if o.outcome is Outcome.REJECTED]
+    by_reason = {o.reason: o for o in rejected}
+    assert by_reason["hash_mismatch"].content_hash == content_hash(
+        garbage["hash_mismatch"]["event"]  # type: ignore[arg-type]
+    )
+    assert by_reason["hash_mismatch"].content_hash != "0" * 64
+    assert "missing_field" in by_reason  # its event bytes still name a runtime and key
+
+
+def test_an_entry_naming_another_hub_project_is_dead_lettered(
+    redis_client: redis.Redis, worker: HubConsumer, store: SqliteHubStore
+) -> None:
+    send_fields(redis_client, HUB_PROJECT, entry_fields(sync_event(1, hub_project="other")))
+    worker.run_once()
+    assert [letter.reason for letter in dead_letters(redis_client)] == ["wrong_stream"]
+    assert store.count_events() == 0
+
+
+def test_presence_beats_update_runtime_presence(
+    redis_client: redis.Redis, worker: HubConsumer, store: SqliteHubStore
+) -> None:
+    beat = PresenceBeat("rt-1", HUB_PROJECT, "box", 7, "0.1.0", 12, "2026-11-29T16:38:54.123456Z")
+    send_presence(redis_client, beat)
+    worker.run_once()
+    [seen] = store.presence(HUB_PROJECT)
+    assert seen.beat == beat and not seen.stale
+    assert pending_count(redis_client) == 0
+
+
+def test_new_projects_are_picked_up_without_a_restart(
+    redis_client: redis.Redis, worker: HubConsumer, store: SqliteHubStore
+) -> None:
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    try:
+        send(redis_client, sync_event(1))
+        wait_until(lambda: store.count_events() == 1, what="first project ingested")
+        send(redis_client, sync_event(1, project_id="p-new", hub_project="newcomer"))
+        wait_until(lambda: store.count_events(hub_project="newcomer") == 1, what="new project")
+    finally:
+        worker.stop()
+        thread.join(timeout=10)
+    assert not thread.is_alive()
+
+
+def test_entries_idle_in_a_dead_consumer_are_reclaimed(
+    redis_client: redis.Redis, redis_url: str, store: SqliteHubStore, tmp_path: Path
+) -> None:
+    send(redis_client, sync_event(1))
+    redis_client.xgroup_create(EVENTS, GROUP, id="0", mkstream=True)
+    redis_client.xreadgroup(GROUP, "dead-one", {EVENTS: ">"}, count=10)
+    settings = make_settings(redis_url, tmp_path, reclaim_idle=0.2)
+    worker = HubConsumer(redis_client, store, settings, name="w2")
+    wait_until(
+        lambda: redis_client.xpending_range(EVENTS, GROUP, "-", "+", 1, idle=200),
+        what="entry idle past reclaim_idle",
+    )
+    stats = worker.run_once()
+    assert stats.reclaimed == 1
+    assert store.count_events() == 1
+    assert pending_count(redis_client) == 0
+
+
+def test_an_entry_delivered_too_often_is_dead_lettered_and_acked(
+    redis_client: redis.Redis, redis_url: str, store: SqliteHubStore, tmp_path: Path
+) -> None:
+    entry_id = send(redis_client, sync_event(1))
+    redis_client.xgroup_create(EVENTS, GROUP, id="0", mkstream=True)
+    redis_client.xreadgroup(GROUP, "crashy", {EVENTS: ">"}, count=10)
+    for _ in range(4):  # four more deliveries to crashing consumers: five in all
+        redis_client.xclaim(EVENTS, GROUP, "crashy", 0, [entry_id])
+    settings = make_settings(redis_url, tmp_path, reclaim_idle=0.1, max_deliveries=5)
+    worker = HubConsumer(redis_client, store, settings, name="w3")
+    wait_until(
+        lambda: redis_client.xpending_range(EVENTS, GROUP, "-", "+", 1, idle=100),
+        what="entry idle",
+    )
+    worker.run_once()
+    [letter] = dead_letters(redis_client)
+    assert letter.reason == "max_deliveries"
+    assert letter.deliveries == 5
+    assert letter.source_id == entry_id
+    assert letter.replayable and letter.fields["event"] == sync_event(1).encoded()[0]
+    assert store.count_events() == 0
+    assert pending_count(redis_client) == 0
+
+
+def test_a_restarted_worker_takes_back_its_own_pending_entries_at_once(
+    redis_client: redis.Redis, worker: HubConsumer, store: SqliteHubStore
+) -> None:
+    send(redis_client, sync_event(1))
+    redis_client.xgroup_create(EVENTS, GROUP, id="0", mkstream=True)
+    redis_client.xreadgroup(GROUP, "w1", {EVENTS: ">"}, count=10)  # read, then "crashed"
+    worker.run_once()  # reclaim_idle is 60 s: only own-pending recovery can explain this
+    assert store.count_events() == 1
+    assert pending_count(redis_client) == 0
+
+
+def test_trimming_removes_acknowledged_entries_but_never_pending_ones(
+    redis_client: redis.Redis, worker: HubConsumer
+) -> None:
+    for s in range(1, 6):
+        send(redis_client, sync_event(s))
+    worker.run_once()
+    held = [send(redis_client, sync_event(s)) for s in range(6, 9)]
+    redis_client.xreadgroup(GROUP, "slow", {EVENTS: ">"}, count=10)  # pending, unacked
+    for s in range(9, 13):
+        send(redis_client, sync_event(s))
+    stats = worker.run_once()
+    remaining = [i.decode() if isinstance(i, bytes) else i for i, _ in redis_client.xrange(EVENTS)]
+    assert stats.trimmed >= 4
+    assert set(held) <= set(remaining)
+    assert remaining[0] == held[0]
+    assert len(remaining) == 3 + 4
+
+
+def test_idle_consumers_with_nothing_pending_are_removed_but_not_those_with_pending(
+    redis_client: redis.Redis, redis_url: str, store: SqliteHubStore, tmp_path: Path
+) -> None:
+    send(redis_client, sync_event(1))
+    redis_client.xgroup_create(EVENTS, GROUP, id="0", mkstream=True)
+    redis_client.xreadgroup(GROUP, "holder", {EVENTS: ">"}, count=10)
+    redis_client.xreadgroup(GROUP, "ghost", {EVENTS: ">"}, count=10)
+    # reclaim_idle is large so "holder" keeps its entry; idle removal is 10 x 0.03 s
+    settings = make_settings(redis_url, tmp_path, reclaim_idle=0.03)
+    worker = HubConsumer(redis_client, store, settings, name="w4")
+    worker.refresh_streams()
+    wait_until(
+        lambda: all(int(c["idle"]) >= 300 for c in redis_client.xinfo_consumers(EVENTS, GROUP)),
+        what="consumers idle",
+    )
+    # Without reclaiming first, "holder" still owns its pending entry.
+    worker.maintain()
+    names = {c["name"].decode() for c in redis_client.xinfo_consumers(EVENTS, GROUP)}
+    assert "ghost" not in names
+    assert "holder" in names
