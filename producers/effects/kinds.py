@@ -1,0 +1,65 @@
+"""Which external effects are shared (and so need a lease) and which are lease-free.
+
+Shared kinds act on something every box can name: two runs naming the same
+target mean the same real thing, so at most one may execute at a time.
+``git-branch`` and ``git-commit`` write in the run's own namespace, and so does
+a ``git-push`` to the run's own branch (``hubsync/run-<run_id>`` or a name
+derived from it); those contend with nobody and take no lease.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from enum import StrEnum
+
+
+class EffectKind(StrEnum):
+    """The kinds of external side effect a run step may perform."""
+
+    GIT_BRANCH = "git-branch"
+    GIT_COMMIT = "git-commit"
+    GIT_PUSH = "git-push"
+    PR_CREATE = "pr-create"
+    TRACKER_ISSUE = "tracker-issue"
+    WEBHOOK = "webhook"
+
+
+SHARED_KINDS = frozenset(
+    {EffectKind.GIT_PUSH, EffectKind.PR_CREATE, EffectKind.TRACKER_ISSUE, EffectKind.WEBHOOK}
+)
+"""Kinds whose target is shared with every other box."""
+
+RUN_BRANCH_PREFIX = "hubsync/run-"
+"""A run's own branches are ``hubsync/run-<run_id>`` and ``hubsync/run-<run_id>-<suffix>``."""
+
+
+def run_branch(run_id: str) -> str:
+    """The branch a run owns."""
+    return f"{RUN_BRANCH_PREFIX}{run_id}"
+
+
+def is_run_branch_ref(run_id: str, target: str) -> bool:
+    """Does ``target`` (a branch, with or without ``refs/heads/``) belong to this run alone?"""
+    branch = target.removeprefix("refs/heads/")
+    own = run_branch(run_id)
+    return bool(run_id) and (branch == own or branch.startswith(f"{own}-"))
+
+
+def requires_lease(kind: EffectKind, target: str, run_id: str) -> bool:
+    """Whether an effect must hold a lease before it executes."""
+    if kind not in SHARED_KINDS:
+        return False
+    if kind is EffectKind.GIT_PUSH:
+        return not is_run_branch_ref(run_id, target)
+    return True
+
+
+def lease_resource_for(kind: EffectKind, target: str) -> str:
+    """The lease resource guarding ``target``: ``effect:<kind>:<sha256(target)[:40]>``.
+
+    Targets (URLs, refs, issue keys) may hold characters a key's hash tag cannot,
+    so the resource names the target by its digest; the ledger keeps the target.
+    Every box derives the same resource for the same target.
+    """
+    digest = hashlib.sha256(target.encode("utf-8")).hexdigest()[:40]
+    return f"effect:{kind.value}:{digest}"
