@@ -24,3 +24,24 @@ class EffectRefusedError(EffectError):
     def __init__(self, code: str, message: str) -> None:
         super().__init__(message)
         self.code = code
+
+
+class NothingExecutedError(EffectError):
+    """The executor certainly did not touch the outside world (connection refused, 503):
+    the attempt is dropped and the effect may safely be tried again."""
+
+
+class EffectFailedError(EffectError):
+    """The target refused the effect for good (a 4xx): nothing landed and retrying will not
+    help; the attempt is dropped and the job fails without retry."""
+
+
+class OutcomeUncertainError(EffectError):
+    """The executor cannot tell whether the effect landed (timeout mid-request, 5xx): the
+    attempt is parked blocked_uncertain and nothing retries it."""
+
+
+class RetryLaterError(EffectError):
+    """Raised by an effect job when nothing executed and trying again later is safe
+    (lease held elsewhere, Redis unreachable at claim, target said "not processed");
+    RQ's ``Retry`` policy re-runs the job."""

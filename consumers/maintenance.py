@@ -1,0 +1,95 @@
+"""The periodic maintenance job, run by RQ on ``hubsync-effects``.
+
+It purges committed effects older than the retention window from a runtime's
+effects ledger, and removes hub consumers that have been idle past a threshold
+and own no pending entry (their entries, if any, are left for XAUTOCLAIM by the
+live consumers). Parked ``blocked_uncertain`` and in-flight effects are never
+purged, and leases are never touched: their fences must outlive everything.
+
+Scheduled with rq's cron scheduler (``consumers/maintenance_cron.py``)::
+
+    rq cron consumers.maintenance_cron --url redis://127.0.0.1:6379/0
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import redis
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+from rq.job import get_current_job
+
+from consumers.reclaim import remove_idle_consumers
+from consumers.scripts import StreamScripts
+from hubsync import keys
+from producers.effects.ledger import EffectsLedger
+
+logger = logging.getLogger(__name__)
+
+
+class MaintenanceSettings(BaseSettings):
+    """Settings of the maintenance job (env prefix ``HUBSYNC_``)."""
+
+    model_config = SettingsConfigDict(env_prefix="HUBSYNC_", extra="ignore", frozen=True)
+
+    effects_ledger: Path | None = Field(
+        default=None, description="effects ledger to purge (none: skip the purge)"
+    )
+    effects_retention: float = Field(
+        default=30 * 86_400.0, ge=0, description="keep committed effects this many seconds"
+    )
+    dead_consumer_idle: float = Field(
+        default=3_600.0, ge=0, description="remove hub consumers idle this many seconds"
+    )
+    maintenance_interval: int = Field(
+        default=3_600, ge=1, description="seconds between maintenance runs (rq cron)"
+    )
+
+
+def run_maintenance(
+    ledger_path: str | None = None,
+    retention_s: float = 30 * 86_400.0,
+    dead_consumer_idle_s: float = 3_600.0,
+    redis_url: str | None = None,
+) -> dict[str, Any]:
+    """Purge old committed effects and remove dead consumers; return what was done."""
+    report: dict[str, Any] = {"purged_effects": 0, "removed_consumers": {}}
+    if ledger_path:
+        ledger = EffectsLedger(Path(ledger_path))
+        try:
+            report["purged_effects"] = ledger.purge_committed(retention_s)
+        finally:
+            ledger.close()
+    client = _connection(redis_url)
+    scripts = StreamScripts.register(client)
+    for raw in sorted(client.smembers(keys.PROJECTS)):
+        project = raw.decode() if isinstance(raw, bytes) else str(raw)
+        stream = keys.events_stream(project)
+        try:
+            removed = remove_idle_consumers(
+                client, scripts, stream, me="", idle_ms=int(dead_consumer_idle_s * 1000)
+            )
+        except redis.ResponseError as exc:  # no stream or no group yet
+            logger.debug("maintenance: %s skipped: %s", stream, exc)
+            continue
+        if removed:
+            report["removed_consumers"][project] = removed
+    logger.info(
+        "maintenance: purged %s effects, removed consumers %s",
+        report["purged_effects"],
+        report["removed_consumers"],
+    )
+    return report
+
+
+def _connection(redis_url: str | None) -> redis.Redis:
+    if redis_url:
+        return redis.Redis.from_url(redis_url, socket_timeout=5, socket_connect_timeout=5)
+    job = get_current_job()
+    if job is None:
+        raise ValueError("run_maintenance needs redis_url when called outside an RQ job")
+    connection: redis.Redis = job.connection
+    return connection

@@ -1,0 +1,31 @@
+"""rq cron configuration: run the maintenance job on ``hubsync-effects`` periodically.
+
+Start the scheduler with rq's own CLI, and any ``rq worker hubsync-effects`` runs it::
+
+    HUBSYNC_EFFECTS_LEDGER=/var/lib/hubsync/effects.db \\
+        rq cron consumers.maintenance_cron --url redis://127.0.0.1:6379/0
+
+Settings: ``HUBSYNC_MAINTENANCE_INTERVAL`` (seconds, default 3600),
+``HUBSYNC_EFFECTS_RETENTION``, ``HUBSYNC_DEAD_CONSUMER_IDLE``, ``HUBSYNC_EFFECTS_LEDGER``.
+"""
+
+from __future__ import annotations
+
+from rq import cron
+
+from consumers.maintenance import MaintenanceSettings, run_maintenance
+from hubsync.keys import EFFECTS_QUEUE
+
+_settings = MaintenanceSettings()
+
+cron.register(
+    run_maintenance,
+    queue_name=EFFECTS_QUEUE,
+    kwargs={
+        "ledger_path": str(_settings.effects_ledger) if _settings.effects_ledger else None,
+        "retention_s": _settings.effects_retention,
+        "dead_consumer_idle_s": _settings.dead_consumer_idle,
+    },
+    interval=_settings.maintenance_interval,
+    name="hubsync-maintenance",
+)

@@ -1,0 +1,207 @@
+"""Effect jobs on RQ: real `rq worker` subprocesses race one webhook effect; RQ retries only
+what is safe; the maintenance job runs from `rq cron`."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import redis
+from rq import Retry, SimpleWorker
+from rq.job import Job, JobStatus
+
+from consumers.effect_jobs import effects_queue, enqueue_effect, run_effect
+from hubsync import keys
+from producers.effects import AttemptState, EffectKind, EffectsLedger, EffectSpec, EffectStatus
+from tests.support import wait_until
+from tests.webhook_server import webhook_server
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _spec(url: str, attempt: str) -> EffectSpec:
+    return EffectSpec("run-1", "notify", attempt, EffectKind.WEBHOOK, url, {"deploy": "v1"})
+
+
+def _rq(
+    args: list[str], redis_url: str, log: Path, env: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
+    rq = Path(sys.executable).with_name("rq")
+    command = [str(rq) if rq.exists() else "rq", *args, "--url", redis_url]
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            command,
+            cwd=ROOT,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **(env or {})},
+        )
+
+
+def _burst_worker(redis_url: str, log: Path) -> subprocess.Popen[bytes]:
+    return _rq(["worker", keys.EFFECTS_QUEUE, "--burst", "--with-scheduler"], redis_url, log)
+
+
+def test_two_rq_workers_race_one_webhook_effect_and_exactly_one_post_lands(
+    redis_url: str, redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    ledger_path = tmp_path / "effects.db"
+    EffectsLedger(ledger_path).close()
+    queue = effects_queue(redis_client)
+    log = tmp_path / "workers.log"
+    with webhook_server() as hook:
+        hook.release.clear()  # hold the first POST so the other worker meets a held lease
+        jobs = [
+            enqueue_effect(
+                queue,
+                _spec(hook.url, attempt),
+                ledger_path=ledger_path,
+                retry=Retry(max=5, interval=1),
+            )
+            for attempt in ["job-a", "job-b"]
+        ]
+        workers = [_burst_worker(redis_url, log) for _ in range(2)]
+
+        def one_is_scheduled_for_retry() -> bool:
+            return any(job.get_status(refresh=True) == JobStatus.SCHEDULED for job in jobs)
+
+        wait_until(one_is_scheduled_for_retry, timeout=60, what="the loser to be refused held")
+        hook.release.set()
+        for worker in workers:
+            worker.wait(timeout=60)
+
+        def both_finished() -> bool:
+            if all(job.get_status(refresh=True) == JobStatus.FINISHED for job in jobs):
+                return True
+            _burst_worker(redis_url, log).wait(timeout=60)  # fires the due retry
+            return False
+
+        wait_until(both_finished, timeout=60, interval=0.2, what="both jobs to finish")
+        assert len(hook.posts) == 1, log.read_text()
+    results = sorted(
+        str(Job.fetch(job.id, connection=redis_client).return_value()["status"]) for job in jobs
+    )  # type: ignore[index]
+    assert results == ["already_committed", "committed"]
+    assert hook.posts[0]["X-Hubsync-Fencing-Token"] == "1"
+    ledger = EffectsLedger(ledger_path)
+    [record] = ledger.list_run("run-1")
+    assert record.status is EffectStatus.COMMITTED
+    assert record.receipt is not None and record.receipt["status"] == 200
+    ledger.close()
+
+
+def _work(redis_client: redis.Redis) -> None:
+    SimpleWorker([effects_queue(redis_client)], connection=redis_client).work(burst=True)
+
+
+def test_an_uncertain_outcome_parks_blocked_uncertain_and_rq_never_retries_it(
+    redis_url: str, redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    ledger_path = tmp_path / "effects.db"
+    with webhook_server(status=500) as hook:
+        job = enqueue_effect(
+            effects_queue(redis_client),
+            _spec(hook.url, "a1"),
+            ledger_path=ledger_path,
+            retry=Retry(max=3),
+        )
+        _work(redis_client)
+        assert len(hook.posts) == 1
+    assert job.get_status(refresh=True) == JobStatus.FAILED
+    ledger = EffectsLedger(ledger_path)
+    [record] = ledger.list_run("run-1")
+    assert record.status is EffectStatus.IN_FLIGHT
+    assert record.attempt_state is AttemptState.BLOCKED_UNCERTAIN
+    ledger.close()
+
+
+def test_a_refused_target_fails_without_retry_and_leaves_no_row(
+    redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    ledger_path = tmp_path / "effects.db"
+    with webhook_server(status=422) as hook:
+        job = enqueue_effect(
+            effects_queue(redis_client),
+            _spec(hook.url, "a1"),
+            ledger_path=ledger_path,
+            retry=Retry(max=3),
+        )
+        _work(redis_client)
+        assert len(hook.posts) == 1
+    assert job.get_status(refresh=True) == JobStatus.FAILED
+    ledger = EffectsLedger(ledger_path)
+    assert ledger.list_run("run-1") == []
+    ledger.close()
+
+
+def test_nothing_executed_is_retried_and_then_commits(
+    redis_url: str, redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    ledger_path = tmp_path / "effects.db"
+    with webhook_server(status=503) as hook:
+        job = enqueue_effect(
+            effects_queue(redis_client),
+            _spec(hook.url, "a1"),
+            ledger_path=ledger_path,
+            retry=Retry(max=3),
+        )
+        hook.status = 503
+        SimpleWorker([effects_queue(redis_client)], connection=redis_client).execute_job(
+            job, effects_queue(redis_client)
+        )
+        assert job.get_status(refresh=True) == JobStatus.QUEUED  # requeued for retry
+        hook.status = 200
+        _work(redis_client)
+        assert len(hook.posts) == 2
+    assert job.get_status(refresh=True) == JobStatus.FINISHED
+
+
+def test_run_effect_outside_rq_needs_a_redis_url(tmp_path: Path) -> None:
+    from producers.effects.errors import EffectFailedError
+
+    with pytest.raises(EffectFailedError, match="redis_url"):
+        run_effect(
+            {
+                "run_id": "r",
+                "step_id": "s",
+                "attempt_id": "a",
+                "kind": "webhook",
+                "target": "http://127.0.0.1:1/x",
+            },
+            str(tmp_path / "e.db"),
+        )
+
+
+def test_maintenance_runs_from_rq_cron_and_an_rq_worker(
+    redis_url: str, redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    ledger_path = tmp_path / "effects.db"
+    ledger = EffectsLedger(ledger_path)
+    key = ledger.claim(EffectSpec("run-1", "s", "a1", EffectKind.GIT_COMMIT, "abc"))
+    assert isinstance(key, str)
+    ledger.commit(key, "a1", {})
+    ledger.close()
+    stream = keys.events_stream("proj")
+    redis_client.sadd(keys.PROJECTS, "proj")
+    redis_client.xgroup_create(stream, keys.CONSUMER_GROUP, id="0", mkstream=True)
+    redis_client.xgroup_createconsumer(stream, keys.CONSUMER_GROUP, "dead-consumer")
+    env = {
+        "HUBSYNC_EFFECTS_LEDGER": str(ledger_path),
+        "HUBSYNC_EFFECTS_RETENTION": "0",
+        "HUBSYNC_DEAD_CONSUMER_IDLE": "0",
+        "HUBSYNC_MAINTENANCE_INTERVAL": "3600",
+    }
+    log = tmp_path / "cron.log"
+    cron = _rq(["cron", "consumers.maintenance_cron"], redis_url, log, env)
+    try:
+        queue = effects_queue(redis_client)
+        wait_until(lambda: queue.count >= 1, timeout=30, what="rq cron to enqueue maintenance")
+    finally:
+        cron.terminate()
+        cron.wait(timeout=30)
+    _burst_worker(redis_url, tmp_path / "worker.log").wait(timeout=60)
+    assert EffectsLedger(ledger_path).list_run("run-1") == []
+    assert redis_client.xinfo_consumers(stream, keys.CONSUMER_GROUP) == []
