@@ -76,7 +76,9 @@ def _same(kind: str, regex: str) -> CredentialPattern:
 
 
 CREDENTIAL_PATTERNS: tuple[CredentialPattern, ...] = (
-    _same("github_token", r"gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255}"),
+    # GitHub's classic tokens have 36 characters after the prefix; 30 also catches
+    # a token cut short, which is still mostly secret.
+    _same("github_token", r"gh[pousr]_[A-Za-z0-9]{30,255}|github_pat_[A-Za-z0-9_]{22,255}"),
     _same("aws_access_key_id", r"(?:AKIA|ASIA)[A-Z0-9]{16}"),
     _same("slack_token", r"xox[abprs]-[A-Za-z0-9-]{10,}"),
     # A block cut short (no END line) is still key material: redact to the end.
@@ -88,11 +90,12 @@ CREDENTIAL_PATTERNS: tuple[CredentialPattern, ...] = (
     _same("jwt", r"eyJ[A-Za-z0-9_-]+\.eyJ[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*"),
     # Only the userinfo is replaced, so the host stays readable. The password part
     # is greedy up to the LAST '@' of the authority: an unencoded '@' in a password
-    # must not leave its tail behind.
+    # must not leave its tail behind. A user name cannot hold '[' (RFC 3986), which
+    # also keeps the pattern from matching its own marker.
     CredentialPattern(
         "url_credentials",
-        r"://([^\s/?#@:]+:[^\s/?#]+)@",
-        r"://[^\s/?#@:]+:[^\s/?#]+@",
+        r"://([^\s/?#@:\[\]]+:[^\s/?#]+)@",
+        r"://[^\s/?#@:\[\]]+:[^\s/?#]+@",
         group=1,
     ),
 )

@@ -1,0 +1,211 @@
+"""Redaction: registered, environment and well-known credential secrets never survive."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from producers.errors import SecretTooShortError
+from producers.redaction import MIN_SECRET_LENGTH, Redactor, marker
+
+GITHUB = "ghp_" + "A1b2C3d4E5" * 3 + "abcdef"
+GITHUB_PAT = "github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz"
+AWS = "AKIAIOSFODNN7EXAMPLE"
+SLACK = "xoxb-123456789012-abcdefABCDEF"
+JWT = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0In0.dBjftJeZ4CVPmB92K27uhbUJU1p1r_wW1gFWFOEjXk"
+PEM = "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA7bq\nq0Zz9x\n-----END RSA PRIVATE KEY-----"
+
+
+def test_registered_secret_is_replaced_in_values_keys_and_lists_at_any_depth() -> None:
+    redactor = Redactor()
+    redactor.register("hunter2-password")
+    payload = {
+        "a": "login with hunter2-password now",
+        "hunter2-password": 1,
+        "deep": [{"x": ["hunter2-password"]}],
+    }
+    result = redactor.redact(payload)
+    assert "hunter2-password" not in json.dumps(result)
+    assert result["a"] == "login with [REDACTED:registered] now"
+    assert result["[REDACTED:registered]"] == 1
+    assert result["deep"] == [{"x": ["[REDACTED:registered]"]}]
+
+
+def test_short_secret_is_refused_without_echoing_it() -> None:
+    redactor = Redactor()
+    with pytest.raises(SecretTooShortError) as info:
+        redactor.register("abc12")
+    assert "abc12" not in str(info.value)
+    assert str(MIN_SECRET_LENGTH) in str(info.value)
+    assert redactor.secret_count == 0
+    assert redactor.redact_text("abc12 abc12") == "abc12 abc12"
+
+
+def test_environment_secrets_are_registered_by_suffix_in_any_case() -> None:
+    redactor = Redactor()
+    names = redactor.register_environment(
+        {
+            "DEPLOY_TOKEN": "tok-0123456789",
+            "db_password": "pw-0123456789",
+            "OPENAI_API_KEY": "sk-0123456789",
+            "SIGNING_KEY": "key-0123456789",
+            "APP_SECRET": "sec-0123456789",
+            "HOME": "/home/someone-long",
+            "KEYBOARD": "us-international",
+        }
+    )
+    assert sorted(names) == [
+        "APP_SECRET",
+        "DEPLOY_TOKEN",
+        "OPENAI_API_KEY",
+        "SIGNING_KEY",
+        "db_password",
+    ]
+    text = "tok-0123456789 pw-0123456789 sk-0123456789 key-0123456789 sec-0123456789"
+    assert redactor.redact_text(text) == " ".join([marker("env")] * 5)
+    assert redactor.redact_text("/home/someone-long us-international") == (
+        "/home/someone-long us-international"
+    )
+
+
+def test_short_environment_secret_is_skipped_with_a_warning_naming_only_the_variable(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    redactor = Redactor()
+    with caplog.at_level(logging.WARNING):
+        names = redactor.register_environment({"TINY_KEY": "q1w2e"})
+    assert names == []
+    assert "TINY_KEY" in caplog.text
+    assert "q1w2e" not in caplog.text
+
+
+def test_environment_value_is_also_registered_without_surrounding_whitespace() -> None:
+    redactor = Redactor()
+    redactor.register_environment({"X_TOKEN": "  padded-secret-value\n"})
+    assert redactor.redact_text("v=padded-secret-value;") == "v=[REDACTED:env];"
+
+
+@pytest.mark.parametrize(
+    ("secret", "kind"),
+    [
+        (GITHUB, "github_token"),
+        ("gho_" + "z" * 36, "github_token"),
+        ("ghs_" + "9" * 40, "github_token"),
+        (GITHUB_PAT, "github_token"),
+        (AWS, "aws_access_key_id"),
+        ("ASIAY34FZKBOKMUTVV7A", "aws_access_key_id"),
+        (SLACK, "slack_token"),
+        ("xoxp-1111-2222-3333-abcdef", "slack_token"),
+        (JWT, "jwt"),
+        (PEM, "private_key"),
+    ],
+)
+def test_well_known_credential_formats_are_recognised(secret: str, kind: str) -> None:
+    redactor = Redactor()
+    assert redactor.redact_text(f"before {secret} after") == f"before {marker(kind)} after"
+    assert redactor.redact({secret: secret}) == {marker(kind): marker(kind)}
+
+
+def test_private_key_block_cut_short_is_redacted_to_the_end() -> None:
+    text = "key: -----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC"
+    assert Redactor().redact_text(text) == "key: [REDACTED:private_key]"
+
+
+def test_url_credentials_are_replaced_and_the_host_kept() -> None:
+    redactor = Redactor()
+    text = "clone https://deploy:s3cr3t@git.example.com/repo.git and postgres://u:p@ss@db:5432/x"
+    assert redactor.redact_text(text) == (
+        "clone https://[REDACTED:url_credentials]@git.example.com/repo.git and "
+        "postgres://[REDACTED:url_credentials]@db:5432/x"
+    )
+    assert redactor.redact_text("https://example.com/a?b=c@d") == "https://example.com/a?b=c@d"
+
+
+def test_longest_match_wins_when_a_registered_value_sits_inside_a_token() -> None:
+    redactor = Redactor()
+    redactor.register(GITHUB[4:20])  # a fragment of the token
+    assert redactor.redact_text(f"t={GITHUB}") == "t=[REDACTED:github_token]"
+
+
+def test_overlapping_registered_secrets_leave_no_fragment_of_either() -> None:
+    redactor = Redactor()
+    redactor.register("alpha-bravo-charlie")
+    redactor.register("charlie-delta-echo")
+    result = redactor.redact_text("x alpha-bravo-charlie-delta-echo y")
+    assert result == "x [REDACTED:registered] y"
+
+
+def test_longer_registered_secret_wins_over_a_shorter_one_it_contains() -> None:
+    redactor = Redactor()
+    redactor.register("secret-value", kind="registered")
+    redactor.register("my-secret-value-2", kind="vault")
+    assert redactor.redact_text("my-secret-value-2 secret-value") == (
+        "[REDACTED:vault] [REDACTED:registered]"
+    )
+
+
+def test_keys_that_redact_to_the_same_marker_all_survive_independent_of_order() -> None:
+    redactor = Redactor()
+    first = {AWS: 1, "AKIAABCDEFGHIJKLMNOP": 2, "plain": 3}
+    second = dict(reversed(list(first.items())))
+    assert redactor.redact(first) == redactor.redact(second)
+    result = redactor.redact(first)
+    assert sorted(result.values()) == [1, 2, 3]
+    assert AWS not in json.dumps(result)
+
+
+def test_a_number_whose_text_is_a_secret_is_replaced() -> None:
+    redactor = Redactor()
+    redactor.register("98765432")
+    assert redactor.redact({"pin": 98765432, "n": 7, "ok": True}) == {
+        "pin": "[REDACTED:registered]",
+        "n": 7,
+        "ok": True,
+    }
+
+
+def test_redact_json_returns_a_clean_payload_itself_with_its_json() -> None:
+    redactor = Redactor()
+    payload = {"a": [1, "two"], "b": {"c": None}}
+    redacted, text = redactor.redact_json(payload)
+    assert redacted is payload
+    assert json.loads(text) == payload
+
+
+def test_redact_json_finds_a_secret_that_json_escapes() -> None:
+    redactor = Redactor()
+    redactor.register('quote"and\\slash')
+    redacted, text = redactor.redact_json({"v": 'x quote"and\\slash y'})
+    assert redacted == {"v": "x [REDACTED:registered] y"}
+    assert "quote" not in text
+
+
+def test_a_secret_registered_later_is_redacted_from_then_on() -> None:
+    redactor = Redactor()
+    assert redactor.redact_text("late-secret-1") == "late-secret-1"
+    redactor.register("late-secret-1")
+    assert redactor.redact_text("late-secret-1") == "[REDACTED:registered]"
+
+
+_filler = st.text(st.characters(codec="utf-8", exclude_characters="\x00"), max_size=12)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    secret=st.text(st.characters(codec="utf-8"), min_size=MIN_SECRET_LENGTH, max_size=30),
+    before=_filler,
+    after=_filler,
+    copies=st.integers(1, 3),
+)
+def test_no_registered_secret_survives_whatever_surrounds_it(
+    secret: str, before: str, after: str, copies: int
+) -> None:
+    redactor = Redactor()
+    redactor.register(secret)
+    text = before + (secret + after) * copies
+    assert secret not in redactor.redact_text(text)
+    assert secret not in redactor.redact_json({text: [text]})[1]

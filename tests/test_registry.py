@@ -1,0 +1,123 @@
+"""The runtime registry: a fixed runtime id, immutable project bindings, restart listing."""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from hubsync.errors import ConfigError
+from producers.errors import RebindError, SchemaVersionError
+from producers.registry import REGISTRY_FILE, RuntimeRegistry, sanitized_name
+
+
+def test_a_runtime_id_is_generated_once_and_kept(tmp_path: Path) -> None:
+    with RuntimeRegistry(tmp_path) as first:
+        runtime_id = first.runtime_id
+    assert re.fullmatch(r"rt-[a-z0-9.-]+-[0-9a-f]{8}", runtime_id)
+    with RuntimeRegistry(tmp_path) as again:
+        assert again.runtime_id == runtime_id
+    with RuntimeRegistry(tmp_path, runtime_id) as explicit:
+        assert explicit.runtime_id == runtime_id
+
+
+def test_an_explicit_runtime_id_names_a_new_state_dir(tmp_path: Path) -> None:
+    with RuntimeRegistry(tmp_path, "rt-build-7") as registry:
+        assert registry.runtime_id == "rt-build-7"
+
+
+def test_opening_a_state_dir_as_another_runtime_is_refused(tmp_path: Path) -> None:
+    RuntimeRegistry(tmp_path, "rt-one").close()
+    with pytest.raises(RebindError, match="belongs to runtime rt-one"):
+        RuntimeRegistry(tmp_path, "rt-two")
+
+
+def test_a_malformed_runtime_id_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError):
+        RuntimeRegistry(tmp_path, "rt {bad}")
+
+
+def test_registering_a_root_is_idempotent(tmp_path: Path) -> None:
+    with RuntimeRegistry(tmp_path / "state") as registry:
+        first = registry.register_project(tmp_path / "shop")
+        again = registry.register_project(tmp_path / "x" / ".." / "shop")
+        same_explicit = registry.register_project(
+            tmp_path / "shop", hub_project=first.hub_project, project_id=first.project_id
+        )
+        assert first == again == same_explicit
+        assert registry.projects() == [first]
+
+
+def test_defaults_derive_from_the_root_name(tmp_path: Path) -> None:
+    with RuntimeRegistry(tmp_path / "state", "rt-a") as registry:
+        registration = registry.register_project(tmp_path / "My Shop!")
+    assert registration.hub_project == "My-Shop"
+    assert re.fullmatch(r"My-Shop-[0-9a-f]{8}", registration.project_id)
+    assert registration.home_runtime_id == "rt-a"
+    assert registration.project_root == (tmp_path / "My Shop!").resolve()
+    assert registration.store_path.parent == (tmp_path / "state" / "stores").resolve()
+
+
+def test_sanitized_names_are_valid_ids() -> None:
+    assert sanitized_name("...") == "project"
+    assert sanitized_name("a b/c") == "a-b-c"
+    assert sanitized_name("_x_") == "x"
+
+
+def test_rebinding_a_root_to_another_hub_project_or_id_is_refused(tmp_path: Path) -> None:
+    with RuntimeRegistry(tmp_path / "state") as registry:
+        registration = registry.register_project(tmp_path / "shop", hub_project="acme")
+        with pytest.raises(RebindError, match="bound to hub project acme"):
+            registry.register_project(tmp_path / "shop", hub_project="other")
+        with pytest.raises(RebindError, match="bound to project id"):
+            registry.register_project(tmp_path / "shop", project_id="shop-2")
+        assert registry.projects() == [registration]
+
+
+def test_a_project_id_belongs_to_one_root(tmp_path: Path) -> None:
+    with RuntimeRegistry(tmp_path / "state") as registry:
+        registry.register_project(tmp_path / "a", project_id="proj-x")
+        with pytest.raises(RebindError, match="already bound"):
+            registry.register_project(tmp_path / "b", project_id="proj-x")
+
+
+def test_projects_are_listed_in_registration_order_across_reopens(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    with RuntimeRegistry(state) as registry:
+        names = ["zeta", "alpha", "mid"]
+        for name in names:
+            registry.register_project(tmp_path / name)
+    with RuntimeRegistry(state) as reopened:
+        assert [p.project_root.name for p in reopened.projects()] == names
+        assert reopened.project_for_root(tmp_path / "alpha") == reopened.projects()[1]
+        assert reopened.project(reopened.projects()[2].project_id) == reopened.projects()[2]
+        assert reopened.project("nope") is None
+
+
+def test_open_store_binds_the_store_to_the_registration(tmp_path: Path) -> None:
+    with RuntimeRegistry(tmp_path / "state", "rt-a") as registry:
+        registration = registry.register_project(
+            tmp_path / "shop", hub_project="acme", project_id="a/b:c"
+        )
+        with registry.open_store(registration, environ={}) as store:
+            appended = store.append_event("run-1", "run.started", {})
+            assert (store.project_id, store.hub_project, store.home_runtime_id) == (
+                "a/b:c",
+                "acme",
+                "rt-a",
+            )
+        assert registration.store_path.exists()
+        assert registration.store_path.parent.name == "stores"
+        with registry.open_store(registration, environ={}) as reopened:
+            assert reopened.last_sequence("run-1") == appended.sequence
+
+
+def test_a_registry_of_another_schema_version_is_refused(tmp_path: Path) -> None:
+    RuntimeRegistry(tmp_path).close()
+    with sqlite3.connect(tmp_path / REGISTRY_FILE) as connection:
+        connection.execute("PRAGMA user_version = 2")
+    connection.close()
+    with pytest.raises(SchemaVersionError, match="schema version 2"):
+        RuntimeRegistry(tmp_path)
