@@ -434,7 +434,7 @@ class HubConsumer:
             if self._stop.is_set():
                 os.write(2, f"consumer {self.name}: second signal, exiting now\n".encode())
                 os._exit(128 + signum)  # asked twice: stop now; unacked entries stay pending
-            log.info("signal %s: finishing the current batch, then exiting", signum)
+            log.info("%s: finishing the current batch, then exiting", signal.Signals(signum).name)
             self._stop.set()
 
         for sig in previous:

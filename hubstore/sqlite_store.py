@@ -96,14 +96,15 @@ def _is_busy(exc: sqlite3.Error) -> bool:
 class SqliteHubStore(HubStore):
     """The hub store on a SQLite file (created with its schema on first open).
 
-    ``busy_timeout`` is how long SQLite itself waits for a lock (seconds);
+    ``busy_timeout`` is how long SQLite itself waits for a lock (seconds; short,
+    because a process blocked inside SQLite cannot act on a signal);
     ``busy_budget`` is how long a whole operation keeps retrying before it gives
     up with ``StoreBusyError``. One store object may be shared by threads; its
     operations then run one at a time.
     """
 
     def __init__(
-        self, path: Path | str, busy_timeout: float = 5.0, busy_budget: float = 60.0
+        self, path: Path | str, busy_timeout: float = 1.0, busy_budget: float = 60.0
     ) -> None:
         self.path = Path(path)
         self.busy_budget = busy_budget
@@ -125,7 +126,10 @@ class SqliteHubStore(HubStore):
             ) from exc
         try:
             self._retry(self._configure)
-            self._write(self._prepare_schema)
+            # Only a new database needs the write lock (to create the schema);
+            # opening an existing one must not wait behind a busy writer.
+            if self._retry(self._schema_version) != SCHEMA_VERSION:
+                self._write(self._prepare_schema)
         except BaseException:
             self._conn.close()
             raise
@@ -401,8 +405,12 @@ class SqliteHubStore(HubStore):
         # loss may drop the last commits, which the unacked stream entries redo.
         conn.execute("PRAGMA synchronous = NORMAL")
 
+    @staticmethod
+    def _schema_version(conn: sqlite3.Connection) -> int:
+        return int(conn.execute("PRAGMA user_version").fetchone()[0])
+
     def _prepare_schema(self, conn: sqlite3.Connection) -> None:
-        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        version = self._schema_version(conn)
         if version == SCHEMA_VERSION:
             return
         if version != 0:

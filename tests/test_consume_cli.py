@@ -1,0 +1,245 @@
+"""``hubsync consume`` as real processes: kill -9 and reclaim, shared hub DB, signals, exit codes."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from hubstore.sqlite_store import SqliteHubStore
+from hubsync import keys
+from hubsync.embedded_redis import RedisServerProcess
+from tests.relay_player import HUB_PROJECT, send, sync_event
+from tests.support import wait_until
+
+ROOT = Path(__file__).resolve().parents[1]
+EVENTS = keys.events_stream(HUB_PROJECT)
+
+
+def consume_args(redis_url: str, hub_db: Path, *extra: str) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "hubsync.cli.main",
+        "consume",
+        "--hub-db",
+        str(hub_db),
+        "--redis-url",
+        redis_url,
+        *extra,
+    ]
+
+
+def run_consume(redis_url: str, hub_db: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        consume_args(redis_url, hub_db, *extra),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+class Workers:
+    """Background ``hubsync consume`` processes, their stderr in files, all killed at the end."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.procs: list[tuple[subprocess.Popen[bytes], Path]] = []
+
+    def start(
+        self, redis_url: str, hub_db: Path, name: str, *extra: str
+    ) -> subprocess.Popen[bytes]:
+        log = self.directory / f"{name}.log"
+        with log.open("wb") as sink:
+            proc = subprocess.Popen(
+                consume_args(redis_url, hub_db, "--name", name, "--block-ms", "100", *extra),
+                cwd=ROOT,
+                stdout=subprocess.DEVNULL,
+                stderr=sink,
+            )
+        self.procs.append((proc, log))
+        return proc
+
+    def log_of(self, proc: subprocess.Popen[bytes]) -> str:
+        return next(log for p, log in self.procs if p is proc).read_text()
+
+    def kill_all(self) -> None:
+        for proc, _ in self.procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+
+@pytest.fixture
+def workers(tmp_path: Path) -> Iterator[Workers]:
+    pool = Workers(tmp_path)
+    yield pool
+    pool.kill_all()
+
+
+def count_rows(hub_db: Path) -> int:
+    with SqliteHubStore(hub_db) as store:
+        return store.count_events()
+
+
+def pending_of(client: redis.Redis, consumer: str | None = None) -> int:
+    """Pending entries of group hub (of one consumer); 0 before the group exists."""
+    if not client.exists(EVENTS) or not client.xinfo_groups(EVENTS):
+        return 0
+    if consumer is None:
+        return int(client.xpending(EVENTS, keys.CONSUMER_GROUP)["pending"])
+    return len(client.xpending_range(EVENTS, keys.CONSUMER_GROUP, "-", "+", 10_000, consumer))
+
+
+def test_a_killed_consumers_pending_entries_are_reclaimed_by_another(
+    redis_client: redis.Redis, redis_url: str, tmp_path: Path, workers: Workers
+) -> None:
+    hub_db = tmp_path / "hub.db"
+    SqliteHubStore(hub_db).close()
+    for s in range(1, 51):
+        send(redis_client, sync_event(s))
+    # Hold the hub database's write lock so the victim reads its batch and then
+    # waits inside ingest, with everything in its pending list, when it is killed.
+    blocker = sqlite3.connect(hub_db, isolation_level=None)
+    blocker.execute("BEGIN IMMEDIATE")
+    victim = workers.start(redis_url, hub_db, "victim")
+    wait_until(lambda: pending_of(redis_client, "victim") == 50, timeout=20, what="victim read")
+    victim.send_signal(signal.SIGKILL)
+    victim.wait()
+    blocker.execute("ROLLBACK")
+    blocker.close()
+    assert count_rows(hub_db) == 0
+
+    wait_until(
+        lambda: len(redis_client.xpending_range(EVENTS, "hub", "-", "+", 100, idle=500)) == 50,
+        what="victim's entries idle past reclaim_idle",
+    )
+    result = run_consume(
+        redis_url, hub_db, "--name", "rescuer", "--once", "--reclaim-idle", "0.5", "--json"
+    )
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert summary["reclaimed"] == 50 and summary["accepted"] == 50
+    assert count_rows(hub_db) == 50
+    assert pending_of(redis_client) == 0
+
+
+def test_several_worker_processes_share_one_hub_database(
+    redis_client: redis.Redis, redis_url: str, tmp_path: Path, workers: Workers
+) -> None:
+    hub_db = tmp_path / "hub.db"
+    projects = ["alpha", "beta", "gamma"]
+    for project in projects:
+        for s in range(1, 401):
+            send(redis_client, sync_event(s, project_id=f"p-{project}", hub_project=project))
+    procs = [workers.start(redis_url, hub_db, f"w{i}", "--batch-count", "50") for i in range(3)]
+    wait_until(lambda: count_rows(hub_db) == 1200, timeout=60, interval=0.1, what="all rows")
+    for proc in procs:
+        proc.send_signal(signal.SIGTERM)
+    for proc in procs:
+        assert proc.wait(timeout=20) == 0, workers.log_of(proc)
+        log = workers.log_of(proc)
+        assert "locked" not in log
+        assert "stopped after" in log
+    assert all(
+        int(redis_client.xpending(keys.events_stream(p), "hub")["pending"]) == 0 for p in projects
+    )
+
+
+def test_check_is_healthy_only_while_the_named_consumer_runs(
+    redis_client: redis.Redis, redis_url: str, tmp_path: Path, workers: Workers
+) -> None:
+    hub_db = tmp_path / "hub.db"
+    assert run_consume(redis_url, hub_db, "--name", "hub-1", "--check").returncode == 1
+    proc = workers.start(redis_url, hub_db, "hub-1")
+    wait_until(lambda: redis_client.exists(keys.consumer_health("hub-1")), what="health key")
+    assert run_consume(redis_url, hub_db, "--name", "hub-1", "--check").returncode == 0
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=20) == 0
+    assert run_consume(redis_url, hub_db, "--name", "hub-1", "--check").returncode == 1
+
+
+def test_once_ingests_what_is_there_and_exits_zero(
+    redis_client: redis.Redis, redis_url: str, tmp_path: Path
+) -> None:
+    hub_db = tmp_path / "hub.db"
+    for s in range(1, 11):
+        send(redis_client, sync_event(s))
+    result = run_consume(redis_url, hub_db, "--once")
+    assert result.returncode == 0, result.stderr
+    assert "10 accepted" in result.stdout
+    assert count_rows(hub_db) == 10
+
+
+def test_a_second_signal_exits_at_once(
+    redis_client: redis.Redis, redis_url: str, tmp_path: Path, workers: Workers
+) -> None:
+    hub_db = tmp_path / "hub.db"
+    SqliteHubStore(hub_db).close()
+    send(redis_client, sync_event(1))
+    blocker = sqlite3.connect(hub_db, isolation_level=None)
+    blocker.execute("BEGIN IMMEDIATE")  # the batch cannot finish while this is held
+    try:
+        proc = workers.start(redis_url, hub_db, "stuck")
+        wait_until(lambda: pending_of(redis_client, "stuck") == 1, what="batch read")
+        proc.send_signal(signal.SIGTERM)
+        wait_until(lambda: "finishing the current batch" in workers.log_of(proc), what="warm stop")
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=10) == 128 + signal.SIGTERM
+    finally:
+        blocker.execute("ROLLBACK")
+        blocker.close()
+    assert pending_of(redis_client, "stuck") == 1  # left for a reclaim, never lost
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--batch-count", "many"],
+        ["--max-deliveries", "0"],
+        ["--block-ms", "-5"],
+        ["--log-format", "xml"],
+        ["--no-such-option"],
+        ["--check"],  # --check needs --name
+    ],
+)
+def test_malformed_arguments_exit_2(redis_url: str, tmp_path: Path, args: list[str]) -> None:
+    result = run_consume(redis_url, tmp_path / "hub.db", *args)
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_unreachable_redis_at_start_exits_3_with_one_line(tmp_path: Path) -> None:
+    result = run_consume("redis://127.0.0.1:1/0", tmp_path / "hub.db", "--once")
+    assert result.returncode == 3
+    assert result.stderr.strip().count("\n") == 0
+    assert "cannot reach Redis" in result.stderr
+
+
+def test_a_worker_rides_out_a_redis_restart(
+    private_redis: RedisServerProcess, tmp_path: Path, workers: Workers
+) -> None:
+    hub_db = tmp_path / "hub.db"
+    client = redis.Redis.from_url(private_redis.url)
+    send(client, sync_event(1))
+    proc = workers.start(private_redis.url, hub_db, "steady")
+    wait_until(lambda: count_rows(hub_db) == 1, what="first event")
+    private_redis.kill()
+    wait_until(lambda: "Redis unreachable" in workers.log_of(proc), what="outage noticed")
+    private_redis.start()
+    send(client, sync_event(2))
+    wait_until(lambda: count_rows(hub_db) == 2, timeout=30, what="event after restart")
+    log = workers.log_of(proc)
+    assert log.count("Redis unreachable") == 1  # once per state change, not per retry
+    assert "Redis reachable again" in log
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=20) == 0
+    client.close()
