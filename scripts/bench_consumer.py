@@ -1,0 +1,195 @@
+#!/usr/bin/env python3
+"""Hub consumer ingest rate against its ceiling, measured in the same run.
+
+Both sides start from the same entries pre-loaded on a private redis-server:
+
+* ceiling: a raw loop of XREADGROUP (500), a plain executemany INSERT of the
+  same rows into a fresh table of the same schema (one transaction per batch),
+  and XACK; no validation, no dedupe, no outcomes.
+* consumer: ``HubConsumer`` polling the same way (validation and hash check of
+  every entry, one ``HubStore.ingest`` per batch, outcomes, XACK).
+
+Prints a table and, with ``--json FILE`` (or ``-`` for stdout), one JSON document.
+
+    python3 scripts/bench_consumer.py --events 20000 --repeat 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sqlite3
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import redis
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from consumers.worker import HubConsumer  # noqa: E402
+from hubstore.sqlite_schema import SCHEMA_STATEMENTS  # noqa: E402
+from hubstore.sqlite_store import SqliteHubStore  # noqa: E402
+from hubsync import keys  # noqa: E402
+from hubsync.embedded_redis import RedisServerProcess  # noqa: E402
+from hubsync.entries import decode_fields, event_entry_fields, parse_event_entry  # noqa: E402
+from hubsync.settings import ConsumerSettings  # noqa: E402
+from hubsync.wire import SyncEvent  # noqa: E402
+
+HUB_PROJECT = "bench"
+STREAM = keys.events_stream(HUB_PROJECT)
+BATCH = 500
+
+
+def make_entries(count: int, payload_bytes: int, runtimes: int) -> list[dict[str, str | bytes]]:
+    """``count`` valid event entries over ``runtimes`` runtimes, 100 events per run."""
+    entries = []
+    for i in range(count):
+        runtime = f"rt-{i % runtimes}"
+        event = SyncEvent.model_validate(
+            {
+                "project_id": f"proj-{i % runtimes}",
+                "hub_project": HUB_PROJECT,
+                "home_runtime_id": runtime,
+                "run_id": f"run-{i // (100 * runtimes)}",
+                "sequence": (i // runtimes) % 100 + 1,
+                "event_type": "step.completed",
+                "occurred_at": "2026-11-29T16:38:54.123456Z",
+                "data": {"output": "x" * payload_bytes, "index": i},
+            }
+        )
+        data, digest = event.encoded()
+        entries.append(event_entry_fields(event, data, digest))
+    return entries
+
+
+def preload(client: redis.Redis, entries: list[dict[str, str | bytes]]) -> None:
+    client.flushall()
+    client.sadd(keys.PROJECTS, HUB_PROJECT)
+    pipe = client.pipeline(transaction=False)
+    for n, fields in enumerate(entries, 1):
+        pipe.xadd(STREAM, fields)  # type: ignore[arg-type]
+        if n % 1000 == 0:
+            pipe.execute()
+    pipe.execute()
+    client.xgroup_create(STREAM, keys.CONSUMER_GROUP, id="0")
+
+
+def ceiling(client: redis.Redis, directory: Path) -> tuple[float, int]:
+    """Seconds and rows of the raw XREADGROUP + executemany + XACK loop."""
+    db = sqlite3.connect(directory / "raw.db", isolation_level=None)
+    db.execute("PRAGMA journal_mode = WAL")
+    db.execute("PRAGMA synchronous = NORMAL")
+    for statement in SCHEMA_STATEMENTS[:2]:  # sync_events and its index
+        db.execute(statement)
+    rows = 0
+    started = time.perf_counter()
+    while True:
+        reply: Any = client.xreadgroup(
+            keys.CONSUMER_GROUP, "raw", {STREAM: ">"}, count=BATCH, block=None
+        )
+        if not reply:
+            break
+        entries = reply[0][1]
+        now = "2026-11-29T16:38:54.123456Z"
+        batch = [
+            (
+                f[b"project_id"].decode(),
+                f[b"run_id"].decode(),
+                int(f[b"sequence"]),
+                f[b"hub_project"].decode(),
+                f[b"runtime_id"].decode(),
+                f[b"event_type"].decode(),
+                f[b"content_hash"].decode(),
+                now,
+                f[b"event"].decode(),
+            )
+            for _, f in entries
+        ]
+        db.execute("BEGIN IMMEDIATE")
+        db.executemany("INSERT INTO sync_events VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", batch)
+        db.execute("COMMIT")
+        client.xack(STREAM, keys.CONSUMER_GROUP, *[entry_id for entry_id, _ in entries])
+        rows += len(batch)
+    elapsed = time.perf_counter() - started
+    db.close()
+    return elapsed, rows
+
+
+def consumer(client: redis.Redis, url: str, directory: Path) -> tuple[float, int]:
+    """Seconds and accepted rows of ``HubConsumer`` draining the stream."""
+    settings = ConsumerSettings(hub_db=directory / "hub.db", redis_url=url, batch_count=BATCH)
+    with SqliteHubStore(settings.hub_db) as store:
+        worker = HubConsumer(client, store, settings, name="bench")
+        worker.refresh_streams()
+        started = time.perf_counter()
+        while worker.poll(block_ms=None):
+            pass
+        elapsed = time.perf_counter() - started
+        return elapsed, worker.stats.accepted
+
+
+def parse_cost(entries: list[dict[str, str | bytes]]) -> float:
+    """Seconds per entry spent in ``parse_event_entry`` alone (validation + hash)."""
+    decoded = [decode_fields(e) for e in entries[:5000]]
+    started = time.perf_counter()
+    for fields in decoded:
+        parse_event_entry(fields)
+    return (time.perf_counter() - started) / len(decoded)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=20_000)
+    parser.add_argument("--payload-bytes", type=int, default=200)
+    parser.add_argument("--runtimes", type=int, default=3)
+    parser.add_argument("--repeat", type=int, default=3, help="best of N runs of each side")
+    parser.add_argument("--json", dest="json_out", help="write the JSON result here (- = stdout)")
+    args = parser.parse_args()
+
+    entries = make_entries(args.events, args.payload_bytes, args.runtimes)
+    best_raw, best_hub = float("inf"), float("inf")
+    with (
+        tempfile.TemporaryDirectory(prefix="hubsync-bench-") as tmp,
+        RedisServerProcess(directory=Path(tmp)) as server,
+    ):
+        client = redis.Redis.from_url(server.url)
+        for attempt in range(args.repeat):
+            run_dir = Path(tmp) / f"run-{attempt}"
+            run_dir.mkdir()
+            preload(client, entries)
+            raw_s, raw_rows = ceiling(client, run_dir)
+            preload(client, entries)
+            hub_s, hub_rows = consumer(client, server.url, run_dir)
+            if raw_rows != args.events or hub_rows != args.events:
+                raise SystemExit(f"row count mismatch: raw {raw_rows}, hub {hub_rows}")
+            best_raw, best_hub = min(best_raw, raw_s), min(best_hub, hub_s)
+        client.close()
+
+    per_parse = parse_cost(entries)
+    result = {
+        "events": args.events,
+        "payload_bytes": args.payload_bytes,
+        "batch": BATCH,
+        "ceiling_events_per_s": round(args.events / best_raw),
+        "consumer_events_per_s": round(args.events / best_hub),
+        "ratio": round(best_raw / best_hub, 3),
+        "target_ratio": 0.6,
+        "parse_us_per_event": round(per_parse * 1e6, 1),
+        "consumer_us_per_event": round(best_hub / args.events * 1e6, 1),
+        "ceiling_us_per_event": round(best_raw / args.events * 1e6, 1),
+    }
+    print(f"{'measure':<28}{'value':>14}")
+    for name, value in result.items():
+        print(f"{name:<28}{value!s:>14}")
+    if args.json_out == "-":
+        print(json.dumps(result, sort_keys=True))
+    elif args.json_out:
+        Path(args.json_out).write_text(json.dumps(result, sort_keys=True, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
