@@ -8,3 +8,11 @@ USAGE = 2
 """Bad arguments or settings; one line on stderr says which."""
 REDIS_UNREACHABLE = 3
 """Redis could not be reached."""
+LEASE_HELD = 10
+"""``hubsync lease``: another holder has a live lease (or the proof did not match)."""
+LEASE_SUPERSEDED = 11
+"""``hubsync lease``: the token was superseded by a newer one."""
+LEASE_EXPIRED = 12
+"""``hubsync lease``: the lease expired on Redis's clock."""
+LEASE_MISSING = 13
+"""``hubsync lease``: no lease is held on the resource."""

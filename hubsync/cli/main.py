@@ -37,10 +37,12 @@ def cli() -> None:
 def _register_commands() -> None:
     from hubsync.cli.consume import consume
     from hubsync.cli.demo import demo
+    from hubsync.cli.lease import lease
     from hubsync.cli.produce import produce
 
     cli.add_command(consume)
     cli.add_command(demo)
+    cli.add_command(lease)
     cli.add_command(produce)
 
 

@@ -1,0 +1,224 @@
+"""``hubsync lease acquire|renew|release|show|list``: fenced leases by hand."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+
+from hubstore.lease_types import (
+    Lease,
+    LeaseGranted,
+    LeaseInfo,
+    LeaseRefusal,
+    LeaseRefused,
+    LeaseReleased,
+)
+from hubstore.leases import LeaseClient
+from hubsync.cli import exit_codes
+from hubsync.settings import DEFAULT_REDIS_URL
+
+REFUSAL_EXIT_CODES = {
+    LeaseRefusal.HELD: exit_codes.LEASE_HELD,
+    LeaseRefusal.SUPERSEDED: exit_codes.LEASE_SUPERSEDED,
+    LeaseRefusal.EXPIRED: exit_codes.LEASE_EXPIRED,
+    LeaseRefusal.MISSING: exit_codes.LEASE_MISSING,
+}
+DEFAULT_TTL_MS = 30_000
+
+_redis_url = click.option(
+    "--redis-url",
+    envvar=["HUBSYNC_REDIS_URL", "REDIS_URL"],
+    show_envvar=True,
+    default=DEFAULT_REDIS_URL,
+    show_default=True,
+    help="Redis URL.",
+)
+_json = click.option(
+    "--json", "as_json", is_flag=True, envvar="HUBSYNC_JSON", show_envvar=True,
+    help="Print one JSON document on stdout.",
+)  # fmt: skip
+_holder = click.option(
+    "--holder", envvar="HUBSYNC_HOLDER", show_envvar=True, required=True,
+    help="Holder id (printable, at most 128 characters, no '{' or '}').",
+)  # fmt: skip
+_ttl = click.option(
+    "--ttl-ms", type=int, envvar="HUBSYNC_TTL_MS", show_envvar=True, default=DEFAULT_TTL_MS,
+    show_default=True, help="Lease TTL in ms (50..86400000), counted on Redis's clock.",
+)  # fmt: skip
+_token = click.option(
+    "--token", type=int, envvar="HUBSYNC_TOKEN", show_envvar=True, required=True,
+    help="The fencing token acquire returned.",
+)  # fmt: skip
+_proof = click.option(
+    "--proof", envvar="HUBSYNC_PROOF", show_envvar=True, required=True,
+    help="The proof secret acquire returned (prefer the env var: argv is visible to others).",
+)  # fmt: skip
+
+
+def _client(redis_url: str) -> LeaseClient:
+    return LeaseClient.from_url(redis_url)
+
+
+def _emit(as_json: bool, document: dict[str, Any], line: str) -> None:
+    click.echo(json.dumps(document, sort_keys=True) if as_json else line)
+
+
+def _refused(as_json: bool, refused: LeaseRefused) -> None:
+    if as_json:
+        click.echo(
+            json.dumps(
+                {
+                    "ok": False,
+                    "resource": refused.resource,
+                    "refusal": refused.refusal.value,
+                    "holder": refused.holder or None,
+                    "token": refused.token or None,
+                    "remaining_ms": max(0, refused.deadline_ms - refused.redis_now_ms),
+                },
+                sort_keys=True,
+            )
+        )
+    click.echo(f"refused: {refused.describe()}", err=True)
+    raise SystemExit(REFUSAL_EXIT_CODES[refused.refusal])
+
+
+def _granted(as_json: bool, granted: LeaseGranted) -> None:
+    lease = granted.lease
+    _emit(
+        as_json,
+        {
+            "ok": True,
+            "transition": granted.transition.value,
+            "resource": lease.resource,
+            "holder": lease.holder,
+            "token": lease.token,
+            "proof": lease.proof,
+            "deadline_ms": lease.deadline_ms,
+            "remaining_ms": granted.remaining_ms,
+        },
+        f"{granted.transition.value} {lease.resource} token={lease.token} "
+        f"holder={lease.holder} ttl_ms={granted.remaining_ms} proof={lease.proof}",
+    )
+
+
+@click.group(
+    epilog="""\b
+Exit codes: 0 ok, 2 bad arguments, 3 Redis unreachable,
+  10 held, 11 superseded, 12 expired, 13 missing.
+Examples:
+  hubsync lease acquire repo/main --holder box-a --ttl-ms 30000 --json
+  HUBSYNC_PROOF=... hubsync lease renew repo/main --holder box-a --token 7
+  HUBSYNC_PROOF=... hubsync lease release repo/main --holder box-a --token 7
+  hubsync lease show repo/main --history 10
+  hubsync lease list --json
+"""
+)
+def lease() -> None:
+    """Fenced leases: tokens only grow, deadlines follow Redis TIME, proof kept as SHA-256."""
+
+
+@lease.command()
+@click.argument("resource")
+@_holder
+@_ttl
+@click.option(
+    "--proof", envvar="HUBSYNC_PROOF", show_envvar=True, default=None,
+    help="Your proof, to renew your own live lease through acquire (same token).",
+)  # fmt: skip
+@_json
+@_redis_url
+def acquire(
+    resource: str, holder: str, ttl_ms: int, proof: str | None, as_json: bool, redis_url: str
+) -> None:
+    """Take RESOURCE: prints the token and the proof secret (keep it: renew/release need it)."""
+    result = _client(redis_url).acquire(resource, holder, ttl_ms, proof=proof)
+    if isinstance(result, LeaseRefused):
+        _refused(as_json, result)
+        return
+    _granted(as_json, result)
+
+
+@lease.command()
+@click.argument("resource")
+@_holder
+@_token
+@_proof
+@_ttl
+@_json
+@_redis_url
+def renew(
+    resource: str, holder: str, token: int, proof: str, ttl_ms: int, as_json: bool, redis_url: str
+) -> None:
+    """Extend your live lease on RESOURCE (same token, new deadline = Redis now + TTL)."""
+    result = _client(redis_url).renew(Lease(resource, holder, token, proof, 0, ttl_ms))
+    if isinstance(result, LeaseRefused):
+        _refused(as_json, result)
+        return
+    _granted(as_json, result)
+
+
+@lease.command()
+@click.argument("resource")
+@_holder
+@_token
+@_proof
+@_json
+@_redis_url
+def release(
+    resource: str, holder: str, token: int, proof: str, as_json: bool, redis_url: str
+) -> None:
+    """Give RESOURCE back; its fence stays, so later tokens are still larger."""
+    result = _client(redis_url).release(Lease(resource, holder, token, proof, 0, DEFAULT_TTL_MS))
+    if isinstance(result, LeaseRefused):
+        _refused(as_json, result)
+        return
+    assert isinstance(result, LeaseReleased)
+    _emit(
+        as_json,
+        {"ok": True, "transition": "released", "resource": resource, "token": result.token},
+        f"released {resource} token={result.token}",
+    )
+
+
+def _info_line(info: LeaseInfo) -> str:
+    if info.holder is None:
+        return f"{info.resource}  {info.state.value}  fence={info.fence}"
+    return (
+        f"{info.resource}  {info.state.value}  holder={info.holder}  token={info.token}  "
+        f"remaining_ms={info.remaining_ms}  fence={info.fence}"
+    )
+
+
+@lease.command()
+@click.argument("resource")
+@click.option(
+    "--history", type=click.IntRange(0, 10_000), default=0, envvar="HUBSYNC_HISTORY",
+    show_envvar=True, help="Also show the last N audit-log entries.",
+)  # fmt: skip
+@_json
+@_redis_url
+def show(resource: str, history: int, as_json: bool, redis_url: str) -> None:
+    """Show the lease on RESOURCE (state on Redis's clock, holder, token, fence)."""
+    client = _client(redis_url)
+    info = client.show(resource)
+    entries = client.history(resource, history) if history else []
+    document = info.as_dict() | ({"history": entries} if history else {})
+    lines = [_info_line(info)] + [
+        "  " + " ".join(f"{k}={v}" for k, v in entry.items()) for entry in entries
+    ]
+    _emit(as_json, document, "\n".join(lines))
+
+
+@lease.command(name="list")
+@_json
+@_redis_url
+def list_leases(as_json: bool, redis_url: str) -> None:
+    """List every lease (SCAN of hubsync:lease:{*}), free ones included for their fence."""
+    infos = _client(redis_url).list()
+    _emit(
+        as_json,
+        {"leases": [info.as_dict() for info in infos]},
+        "\n".join(_info_line(info) for info in infos) or "no leases",
+    )
