@@ -14,7 +14,11 @@ class ProducerError(HubsyncError):
     """Root of every error the runtime side (``producers``) raises."""
 
 
-class SecretTooShortError(ProducerError, ConfigError):
+class UnsafeSecretError(ProducerError, ConfigError):
+    """A value cannot be registered as secret because redacting it would not be safe."""
+
+
+class SecretTooShortError(UnsafeSecretError):
     """A value registered as secret is too short to redact safely."""
 
 

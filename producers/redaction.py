@@ -37,7 +37,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from producers.errors import SecretTooShortError
+from producers.errors import SecretTooShortError, UnsafeSecretError
 
 log = logging.getLogger(__name__)
 
@@ -106,8 +106,8 @@ def marker(kind: str) -> str:
     return f"[REDACTED:{kind}]"
 
 
-def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+# One encoder for the hot path: json.dumps would build a new one on every call.
+_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,7 +138,8 @@ class Redactor:
         """Redact ``value`` from now on, as ``[REDACTED:<kind>]``.
 
         Raises ``SecretTooShortError`` for values shorter than ``MIN_SECRET_LENGTH``
-        (the message never repeats the value).
+        and ``UnsafeSecretError`` for text of a redaction marker such as
+        ``REDACTED`` (the messages never repeat the value).
         """
         if not isinstance(value, str):
             raise TypeError("a secret must be a str")
@@ -152,6 +153,16 @@ class Redactor:
         with self._lock:
             if value in self._kinds:
                 return
+            # A secret inside a marker would reappear in every replacement of itself.
+            kinds = {KIND_REGISTERED, KIND_ENV, kind, *self._kinds.values()}
+            kinds.update(p.kind for p in self._patterns)
+            if any(value in marker(k) for k in kinds) or any(
+                known in marker(kind) for known in self._kinds
+            ):
+                raise UnsafeSecretError(
+                    "refusing to register a secret that is part of the redaction marker text "
+                    f"{marker(kind)!r}; register the full credential instead"
+                )
             self._kinds[value] = kind
             self._matchers = self._build()
 
@@ -177,8 +188,12 @@ class Redactor:
                     MIN_SECRET_LENGTH,
                 )
                 continue
-            for candidate in usable:
-                self.register(candidate, KIND_ENV)
+            try:
+                for candidate in usable:
+                    self.register(candidate, KIND_ENV)
+            except UnsafeSecretError:
+                log.warning("environment variable %s cannot be redacted safely; skipped", name)
+                continue
             registered.append(name)
         return registered
 
