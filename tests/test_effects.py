@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from hubstore.leases import LeaseClient
 from hubsync.embedded_redis import RedisServerProcess
@@ -177,7 +179,10 @@ def test_a_held_lease_refuses_the_claim_and_writes_no_row(
 
 
 def test_unreachable_redis_refuses_the_claim_as_unavailable(ledger: EffectsLedger) -> None:
-    effects = SharedEffects(ledger, LeaseClient(redis.Redis(port=1, socket_connect_timeout=0.5)))
+    effects = SharedEffects(
+        ledger,
+        LeaseClient(redis.Redis(port=1, socket_connect_timeout=0.5, retry=Retry(NoBackoff(), 0))),
+    )
     assert refused(effects.claim(spec())).code is EffectRefusalCode.LEASE_UNAVAILABLE
     assert refused(SharedEffects(ledger, None).claim(spec())).code == "effect_lease_unavailable"
     assert ledger.list_run("run-1") == []

@@ -6,6 +6,8 @@ import hashlib
 
 import pytest
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from hubstore.errors import (
     InvalidLeaseArgumentError,
@@ -329,7 +331,9 @@ def test_leases_and_fences_survive_a_redis_restart_with_aof(
 
 
 def test_unreachable_redis_raises_lease_unavailable() -> None:
-    client = redis.Redis(port=1, socket_connect_timeout=0.5)  # nothing listens on port 1
+    client = redis.Redis(
+        port=1, socket_connect_timeout=0.5, retry=Retry(NoBackoff(), 0)
+    )  # nothing listens on port 1
     leases = LeaseClient(client)
     with pytest.raises(LeaseUnavailableError, match="cannot reach Redis"):
         leases.acquire("r", "box-a", TTL)
