@@ -217,9 +217,9 @@ class RunEventStore(OutboxQueries):
         # failure here rolls the event row back with everything else.
         data, digest = self._deriver.encode(event, sequence)
         outbox_seq = c.execute(
-            "INSERT INTO outbox (run_id, sequence, sync_event, content_hash, created_at) "
-            "VALUES (?, ?, ?, ?, ?)",
-            (run_id, sequence, data, digest, now),
+            "INSERT INTO outbox (run_id, sequence, event_type, sync_event, content_hash, "
+            "created_at) VALUES (?, ?, ?, ?, ?, ?)",
+            (run_id, sequence, event.event_type, data, digest, now),
         ).lastrowid
         if next_sequence is not None:
             next_sequence[run_id] = sequence + 1

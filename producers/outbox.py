@@ -38,7 +38,7 @@ PARKING = frozenset({RowOutcome.CONFLICT, RowOutcome.REJECTED})
 
 @dataclass(frozen=True, slots=True)
 class OutboxRow:
-    """One row as the relay sends it."""
+    """One row as the relay sends it (``event_type`` feeds the stream's flat field)."""
 
     seq: int
     run_id: str
@@ -46,6 +46,7 @@ class OutboxRow:
     sync_event: bytes
     content_hash: str
     attempts: int
+    event_type: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +65,7 @@ class OutboxEntry:
     acked_at: float | None
     outcome: str | None
     outcome_reason: str | None
+    event_type: str
 
     @property
     def state(self) -> str:
@@ -91,6 +93,7 @@ CREATE TABLE outbox (
   seq INTEGER PRIMARY KEY AUTOINCREMENT,
   run_id TEXT NOT NULL,
   sequence INTEGER NOT NULL,
+  event_type TEXT NOT NULL,
   sync_event BLOB NOT NULL,
   content_hash TEXT NOT NULL,
   created_at REAL NOT NULL,
@@ -114,7 +117,7 @@ CREATE TABLE relay_state (
 );
 """
 
-_ROW_COLUMNS = "seq, run_id, sequence, sync_event, content_hash, attempts"
+_ROW_COLUMNS = "seq, run_id, sequence, sync_event, content_hash, attempts, event_type"
 _PENDING = "acked_at IS NULL AND outcome IS NULL"
 
 
@@ -346,7 +349,7 @@ class OutboxQueries:
                 OutboxEntry(*row)
                 for row in c.execute(
                     "SELECT seq, run_id, sequence, sync_event, content_hash, created_at, attempts, "
-                    "attempted_at, next_attempt_at, acked_at, outcome, outcome_reason "
+                    "attempted_at, next_attempt_at, acked_at, outcome, outcome_reason, event_type "
                     "FROM outbox WHERE run_id = ? ORDER BY sequence",
                     (run_id,),
                 ).fetchall()
