@@ -200,7 +200,8 @@ def test_maintenance_runs_from_rq_cron_and_an_rq_worker(
         queue = effects_queue(redis_client)
         wait_until(lambda: queue.count >= 1, timeout=30, what="rq cron to enqueue maintenance")
     finally:
-        cron.terminate()
+        # rq cron may swallow SIGTERM mid-enqueue and sleep on; its state is in Redis.
+        cron.kill()
         cron.wait(timeout=30)
     _burst_worker(redis_url, tmp_path / "worker.log").wait(timeout=60)
     assert EffectsLedger(ledger_path).list_run("run-1") == []
