@@ -39,11 +39,13 @@ def _register_commands() -> None:
     from hubsync.cli.demo import demo
     from hubsync.cli.lease import lease
     from hubsync.cli.produce import produce
+    from hubsync.cli.relay import relay
 
     cli.add_command(consume)
     cli.add_command(demo)
     cli.add_command(lease)
     cli.add_command(produce)
+    cli.add_command(relay)
 
 
 _register_commands()

@@ -1,0 +1,5 @@
+"""The relay daemon: a runtime's outboxes onto Redis Streams, acknowledged end to end."""
+
+from producers.relay.daemon import Relay, RelaySummary
+
+__all__ = ["Relay", "RelaySummary"]

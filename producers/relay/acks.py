@@ -1,0 +1,165 @@
+"""The acknowledging half of the relay: hub outcomes back onto outbox rows.
+
+The relay reads ``hubsync:{P}:acks:{R}`` for each hub project P its runtime R
+syncs to. An outcome advances an outbox row only when it names the row's own
+content hash; anything else under this runtime's key is someone else's bytes
+(a forger, a buggy twin) and is logged as a security warning, never applied.
+The stream read position is stored in the outbox's own database, in the same
+transaction as the outcomes it covers, so a crash re-reads at most one batch.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+
+from hubsync import keys
+from hubsync.entries import Outcome, OutcomeRecord, decode_fields, parse_outcomes_entry
+from hubsync.errors import WireError
+from producers.event_store import RunEventStore
+
+log = logging.getLogger("hubsync.relay")
+
+START_POSITION = "0-0"
+
+
+def position_name(hub_project: str) -> str:
+    """Name of the ack-stream read position kept in a project's ``relay_state``."""
+    return f"acks:{hub_project}"
+
+
+def _stream_id(value: str) -> tuple[int, int]:
+    millis, _, seq = value.partition("-")
+    return int(millis), int(seq or 0)
+
+
+@dataclass
+class AckStats:
+    """What the acknowledging half did since start."""
+
+    acked: int = 0
+    conflict: int = 0
+    rejected: int = 0
+    foreign: int = 0
+    unknown: int = 0
+    malformed: int = 0
+
+
+class AckReader:
+    """Reads the ack streams of a set of project stores and applies their outcomes."""
+
+    def __init__(self, runtime_id: str, stats: AckStats) -> None:
+        self.runtime_id = runtime_id
+        self.stats = stats
+        self._stores: dict[str, RunEventStore] = {}  # project_id -> store
+        self._positions: dict[str, str] = {}  # ack stream key -> last id read
+
+    @property
+    def stores(self) -> Mapping[str, RunEventStore]:
+        """The stores whose outcomes this reader applies, by project id."""
+        return self._stores
+
+    def add_store(self, store: RunEventStore) -> None:
+        """Start applying outcomes for ``store``; resume from its saved position."""
+        self._stores[store.project_id] = store
+        key = keys.acks_stream(store.hub_project, self.runtime_id)
+        saved = store.relay_position(position_name(store.hub_project)) or START_POSITION
+        # Several local projects may sync to one hub project and share its ack
+        # stream; resume from the earliest position any of them saved, since
+        # re-applying an outcome is harmless and skipping one is not.
+        current = self._positions.get(key)
+        if current is None or _stream_id(saved) < _stream_id(current):
+            self._positions[key] = saved
+
+    def read(self, client: redis.Redis, block_ms: int | None, count: int = 100) -> int:
+        """Read and apply what is on the ack streams; return how many entries were read."""
+        if not self._positions:
+            return 0
+        streams: dict[Any, Any] = dict(self._positions)
+        reply: Any = client.xread(streams, count=count, block=block_ms)
+        entries = 0
+        for raw_key, raw_entries in reply or []:
+            key = raw_key.decode() if isinstance(raw_key, bytes) else str(raw_key)
+            last_id = self._apply_entries(key, raw_entries)
+            entries += len(raw_entries)
+            if last_id is not None:
+                self._positions[key] = last_id
+                # Only this relay reads its ack stream: drop what it has applied.
+                client.xtrim(key, minid=last_id, approximate=False)
+        return entries
+
+    def _apply_entries(
+        self, key: str, raw_entries: Iterable[tuple[bytes, Mapping[bytes, bytes]]]
+    ) -> str | None:
+        by_project: dict[str, list[OutcomeRecord]] = defaultdict(list)
+        last_id: str | None = None
+        for raw_id, raw_fields in raw_entries:
+            last_id = raw_id.decode() if isinstance(raw_id, bytes) else str(raw_id)
+            try:
+                records = parse_outcomes_entry(decode_fields(raw_fields))
+            except WireError as exc:
+                self.stats.malformed += 1
+                log.warning("%s: skipped malformed ack entry %s (%s)", key, last_id, exc.reason)
+                continue
+            for record in records:
+                by_project[record.project_id].append(record)
+        if last_id is None:
+            return None
+        hub_project = keys.hub_project_of(key)
+        now = time.time()
+        for project_id, records in by_project.items():
+            store = self._stores.get(project_id)
+            if store is None or store.hub_project != hub_project:
+                self.stats.unknown += len(records)
+                log.warning(
+                    "security: %d outcomes on %s name project %s, which this runtime does not "
+                    "sync to that hub project; ignored",
+                    len(records),
+                    key,
+                    project_id,
+                )
+                continue
+            self._apply(store, records, now, last_id)
+        # Stores sharing this stream that received no outcome still move on.
+        for store in self._stores.values():
+            if store.hub_project == hub_project and store.project_id not in by_project:
+                store.set_relay_position(position_name(hub_project), last_id)
+        return last_id
+
+    def _apply(
+        self, store: RunEventStore, records: list[OutcomeRecord], now: float, last_id: str
+    ) -> None:
+        items = [(r.run_id, r.sequence, r.content_hash, r.outcome.value, r.reason) for r in records]
+        result = store.apply_outcomes(
+            items, now, position=(position_name(store.hub_project), last_id)
+        )
+        self.stats.acked += result.acked
+        self.stats.conflict += result.conflict
+        self.stats.rejected += result.rejected
+        self.stats.foreign += len(result.foreign)
+        self.stats.unknown += result.unknown
+        if result.conflict or result.rejected:
+            for r in records:
+                if r.outcome in (Outcome.CONFLICT, Outcome.REJECTED):
+                    log.warning(
+                        "hub %s project %s run %s sequence %d (%s); the row will not be resent",
+                        r.outcome.value,
+                        r.project_id,
+                        r.run_id,
+                        r.sequence,
+                        r.reason or "no reason given",
+                    )
+        for run_id, sequence in result.foreign:
+            log.warning(
+                "security: the hub judged other bytes under this runtime's key "
+                "project %s run %s sequence %d; the outbox row is left alone",
+                store.project_id,
+                run_id,
+                sequence,
+            )

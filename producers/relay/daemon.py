@@ -1,0 +1,322 @@
+"""The relay daemon of one runtime: every registered project's outbox onto Redis Streams.
+
+Two threads, each with its own SQLite connections and Redis client:
+
+* the sender watches every project's outbox (``PRAGMA data_version``, a local
+  read with no I/O, every ``poll_interval``) so a commit leaves within
+  milliseconds; it also re-sends overdue rows, beats presence and refreshes the
+  health key;
+* the ack reader blocks on the ack streams and applies the hub's outcomes.
+
+When Redis is unreachable both back off with jitter and keep every row
+pending; appends never touch Redis, so they neither block nor fail.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+
+import redis
+
+from hubsync import __version__, keys
+from hubsync.clock import utc_now_iso
+from hubsync.entries import PresenceBeat
+from hubsync.settings import RelaySettings
+from producers.registry import ProjectRegistration, RuntimeRegistry
+from producers.relay.acks import AckReader, AckStats
+from producers.relay.faults import UNAVAILABLE_ERRORS, Backoff, RedisHealth
+from producers.relay.sender import OutboxSender, SenderStats
+
+log = logging.getLogger("hubsync.relay")
+
+PROJECT_REFRESH_SECONDS = 1.0
+RESEND_CHECK_SECONDS = 0.5
+ACK_BLOCK_MS = 1000
+
+
+@dataclass
+class RelaySummary:
+    """What a relay did, for the one-line summary at exit and ``--json``."""
+
+    runtime_id: str
+    projects: int
+    sender: SenderStats
+    acks: AckStats
+    outages: int
+    seconds: float
+    pending: int = 0
+    extra: dict[str, int] = field(default_factory=dict)
+
+    def line(self) -> str:
+        """The one-line summary logged at shutdown."""
+        return (
+            f"relay {self.runtime_id}: {self.projects} projects, sent {self.sender.sent} "
+            f"(resent {self.sender.resent}), acked {self.acks.acked}, conflict "
+            f"{self.acks.conflict}, rejected {self.acks.rejected + self.sender.rejected_locally}, "
+            f"foreign {self.acks.foreign}, Redis outages {self.outages}, "
+            f"{self.pending} pending, in {self.seconds:.1f}s"
+        )
+
+    def as_dict(self) -> dict[str, object]:
+        """JSON-ready form."""
+        return {
+            "runtime_id": self.runtime_id,
+            "projects": self.projects,
+            "sent": self.sender.sent,
+            "resent": self.sender.resent,
+            "acked": self.acks.acked,
+            "conflict": self.acks.conflict,
+            "rejected": self.acks.rejected + self.sender.rejected_locally,
+            "foreign": self.acks.foreign,
+            "redis_outages": self.outages,
+            "pending": self.pending,
+            "seconds": round(self.seconds, 3),
+        }
+
+
+def connect(url: str, socket_timeout: float = 5.0) -> redis.Redis:
+    """A Redis client with timeouts, so a dead server is noticed rather than waited on."""
+    return redis.Redis.from_url(
+        url, socket_timeout=socket_timeout, socket_connect_timeout=2.0, health_check_interval=30
+    )
+
+
+class Relay:
+    """Moves every registered project's outbox to Redis and applies the hub's acks."""
+
+    def __init__(self, settings: RelaySettings, registry: RuntimeRegistry | None = None) -> None:
+        self.settings = settings
+        self.registry = registry or RuntimeRegistry(settings.state_dir)
+        self.runtime_id = self.registry.runtime_id
+        if settings.runtime_id and settings.runtime_id != self.runtime_id:
+            from hubsync.errors import ConfigError
+
+            raise ConfigError(
+                f"state dir {settings.state_dir} belongs to runtime {self.runtime_id!r}, "
+                f"not {settings.runtime_id!r}"
+            )
+        self.sender_stats = SenderStats()
+        self.ack_stats = AckStats()
+        self.health = RedisHealth(f"relay {self.runtime_id}")
+        self._senders: dict[str, OutboxSender] = {}
+        self._registrations: dict[str, ProjectRegistration] = {}
+        self._registrations_lock = threading.Lock()
+        self._stop = threading.Event()
+        self._started = time.monotonic()
+        self._next_beat: dict[str, float] = {}
+        self.host = socket.gethostname()
+
+    # -- lifecycle -------------------------------------------------------
+
+    def request_stop(self) -> None:
+        """Finish the current batch, then stop (what SIGTERM does)."""
+        self._stop.set()
+
+    @property
+    def stopping(self) -> bool:
+        """Whether a stop was requested."""
+        return self._stop.is_set()
+
+    def run(self) -> RelaySummary:
+        """Run until ``request_stop``; return the summary."""
+        self.refresh_projects()
+        acks = threading.Thread(target=self._ack_loop, name="relay-acks", daemon=True)
+        acks.start()
+        try:
+            self._send_loop()
+        finally:
+            self._stop.set()
+            acks.join(timeout=ACK_BLOCK_MS / 1000 + 6)
+        return self.summary()
+
+    def run_once(self) -> RelaySummary:
+        """Do everything due now (send, resend, read acks, beat), then return."""
+        self.refresh_projects()
+        client = connect(self.settings.redis_url)
+        reader = AckReader(self.runtime_id, self.ack_stats)
+        try:
+            for registration in self._registrations.values():
+                reader.add_store(self.registry.open_store(registration))
+            for sender in self._senders.values():
+                while sender.send_unsent(client):
+                    pass
+                while sender.send_due_resends(client, time.time()):
+                    pass
+            while reader.read(client, block_ms=None, count=500):
+                pass
+            self._beat_presence(client, force=True)
+            self._write_health(client)
+        finally:
+            for store in reader.stores.values():
+                store.close()
+            client.close()
+        return self.summary()
+
+    def summary(self) -> RelaySummary:
+        """Counters so far, and the outbox backlog now."""
+        pending = 0
+        for sender in self._senders.values():
+            pending += sender.store.outbox_counts()["pending"]
+        return RelaySummary(
+            runtime_id=self.runtime_id,
+            projects=len(self._senders),
+            sender=self.sender_stats,
+            acks=self.ack_stats,
+            outages=self.health.outages,
+            seconds=time.monotonic() - self._started,
+            pending=pending,
+        )
+
+    def close(self) -> None:
+        """Close the sender's stores."""
+        for sender in self._senders.values():
+            sender.store.close()
+        self._senders.clear()
+
+    # -- projects --------------------------------------------------------
+
+    def refresh_projects(self) -> None:
+        """Open every project registered to this runtime that is not open yet."""
+        for registration in self.registry.projects():
+            if registration.project_id in self._senders:
+                continue
+            store = self.registry.open_store(registration)
+            self._senders[registration.project_id] = OutboxSender(
+                store, self.settings, self.sender_stats
+            )
+            with self._registrations_lock:
+                self._registrations[registration.project_id] = registration
+            log.info(
+                "relay %s: syncing project %s to hub project %s",
+                self.runtime_id,
+                registration.project_id,
+                registration.hub_project,
+            )
+
+    # -- the sender thread -------------------------------------------------
+
+    def _send_loop(self) -> None:
+        client = connect(self.settings.redis_url)
+        backoff = Backoff(cap=self.settings.backoff_max)
+        next_refresh = next_resend = next_health = 0.0
+        try:
+            while not self._stop.is_set():
+                now = time.monotonic()
+                if now >= next_refresh:
+                    self.refresh_projects()
+                    next_refresh = now + PROJECT_REFRESH_SECONDS
+                try:
+                    if not self.health.up:
+                        client.ping()  # proves Redis is back before we say so
+                    worked = self._send_new(client)
+                    if now >= next_resend:
+                        for sender in self._senders.values():
+                            worked += sender.send_due_resends(client, time.time())
+                        next_resend = now + RESEND_CHECK_SECONDS
+                    self._beat_presence(client)
+                    if now >= next_health:
+                        self._write_health(client)
+                        next_health = now + self.settings.health_ttl / 3
+                except UNAVAILABLE_ERRORS as exc:
+                    self.health.failed(exc)
+                    self._stop.wait(backoff.next_delay())
+                    continue
+                self.health.succeeded()
+                backoff.reset()
+                if not worked:
+                    self._stop.wait(self.settings.poll_interval)
+        finally:
+            client.close()
+
+    def _send_new(self, client: redis.Redis) -> int:
+        worked = 0
+        for sender in self._senders.values():
+            # A sender that is behind keeps sending; one that caught up waits for
+            # a commit by another connection before querying again.
+            if sender.has_news() or not sender.caught_up or not self.health.up:
+                worked += sender.send_unsent(client)
+        return worked
+
+    def _beat_presence(self, client: redis.Redis, force: bool = False) -> None:
+        now = time.monotonic()
+        beats: dict[str, int] = {}
+        for sender in self._senders.values():
+            hub_project = sender.store.hub_project
+            if not force and now < self._next_beat.get(hub_project, 0.0):
+                continue
+            beats[hub_project] = beats.get(hub_project, 0) + sender.store.outbox_counts()["pending"]
+        if not beats:
+            return
+        pipe = client.pipeline(transaction=False)
+        for hub_project, backlog in beats.items():
+            beat = PresenceBeat(
+                runtime_id=self.runtime_id,
+                hub_project=hub_project,
+                host=self.host,
+                pid=os.getpid(),
+                version=__version__,
+                backlog=backlog,
+                heartbeat=utc_now_iso(),
+            )
+            pipe.sadd(keys.PROJECTS, hub_project)
+            pipe.xadd(keys.events_stream(hub_project), beat.to_fields())  # type: ignore[arg-type]
+        pipe.execute()
+        for hub_project in beats:
+            self._next_beat[hub_project] = now + self.settings.presence_interval
+
+    def _write_health(self, client: redis.Redis) -> None:
+        record = {
+            "runtime_id": self.runtime_id,
+            "host": self.host,
+            "pid": os.getpid(),
+            "version": __version__,
+            "projects": len(self._senders),
+            "sent": self.sender_stats.sent,
+            "acked": self.ack_stats.acked,
+            "at": utc_now_iso(),
+        }
+        client.set(
+            keys.relay_health(self.runtime_id),
+            json.dumps(record, sort_keys=True),
+            px=int(self.settings.health_ttl * 1000),
+        )
+
+    # -- the ack thread ----------------------------------------------------
+
+    def _ack_loop(self) -> None:
+        client = connect(self.settings.redis_url, socket_timeout=ACK_BLOCK_MS / 1000 + 5)
+        reader = AckReader(self.runtime_id, self.ack_stats)
+        backoff = Backoff(cap=self.settings.backoff_max)
+        try:
+            while not self._stop.is_set():
+                self._open_new_ack_stores(reader)
+                try:
+                    reader.read(client, block_ms=ACK_BLOCK_MS, count=500)
+                except UNAVAILABLE_ERRORS as exc:
+                    self.health.failed(exc)
+                    self._stop.wait(backoff.next_delay())
+                    continue
+                if reader.stores:
+                    self.health.succeeded()
+                backoff.reset()
+                if not reader.stores:
+                    self._stop.wait(0.05)
+        except Exception:
+            log.exception("relay %s: ack reader failed; stopping the relay", self.runtime_id)
+            self._stop.set()
+        finally:
+            for store in reader.stores.values():
+                store.close()
+            client.close()
+
+    def _open_new_ack_stores(self, reader: AckReader) -> None:
+        with self._registrations_lock:
+            missing = [r for pid, r in self._registrations.items() if pid not in reader.stores]
+        for registration in missing:
+            reader.add_store(self.registry.open_store(registration))

@@ -1,0 +1,62 @@
+"""Shared set-up for relay tests: a runtime with projects, and relay subprocesses."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from hubsync.settings import RelaySettings
+from producers.event_store import RunEventStore
+from producers.registry import RuntimeRegistry
+
+
+def make_runtime(
+    state_dir: Path, hub_projects: list[str]
+) -> tuple[RuntimeRegistry, list[RunEventStore]]:
+    """A runtime with one registered project per hub project name."""
+    registry = RuntimeRegistry(state_dir)
+    stores = []
+    for index, hub_project in enumerate(hub_projects):
+        root = state_dir.parent / f"project-{index}"
+        root.mkdir(parents=True, exist_ok=True)
+        registration = registry.register_project(root, hub_project=hub_project)
+        stores.append(registry.open_store(registration))
+    return registry, stores
+
+
+def append_many(store: RunEventStore, runs: int, per_run: int) -> None:
+    """Append ``runs * per_run`` small events, interleaving the runs."""
+    for sequence in range(per_run):
+        for run in range(runs):
+            store.append_event(f"run-{run}", "step.completed", {"step": f"s{sequence}", "ok": True})
+
+
+def relay_settings(state_dir: Path, redis_url: str, **overrides: object) -> RelaySettings:
+    """Relay settings for tests: fast polling, short intervals."""
+    values: dict[str, object] = {"state_dir": state_dir, "redis_url": redis_url}
+    values.update(overrides)
+    return RelaySettings(**values)  # type: ignore[arg-type]
+
+
+def start_relay_process(state_dir: Path, redis_url: str, *extra: str) -> subprocess.Popen[bytes]:
+    """``hubsync relay`` as a real child process, its logs in the state dir."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HUBSYNC_")}
+    with open(state_dir / "relay.log", "ab") as log:  # the child keeps its own copy
+        return subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "hubsync.cli.main",
+                "relay",
+                "--state-dir",
+                str(state_dir),
+                "--redis-url",
+                redis_url,
+                *extra,
+            ],
+            stdout=log,
+            stderr=log,
+            env=env,
+        )

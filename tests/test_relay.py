@@ -1,0 +1,291 @@
+"""The relay daemon against a real private redis-server, with a stand-in hub."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import redis
+
+from hubsync import keys
+from hubsync.embedded_redis import RedisServerProcess
+from hubsync.entries import Outcome, OutcomeRecord, outcomes_entry_fields
+from producers.relay import Relay
+from tests.hub_double import ack_everything, stream_events
+from tests.relay_support import (
+    append_many,
+    make_runtime,
+    relay_settings,
+    start_relay_process,
+)
+from tests.support import wait_until
+
+pytestmark = pytest.mark.redis
+
+
+def keys_on_stream(client: redis.Redis, hub_project: str) -> list[tuple[str, str, int]]:
+    return [
+        (f["project_id"].decode(), f["run_id"].decode(), int(f["sequence"]))
+        for f in stream_events(client, hub_project)
+    ]
+
+
+def test_ten_thousand_events_over_three_projects_arrive_in_order_and_ack_to_zero_pending(
+    tmp_path: Path, redis_url: str, redis_client: redis.Redis
+) -> None:
+    state_dir = tmp_path / "state"
+    registry, stores = make_runtime(state_dir, ["alpha", "beta", "gamma"])
+    for store, runs in zip(stores, (3, 4, 5), strict=True):
+        append_many(store, runs=runs, per_run=10_000 // 12)
+    expected = sum(s.outbox_counts()["total"] for s in stores)
+
+    relay = Relay(relay_settings(state_dir, redis_url), registry)
+    relay.run_once()
+    seen = 0
+    for store in stores:
+        on_stream = keys_on_stream(redis_client, store.hub_project)
+        seen += len(on_stream)
+        assert len(on_stream) == len(set(on_stream)), "a first drain sends each row once"
+        per_run: dict[str, list[int]] = {}
+        for _, run_id, sequence in on_stream:
+            per_run.setdefault(run_id, []).append(sequence)
+        for sequences in per_run.values():
+            assert sequences == list(range(1, len(sequences) + 1))
+        assert store.outbox_counts()["attempted"] == store.outbox_counts()["total"]
+    assert seen == expected == 10_000 // 12 * 12
+    assert redis_client.smembers(keys.PROJECTS) == {b"alpha", b"beta", b"gamma"}
+
+    for store in stores:
+        ack_everything(redis_client, store.hub_project)
+    relay.run_once()
+    relay.close()
+    for store in stores:
+        counts = store.outbox_counts()
+        assert counts["pending"] == 0 and counts["acked"] == counts["total"]
+        ack_key = keys.acks_stream(store.hub_project, registry.runtime_id)
+        assert redis_client.xlen(ack_key) <= 1, "consumed ack entries are trimmed"
+
+
+def test_a_restarted_relay_does_not_resend_acked_rows(
+    tmp_path: Path, redis_url: str, redis_client: redis.Redis
+) -> None:
+    state_dir = tmp_path / "state"
+    registry, (store,) = make_runtime(state_dir, ["alpha"])
+    append_many(store, runs=2, per_run=50)
+    first = Relay(relay_settings(state_dir, redis_url), registry)
+    first.run_once()
+    ack_everything(redis_client, "alpha")
+    first.run_once()
+    first.close()
+    assert store.outbox_counts()["acked"] == 100
+
+    stream_length = redis_client.xlen(keys.events_stream("alpha"))
+    second = Relay(relay_settings(state_dir, redis_url), registry)
+    summary = second.run_once()
+    second.close()
+    assert summary.sender.sent == 0 and summary.sender.resent == 0
+    assert len(stream_events(redis_client, "alpha")) == 100
+    # only a presence beat was added
+    assert redis_client.xlen(keys.events_stream("alpha")) == stream_length + 1
+
+
+def test_conflict_and_rejected_rows_are_counted_and_never_resent(
+    tmp_path: Path, redis_url: str, redis_client: redis.Redis
+) -> None:
+    state_dir = tmp_path / "state"
+    registry, (store,) = make_runtime(state_dir, ["alpha"])
+    append_many(store, runs=1, per_run=6)
+    settings = relay_settings(state_dir, redis_url, resend_timeout=0.05, resend_timeout_cap=0.05)
+    relay = Relay(settings, registry)
+    relay.run_once()
+    sent_at = time.time()
+
+    def judge(project_id: str, run_id: str, sequence: int) -> tuple[Outcome, str | None]:
+        if sequence == 2:
+            return Outcome.CONFLICT, "sequence_reused"
+        if sequence == 3:
+            return Outcome.REJECTED, "max_deliveries"
+        if sequence == 4:
+            return Outcome.DUPLICATE, None
+        return Outcome.ACCEPTED, None
+
+    ack_everything(redis_client, "alpha", judge)
+    relay.run_once()
+    counts = store.outbox_counts()
+    assert counts["acked"] == 4 and counts["conflict"] == 1 and counts["rejected"] == 1
+    assert counts["pending"] == 0
+    assert relay.ack_stats.conflict == 1 and relay.ack_stats.rejected == 1
+
+    # past the resend timeout: pending rows would be due now, these must not be
+    wait_until(lambda: time.time() > sent_at + 0.2, timeout=2)
+    summary = relay.run_once()
+    relay.close()
+    assert summary.sender.resent == 0
+    assert len(stream_events(redis_client, "alpha")) == 6
+
+
+def test_an_outcome_for_other_bytes_under_our_key_leaves_the_row_alone(
+    tmp_path: Path, redis_url: str, redis_client: redis.Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    state_dir = tmp_path / "state"
+    registry, (store,) = make_runtime(state_dir, ["alpha"])
+    store.append_event("run-0", "step.completed", {"step": "one"})
+    relay = Relay(relay_settings(state_dir, redis_url), registry)
+    relay.run_once()
+    forged = OutcomeRecord(
+        store.project_id, "run-0", 1, Outcome.CONFLICT, "f" * 64, "sequence_reused", "e" * 64
+    )
+    redis_client.xadd(
+        keys.acks_stream("alpha", registry.runtime_id),
+        outcomes_entry_fields("alpha", [forged]),  # type: ignore[arg-type]
+    )
+    with caplog.at_level("WARNING", logger="hubsync.relay"):
+        relay.run_once()
+    relay.close()
+    counts = store.outbox_counts()
+    assert counts["conflict"] == 0 and counts["pending"] == 1
+    assert relay.ack_stats.foreign == 1
+    assert any("security" in r.getMessage() for r in caplog.records)
+
+
+def test_rows_left_unacked_past_the_resend_timeout_are_sent_again(
+    tmp_path: Path, redis_url: str, redis_client: redis.Redis
+) -> None:
+    state_dir = tmp_path / "state"
+    registry, (store,) = make_runtime(state_dir, ["alpha"])
+    append_many(store, runs=1, per_run=3)
+    settings = relay_settings(state_dir, redis_url, resend_timeout=0.2, resend_timeout_cap=10)
+    relay = Relay(settings, registry)
+    relay.run_once()
+    assert len(stream_events(redis_client, "alpha")) == 3
+
+    wait_until(lambda: relay.run_once().sender.resent >= 3, timeout=5, interval=0.05)
+    relay.close()
+    assert len(stream_events(redis_client, "alpha")) == 6
+    # the timeout doubled: the next resend is due no sooner than 0.4 s after the last
+    assert store.due_resends(time.time() + 0.1, 10) == []
+    assert all(row.attempts == 2 for row in store.due_resends(time.time() + 1.0, 10))
+
+
+def test_kill_minus_nine_mid_drain_then_restart_delivers_everything(
+    tmp_path: Path, redis_url: str, redis_client: redis.Redis
+) -> None:
+    state_dir = tmp_path / "state"
+    _registry, (store,) = make_runtime(state_dir, ["alpha"])
+    append_many(store, runs=4, per_run=5_000)
+    total = store.outbox_counts()["total"]
+
+    process = start_relay_process(state_dir, redis_url, "--batch-count", "200")
+    wait_until(lambda: len(stream_events(redis_client, "alpha")) > 1_000, timeout=30)
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+    assert len(stream_events(redis_client, "alpha")) < total, "killed before the drain finished"
+
+    restarted = start_relay_process(state_dir, redis_url, "--resend-timeout", "1")
+    try:
+        wait_until(
+            lambda: len({tuple(k) for k in keys_on_stream(redis_client, "alpha")}) == total,
+            timeout=60,
+            what="every row on the stream at least once",
+        )
+        ack_everything(redis_client, "alpha")
+        wait_until(lambda: store.outbox_counts()["pending"] == 0, timeout=30, what="all acked")
+    finally:
+        restarted.send_signal(signal.SIGTERM)
+        assert restarted.wait(timeout=30) == 0
+    assert store.outbox_counts()["acked"] == total
+
+
+def test_redis_outage_while_appending_loses_nothing_and_never_blocks_appends(
+    tmp_path: Path, private_redis: RedisServerProcess
+) -> None:
+    state_dir = tmp_path / "state"
+    _registry, (store,) = make_runtime(state_dir, ["alpha"])
+    client = redis.Redis.from_url(private_redis.url)
+    process = start_relay_process(state_dir, private_redis.url)
+    try:
+        store.append_event("run-0", "step.completed", {"step": "warm-up"})
+        wait_until(lambda: len(stream_events(client, "alpha")) == 1, timeout=10)
+
+        private_redis.stop()
+        down_at = time.monotonic()
+        slowest = 0.0
+        for index in range(1_000):
+            started = time.perf_counter()
+            store.append_event(f"run-{index % 3}", "step.completed", {"step": f"s{index}"})
+            slowest = max(slowest, time.perf_counter() - started)
+        remaining = 5.0 - (time.monotonic() - down_at)
+        if remaining > 0:
+            wait_until(lambda: time.monotonic() - down_at >= 5.0, timeout=remaining + 1)
+        private_redis.start()
+
+        wait_until(
+            lambda: len(stream_events(client, "alpha")) >= 1_001, timeout=60,
+            what="the backlog drained after Redis came back",
+        )  # fmt: skip
+        ack_everything(client, "alpha")
+        wait_until(lambda: store.outbox_counts()["pending"] == 0, timeout=30)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        exit_code = process.wait(timeout=30)
+        client.close()
+    assert exit_code == 0
+    assert slowest < 0.5, f"an append waited {slowest:.3f}s while Redis was down"
+    assert store.outbox_counts()["acked"] == 1_001
+    log = (state_dir / "relay.log").read_text()
+    assert log.count("Redis unavailable") == 1, "one line per change of state"
+
+
+def test_a_running_relay_sends_new_commits_and_reports_health(
+    tmp_path: Path, redis_url: str, redis_client: redis.Redis
+) -> None:
+    state_dir = tmp_path / "state"
+    registry, (store,) = make_runtime(state_dir, ["alpha"])
+    process = start_relay_process(state_dir, redis_url, "--presence-interval", "3600")
+    try:
+        store.append_event("run-0", "step.completed", {"step": "one"})
+        wait_until(lambda: len(stream_events(redis_client, "alpha")) == 1, timeout=10)
+        health = redis_client.get(keys.relay_health(registry.runtime_id))
+        assert health is not None and json.loads(health)["runtime_id"] == registry.runtime_id
+        check = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "hubsync.cli.main",
+                "relay",
+                "--state-dir",
+                str(state_dir),
+                "--redis-url",
+                redis_url,
+                "--check",
+            ],
+            capture_output=True,
+        )
+        assert check.returncode == 0
+    finally:
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=30) == 0
+    assert b"sent 1" in (state_dir / "relay.log").read_bytes()
+
+
+def test_check_fails_without_a_live_relay_and_bad_arguments_are_usage_errors(
+    tmp_path: Path, redis_url: str
+) -> None:
+    state_dir = tmp_path / "state"
+    make_runtime(state_dir, ["alpha"])
+    base = [sys.executable, "-m", "hubsync.cli.main", "relay", "--state-dir", str(state_dir)]
+    check = subprocess.run([*base, "--redis-url", redis_url, "--check"], capture_output=True)
+    assert check.returncode == 1
+    bad = subprocess.run([*base, "--batch-count", "0", "--once"], capture_output=True)
+    assert bad.returncode == 2
+    assert b"--batch-count" in bad.stderr and b"Traceback" not in bad.stderr
+    down = subprocess.run(
+        [*base, "--redis-url", "redis://127.0.0.1:1/0", "--once"], capture_output=True
+    )
+    assert down.returncode == 3 and b"cannot reach Redis" in down.stderr
