@@ -251,8 +251,8 @@ def test_a_running_relay_sends_new_commits_and_reports_health(
     try:
         store.append_event("run-0", "step.completed", {"step": "one"})
         wait_until(lambda: len(stream_events(redis_client, "alpha")) == 1, timeout=10)
-        health = redis_client.get(keys.relay_health(registry.runtime_id))
-        assert health is not None and json.loads(health)["runtime_id"] == registry.runtime_id
+        health = wait_until(lambda: redis_client.get(keys.relay_health(registry.runtime_id)))
+        assert json.loads(health)["runtime_id"] == registry.runtime_id
         check = subprocess.run(
             [
                 sys.executable,
