@@ -1,0 +1,110 @@
+"""The whole pipeline as real processes: runtimes, relays, two hub consumers, one killed -9."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import pytest
+import redis
+
+from hubstore.sqlite_store import SqliteHubStore
+from hubsync import keys
+from producers.event_store import NewEvent
+from tests.relay_support import make_runtime, start_relay_process
+from tests.support import wait_until
+from tests.test_consume_cli import Workers
+
+pytestmark = pytest.mark.redis
+
+HUB_PROJECT = "acme"
+RUNTIMES = 3
+EVENTS = 20_000
+RECLAIM_IDLE = 2.0
+
+
+def group_pending(client: redis.Redis, consumer: str | None = None) -> int:
+    stream = keys.events_stream(HUB_PROJECT)
+    if not client.exists(stream) or not client.xinfo_groups(stream):
+        return 0
+    if consumer is None:
+        return int(client.xpending(stream, keys.CONSUMER_GROUP)["pending"])
+    return len(client.xpending_range(stream, keys.CONSUMER_GROUP, "-", "+", 100_000, consumer))
+
+
+def hub_rows(hub_db: Path) -> int:
+    if not hub_db.exists():
+        return 0
+    with SqliteHubStore(hub_db) as store:
+        return store.count_events()
+
+
+def test_twenty_thousand_events_from_three_runtimes_survive_a_killed_consumer(
+    tmp_path: Path, redis_url: str, redis_client: redis.Redis
+) -> None:
+    runtimes = []
+    for index in range(RUNTIMES):
+        state_dir = tmp_path / f"runtime-{index}" / "state"
+        registry, (store,) = make_runtime(state_dir, [HUB_PROJECT])
+        share = EVENTS // RUNTIMES + (1 if index < EVENTS % RUNTIMES else 0)
+        events = [
+            NewEvent(f"run-{n % 7}", "step.completed", {"step": f"s{n}", "ok": True})
+            for n in range(share)
+        ]
+        for start in range(0, share, 2_000):
+            store.append_events(events[start : start + 2_000])
+        runtimes.append((state_dir, registry, store))
+    assert sum(store.outbox_counts()["total"] for _, _, store in runtimes) == EVENTS
+
+    hub_db = tmp_path / "hub.db"
+    workers = Workers(tmp_path)
+    relays = []
+    try:
+        consumer_args = ("--batch-count", "50", "--reclaim-idle", str(RECLAIM_IDLE),
+                         "--reclaim-interval", "0.5")  # fmt: skip
+        doomed = workers.start(redis_url, hub_db, "doomed", *consumer_args)
+        survivor = workers.start(redis_url, hub_db, "survivor", *consumer_args)
+        relays = [start_relay_process(state_dir, redis_url) for state_dir, _, _ in runtimes]
+
+        # kill the first consumer while it holds delivered but unacknowledged entries
+        wait_until(
+            lambda: hub_rows(hub_db) > 1_000 and group_pending(redis_client, "doomed") > 0,
+            timeout=60,
+            interval=0.002,
+            what="the doomed consumer mid-batch",
+        )
+        os.kill(doomed.pid, signal.SIGKILL)
+        doomed.wait()
+        assert hub_rows(hub_db) < EVENTS, "killed mid-run, not after"
+
+        wait_until(lambda: hub_rows(hub_db) == EVENTS, timeout=120, what="every event in the hub")
+        wait_until(
+            lambda: all(store.outbox_counts()["pending"] == 0 for _, _, store in runtimes),
+            timeout=60,
+            what="every outbox row acknowledged",
+        )
+        wait_until(
+            lambda: group_pending(redis_client) == 0,
+            timeout=RECLAIM_IDLE * 5 + 5,
+            what="the pending list empty within the reclaim time",
+        )
+        assert survivor.poll() is None
+    finally:
+        for relay in relays:
+            relay.send_signal(signal.SIGTERM)
+        for relay in relays:
+            relay.wait(timeout=30)
+        workers.kill_all()
+
+    for _, _registry, store in runtimes:
+        counts = store.outbox_counts()
+        assert counts["acked"] == counts["total"] and counts["conflict"] == counts["rejected"] == 0
+    with SqliteHubStore(hub_db) as hub:
+        assert hub.count_events() == EVENTS
+        for _, _registry, store in runtimes:
+            for run_id in store.run_ids():
+                last = store.last_sequence(run_id)
+                assert hub.sync_cursor(store.project_id, run_id) == last
+                assert hub.gaps(store.project_id, run_id) == []
+        assert hub.alerts() == []
