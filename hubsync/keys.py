@@ -74,6 +74,13 @@ def consumer_health(consumer_name: str) -> str:
     return f"{PREFIX}:health:consumer:{validate_name(consumer_name, 'consumer name')}"
 
 
+RELAY_HEALTH_PATTERN = f"{PREFIX}:health:relay:*"
+"""SCAN pattern matching every relay's health key."""
+
+CONSUMER_HEALTH_PATTERN = f"{PREFIX}:health:consumer:*"
+"""SCAN pattern matching every hub consumer's health key."""
+
+
 def hub_project_of(stream_key: str) -> str:
     """The hub project P of a key ``hubsync:{P}:...``."""
     start = stream_key.index("{") + 1
