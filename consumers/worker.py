@@ -26,18 +26,20 @@ from typing import Any
 import redis
 
 from consumers.health import write_health
+from consumers.lag import export_lag
 from consumers.publishing import MAX_DELIVERIES_REASON, Publication
 from consumers.reclaim import RawEntry, reclaim_stream, remove_idle_consumers
 from consumers.scripts import StreamScripts
 from consumers.trim import trim_acknowledged
 from hubstore.errors import StoreError
 from hubstore.store import HubStore
-from hubsync import keys
+from hubsync import keys, metrics
 from hubsync.entries import (
     KIND_EVENT,
     KIND_PRESENCE,
     EventEntry,
     Outcome,
+    OutcomeRecord,
     PresenceBeat,
     decode_fields,
     entry_kind,
@@ -52,6 +54,10 @@ log = logging.getLogger(__name__)
 
 StreamBatch = Sequence[tuple[str, Sequence[RawEntry]]]
 """Entries grouped by the stream they came from, as XREADGROUP returns them."""
+
+_INGESTED_ACCEPTED = metrics.EVENTS_INGESTED.labels(Outcome.ACCEPTED.value)
+_INGESTED_DUPLICATE = metrics.EVENTS_INGESTED.labels(Outcome.DUPLICATE.value)
+_INGESTED_CONFLICT = metrics.EVENTS_INGESTED.labels(Outcome.CONFLICT.value)
 
 _REDIS_DOWN = (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError)
 _BACKOFF_START = 0.1
@@ -146,6 +152,7 @@ class HubConsumer:
                 break
         self.reclaim()
         self.maintain()
+        export_lag(self.client, self.streams)
         self._write_health()
         log.info("consumer %s ran once: %s", self.name, self.stats.summary())
         return self.stats
@@ -164,6 +171,7 @@ class HubConsumer:
         if now >= self._next_reclaim:
             self.reclaim()
             self.maintain()
+            export_lag(self.client, self.streams)
             self._next_reclaim = now + self.settings.reclaim_interval
         if now >= self._next_health:
             self._write_health()
@@ -330,8 +338,10 @@ class HubConsumer:
                 )
             pub.send(self.client)
             self.stats.dead += pub.dead_count
+            metrics.DEAD_LETTERS.labels(MAX_DELIVERIES_REASON).inc(pub.dead_count)
         if retry:
             self.stats.reclaimed += len(retry)
+            metrics.RECLAIMED.inc(len(retry))
             self.process([(stream, retry)])
         return len(retry) + len(poison)
 
@@ -372,14 +382,22 @@ class HubConsumer:
                     detail = f"{type(exc).__name__} while validating the entry"
                     self._dead_letter(pub, stream, entry_id, fields, "invalid_entry", detail)
         if valid:
+            started = time.perf_counter()
             outcomes = self.store.ingest(valid)
+            metrics.BATCH_INGEST_SECONDS.observe(time.perf_counter() - started)
+            before = (self.stats.accepted, self.stats.duplicate, self.stats.conflict)
             for entry, (stream, entry_id), outcome in zip(valid, origins, outcomes, strict=True):
                 pub.outcome(keys.hub_project_of(stream), entry.runtime_id, outcome)
                 pub.ack(stream, entry_id)
                 self._count(outcome.outcome)
+            self._export_ingested(before, valid, outcomes)
         if beats:
             self.store.record_presence(beats)
         pub.send(self.client)
+        if pub.dead_letters:
+            metrics.count_by_label(
+                metrics.DEAD_LETTERS, (_text(letter["reason"]) for _, letter in pub.dead_letters)
+            )
         self.stats.read += count
         self.stats.presence += len(beats)
         self.stats.dead += pub.dead_count
@@ -399,6 +417,33 @@ class HubConsumer:
         before = sum(len(v) for v in pub.outcomes.values())
         pub.dead(stream, entry_id, fields, reason, detail)
         self.stats.rejected += sum(len(v) for v in pub.outcomes.values()) - before
+
+    def _export_ingested(
+        self,
+        before: tuple[int, int, int],
+        valid: Sequence[EventEntry],
+        outcomes: Sequence[OutcomeRecord],
+    ) -> None:
+        """Add one batch's outcomes to the metrics: one ``inc`` per outcome, not per event."""
+        accepted = self.stats.accepted - before[0]
+        duplicate = self.stats.duplicate - before[1]
+        conflict = self.stats.conflict - before[2]
+        _INGESTED_ACCEPTED.inc(accepted)
+        _INGESTED_DUPLICATE.inc(duplicate)
+        if conflict:
+            _INGESTED_CONFLICT.inc(conflict)
+            metrics.count_by_label(
+                metrics.CONFLICTS,
+                (o.reason or "unknown" for o in outcomes if o.outcome is Outcome.CONFLICT),
+            )
+        if accepted:
+            # The commit just happened; a duplicate's latency would only measure
+            # how late a resend was, so only first acceptances are observed.
+            committed = time.time()
+            observe = metrics.END_TO_END_LATENCY_SECONDS.observe
+            for entry, outcome in zip(valid, outcomes, strict=True):
+                if outcome.outcome is Outcome.ACCEPTED:
+                    observe(max(0.0, committed - entry.event.occurred_at.timestamp()))
 
     def _count(self, outcome: Outcome) -> None:
         if outcome is Outcome.ACCEPTED:
@@ -453,6 +498,10 @@ def _same_project(claimed: str, stream_project: str) -> None:
             "wrong_stream",
             f"entry names hub project {claimed!r} but arrived on the stream of {stream_project!r}",
         )
+
+
+def _text(value: object) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 
 def _entries(raw: Sequence[tuple[object, object]] | None) -> list[RawEntry]:

@@ -50,7 +50,7 @@ from hubstore.lease_types import (
     LeaseTransition,
 )
 from hubstore.lua_scripts import LeaseScripts
-from hubsync import keys
+from hubsync import keys, metrics
 
 logger = logging.getLogger(__name__)
 
@@ -97,6 +97,12 @@ def _redis_errors(resource: str) -> Iterator[None]:
                 f"token in {keys.lease_log(resource)} before using the resource"
             ) from exc
         raise
+
+
+def _counted(refused: LeaseRefused) -> LeaseRefused:
+    """Every refusal Redis decides passes here once, so the metric counts each exactly once."""
+    metrics.LEASE_REFUSALS.labels(refused.refusal.value).inc()
+    return refused
 
 
 def raise_refusal(refused: LeaseRefused) -> LeaseRefusedError:
@@ -154,7 +160,9 @@ class LeaseClient:
             )
         status, token, deadline, now, current_holder = self._parse(reply)
         if status == "held":
-            return LeaseRefused(resource, LeaseRefusal.HELD, current_holder, token, deadline, now)
+            return _counted(
+                LeaseRefused(resource, LeaseRefusal.HELD, current_holder, token, deadline, now)
+            )
         transition = LeaseTransition(status)
         kept = proof if transition is LeaseTransition.RENEWED and proof is not None else secret
         lease = Lease(resource, holder, token, kept, deadline, ttl_ms)
@@ -178,8 +186,10 @@ class LeaseClient:
             )
         status, token, deadline, now, holder = self._parse(reply)
         if status != "renewed":
-            return LeaseRefused(
-                lease.resource, LeaseRefusal(status), holder, token, deadline, now, lease.token
+            return _counted(
+                LeaseRefused(
+                    lease.resource, LeaseRefusal(status), holder, token, deadline, now, lease.token
+                )
             )
         renewed = Lease(lease.resource, lease.holder, token, lease.proof, deadline, ttl)
         return LeaseGranted(renewed, LeaseTransition.RENEWED, now)
@@ -199,8 +209,10 @@ class LeaseClient:
             )
         status, token, deadline, now, holder = self._parse(reply)
         if status != "released":
-            return LeaseRefused(
-                lease.resource, LeaseRefusal(status), holder, token, deadline, now, lease.token
+            return _counted(
+                LeaseRefused(
+                    lease.resource, LeaseRefusal(status), holder, token, deadline, now, lease.token
+                )
             )
         logger.debug("lease %s released by %s, token %s", lease.resource, lease.holder, token)
         return LeaseReleased(lease.resource, token, now)
@@ -215,8 +227,10 @@ class LeaseClient:
             )
         status, token, deadline, now, holder = self._parse(reply)
         if status != "current":
-            return LeaseRefused(
-                lease.resource, LeaseRefusal(status), holder, token, deadline, now, lease.token
+            return _counted(
+                LeaseRefused(
+                    lease.resource, LeaseRefusal(status), holder, token, deadline, now, lease.token
+                )
             )
         return LeaseCurrent(lease.resource, token, deadline, now)
 
@@ -254,7 +268,11 @@ class LeaseClient:
             reply = self._scripts.fenced_write(
                 keys=[keys.lease(resource), key], args=[token, value]
             )
-        return FencedWrite(resource, name, token, _text(reply[0]), int(reply[1]))
+        written = FencedWrite(resource, name, token, _text(reply[0]), int(reply[1]))
+        if not written.ok:
+            # A stale commit refused at the storage side: the refusal fencing exists for.
+            metrics.LEASE_REFUSALS.labels(f"fenced_{written.status}").inc()
+        return written
 
     def read_fenced(self, resource: str, name: str) -> tuple[bytes, int] | None:
         """The value of a fenced resource and the token it was written under, or None."""

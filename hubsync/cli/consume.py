@@ -15,6 +15,7 @@ from pydantic import ValidationError
 from hubsync.cli import exit_codes
 from hubsync.errors import ConfigError, RedisUnavailableError
 from hubsync.logs import configure_logging
+from hubsync.metrics import start_metrics_server
 from hubsync.names import validate_name
 from hubsync.settings import ConsumerSettings
 
@@ -115,6 +116,13 @@ Examples:
     help="TTL of the health key in seconds [default: 30].",
 )
 @click.option(
+    "--metrics-port",
+    type=int,
+    envvar="HUBSYNC_METRICS_PORT",
+    show_envvar=True,
+    help="Serve Prometheus metrics on this port at /metrics; 0 = off [default: off].",
+)
+@click.option(
     "--log-format",
     type=click.Choice(["text", "json"]),
     envvar="HUBSYNC_LOG_FORMAT",
@@ -141,6 +149,7 @@ def consume(
     dead_maxlen: int | None,
     alerts_maxlen: int | None,
     health_ttl: float | None,
+    metrics_port: int | None,
     log_format: str | None,
     log_level: str | None,
     as_json: bool,
@@ -167,6 +176,7 @@ def consume(
         dead_maxlen=dead_maxlen,
         alerts_maxlen=alerts_maxlen,
         health_ttl=health_ttl,
+        metrics_port=metrics_port,
         log_format=log_format,
         log_level=log_level,
     )
@@ -188,6 +198,7 @@ def consume(
     )
     try:
         _require_redis(client, settings.redis_url)
+        start_metrics_server(settings.metrics_port)
         with SqliteHubStore(settings.hub_db) as store:
             worker = HubConsumer(client, store, settings)
             stats = worker.run_once() if once else worker.run()

@@ -17,6 +17,7 @@ from hubsync.cli import exit_codes
 from hubsync.cli.options import build_settings
 from hubsync.errors import RedisUnavailableError
 from hubsync.logs import configure_logging
+from hubsync.metrics import start_metrics_server
 from hubsync.settings import RelaySettings
 
 log = logging.getLogger("hubsync.relay")
@@ -108,6 +109,13 @@ Examples:
     help="TTL of the health key in seconds [default: 30].",
 )
 @click.option(
+    "--metrics-port",
+    type=int,
+    envvar="HUBSYNC_METRICS_PORT",
+    show_envvar=True,
+    help="Serve Prometheus metrics on this port at /metrics; 0 = off [default: off].",
+)
+@click.option(
     "--log-format",
     type=click.Choice(["text", "json"]),
     envvar="HUBSYNC_LOG_FORMAT",
@@ -133,6 +141,7 @@ def relay(
     presence_interval: float | None,
     poll_interval: float | None,
     health_ttl: float | None,
+    metrics_port: int | None,
     log_format: str | None,
     log_level: str | None,
     as_json: bool,
@@ -158,12 +167,12 @@ def relay(
         presence_interval=presence_interval,
         poll_interval=poll_interval,
         health_ttl=health_ttl,
+        metrics_port=metrics_port,
         log_format=log_format,
         log_level=log_level,
     )
     configure_logging(settings.log_level, settings.log_format)
     from producers.registry import RuntimeRegistry
-
     from producers.relay import Relay
 
     if check:
@@ -171,6 +180,7 @@ def relay(
     daemon = Relay(settings)
     try:
         _require_redis(settings.redis_url)
+        start_metrics_server(settings.metrics_port)
         if once:
             summary = daemon.run_once()
         else:

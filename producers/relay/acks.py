@@ -19,7 +19,7 @@ from typing import Any
 
 import redis
 
-from hubsync import keys
+from hubsync import keys, metrics
 from hubsync.entries import Outcome, OutcomeRecord, decode_fields, parse_outcomes_entry
 from hubsync.errors import WireError
 from producers.event_store import RunEventStore
@@ -27,6 +27,11 @@ from producers.event_store import RunEventStore
 log = logging.getLogger("hubsync.relay")
 
 START_POSITION = "0-0"
+
+_APPLIED_ACKED = metrics.RELAY_OUTCOMES.labels("acked")
+_APPLIED_CONFLICT = metrics.RELAY_OUTCOMES.labels("conflict")
+_APPLIED_REJECTED = metrics.RELAY_OUTCOMES.labels("rejected")
+_APPLIED_FOREIGN = metrics.RELAY_OUTCOMES.labels("foreign")
 
 
 def position_name(hub_project: str) -> str:
@@ -144,6 +149,11 @@ class AckReader:
         self.stats.rejected += result.rejected
         self.stats.foreign += len(result.foreign)
         self.stats.unknown += result.unknown
+        _APPLIED_ACKED.inc(result.acked)
+        if result.conflict or result.rejected or result.foreign:
+            _APPLIED_CONFLICT.inc(result.conflict)
+            _APPLIED_REJECTED.inc(result.rejected)
+            _APPLIED_FOREIGN.inc(len(result.foreign))
         if result.conflict or result.rejected:
             for r in records:
                 if r.outcome in (Outcome.CONFLICT, Outcome.REJECTED):

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 import redis
 
-from hubsync import __version__, keys
+from hubsync import __version__, keys, metrics
 from hubsync.clock import utc_now_iso
 from hubsync.entries import PresenceBeat
 from hubsync.settings import RelaySettings
@@ -250,7 +250,9 @@ class Relay:
             hub_project = sender.store.hub_project
             if not force and now < self._next_beat.get(hub_project, 0.0):
                 continue
-            beats[hub_project] = beats.get(hub_project, 0) + sender.store.outbox_counts()["pending"]
+            backlog = sender.store.outbox_counts()["pending"]
+            metrics.OUTBOX_BACKLOG.labels(sender.store.project_id).set(backlog)
+            beats[hub_project] = beats.get(hub_project, 0) + backlog
         if not beats:
             return
         pipe = client.pipeline(transaction=False)

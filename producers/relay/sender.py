@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import redis
 
-from hubsync import keys
+from hubsync import keys, metrics
 from hubsync.entries import raw_event_entry_fields
 from hubsync.settings import RelaySettings
 from hubsync.wire import MAX_EVENT_BYTES
@@ -26,6 +26,9 @@ log = logging.getLogger("hubsync.relay")
 
 ENTRY_OVERHEAD_BYTES = 256
 """Flat fields and stream bookkeeping per entry, counted against the batch's byte budget."""
+
+_SENT_NEW = metrics.EVENTS_SENT.labels("new")
+_SENT_AGAIN = metrics.EVENTS_SENT.labels("resend")
 
 
 @dataclass
@@ -73,6 +76,7 @@ class OutboxSender:
         self.cursor = batch[-1].seq
         self.caught_up = len(batch) == len(rows) and len(rows) < self.settings.batch_count
         self.stats.sent += sent
+        _SENT_NEW.inc(sent)
         return sent
 
     def send_due_resends(self, client: redis.Redis, now: float) -> int:
@@ -83,6 +87,7 @@ class OutboxSender:
         batch = self._within_budget(rows)
         sent = self._send(client, batch)
         self.stats.resent += sent
+        _SENT_AGAIN.inc(sent)
         if sent:
             log.info("%s: resent %d unacknowledged rows", self.stream, sent)
         return sent

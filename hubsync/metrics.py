@@ -1,0 +1,142 @@
+"""Every Prometheus metric hubsync exports, and the HTTP server that exposes them.
+
+The metrics live in prometheus-client's default registry, one set per process:
+a relay exports the relay's series, a consumer the consumer's (the others stay
+at zero). Counters are incremented once per batch with ``.inc(n)`` so the hot
+path pays one lock per batch, not one per event. Label values come from closed
+sets (outcomes, dead-letter and conflict reasons, refusal reasons) or from
+project names, never from event contents, so the series count stays bounded
+and no event byte ever reaches a scrape.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter as _Tally
+from collections.abc import Iterable
+
+from prometheus_client import Counter, Gauge, Histogram, start_http_server
+
+from hubsync.entries import ConflictReason, Outcome
+from hubsync.errors import HubsyncError
+
+log = logging.getLogger("hubsync.metrics")
+
+DEFAULT_METRICS_ADDR = "0.0.0.0"  # noqa: S104 - scraped from outside a container
+"""Where the metrics server listens by default (every interface, as Prometheus scrapes remotely)."""
+
+# ----- relay -----
+
+EVENTS_SENT = Counter(
+    "hubsync_events_sent_total",
+    "Outbox rows the relay XADDed to an events stream (kind=new: first send, resend: again).",
+    ["kind"],
+)
+RELAY_OUTCOMES = Counter(
+    "hubsync_relay_outcomes_total",
+    "Hub outcomes the relay applied to its outbox rows (acked = accepted or duplicate).",
+    ["outcome"],
+)
+OUTBOX_BACKLOG = Gauge(
+    "hubsync_outbox_backlog",
+    "Outbox rows of a local project not yet acknowledged by the hub (pending + attempted).",
+    ["project"],
+)
+
+# ----- consumer -----
+
+EVENTS_INGESTED = Counter(
+    "hubsync_events_ingested_total",
+    "Events the hub store judged, by outcome (accepted, duplicate, conflict).",
+    ["outcome"],
+)
+DEAD_LETTERS = Counter(
+    "hubsync_dead_letters_total",
+    "Entries moved to a dead-letter stream, by reason.",
+    ["reason"],
+)
+CONFLICTS = Counter(
+    "hubsync_conflicts_total",
+    "Events refused as conflicts (security alerts), by reason.",
+    ["reason"],
+)
+RECLAIMED = Counter(
+    "hubsync_reclaimed_total",
+    "Pending entries taken back for processing: from an idle consumer (XAUTOCLAIM), or this "
+    "consumer's own after a restart or a failed batch.",
+)
+CONSUMER_LAG = Gauge(
+    "hubsync_consumer_lag",
+    "Entries of a hub project's events stream not yet delivered to group 'hub'.",
+    ["hub_project"],
+)
+OLDEST_PENDING_AGE = Gauge(
+    "hubsync_oldest_pending_age_seconds",
+    "Age (Redis clock) of the oldest entry delivered to group 'hub' but not acknowledged.",
+    ["hub_project"],
+)
+BATCH_INGEST_SECONDS = Histogram(
+    "hubsync_batch_ingest_seconds",
+    "Wall time of one HubStore.ingest call (one transaction per batch).",
+    buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0),
+)
+END_TO_END_LATENCY_SECONDS = Histogram(
+    "hubsync_end_to_end_latency_seconds",
+    "Hub commit time minus the event's occurred_at, for accepted events.",
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0),
+)
+
+# ----- leases -----
+
+LEASE_REFUSALS = Counter(
+    "hubsync_lease_refusals_total",
+    "Lease operations Redis refused, by reason (held, superseded, expired, missing), and "
+    "fenced writes refused (fenced_stale, fenced_superseded, fenced_unknown_token).",
+    ["reason"],
+)
+
+
+class MetricsServerError(HubsyncError):
+    """The metrics HTTP server could not start (port taken, no permission)."""
+
+
+def _initialise_label_sets() -> None:
+    """Export zero for every known label value, so a rate() works from the first scrape."""
+    for kind in ("new", "resend"):
+        EVENTS_SENT.labels(kind)
+    for applied in ("acked", "conflict", "rejected", "foreign"):
+        RELAY_OUTCOMES.labels(applied)
+    for outcome in (Outcome.ACCEPTED, Outcome.DUPLICATE, Outcome.CONFLICT):
+        EVENTS_INGESTED.labels(outcome.value)
+    for reason in ConflictReason:
+        CONFLICTS.labels(reason.value)
+    for refusal in ("held", "superseded", "expired", "missing"):
+        LEASE_REFUSALS.labels(refusal)
+
+
+_initialise_label_sets()
+
+
+def count_by_label(counter: Counter, values: Iterable[str]) -> None:
+    """Increment ``counter`` once per distinct label value (for small batches of reasons)."""
+    for value, amount in _Tally(values).items():
+        counter.labels(value).inc(amount)
+
+
+def start_metrics_server(port: int | None, addr: str = DEFAULT_METRICS_ADDR) -> bool:
+    """Serve ``/metrics`` on ``addr:port`` in a daemon thread; ``None`` or 0 means off.
+
+    Returns whether a server was started. A port that cannot be bound raises
+    ``MetricsServerError`` naming it, so the daemon fails at start, not silently.
+    """
+    if not port:
+        return False
+    try:
+        start_http_server(port, addr=addr)
+    except OSError as exc:
+        raise MetricsServerError(
+            f"cannot serve metrics on {addr}:{port} ({exc.strerror or exc}); choose another "
+            "--metrics-port (HUBSYNC_METRICS_PORT) or 0 to turn metrics off"
+        ) from None
+    log.info("serving Prometheus metrics on http://%s:%d/metrics", addr, port)
+    return True
