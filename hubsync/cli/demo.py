@@ -1,18 +1,200 @@
-"""``hubsync demo``: the whole pipeline end to end on an embedded Redis."""
+"""``hubsync demo``: the whole pipeline end to end on a private Redis, with a summary."""
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
+from pathlib import Path
+
 import click
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
 
 from hubsync.cli import exit_codes
+from hubsync.demo.scenario import HUB_PROJECT, DemoResult, DemoScenario
+from hubsync.embedded_redis import (
+    EmbeddedRedis,
+    FakeRedisTcpServer,
+    RedisServerProcess,
+    redis_server_binary,
+    start_embedded_redis,
+)
+from hubsync.errors import ConfigError
+from hubsync.logs import configure_logging
 
 
-@click.command()
-def demo() -> None:
-    """Run the pipeline end to end on a private Redis and print a summary."""
-    click.echo(
-        "hubsync demo: not ready yet; the pipeline it demonstrates is still being built. "
-        "Run scripts/test.sh to see what works today.",
-        err=True,
+@click.command(
+    epilog="""\b
+Examples:
+  hubsync demo                               private Redis, temp dirs, summary, cleaned up
+  hubsync demo --keep                        leave Redis and the files running for a look
+  HUBSYNC_REDIS_URL=redis://host:6379/0 hubsync demo   use that Redis instead
+  hubsync demo --json                        the summary as one JSON document
+"""
+)
+@click.option(
+    "--redis-url",
+    envvar="HUBSYNC_REDIS_URL",
+    show_envvar=True,
+    help="Use this Redis instead of a private one (its demo keys are replaced).",
+)
+@click.option(
+    "--embedded",
+    type=click.Choice(["auto", "redis-server", "fakeredis"]),
+    default="auto",
+    envvar="HUBSYNC_EMBEDDED",
+    show_envvar=True,
+    show_default=True,
+    help="The private Redis: redis-server when installed (auto), or fakeredis over TCP.",
+)
+@click.option(
+    "--runs-per-runtime",
+    type=click.IntRange(1, 1000),
+    default=4,
+    show_default=True,
+    envvar="HUBSYNC_RUNS_PER_RUNTIME",
+    show_envvar=True,
+    help="Runs each of 3 runtimes appends.",
+)
+@click.option(
+    "--events-per-run",
+    type=click.IntRange(2, 100_000),
+    default=400,
+    show_default=True,
+    envvar="HUBSYNC_EVENTS_PER_RUN",
+    show_envvar=True,
+    help="Events in each run.",
+)
+@click.option(
+    "--keep",
+    is_flag=True,
+    envvar="HUBSYNC_KEEP",
+    show_envvar=True,
+    help="Keep the private Redis running and the work dir, to inspect them.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON document.")
+def demo(
+    redis_url: str | None,
+    embedded: str,
+    runs_per_runtime: int,
+    events_per_run: int,
+    keep: bool,
+    as_json: bool,
+) -> None:
+    """Run the whole pipeline end to end and check its invariants.
+
+    Three runtimes append synthetic runs carrying planted secrets; their relays
+    and two hub consumers run as real processes. One consumer is killed with
+    SIGKILL mid-batch and the other reclaims its entries; a duplicate, a forged
+    conflict and a garbage entry are injected; two boxes contend for one shared
+    effect's lease and the stale holder's commit is refused. The summary shows
+    what arrived and what was refused; the exit code is 1 if any invariant broke.
+    """
+    # the summary reports refusals itself; the daemons' own logs are in the work dir
+    configure_logging("ERROR")
+    console = Console(stderr=True)
+    server: EmbeddedRedis | None = None
+    if redis_url is None:
+        server = _start_redis(embedded, keep)
+        redis_url = server.url
+    scenario_dir: Path | None = None
+    try:
+        with Progress(
+            TextColumn("{task.description:<44}"), BarColumn(bar_width=16), MofNCompleteColumn(),
+            TextColumn("acked {task.fields[acked]:>6}"), TimeElapsedColumn(),
+            console=console, transient=as_json,
+        ) as bar:  # fmt: skip
+            task = bar.add_task("starting", total=3 * runs_per_runtime * events_per_run, acked=0)
+
+            def progress(step: str, in_hub: int, acked: int, total: int) -> None:
+                bar.update(task, description=step, completed=in_hub, acked=acked, total=total)
+
+            scenario = DemoScenario(
+                redis_url,
+                runs_per_runtime=runs_per_runtime,
+                events_per_run=events_per_run,
+                progress=progress,
+            )
+            scenario_dir = scenario.workdir
+            result = scenario.run()
+            bar.update(task, description="done", completed=result.in_hub, acked=result.acked)
+    finally:
+        if not keep:
+            if server is not None:
+                server.stop()
+            if scenario_dir is not None:
+                shutil.rmtree(scenario_dir, ignore_errors=True)
+    if as_json:
+        click.echo(json.dumps(result.as_dict(), sort_keys=True))
+    else:
+        _print_summary(result, keep, server is not None)
+    raise SystemExit(exit_codes.OK if result.ok else exit_codes.FAILURE)
+
+
+def _start_redis(embedded: str, keep: bool) -> EmbeddedRedis:
+    if embedded == "fakeredis":
+        if keep:
+            raise ConfigError("--keep needs a redis-server; fakeredis lives inside this process")
+        return FakeRedisTcpServer()
+    if embedded == "redis-server":
+        if redis_server_binary() is None:
+            raise ConfigError("--embedded redis-server: redis-server is not installed")
+        return RedisServerProcess(appendonly=True).start()
+    return start_embedded_redis(appendonly=True)
+
+
+def _print_summary(result: DemoResult, keep: bool, private: bool) -> None:
+    console = Console()
+    lease = result.lease
+    table = Table(title="hubsync demo", show_header=True, header_style="bold")
+    table.add_column("measure")
+    table.add_column("value", justify="right")
+    rows = [
+        ("events produced (3 runtimes)", f"{result.produced:,}"),
+        ("events in the hub", f"{result.in_hub:,}"),
+        ("outbox rows acknowledged", f"{result.acked:,}"),
+        ("duplicates answered (redeliveries, injected copy)", f"{result.duplicates:,}"),
+        ("entries reclaimed from the killed consumer", f"{result.reclaimed:,}"),
+        ("conflicts refused and alerted", f"{result.conflicts}"),
+        ("dead letters", f"{result.dead_letters}"),
+        ("secrets found in hub, Redis, state, logs", f"{len(result.secrets_found)}"),
+        ("lease tokens (stale box A -> taker box B)",
+         f"{lease.get('token_a')} -> {lease.get('token_b')}"),
+        ("stale holder's commit", f"refused: {lease.get('stale_attempt_state') or lease.get('stale_commit_code')}"
+         if lease.get("stale_commit_refused") else "NOT refused"),
+        ("seconds", f"{result.seconds:.1f}"),
+    ]  # fmt: skip
+    for name, value in rows:
+        table.add_row(name, value)
+    console.print(table)
+    for check in result.invariants:
+        mark = "[green]ok[/green]  " if check.held else "[red]FAIL[/red]"
+        detail = f" ({check.detail})" if check.detail and not check.held else ""
+        console.print(f"{mark} {check.name}{detail}")
+    url = result.redis_url
+    console.print(
+        "\nLook at what it left"
+        + ("" if keep or not private else " (run with --keep to keep it)")
+        + ":"
     )
-    raise SystemExit(exit_codes.FAILURE)
+    for command in (
+        f"redis-cli -u {url} XRANGE 'hubsync:{{{HUB_PROJECT}}}:events' - + COUNT 5",
+        f"redis-cli -u {url} XINFO GROUPS 'hubsync:{{{HUB_PROJECT}}}:events'",
+        f"redis-cli -u {url} XRANGE 'hubsync:{{{HUB_PROJECT}}}:alerts' - +",
+        f"redis-cli -u {url} XRANGE 'hubsync:{{{HUB_PROJECT}}}:dead' - +",
+        f"redis-cli -u {url} HGETALL 'hubsync:lease:{{{lease.get('resource', '...')}}}'",
+        f"redis-cli -u {url} XREVRANGE 'hubsync:lease:{{{lease.get('resource', '...')}}}:log' + -",
+    ):
+        click.echo(f"  {command}")
+    if keep:
+        console.print(
+            f"  hubsync status --redis-url {url} --hub-db {result.workdir / 'hub.db'}", markup=False
+        )
+        console.print(
+            f"  files: {result.workdir}; stop Redis: redis-cli -u {url} shutdown nosave",
+            markup=False,
+        )
+    if os.environ.get("HUBSYNC_REDIS_URL") and not private:
+        console.print("  (the demo's keys in that Redis are those with {demo} in their name)")

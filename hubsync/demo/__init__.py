@@ -1,0 +1,1 @@
+"""``hubsync demo``: the whole pipeline, its faults and its invariants, on a private Redis."""

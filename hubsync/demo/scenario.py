@@ -1,0 +1,409 @@
+"""The demo scenario: three runtimes, their relays and two hub consumers, under faults.
+
+What it stages, in order: runtimes append synthetic runs carrying planted
+secrets (an environment ``*_API_KEY`` value, a GitHub token, a registered
+secret); relays and consumers run as real processes; one consumer is killed
+with SIGKILL while it holds unacknowledged entries, which the other reclaims;
+a duplicate, a conflicting forgery and a garbage entry are injected; two boxes
+contend for one shared effect's lease and the stale one's commit is refused.
+Then it waits for the drain and checks every invariant.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import redis
+
+from hubstore.leases import LeaseClient
+from hubstore.sqlite_store import SqliteHubStore
+from hubsync import keys
+from hubsync.canonical import content_hash
+from hubsync.demo.processes import Daemon
+from hubsync.demo.secrets_scan import files_containing, redis_keys_containing
+from hubsync.entries import event_entry_fields
+from hubsync.wire import parse_sync_event
+from producers.effects.kinds import EffectKind
+from producers.effects.ledger import EffectsLedger
+from producers.effects.records import EffectClaim, EffectCommitted, EffectRefused, EffectSpec
+from producers.effects.shared import SharedEffects
+from producers.event_store import NewEvent, RunEventStore
+from producers.registry import RuntimeRegistry
+from producers.synthetic import run_events
+
+HUB_PROJECT = "demo"
+RECLAIM_IDLE_S = 2.0
+ENV_SECRET_NAME = "HUBSYNC_DEMO_DEPLOY_API_KEY"  # noqa: S105 - a name, not a value
+
+Progress = Callable[[str, int, int, int], None]
+"""``(step, in_hub, acked, total)``, called often while the demo works."""
+
+
+@dataclass
+class Invariant:
+    """One check the demo makes, and whether it held."""
+
+    name: str
+    held: bool
+    detail: str = ""
+
+
+@dataclass
+class DemoResult:
+    """Everything the summary shows."""
+
+    redis_url: str
+    workdir: Path
+    produced: int = 0
+    in_hub: int = 0
+    acked: int = 0
+    duplicates: int = 0
+    conflicts: int = 0
+    dead_letters: int = 0
+    reclaimed: int = 0
+    secrets_found: list[str] = field(default_factory=list)
+    lease: dict[str, Any] = field(default_factory=dict)
+    invariants: list[Invariant] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        """Whether every invariant held."""
+        return all(check.held for check in self.invariants)
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {
+            "ok": self.ok,
+            "redis_url": self.redis_url,
+            "workdir": str(self.workdir),
+            "events_produced": self.produced,
+            "events_in_hub": self.in_hub,
+            "outbox_acked": self.acked,
+            "duplicates": self.duplicates,
+            "conflicts": self.conflicts,
+            "dead_letters": self.dead_letters,
+            "reclaimed": self.reclaimed,
+            "secrets_found": len(self.secrets_found),
+            "lease": self.lease,
+            "invariants": [vars(check) for check in self.invariants],
+            "seconds": round(self.seconds, 2),
+        }
+
+
+@dataclass
+class Runtime:
+    """One demo runtime: its registry and its project's store."""
+
+    name: str
+    state_dir: Path
+    registry: RuntimeRegistry
+    store: RunEventStore
+
+
+class DemoScenario:
+    """Runs the demo against ``redis_url`` in ``workdir`` (see the module docstring)."""
+
+    def __init__(
+        self,
+        redis_url: str,
+        workdir: Path | None = None,
+        runtimes: int = 3,
+        runs_per_runtime: int = 4,
+        events_per_run: int = 400,
+        payload_bytes: int = 540,
+        progress: Progress | None = None,
+    ) -> None:
+        self.redis_url = redis_url
+        self.workdir = workdir or Path(tempfile.mkdtemp(prefix="hubsync-demo-"))
+        self.runtime_count = runtimes
+        self.runs = runs_per_runtime
+        self.events_per_run = events_per_run
+        self.payload_bytes = payload_bytes
+        self.progress = progress or (lambda step, hub, acked, total: None)
+        self.total = runtimes * runs_per_runtime * events_per_run
+        self.client = redis.Redis.from_url(redis_url)
+        self.hub_db = self.workdir / "hub.db"
+        self.logs = self.workdir / "logs"
+        self.secrets = self._make_secrets()
+        self.runtimes: list[Runtime] = []
+        self.daemons: dict[str, Daemon] = {}
+        self.result = DemoResult(redis_url=redis_url, workdir=self.workdir)
+
+    # -- the whole run ---------------------------------------------------------
+
+    def run(self) -> DemoResult:
+        """Stage everything, wait for the drain, check the invariants."""
+        started = time.monotonic()
+        self.logs.mkdir(parents=True, exist_ok=True)
+        hub = SqliteHubStore(self.hub_db)  # created here so polling can start at once
+        try:
+            self._clean_redis()
+            self._open_runtimes()
+            self._start_daemons()
+            producer = threading.Thread(target=self._produce, name="demo-produce", daemon=True)
+            producer.start()
+            self._kill_one_consumer(hub)
+            self._inject_faults(hub)
+            self.result.lease = self._lease_contention()
+            producer.join()
+            self._wait_for_drain(hub)
+            self._stop_daemons()
+            self._collect(hub)
+        finally:
+            for daemon in self.daemons.values():
+                if daemon.alive:
+                    daemon.kill()
+            for runtime in self.runtimes:
+                runtime.store.close()
+                runtime.registry.close()
+            hub.close()
+            os.environ.pop(ENV_SECRET_NAME, None)
+        self.result.seconds = time.monotonic() - started
+        self._check_invariants()
+        self.client.close()
+        return self.result
+
+    # -- steps -------------------------------------------------------------------
+
+    def _make_secrets(self) -> dict[str, str]:
+        alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+        return {
+            "environment": "demo-" + secrets.token_hex(16),
+            "github": "ghp_" + "".join(secrets.choice(alphabet) for _ in range(36)),
+            "registered": "registered-" + secrets.token_hex(12),
+        }
+
+    def _clean_redis(self) -> None:
+        for key in self.client.scan_iter(match="hubsync:*{" + HUB_PROJECT + "}*", count=1000):
+            self.client.delete(key)
+        self.client.srem(keys.PROJECTS, HUB_PROJECT)
+
+    def _open_runtimes(self) -> None:
+        # The store registers the environment's secrets when it opens, so the
+        # variable is set first, as a real deployment's would be.
+        os.environ[ENV_SECRET_NAME] = self.secrets["environment"]
+        for index in range(self.runtime_count):
+            state_dir = self.workdir / f"runtime-{index + 1}"
+            registry = RuntimeRegistry(state_dir, runtime_id=f"demo-rt-{index + 1}")
+            root = self.workdir / f"project-{index + 1}"
+            root.mkdir(exist_ok=True)
+            registration = registry.register_project(
+                root, hub_project=HUB_PROJECT, project_id=f"demo-project-{index + 1}"
+            )
+            store = registry.open_store(registration)
+            store.redactor.register(self.secrets["registered"], "registered")
+            self.runtimes.append(Runtime(f"runtime-{index + 1}", state_dir, registry, store))
+
+    def _start_daemons(self) -> None:
+        for index in (1, 2):
+            name = f"consumer-{index}"
+            self.daemons[name] = Daemon(
+                name,
+                ["consume", "--hub-db", str(self.hub_db), "--redis-url", self.redis_url,
+                 "--name", name, "--batch-count", "50", "--block-ms", "100",
+                 "--reclaim-idle", str(RECLAIM_IDLE_S), "--reclaim-interval", "0.5", "--json"],
+                self.logs,
+            )  # fmt: skip
+        for runtime in self.runtimes:
+            name = f"relay-{runtime.name}"
+            self.daemons[name] = Daemon(
+                name,
+                ["relay", "--state-dir", str(runtime.state_dir), "--redis-url", self.redis_url,
+                 "--presence-interval", "1", "--resend-timeout", "3", "--json"],
+                self.logs,
+            )  # fmt: skip
+
+    def _produce(self) -> None:
+        plant = list(self.secrets.values())
+        streams = []
+        for runtime in self.runtimes:
+            for run in range(self.runs):
+                events = run_events(self.events_per_run, self.payload_bytes, plant=plant)
+                streams.append((runtime.store, f"run-{runtime.name}-{run + 1}", events))
+        # interleave small batches from every run, so the pipeline works while runs go on
+        while streams:
+            for item in list(streams):
+                store, run_id, events = item
+                batch = [
+                    NewEvent(run_id, t, p) for _, (t, p) in zip(range(10), events, strict=False)
+                ]
+                if batch:
+                    store.append_events(batch)
+                if len(batch) < 10:
+                    streams.remove(item)
+            time.sleep(0.005)
+
+    def _kill_one_consumer(self, hub: SqliteHubStore) -> None:
+        doomed = self.daemons["consumer-1"]
+        stream = keys.events_stream(HUB_PROJECT)
+
+        def holds_pending() -> bool:
+            try:
+                mine = self.client.xpending_range(
+                    stream, keys.CONSUMER_GROUP, "-", "+", 1, "consumer-1"
+                )
+            except redis.ResponseError:  # the group is not there yet
+                return False
+            return bool(mine) and hub.count_events() > self.total // 5
+
+        self._wait("running: waiting for consumer-1 to be mid-batch", holds_pending, 30, hub)
+        doomed.kill()
+
+    def _inject_faults(self, hub: SqliteHubStore) -> None:
+        runtime = self.runtimes[0]
+        genuine = runtime.store.outbox_for_run(f"run-{runtime.name}-1")[0]
+        self._wait(
+            "injecting: a duplicate, a forged conflict, a garbage entry",
+            lambda: hub.sync_cursor(runtime.store.project_id, genuine.run_id) >= genuine.sequence,
+            30,
+            hub,
+        )
+        event = parse_sync_event(genuine.sync_event, genuine.content_hash)
+        stream = keys.events_stream(HUB_PROJECT)
+        # the same bytes again: the hub must answer duplicate
+        same: Any = event_entry_fields(event, genuine.sync_event, genuine.content_hash)
+        self.client.xadd(stream, same)
+        # other bytes under a used key: the hub must refuse, record and alert
+        forged = event.model_copy(update={"data": {"forged": True}})
+        forged_bytes, forged_hash = forged.encoded()
+        self.client.xadd(stream, event_entry_fields(forged, forged_bytes, forged_hash))  # type: ignore[arg-type]
+        # bytes that are not JSON: the hub must dead-letter them with the reason
+        garbage = b"{this is not json"
+        fields: Any = event_entry_fields(event, garbage, content_hash(garbage))
+        self.client.xadd(stream, fields)
+
+    def _lease_contention(self) -> dict[str, Any]:
+        leases = LeaseClient.from_url(self.redis_url)
+        ledger_a = EffectsLedger(self.workdir / "box-a-effects.sqlite")
+        ledger_b = EffectsLedger(self.workdir / "box-b-effects.sqlite")
+        box_a = SharedEffects(ledger_a, leases, holder="box-a", lease_ttl_ms=300)
+        box_b = SharedEffects(ledger_b, leases, holder="box-b", lease_ttl_ms=5_000)
+        spec = dict(run_id="demo-run", step_id="push", kind=EffectKind.GIT_PUSH,
+                    target="refs/heads/main", payload={"sha": "0" * 40})  # fmt: skip
+        try:
+            claim_a = box_a.claim(EffectSpec(attempt_id="attempt-a", **spec))  # type: ignore[arg-type]
+            assert isinstance(claim_a, EffectClaim) and claim_a.lease is not None
+            refused_b = box_b.claim(EffectSpec(attempt_id="attempt-b0", **spec))  # type: ignore[arg-type]
+            # box A now stalls (a GC pause, a frozen VM) past its lease deadline
+            resource = claim_a.lease.resource
+            deadline = time.monotonic() + 10
+            while leases.show(resource).state.value != "expired" and time.monotonic() < deadline:
+                time.sleep(0.02)
+            claim_b = box_b.claim(EffectSpec(attempt_id="attempt-b", **spec))  # type: ignore[arg-type]
+            assert isinstance(claim_b, EffectClaim) and claim_b.lease is not None
+            committed_b = box_b.commit(claim_b, {"pushed": "refs/heads/main"})
+            stale_a = box_a.commit(claim_a, {"pushed": "refs/heads/main"})
+            return {
+                "resource": resource,
+                "token_a": claim_a.lease.token,
+                "token_b": claim_b.lease.token,
+                "b_refused_while_a_held": isinstance(refused_b, EffectRefused)
+                and refused_b.code.value == "effect_lease_held",
+                "b_committed": isinstance(committed_b, EffectCommitted),
+                "stale_commit_refused": isinstance(stale_a, EffectRefused),
+                "stale_commit_code": getattr(stale_a, "code", None) and stale_a.code.value,  # type: ignore[union-attr]
+                "stale_attempt_state": getattr(stale_a, "attempt_state", None)
+                and stale_a.attempt_state.value,  # type: ignore[union-attr]
+            }
+        finally:
+            ledger_a.close()
+            ledger_b.close()
+            leases.redis.close()
+
+    def _wait_for_drain(self, hub: SqliteHubStore) -> None:
+        stream = keys.events_stream(HUB_PROJECT)
+
+        def drained() -> bool:
+            pending = int(self.client.xpending(stream, keys.CONSUMER_GROUP)["pending"])
+            return (
+                hub.count_events() == self.total
+                and self._acked() == self.total
+                and pending == 0
+                and self.client.xlen(keys.alerts_stream(HUB_PROJECT)) >= 1
+                and self.client.xlen(keys.dead_stream(HUB_PROJECT)) >= 1
+            )
+
+        self._wait("draining: every event to the hub, every ack home", drained, 45, hub)
+
+    def _stop_daemons(self) -> None:
+        for daemon in self.daemons.values():
+            daemon.terminate()  # all at once, then wait for each
+        for daemon in self.daemons.values():
+            daemon.stop()
+
+    def _collect(self, hub: SqliteHubStore) -> None:
+        result = self.result
+        result.produced = sum(r.store.outbox_counts()["total"] for r in self.runtimes)
+        result.in_hub = hub.count_events()
+        result.acked = self._acked()
+        result.conflicts = len(hub.alerts(HUB_PROJECT))
+        result.dead_letters = int(self.client.xlen(keys.dead_stream(HUB_PROJECT)))
+        for name in ("consumer-1", "consumer-2"):
+            stats = _last_json(self.daemons[name].output())
+            result.duplicates += int(stats.get("duplicate", 0))
+            result.reclaimed += int(stats.get("reclaimed", 0))
+        places = [self.hub_db.parent / p for p in os.listdir(self.hub_db.parent)
+                  if p.startswith("hub.db")]  # fmt: skip
+        places += [r.state_dir for r in self.runtimes] + [self.logs]
+        values = list(self.secrets.values())
+        result.secrets_found = files_containing(places, values)
+        result.secrets_found += redis_keys_containing(self.client, values)
+
+    def _check_invariants(self) -> None:
+        result, lease = self.result, self.result.lease
+        checks = [
+            ("every produced event is in the hub, once", result.in_hub == result.produced == self.total,
+             f"{result.in_hub} of {result.produced}"),
+            ("every outbox row acknowledged", result.acked == result.produced,
+             f"{result.acked} acked"),
+            ("the forged conflict was refused and alerted", result.conflicts == 1,
+             f"{result.conflicts} alerts"),
+            ("the garbage entry was dead-lettered", result.dead_letters == 1,
+             f"{result.dead_letters} dead letters"),
+            ("no secret in the hub, Redis, state dirs or logs", not result.secrets_found,
+             ", ".join(result.secrets_found[:3])),
+            ("the stale lease holder's commit was refused", bool(lease.get("stale_commit_refused")),
+             str(lease.get("stale_commit_code"))),
+            ("fencing tokens grew on takeover", lease.get("token_b", 0) > lease.get("token_a", 0),
+             f"{lease.get('token_a')} -> {lease.get('token_b')}"),
+        ]  # fmt: skip
+        result.invariants += [Invariant(name, bool(held), detail) for name, held, detail in checks]
+
+    # -- helpers -----------------------------------------------------------------
+
+    def _acked(self) -> int:
+        return sum(r.store.outbox_counts()["acked"] for r in self.runtimes)
+
+    def _wait(
+        self, step: str, condition: Callable[[], bool], timeout: float, hub: SqliteHubStore
+    ) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            self.progress(step, hub.count_events(), self._acked(), self.total)
+            if condition():
+                return
+            if time.monotonic() > deadline:
+                self.result.invariants.append(Invariant(f"timed out: {step}", False))
+                return
+            time.sleep(0.05)
+
+
+def _last_json(text: str) -> dict[str, Any]:
+    for line in reversed(text.strip().splitlines()):
+        try:
+            value = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(value, dict):
+            return value
+    return {}
