@@ -1,0 +1,206 @@
+"""Metrics move with what the relay, the consumer and the leases really do (real private Redis).
+
+Metrics live in the process-wide registry and other tests move them too, so
+each test reads a counter before acting and checks the difference.
+"""
+
+from __future__ import annotations
+
+import socket
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+import redis
+from prometheus_client import REGISTRY
+
+from consumers.lag import read_lag
+from consumers.worker import HubConsumer
+from hubstore.leases import LeaseClient
+from hubstore.sqlite_store import SqliteHubStore
+from hubsync import keys, metrics
+from hubsync.canonical import content_hash
+from hubsync.settings import ConsumerSettings
+from producers.relay import Relay
+from tests.hub_double import ack_everything
+from tests.relay_player import HUB_PROJECT, entry_fields, send, send_fields, sync_event
+from tests.relay_support import append_many, make_runtime, relay_settings
+from tests.support import wait_until
+
+
+def sample(name: str, **labels: str) -> float:
+    """The current value of one exported sample (0 when it does not exist yet)."""
+    return REGISTRY.get_sample_value(name, labels) or 0.0
+
+
+def delta(name: str, **labels: str) -> Callable[[], float]:
+    """Remember a sample now; the returned function gives how much it grew since."""
+    start = sample(name, **labels)
+    return lambda: sample(name, **labels) - start
+
+
+@pytest.fixture
+def worker(redis_client: redis.Redis, redis_url: str, tmp_path: Path) -> Iterator[HubConsumer]:
+    settings = ConsumerSettings(
+        hub_db=tmp_path / "hub.db", redis_url=redis_url, block_ms=50, reclaim_interval=0.05
+    )
+    with SqliteHubStore(settings.hub_db) as store:
+        yield HubConsumer(redis_client, store, settings, name="w1")
+
+
+def test_every_metric_of_the_contract_is_exported_with_its_type() -> None:
+    exported = {family.name: family.type for family in REGISTRY.collect()}
+    expected = {
+        "hubsync_events_sent": "counter",
+        "hubsync_events_ingested": "counter",
+        "hubsync_dead_letters": "counter",
+        "hubsync_conflicts": "counter",
+        "hubsync_reclaimed": "counter",
+        "hubsync_lease_refusals": "counter",
+        "hubsync_relay_outcomes": "counter",
+        "hubsync_outbox_backlog": "gauge",
+        "hubsync_consumer_lag": "gauge",
+        "hubsync_oldest_pending_age_seconds": "gauge",
+        "hubsync_batch_ingest_seconds": "histogram",
+        "hubsync_end_to_end_latency_seconds": "histogram",
+    }
+    assert {name: exported.get(name) for name in expected} == expected
+
+
+def test_relay_counts_new_sends_resends_applied_outcomes_and_backlog(
+    tmp_path: Path, redis_url: str, redis_client: redis.Redis
+) -> None:
+    state_dir = tmp_path / "state"
+    registry, (store,) = make_runtime(state_dir, ["alpha"])
+    append_many(store, runs=2, per_run=5)
+    sent = delta("hubsync_events_sent_total", kind="new")
+    resent = delta("hubsync_events_sent_total", kind="resend")
+    acked = delta("hubsync_relay_outcomes_total", outcome="acked")
+    settings = relay_settings(state_dir, redis_url, resend_timeout=0.05, resend_timeout_cap=0.05)
+    relay = Relay(settings, registry)
+    try:
+        relay.run_once()
+        assert sent() == 10 and acked() == 0
+        assert sample("hubsync_outbox_backlog", project=store.project_id) == 10
+
+        # past the 50 ms resend timeout every row goes out again
+        wait_until(lambda: relay.run_once() and resent() >= 10, timeout=5, interval=0.02)
+        assert resent() == 10
+
+        ack_everything(redis_client, "alpha")
+        relay.run_once()
+    finally:
+        relay.close()
+    assert acked() == 10
+    assert sample("hubsync_outbox_backlog", project=store.project_id) == 0
+
+
+def test_consumer_counts_outcomes_conflicts_dead_letters_latency_and_ingest_time(
+    redis_client: redis.Redis, worker: HubConsumer
+) -> None:
+    accepted = delta("hubsync_events_ingested_total", outcome="accepted")
+    duplicate = delta("hubsync_events_ingested_total", outcome="duplicate")
+    conflict = delta("hubsync_events_ingested_total", outcome="conflict")
+    reused = delta("hubsync_conflicts_total", reason="sequence_reused")
+    bad_hash = delta("hubsync_dead_letters_total", reason="hash_mismatch")
+    latencies = delta("hubsync_end_to_end_latency_seconds_count")
+    ingests = delta("hubsync_batch_ingest_seconds_count")
+
+    for sequence in (1, 2, 3):
+        send(redis_client, sync_event(sequence))
+    send(redis_client, sync_event(1))  # same bytes again: duplicate
+    send(redis_client, sync_event(2, data={"other": "bytes"}))  # same key, other bytes
+    tampered = entry_fields(sync_event(4)) | {"content_hash": content_hash(b"not these bytes")}
+    send_fields(redis_client, HUB_PROJECT, tampered)
+    worker.run_once()
+
+    assert (accepted(), duplicate(), conflict()) == (3, 1, 1)
+    assert reused() == 1
+    assert bad_hash() == 1
+    assert latencies() == 3  # accepted events only
+    assert ingests() >= 1
+    # occurred_at is in 2026-11; whatever the clock says, a latency is never negative
+    assert sample("hubsync_end_to_end_latency_seconds_sum") >= 0
+
+
+def test_lag_and_oldest_pending_age_follow_the_group(
+    redis_client: redis.Redis, worker: HubConsumer
+) -> None:
+    for sequence in range(1, 6):
+        send(redis_client, sync_event(sequence))
+    worker.refresh_streams(force=True)
+    stream = keys.events_stream(HUB_PROJECT)
+    (before,) = read_lag(redis_client, [stream])
+    assert (before.lag, before.pending, before.oldest_pending_age_seconds) == (5, 0, 0.0)
+
+    # Another consumer reads two entries and dies before acking them.
+    redis_client.xreadgroup(keys.CONSUMER_GROUP, "gone", {stream: ">"}, count=2)
+    (stuck,) = read_lag(redis_client, [stream])
+    assert (stuck.lag, stuck.pending) == (3, 2)
+    assert stuck.oldest_pending_age_seconds >= 0
+
+    worker.run_once()
+    assert sample("hubsync_consumer_lag", hub_project=HUB_PROJECT) == 0
+    # The dead consumer's two entries stay pending (reclaim_idle is 60 s): the
+    # gauge holds their age as of the run, which a later reading can only exceed.
+    exported = sample("hubsync_oldest_pending_age_seconds", hub_project=HUB_PROJECT)
+    (later,) = read_lag(redis_client, [stream])
+    assert later.pending == 2
+    assert 0 <= exported <= later.oldest_pending_age_seconds
+
+    stuck_ids = redis_client.xpending_range(stream, keys.CONSUMER_GROUP, "-", "+", 10)
+    redis_client.xack(stream, keys.CONSUMER_GROUP, *[e["message_id"] for e in stuck_ids])
+    worker.run_once()
+    assert sample("hubsync_oldest_pending_age_seconds", hub_project=HUB_PROJECT) == 0
+
+
+def test_reclaimed_entries_are_counted(redis_client: redis.Redis, worker: HubConsumer) -> None:
+    reclaimed = delta("hubsync_reclaimed_total")
+    for sequence in range(1, 4):
+        send(redis_client, sync_event(sequence))
+    worker.refresh_streams(force=True)
+    stream = keys.events_stream(HUB_PROJECT)
+    redis_client.xreadgroup(keys.CONSUMER_GROUP, "gone", {stream: ">"}, count=3)
+    worker.settings = worker.settings.model_copy(update={"reclaim_idle": 0.001})
+    # a pass may come within the 1 ms of idleness Redis requires; the next one claims them
+    wait_until(lambda: worker.run_once() and reclaimed() >= 3, timeout=5, interval=0.005)
+    assert reclaimed() == 3
+    assert worker.stats.accepted == 3
+
+
+def test_lease_refusals_are_counted_by_reason(redis_client: redis.Redis) -> None:
+    held = delta("hubsync_lease_refusals_total", reason="held")
+    superseded = delta("hubsync_lease_refusals_total", reason="superseded")
+    stale_write = delta("hubsync_lease_refusals_total", reason="fenced_superseded")
+    leases = LeaseClient(redis_client)
+    first = leases.acquire_or_raise("repo-main", "box-a", 60_000).lease
+    assert not leases.acquire("repo-main", "box-b", 60_000).ok
+    redis_client.hset(keys.lease("repo-main"), "deadline_ms", 1)  # first's lease expires
+    second = leases.acquire_or_raise("repo-main", "box-b", 60_000).lease
+    assert second.token > first.token
+    assert not leases.renew(first).ok
+    assert not leases.fenced_write("repo-main", "ref", first.token, b"late").ok
+    assert (held(), superseded(), stale_write()) == (1, 1, 1)
+
+
+def test_metrics_server_is_off_for_port_zero_and_a_taken_port_is_a_clear_error() -> None:
+    assert metrics.start_metrics_server(0) is False
+    assert metrics.start_metrics_server(None) is False
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(metrics.MetricsServerError, match=f"--metrics-port.*{port}|{port}"):
+            metrics.start_metrics_server(port, addr="127.0.0.1")
+
+
+def test_metrics_server_serves_the_registry_over_http() -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    assert metrics.start_metrics_server(port, addr="127.0.0.1") is True
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        body = response.read().decode()
+    assert "# TYPE hubsync_events_ingested_total counter" in body
+    assert 'hubsync_events_sent_total{kind="new"}' in body
