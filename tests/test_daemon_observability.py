@@ -1,0 +1,295 @@
+"""A live relay and consumer (real processes, private Redis): /metrics over HTTP, JSON logs.
+
+One pipeline run serves both tests: events produced through ``hubsync
+produce`` with a unique marker planted in their allowlisted payload, plus two
+malformed entries carrying the same marker straight onto the stream, go
+through ``hubsync relay`` and ``hubsync consume`` started with
+``--metrics-port`` and ``--log-format json --log-level DEBUG``. The scraped
+counters must equal what went through; the logs must be JSON lines that never
+contain the marker (so no event bytes, valid or not, reach a log record).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from contextlib import closing
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import redis
+from prometheus_client.parser import text_string_to_metric_families
+
+from hubstore.sqlite_store import SqliteHubStore
+from hubsync import keys
+from hubsync.canonical import canonical_json, content_hash
+from hubsync.embedded_redis import RedisServerProcess, redis_server_binary
+from tests.support import wait_until
+
+ROOT = Path(__file__).resolve().parents[1]
+RUNS, PER_RUN = 3, 10
+EVENTS = RUNS * PER_RUN
+
+Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+    return port
+
+
+def scrape(port: int) -> Samples:
+    """Every sample of ``http://127.0.0.1:port/metrics``, keyed by name and labels."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        text = response.read().decode()
+    return {
+        (s.name, frozenset(s.labels.items())): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+def value(samples: Samples, name: str, **labels: str) -> float:
+    return samples.get((name, frozenset(labels.items())), 0.0)
+
+
+def hubsync(*args: str) -> list[str]:
+    return [sys.executable, "-m", "hubsync.cli.main", *args]
+
+
+def clean_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith("HUBSYNC_")}
+
+
+@dataclass
+class Pipeline:
+    """What the run left: scrapes taken while both daemons were live, their logs, the counts."""
+
+    marker: str
+    project_id: str
+    hub_project: str
+    relay_metrics: Samples
+    consumer_metrics: Samples
+    relay_log: str
+    consumer_log: str
+    hub_rows: int
+    hub_rows_with_marker: int
+    exit_codes: tuple[int | None, int | None]
+
+
+def malformed_entries(hub_project: str, marker: str) -> list[dict[str, str | bytes]]:
+    """Two bad entries whose bytes carry the marker: a wrong hash, and a wrong field type."""
+    wrong_type = canonical_json(
+        {
+            "schema": "hubsync.sync-event.v1",
+            "project_id": "proj-x",
+            "hub_project": hub_project,
+            "home_runtime_id": "rt-x",
+            "run_id": "run-x",
+            "sequence": f"not-a-number-{marker}",
+            "event_type": "step.completed",
+            "occurred_at": "2026-11-29T16:38:54.123456Z",
+            "data": {"note": marker},
+        }
+    )
+    base: dict[str, str | bytes] = {
+        "kind": "event",
+        "project_id": "proj-x",
+        "hub_project": hub_project,
+        "run_id": "run-x",
+        "sequence": "1",
+        "event_type": "step.completed",
+        "runtime_id": "rt-x",
+    }
+    return [
+        base | {"content_hash": content_hash(b"other bytes"), "event": wrong_type},
+        base | {"content_hash": content_hash(wrong_type), "event": wrong_type},
+    ]
+
+
+@pytest.fixture(scope="module")
+def pipeline(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pipeline]:
+    if redis_server_binary() is None:
+        pytest.skip("redis-server is not installed")
+    work = tmp_path_factory.mktemp("observability")
+    server = RedisServerProcess(directory=work / "redis")
+    server.directory.mkdir()
+    server.start()
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        yield run_pipeline(work, server.url, procs)
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        server.cleanup()
+
+
+def run_pipeline(work: Path, redis_url: str, procs: list[subprocess.Popen[bytes]]) -> Pipeline:
+    marker = f"obs-marker-{uuid.uuid4().hex}"
+    state_dir, hub_db = work / "state", work / "hub.db"
+    produced = subprocess.run(
+        hubsync(
+            "produce",
+            "--state-dir",
+            str(state_dir),
+            "--project-root",
+            str(work / "shop"),
+            "--runs",
+            str(RUNS),
+            "--events-per-run",
+            str(PER_RUN),
+            "--plant",
+            marker,
+            "--json",
+        ),
+        capture_output=True,
+        check=True,
+        env=clean_env(),
+        cwd=ROOT,
+        timeout=60,
+    )
+    report = json.loads(produced.stdout)
+    hub_project = report["hub_project"]
+    client = redis.Redis.from_url(redis_url)
+    client.sadd(keys.PROJECTS, hub_project)
+    for fields in malformed_entries(hub_project, marker):
+        client.xadd(keys.events_stream(hub_project), fields)  # type: ignore[arg-type]
+
+    relay_port, consumer_port = free_port(), free_port()
+    logging_args = ("--log-format", "json", "--log-level", "DEBUG")
+    relay_log, consumer_log = work / "relay.log", work / "consumer.log"
+    with relay_log.open("wb") as sink:
+        relay = subprocess.Popen(
+            hubsync(
+                "relay",
+                "--state-dir",
+                str(state_dir),
+                "--redis-url",
+                redis_url,
+                "--metrics-port",
+                str(relay_port),
+                "--presence-interval",
+                "0.2",
+                *logging_args,
+            ),
+            stdout=sink,
+            stderr=sink,
+            env=clean_env(),
+            cwd=ROOT,
+        )
+    procs.append(relay)
+    with consumer_log.open("wb") as sink:
+        consumer = subprocess.Popen(
+            hubsync(
+                "consume",
+                "--hub-db",
+                str(hub_db),
+                "--redis-url",
+                redis_url,
+                "--name",
+                "hub-obs",
+                "--block-ms",
+                "100",
+                "--reclaim-interval",
+                "0.2",
+                *logging_args,
+            ),
+            stdout=sink,
+            stderr=sink,
+            env=clean_env() | {"HUBSYNC_METRICS_PORT": str(consumer_port)},  # via the env var
+            cwd=ROOT,
+        )
+    procs.append(consumer)
+
+    def settled() -> tuple[Samples, Samples] | None:
+        try:
+            relay_now, consumer_now = scrape(relay_port), scrape(consumer_port)
+        except OSError:
+            return None  # not listening yet
+        done = (
+            value(relay_now, "hubsync_relay_outcomes_total", outcome="acked") == EVENTS
+            and value(relay_now, "hubsync_outbox_backlog", project=report["project_id"]) == 0
+            and (
+                ("hubsync_consumer_lag", frozenset({("hub_project", hub_project)})) in consumer_now
+            )
+            and value(consumer_now, "hubsync_consumer_lag", hub_project=hub_project) == 0
+        )
+        return (relay_now, consumer_now) if done else None
+
+    relay_metrics, consumer_metrics = wait_until(
+        settled, timeout=60, interval=0.1, what="every event acked and the lag at 0"
+    )
+    for proc in (relay, consumer):
+        proc.send_signal(signal.SIGTERM)
+    codes = (relay.wait(timeout=30), consumer.wait(timeout=30))
+    client.close()
+    with SqliteHubStore(hub_db) as store:
+        rows = store.count_events()
+    with closing(sqlite3.connect(hub_db)) as db:
+        (marked,) = db.execute(
+            "SELECT count(*) FROM sync_events WHERE instr(CAST(record AS TEXT), ?) > 0", (marker,)
+        ).fetchone()
+    return Pipeline(
+        marker=marker,
+        project_id=report["project_id"],
+        hub_project=hub_project,
+        relay_metrics=relay_metrics,
+        consumer_metrics=consumer_metrics,
+        relay_log=relay_log.read_text(),
+        consumer_log=consumer_log.read_text(),
+        hub_rows=rows,
+        hub_rows_with_marker=int(marked),
+        exit_codes=codes,
+    )
+
+
+def test_scraped_metrics_equal_what_was_sent_and_ingested(pipeline: Pipeline) -> None:
+    relay, consumer = pipeline.relay_metrics, pipeline.consumer_metrics
+    assert pipeline.hub_rows == EVENTS
+    assert value(relay, "hubsync_events_sent_total", kind="new") == EVENTS
+    assert value(relay, "hubsync_events_sent_total", kind="resend") == 0
+    assert value(relay, "hubsync_relay_outcomes_total", outcome="acked") == EVENTS
+    assert value(relay, "hubsync_relay_outcomes_total", outcome="conflict") == 0
+    assert value(relay, "hubsync_outbox_backlog", project=pipeline.project_id) == 0
+
+    assert value(consumer, "hubsync_events_ingested_total", outcome="accepted") == EVENTS
+    assert value(consumer, "hubsync_events_ingested_total", outcome="duplicate") == 0
+    assert value(consumer, "hubsync_dead_letters_total", reason="hash_mismatch") == 1
+    assert value(consumer, "hubsync_dead_letters_total", reason="invalid_event") == 1
+    assert value(consumer, "hubsync_end_to_end_latency_seconds_count") == EVENTS
+    assert value(consumer, "hubsync_batch_ingest_seconds_count") >= 1
+    hub = pipeline.hub_project
+    assert value(consumer, "hubsync_consumer_lag", hub_project=hub) == 0
+    assert value(consumer, "hubsync_oldest_pending_age_seconds", hub_project=hub) == 0
+    # each daemon exports its own side only
+    assert value(relay, "hubsync_events_ingested_total", outcome="accepted") == 0
+    assert value(consumer, "hubsync_events_sent_total", kind="new") == 0
+
+
+def test_json_logs_are_json_lines_without_event_bytes(pipeline: Pipeline) -> None:
+    assert pipeline.exit_codes == (0, 0)
+    # the marker did travel inside the events' bytes, through Redis, into the hub
+    assert pipeline.hub_rows_with_marker > 0
+    for name, text in (("relay", pipeline.relay_log), ("consumer", pipeline.consumer_log)):
+        lines = text.splitlines()
+        assert lines, f"the {name} logged nothing"
+        records = [json.loads(line) for line in lines]  # every line is one JSON object
+        assert all({"time", "level", "logger", "message"} <= record.keys() for record in records)
+        assert pipeline.marker not in text, f"the {name}'s log contains event bytes"
+    # The paths that handle bad bytes did log (so the marker check means something).
+    messages = [json.loads(line)["message"] for line in pipeline.consumer_log.splitlines()]
+    assert sum("dead-lettering" in m for m in messages) == 2
+    assert any("metrics" in json.loads(line)["message"] for line in pipeline.relay_log.splitlines())
