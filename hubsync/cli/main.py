@@ -37,12 +37,14 @@ def cli() -> None:
 def _register_commands() -> None:
     from hubsync.cli.consume import consume
     from hubsync.cli.demo import demo
+    from hubsync.cli.effects_worker import effects_worker
     from hubsync.cli.lease import lease
     from hubsync.cli.produce import produce
     from hubsync.cli.relay import relay
 
     cli.add_command(consume)
     cli.add_command(demo)
+    cli.add_command(effects_worker)
     cli.add_command(lease)
     cli.add_command(produce)
     cli.add_command(relay)
