@@ -6,7 +6,7 @@ exit code 1 for ``hubsync consume --check``.
 
 from __future__ import annotations
 
-from hubsync.errors import HubsyncError
+from hubsync.errors import ConfigError, HubsyncError
 
 
 class ConsumerError(HubsyncError):
@@ -15,3 +15,15 @@ class ConsumerError(HubsyncError):
 
 class ConsumerUnhealthyError(ConsumerError):
     """A consumer's health key is missing or expired: the worker is dead, stuck or never ran."""
+
+
+class UnknownHubProjectError(ConsumerError, ConfigError):
+    """An operator named a hub project that has no stream (exit code 2 in the CLI)."""
+
+
+class DeadLetterNotFoundError(ConsumerError):
+    """A dead-letter id given by the operator is not on the project's dead-letter stream."""
+
+
+class DeadLetterNotReplayableError(ConsumerError):
+    """A dead letter cannot be replayed: its original fields were cut when it was recorded."""

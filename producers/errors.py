@@ -44,3 +44,7 @@ class StoreBusyError(ProducerError):
 
 class StoreClosedError(ProducerError):
     """The store was used after ``close()``."""
+
+
+class StateDirNotFoundError(ProducerError, ConfigError):
+    """A state directory given to read from holds no runtime registry."""

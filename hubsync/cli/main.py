@@ -35,19 +35,25 @@ def cli() -> None:
 
 
 def _register_commands() -> None:
+    from hubsync.cli.alerts import alerts
     from hubsync.cli.consume import consume
+    from hubsync.cli.dead import dead
     from hubsync.cli.demo import demo
     from hubsync.cli.effects_worker import effects_worker
     from hubsync.cli.lease import lease
     from hubsync.cli.produce import produce
     from hubsync.cli.relay import relay
+    from hubsync.cli.status import status
 
+    cli.add_command(alerts)
     cli.add_command(consume)
+    cli.add_command(dead)
     cli.add_command(demo)
     cli.add_command(effects_worker)
     cli.add_command(lease)
     cli.add_command(produce)
     cli.add_command(relay)
+    cli.add_command(status)
 
 
 _register_commands()

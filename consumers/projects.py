@@ -1,0 +1,44 @@
+"""The hub projects Redis knows (``hubsync:projects``), as operator tools look them up."""
+
+from __future__ import annotations
+
+import redis
+
+from consumers.errors import UnknownHubProjectError
+from hubsync import keys
+from hubsync.errors import ConfigError
+from hubsync.names import validate_name
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+
+
+def known_hub_projects(client: redis.Redis) -> list[str]:
+    """Every valid hub project name in ``hubsync:projects``, sorted (invalid members skipped)."""
+    names = []
+    for member in client.smembers(keys.PROJECTS):
+        try:
+            names.append(validate_name(_text(member), "hub project"))
+        except ConfigError:
+            continue  # a stray member no worker reads either; never put it in a key
+    return sorted(names)
+
+
+def require_hub_project(client: redis.Redis, hub_project: str) -> str:
+    """``hub_project`` validated and known to Redis; ``UnknownHubProjectError`` (exit 2) if not.
+
+    A project counts as known when it is in ``hubsync:projects`` or still has a
+    dead-letter or alert stream (left over after its events stream was removed).
+    """
+    name = validate_name(hub_project, "hub project")
+    if client.sismember(keys.PROJECTS, name):
+        return name
+    if client.exists(keys.dead_stream(name), keys.alerts_stream(name)):
+        return name
+    known = known_hub_projects(client)
+    listing = ", ".join(known[:20]) + (" ..." if len(known) > 20 else "") if known else "none"
+    raise UnknownHubProjectError(
+        f"unknown hub project {name!r}: it is not in {keys.PROJECTS} (known: {listing}); "
+        "check the name, or run `hubsync status` to list the projects"
+    )

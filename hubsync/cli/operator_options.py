@@ -1,0 +1,125 @@
+"""Options and argument types the operator commands share (status, dead, alerts).
+
+Bad values become click usage errors (exit 2, one ``Error:`` line); an
+unreachable Redis becomes ``RedisUnavailableError`` (exit 3, one line).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import click
+import redis
+
+from hubsync.errors import ConfigError, RedisUnavailableError
+from hubsync.names import validate_name
+from hubsync.settings import DEFAULT_REDIS_URL
+
+_DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)([smhdw]?)")
+_UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def parse_duration(text: str) -> float:
+    """Seconds in ``90``, ``90s``, ``15m``, ``2h``, ``7d``, ``1w`` or a sum like ``1h30m``."""
+    compact = text.strip().lower()
+    total, position = 0.0, 0
+    for match in _DURATION_PART.finditer(compact):
+        if match.start() != position or (match.group(2) == "" and match.end() != len(compact)):
+            break
+        total += float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+        position = match.end()
+    if not compact or position != len(compact):
+        raise ConfigError(
+            f"{text[:40]!r} is not a duration; use seconds or a number with s, m, h, d or w "
+            "(90, 15m, 2h, 7d, 1h30m)"
+        )
+    return total
+
+
+def duration_callback(
+    ctx: click.Context, param: click.Parameter, value: str | float | None
+) -> float | None:
+    """Click callback turning a duration option into seconds (usage error if malformed)."""
+    if value is None or isinstance(value, float | int):
+        return None if value is None else float(value)
+    try:
+        return parse_duration(value)
+    except ConfigError as exc:
+        raise click.BadParameter(str(exc), ctx, param) from None
+
+
+redis_url_option = click.option(
+    "--redis-url",
+    envvar=["HUBSYNC_REDIS_URL", "REDIS_URL"],
+    show_envvar=True,
+    default=DEFAULT_REDIS_URL,
+    show_default=True,
+    help="Redis URL of the pipeline.",
+)
+json_option = click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    envvar="HUBSYNC_JSON",
+    show_envvar=True,
+    help="Print one JSON document on stdout.",
+)
+
+
+def _valid_hub_project(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    if value is None:
+        return None
+    try:
+        return validate_name(value, "hub project")
+    except ConfigError as exc:
+        raise click.BadParameter(str(exc), ctx, param) from None
+
+
+hub_db_option = click.option(
+    "--hub-db",
+    type=click.Path(path_type=Path, dir_okay=False, exists=True),
+    envvar="HUBSYNC_HUB_DB",
+    show_envvar=True,
+    help="Hub database (read only here; must exist).",
+)
+hub_project_required = click.option(
+    "--hub-project",
+    envvar="HUBSYNC_HUB_PROJECT",
+    show_envvar=True,
+    required=True,
+    callback=_valid_hub_project,
+    help="The hub project to work on.",
+)
+hub_project_filter = click.option(
+    "--hub-project",
+    envvar="HUBSYNC_HUB_PROJECT",
+    show_envvar=True,
+    callback=_valid_hub_project,
+    help="Only this hub project [default: every project in hubsync:projects].",
+)
+
+
+def safe_url(url: str) -> str:
+    """The URL without its user and password, for messages and JSON."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port or 6379
+    except ValueError:
+        return "<unparsable URL>"
+    return f"{parts.scheme}://{parts.hostname or '?'}:{port}{parts.path}"
+
+
+def connect_redis(url: str) -> redis.Redis:
+    """A client of ``url`` that answered PING; exit 3 (one line) if Redis cannot be reached."""
+    try:
+        client = redis.Redis.from_url(url, socket_connect_timeout=3, socket_timeout=10)
+    except ValueError as exc:
+        raise ConfigError(f"--redis-url (HUBSYNC_REDIS_URL): {exc}") from None
+    try:
+        client.ping()
+    except (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError) as exc:
+        client.close()
+        raise RedisUnavailableError(f"{safe_url(url)}: {type(exc).__name__}") from None
+    return client

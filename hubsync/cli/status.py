@@ -1,0 +1,225 @@
+"""``hubsync status``: streams, lag, pending, dead letters, alerts, presence, outbox states."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from datetime import timedelta
+from pathlib import Path
+
+import click
+import redis
+from rich.console import Console
+from rich.live import Live
+
+from consumers.projects import known_hub_projects, require_hub_project
+from consumers.queue_status import health_keys, project_status, redis_now_ms
+from hubstore.store import DEFAULT_STALE_AFTER, HubStore
+from hubsync.cli import exit_codes
+from hubsync.cli.operator_options import (
+    connect_redis,
+    duration_callback,
+    hub_db_option,
+    hub_project_filter,
+    json_option,
+    redis_url_option,
+    safe_url,
+)
+from hubsync.cli.status_view import StatusReport, render
+from hubsync.clock import utc_now_iso
+from hubsync.errors import RedisUnavailableError
+from producers.outbox_status import local_status
+
+
+@click.command(
+    epilog="""\b
+Examples:
+  hubsync status                                   every hub project in Redis
+  hubsync status --hub-db /var/lib/hubsync/hub.db  add hub DB counts and presence
+  hubsync status --state-dir ~/.hubsync --json     add this runtime's outbox, as JSON
+  hubsync status --state-dir ~/.hubsync --no-redis the outbox only (no Redis needed)
+  hubsync status --watch --interval 5              refresh until Ctrl-C
+\b
+Exit codes: 0 ok, 2 bad arguments, 3 Redis unreachable (the local part,
+if asked for, is still printed first).
+"""
+)
+@redis_url_option
+@hub_db_option
+@click.option(
+    "--state-dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    envvar="HUBSYNC_STATE_DIR",
+    show_envvar=True,
+    help="A runtime's state dir: adds its outbox states per local project.",
+)
+@hub_project_filter
+@click.option(
+    "--stale-after",
+    type=str,
+    metavar="DURATION",
+    callback=duration_callback,
+    default=str(int(DEFAULT_STALE_AFTER.total_seconds())),
+    show_default=True,
+    envvar="HUBSYNC_STALE_AFTER",
+    show_envvar=True,
+    help="A runtime silent this long (seconds, or 90s, 2m, ...) is flagged stale.",
+)
+@click.option(
+    "--no-redis",
+    is_flag=True,
+    envvar="HUBSYNC_NO_REDIS",
+    show_envvar=True,
+    help="Do not contact Redis: show the --state-dir outbox only.",
+)
+@click.option(
+    "--watch",
+    is_flag=True,
+    envvar="HUBSYNC_WATCH",
+    show_envvar=True,
+    help="Redraw every --interval seconds until Ctrl-C (not with --json).",
+)
+@click.option(
+    "--interval",
+    type=str,
+    metavar="DURATION",
+    callback=duration_callback,
+    default="2",
+    show_default=True,
+    envvar="HUBSYNC_INTERVAL",
+    show_envvar=True,
+    help="Seconds between redraws with --watch.",
+)
+@json_option
+def status(
+    redis_url: str,
+    hub_db: Path | None,
+    state_dir: Path | None,
+    hub_project: str | None,
+    stale_after: float,
+    no_redis: bool,
+    watch: bool,
+    interval: float,
+    as_json: bool,
+) -> None:
+    """Show the pipeline: per hub project its stream, group lag and pending, consumers,
+    dead letters, alerts and runtimes; per local project its outbox.
+
+    Ages on the hub side are measured on Redis's clock; outbox ages on this
+    machine's. Without --hub-db, runtimes come from the newest presence beats
+    still on the stream (acknowledged entries are trimmed, so a quiet project
+    may show none).
+    """
+    if watch and as_json:
+        raise click.UsageError("--watch redraws tables; use --json without --watch")
+    if interval <= 0:
+        raise click.UsageError("--interval must be more than 0 seconds")
+    if no_redis and (hub_db is not None or hub_project is not None):
+        raise click.UsageError("--hub-db and --hub-project need Redis (drop --no-redis)")
+    if no_redis and state_dir is None:
+        raise click.UsageError("--no-redis shows the local outbox only: give --state-dir")
+    gather = _Gatherer(redis_url, hub_db, state_dir, hub_project, stale_after, no_redis)
+    with gather:
+        if watch:
+            _watch(gather, interval)
+            return
+        report = gather.report()
+    if as_json:
+        click.echo(json.dumps(report.as_dict(), sort_keys=True))
+    else:
+        Console(highlight=False).print(render(report))
+    if report.redis_reachable is False:
+        if as_json or report.local is not None:
+            raise SystemExit(exit_codes.REDIS_UNREACHABLE)
+        raise RedisUnavailableError(f"{report.redis_url}: {report.redis_error}")
+
+
+class _Gatherer:
+    """Takes snapshots with connections kept open between redraws."""
+
+    def __init__(
+        self,
+        redis_url: str,
+        hub_db: Path | None,
+        state_dir: Path | None,
+        hub_project: str | None,
+        stale_after: float,
+        no_redis: bool,
+    ) -> None:
+        self.redis_url = redis_url
+        self.hub_db = hub_db
+        self.state_dir = state_dir
+        self.hub_project = hub_project
+        self.stale_after = timedelta(seconds=stale_after)
+        self.no_redis = no_redis
+        self._client: redis.Redis | None = None
+        self._store: HubStore | None = None
+
+    def __enter__(self) -> _Gatherer:
+        if self.hub_db is not None:
+            from hubstore.sqlite_store import SqliteHubStore
+
+            self._store = SqliteHubStore(self.hub_db, busy_budget=10.0)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._store is not None:
+            self._store.close()
+        if self._client is not None:
+            self._client.close()
+
+    def report(self) -> StatusReport:
+        """One snapshot; an unreachable Redis is recorded in it, not raised."""
+        report = StatusReport(
+            generated_at=utc_now_iso(),
+            redis_url=safe_url(self.redis_url),
+            redis_reachable=None if self.no_redis else False,
+            hub_db=None if self.hub_db is None else str(self.hub_db),
+        )
+        # The local part first: it needs no network, so it shows even when Redis is down.
+        if self.state_dir is not None:
+            report.local = local_status(self.state_dir)
+        if self.no_redis:
+            return report
+        try:
+            client = self._connect()
+            projects = (
+                [require_hub_project(client, self.hub_project)]
+                if self.hub_project is not None
+                else known_hub_projects(client)
+            )
+            now_ms = redis_now_ms(client)
+            report.hub_projects = [
+                project_status(client, p, now_ms, self._store, self.stale_after) for p in projects
+            ]
+            report.health = health_keys(client)
+            report.redis_reachable = True
+        except RedisUnavailableError as exc:
+            report.redis_error = str(exc).partition(": ")[2] or str(exc)
+        except (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError) as exc:
+            self._drop_client()
+            report.redis_error = type(exc).__name__
+        return report
+
+    def _connect(self) -> redis.Redis:
+        if self._client is None:
+            self._client = connect_redis(self.redis_url)
+        return self._client
+
+    def _drop_client(self) -> None:
+        if self._client is not None:
+            with contextlib.suppress(redis.RedisError):
+                self._client.close()
+            self._client = None
+
+
+def _watch(gather: _Gatherer, interval: float) -> None:
+    """Redraw in place until Ctrl-C, which ends the command with exit code 0."""
+    with (
+        contextlib.suppress(KeyboardInterrupt),
+        Live(render(gather.report()), auto_refresh=False, screen=False) as live,
+    ):
+        while True:
+            time.sleep(interval)
+            live.update(render(gather.report()), refresh=True)

@@ -1,0 +1,202 @@
+"""What ``hubsync status`` gathers (``StatusReport``) and how it is drawn with rich."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from consumers.queue_status import HealthKey, HubProjectStatus
+from producers.outbox_status import LocalStatus
+
+
+@dataclass
+class StatusReport:
+    """One snapshot of the pipeline: Redis and hub side, and the local runtime."""
+
+    generated_at: str
+    redis_url: str
+    redis_reachable: bool | None
+    """None when Redis was not asked (``--no-redis``)."""
+    redis_error: str | None = None
+    hub_db: str | None = None
+    hub_projects: list[HubProjectStatus] = field(default_factory=list)
+    health: list[HealthKey] = field(default_factory=list)
+    local: LocalStatus | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON document of ``hubsync status --json``."""
+        return {
+            "generated_at": self.generated_at,
+            "redis": {
+                "url": self.redis_url,
+                "reachable": self.redis_reachable,
+                "error": self.redis_error,
+            },
+            "hub_db": self.hub_db,
+            "hub_projects": [p.as_dict() for p in self.hub_projects],
+            "health": [h.as_dict() for h in self.health],
+            "local": None if self.local is None else self.local.as_dict(),
+        }
+
+
+def age(seconds: float | None) -> str:
+    """``4.2s``, ``3m07s``, ``2h05m``, ``3d04h``; ``-`` for None."""
+    if seconds is None:
+        return "-"
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    whole = int(seconds)
+    if whole < 3600:
+        return f"{whole // 60}m{whole % 60:02d}s"
+    if whole < 86400:
+        return f"{whole // 3600}h{whole % 3600 // 60:02d}m"
+    return f"{whole // 86400}d{whole % 86400 // 3600:02d}h"
+
+
+def _number(value: int | None) -> str:
+    return "?" if value is None else str(value)
+
+
+def render(report: StatusReport) -> RenderableType:
+    """The whole report as rich tables."""
+    parts: list[RenderableType] = [_redis_line(report)]
+    if report.redis_reachable:
+        parts.append(_projects_table(report))
+        if any(p.group and p.group.consumers for p in report.hub_projects):
+            parts.append(_consumers_table(report))
+        if any(p.runtimes for p in report.hub_projects):
+            parts.append(_runtimes_table(report))
+        if report.health:
+            parts.append(_health_table(report))
+    if report.local is not None:
+        parts.append(_local_table(report.local))
+    return Group(*parts)
+
+
+def _redis_line(report: StatusReport) -> Text:
+    stamp = f"hubsync status at {report.generated_at}: "
+    if report.redis_reachable is None:
+        return Text(stamp + "Redis not asked (--no-redis)")
+    if not report.redis_reachable:
+        return Text(stamp + f"cannot reach Redis {report.redis_url}: {report.redis_error}", "red")
+    hub = f", hub db {report.hub_db}" if report.hub_db else ""
+    return Text(stamp + f"Redis {report.redis_url}{hub}")
+
+
+def _table(title: str, text_columns: int, *columns: str) -> Table:
+    """A table whose first ``text_columns`` columns are text (left) and the rest numbers."""
+    table = Table(title=title, title_justify="left")
+    for index, column in enumerate(columns):
+        justify: Literal["left", "right"] = "left" if index < text_columns else "right"
+        table.add_column(column, justify=justify, overflow="fold")
+    return table
+
+
+def _projects_table(report: StatusReport) -> Table:
+    table = _table(
+        "hub projects (stream hubsync:{P}:events, group hub)",
+        1,
+        "project",
+        "len",
+        "lag",
+        "pending",
+        "oldest",
+        "consumers",
+        "dead",
+        "alerts",
+        "hub events",
+        "hub alerts",
+    )
+    for p in report.hub_projects:
+        group = p.group
+        table.add_row(
+            p.hub_project,
+            str(p.length),
+            _number(group.lag) if group else "no group",
+            str(group.pending) if group else "-",
+            age(group.oldest_pending_age_seconds) if group else "-",
+            str(len(group.consumers)) if group else "-",
+            Text(str(p.dead_letters), "yellow" if p.dead_letters else ""),
+            Text(str(p.alerts), "red" if p.alerts else ""),
+            str(p.hub_db.events) if p.hub_db else "-",
+            str(p.hub_db.alerts) if p.hub_db else "-",
+        )
+    if not report.hub_projects:
+        table.caption = "no hub project in hubsync:projects yet"
+    return table
+
+
+def _consumers_table(report: StatusReport) -> Table:
+    table = _table("consumers (group hub)", 2, "project", "consumer", "pending", "idle")
+    for p in report.hub_projects:
+        for c in p.group.consumers if p.group else ():
+            table.add_row(p.hub_project, c.name, str(c.pending), age(c.idle_seconds))
+    return table
+
+
+def _runtimes_table(report: StatusReport) -> Table:
+    table = _table(
+        "runtimes",
+        5,
+        "project",
+        "runtime",
+        "host",
+        "last heartbeat",
+        "stale",
+        "age",
+        "backlog",
+        "from",
+    )
+    for p in report.hub_projects:
+        for r in p.runtimes:
+            table.add_row(
+                p.hub_project,
+                r.runtime_id,
+                r.host,
+                r.heartbeat,
+                Text("STALE", "red") if r.stale else "no",
+                age(r.age_seconds),
+                str(r.backlog),
+                r.source,
+            )
+    return table
+
+
+def _health_table(report: StatusReport) -> Table:
+    table = _table("health keys", 2, "kind", "name", "ttl", "last beat")
+    for h in report.health:
+        table.add_row(h.kind, h.name, age(h.ttl_seconds), str(h.record.get("at", "?")))
+    return table
+
+
+def _local_table(local: LocalStatus) -> Table:
+    table = _table(
+        f"local outbox of runtime {local.runtime_id} ({local.state_dir})",
+        2,
+        "project",
+        "hub project",
+        "pending",
+        "attempted",
+        "acked",
+        "conflict",
+        "rejected",
+        "oldest",
+    )
+    for p in local.projects:
+        table.add_row(
+            p.project_id,
+            p.hub_project,
+            str(p.pending),
+            str(p.attempted),
+            str(p.acked),
+            Text(str(p.conflict), "red" if p.conflict else ""),
+            Text(str(p.rejected), "yellow" if p.rejected else ""),
+            age(p.oldest_pending_age_seconds),
+        )
+    if not local.projects:
+        table.caption = "no project registered to this runtime"
+    return table
