@@ -28,9 +28,11 @@ from hubsync import __version__, keys, metrics
 from hubsync.clock import utc_now_iso
 from hubsync.entries import PresenceBeat
 from hubsync.settings import RelaySettings
+from producers.event_store import RunEventStore
 from producers.registry import ProjectRegistration, RuntimeRegistry
 from producers.relay.acks import AckReader, AckStats
 from producers.relay.faults import UNAVAILABLE_ERRORS, Backoff, RedisHealth
+from producers.relay.marker import AttemptMarker
 from producers.relay.sender import OutboxSender, SenderStats
 
 log = logging.getLogger("hubsync.relay")
@@ -111,6 +113,9 @@ class Relay:
         self._started = time.monotonic()
         self._next_beat: dict[str, float] = {}
         self.host = socket.gethostname()
+        self.marker = AttemptMarker(
+            self._open_marker_store, settings.resend_timeout, settings.resend_timeout_cap
+        )
 
     # -- lifecycle -------------------------------------------------------
 
@@ -148,6 +153,7 @@ class Relay:
                     pass
                 while sender.send_due_resends(client, time.time()):
                     pass
+            self.marker.flush()
             while reader.read(client, block_ms=None, count=500):
                 pass
             self._beat_presence(client, force=True)
@@ -174,7 +180,8 @@ class Relay:
         )
 
     def close(self) -> None:
-        """Close the sender's stores."""
+        """Finish marking, then close every store."""
+        self.marker.close()
         for sender in self._senders.values():
             sender.store.close()
         self._senders.clear()
@@ -188,7 +195,7 @@ class Relay:
                 continue
             store = self.registry.open_store(registration)
             self._senders[registration.project_id] = OutboxSender(
-                store, self.settings, self.sender_stats
+                store, self.settings, self.sender_stats, self.marker
             )
             with self._registrations_lock:
                 self._registrations[registration.project_id] = registration
@@ -198,6 +205,11 @@ class Relay:
                 registration.project_id,
                 registration.hub_project,
             )
+
+    def _open_marker_store(self, project_id: str) -> RunEventStore:
+        with self._registrations_lock:
+            registration = self._registrations[project_id]
+        return self.registry.open_store(registration)
 
     # -- the sender thread -------------------------------------------------
 
@@ -233,6 +245,7 @@ class Relay:
                     self._stop.wait(self.settings.poll_interval)
         finally:
             client.close()
+            self.marker.flush()  # the summary's counts include the last batch
 
     def _send_new(self, client: redis.Redis) -> int:
         worked = 0

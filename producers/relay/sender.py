@@ -1,8 +1,8 @@
 """The sending half of the relay: outbox rows onto ``hubsync:{P}:events``.
 
 Rows go out in outbox order, batched by count and by bytes, in one pipelined
-round trip per batch, and are marked attempted in one SQLite transaction
-afterwards. Marking after sending means a crash in between re-sends the batch
+round trip per batch, and are marked attempted afterwards (by the marker
+thread, in one SQLite transaction, while the next batch goes out). Marking after sending means a crash in between re-sends the batch
 on restart, which the hub's dedupe turns into ``duplicate``; marking before
 would risk a row recorded as sent that never left.
 """
@@ -21,6 +21,7 @@ from hubsync.entries import raw_event_entry_fields
 from hubsync.settings import RelaySettings
 from hubsync.wire import MAX_EVENT_BYTES
 from producers.event_store import OutboxRow, RunEventStore
+from producers.relay.marker import AttemptMarker
 
 log = logging.getLogger("hubsync.relay")
 
@@ -44,8 +45,15 @@ class SenderStats:
 class OutboxSender:
     """Sends one project's outbox; holds the highest outbox seq this process sent."""
 
-    def __init__(self, store: RunEventStore, settings: RelaySettings, stats: SenderStats) -> None:
+    def __init__(
+        self,
+        store: RunEventStore,
+        settings: RelaySettings,
+        stats: SenderStats,
+        marker: AttemptMarker,
+    ) -> None:
         self.store = store
+        self.marker = marker
         self.settings = settings
         self.stats = stats
         self.stream = keys.events_stream(store.hub_project)
@@ -86,6 +94,8 @@ class OutboxSender:
             return 0
         batch = self._within_budget(rows)
         sent = self._send(client, batch)
+        # the next look for due rows must see these marked, or it would resend them again
+        self.marker.flush()
         self.stats.resent += sent
         _SENT_AGAIN.inc(sent)
         if sent:
@@ -136,11 +146,6 @@ class OutboxSender:
                 ),
             )
         pipe.execute()
-        store.mark_attempted(
-            [row.seq for row in rows],
-            time.time(),
-            self.settings.resend_timeout,
-            self.settings.resend_timeout_cap,
-        )
+        self.marker.submit(store.project_id, [row.seq for row in rows], time.time())
         self.stats.batches += 1
         return len(rows)

@@ -1,0 +1,97 @@
+"""Marking sent rows attempted, off the sending thread.
+
+Marking a batch costs a SQLite write transaction (index updates and, at the
+default durability, an fsync); done inline it would stall the next XADD. A
+marker thread with its own connection does it while the sender talks to
+Redis, and coalesces what queued up into one transaction. A crash before a
+mark lands only means those rows are sent again after restart, which the hub
+answers ``duplicate``; the sender's in-memory cursor keeps them from going out
+twice within one process.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+
+from producers.event_store import RunEventStore
+
+log = logging.getLogger("hubsync.relay")
+
+_STOP = object()
+Job = tuple[str, list[int], float]
+
+
+class AttemptMarker:
+    """A thread that runs ``mark_attempted`` for the sender, coalescing batches."""
+
+    def __init__(
+        self,
+        open_store: Callable[[str], RunEventStore],
+        base_timeout: float,
+        cap: float,
+    ) -> None:
+        self._open_store = open_store
+        self._base_timeout = base_timeout
+        self._cap = cap
+        self._stores: dict[str, RunEventStore] = {}
+        self._queue: queue.Queue[Job | object] = queue.Queue()
+        self.error: BaseException | None = None
+        self._thread = threading.Thread(target=self._work, name="relay-marker", daemon=True)
+        self._thread.start()
+
+    def submit(self, project_id: str, seqs: Sequence[int], now: float) -> None:
+        """Queue these rows of ``project_id`` to be marked attempted at ``now``."""
+        if self.error is not None:
+            raise self.error
+        self._queue.put((project_id, list(seqs), now))
+
+    def flush(self) -> None:
+        """Wait until everything submitted so far is marked; raise what marking raised."""
+        self._queue.join()
+        if self.error is not None:
+            raise self.error
+
+    def close(self) -> None:
+        """Mark what is queued, stop the thread, close its connections."""
+        self._queue.put(_STOP)
+        self._thread.join()
+        for store in self._stores.values():
+            store.close()
+        self._stores.clear()
+
+    def _work(self) -> None:
+        while True:
+            items = [self._queue.get()]
+            while True:
+                try:
+                    items.append(self._queue.get_nowait())
+                except queue.Empty:
+                    break
+            stop = _STOP in items
+            try:
+                if self.error is None:
+                    self._mark([item for item in items if isinstance(item, tuple)])
+            except Exception as exc:  # surfaced to the sender, which stops the relay
+                log.exception("relay: marking rows attempted failed")
+                self.error = exc
+            finally:
+                for _ in items:
+                    self._queue.task_done()
+            if stop:
+                return
+
+    def _mark(self, items: list[Job]) -> None:
+        by_project: dict[str, list[int]] = defaultdict(list)
+        latest: dict[str, float] = {}
+        for project_id, seqs, now in items:
+            by_project[project_id].extend(seqs)
+            latest[project_id] = max(now, latest.get(project_id, 0.0))
+        for project_id, seqs in by_project.items():
+            store = self._stores.get(project_id)
+            if store is None:
+                store = self._stores[project_id] = self._open_store(project_id)
+            store.mark_attempted(seqs, latest[project_id], self._base_timeout, self._cap)
