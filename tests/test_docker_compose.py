@@ -1,0 +1,136 @@
+"""docker-compose.yml parses, and every command it runs is a real entry point with real options.
+
+Docker is not needed: each service command and health check is resolved with
+click's own parser against ``hubsync``'s command group (or rq's, for ``rq
+worker``), so a renamed command or option breaks this test, not a deployment.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import click
+import pytest
+import yaml
+from rq.cli import main as rq_cli
+
+from hubsync.cli.main import cli as hubsync_cli
+from hubsync.keys import EFFECTS_QUEUE
+
+ROOT = Path(__file__).resolve().parents[1]
+COMPOSE: dict[str, Any] = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+SERVICES: dict[str, dict[str, Any]] = COMPOSE["services"]
+OURS = sorted(name for name in SERVICES if name != "redis")
+
+
+def argv(value: Any) -> list[str]:
+    """A compose command or healthcheck test as an argument list (exec form only)."""
+    assert isinstance(value, list), f"use the exec (list) form, not a shell string: {value!r}"
+    if value and value[0] in ("CMD", "CMD-SHELL"):
+        assert value[0] == "CMD", "health checks run without a shell"
+        value = value[1:]
+    return [str(part) for part in value]
+
+
+def resolve(args: list[str]) -> click.Context:
+    """Parse ``args`` with the real click command they name; raise if anything is unknown."""
+    program, *rest = args
+    groups = {"hubsync": hubsync_cli, "rq": rq_cli}
+    assert program in groups, f"{program!r} is not one of our entry points"
+    group = groups[program]
+    name, *options = rest
+    with click.Context(group) as parent:
+        command = group.get_command(parent, name)
+        assert command is not None, f"{program} has no command {name!r}"
+        # make_context parses (unknown options, missing required ones, bad
+        # types all raise) without running the command.
+        return command.make_context(name, options, parent=parent)
+
+
+@pytest.fixture(autouse=True)
+def _no_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Options must come from the file, not from this machine's environment."""
+    import os
+
+    for key in list(os.environ):
+        if key.startswith(("HUBSYNC_", "RQ_")) or key == "REDIS_URL":
+            monkeypatch.delenv(key)
+
+
+def test_the_services_are_redis_a_relay_two_consumers_and_the_effects_worker() -> None:
+    programs = {name: argv(SERVICES[name]["command"])[:2] for name in OURS}
+    assert "redis" in SERVICES
+    assert sorted(programs.values()).count(["hubsync", "consume"]) >= 2
+    assert ["hubsync", "relay"] in programs.values()
+    assert ["rq", "worker"] in programs.values()
+
+
+def test_redis_keeps_an_append_only_file_on_a_volume_and_answers_ping() -> None:
+    redis = SERVICES["redis"]
+    assert str(redis["image"]).startswith("redis:7")
+    command = " ".join(argv(redis["command"]))
+    assert "--appendonly yes" in command
+    assert "--appendfsync everysec" in command
+    assert any(str(volume).endswith(":/data") for volume in redis["volumes"])
+    assert argv(redis["healthcheck"]["test"]) == ["redis-cli", "ping"]
+    volume_names = {str(volume).split(":")[0] for volume in redis["volumes"]}
+    assert volume_names <= set(COMPOSE["volumes"])
+
+
+@pytest.mark.parametrize("service", OURS)
+def test_each_command_and_health_check_is_a_real_entry_point(service: str) -> None:
+    spec = SERVICES[service]
+    resolve(argv(spec["command"]))
+    check = argv(spec["healthcheck"]["test"])
+    assert "--check" in check
+    context = resolve(check)
+    assert context.params["check"] is True
+
+
+@pytest.mark.parametrize("service", OURS)
+def test_each_service_waits_for_a_healthy_redis(service: str) -> None:
+    assert SERVICES[service]["depends_on"]["redis"]["condition"] == "service_healthy"
+
+
+def test_consumers_have_distinct_names_and_share_one_hub_database() -> None:
+    consumers = [
+        resolve(argv(SERVICES[name]["command"]))
+        for name in OURS
+        if argv(SERVICES[name]["command"])[:2] == ["hubsync", "consume"]
+    ]
+    names = [context.params["name"] for context in consumers]
+    assert len(set(names)) == len(names) >= 2
+    assert len({str(context.params["hub_db"]) for context in consumers}) == 1
+    for name in OURS:
+        command = resolve(argv(SERVICES[name]["command"]))
+        check = resolve(argv(SERVICES[name]["healthcheck"]["test"]))
+        if "name" in check.params and check.params["name"] is not None:
+            # the health check must look at the worker this service runs
+            assert check.params["name"] == command.params["name"]
+
+
+def test_the_effects_worker_serves_the_effects_queue_and_metrics_ports_are_published() -> None:
+    worker = next(
+        resolve(argv(SERVICES[name]["command"]))
+        for name in OURS
+        if argv(SERVICES[name]["command"])[:2] == ["rq", "worker"]
+    )
+    assert EFFECTS_QUEUE in worker.params["queues"]
+    assert worker.params["url"].startswith("redis://redis:6379")
+    for name in OURS:
+        port = resolve(argv(SERVICES[name]["command"])).params.get("metrics_port")
+        if port:
+            published = [str(mapping).rsplit(":", 1)[-1] for mapping in SERVICES[name]["ports"]]
+            assert str(port) in published, (
+                f"{name} serves metrics on {port} but does not publish it"
+            )
+
+
+def test_the_image_is_built_from_this_repository_with_pip() -> None:
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert re.search(r"^RUN pip install \.", dockerfile, re.MULTILINE)
+    for package in ("hubsync", "producers", "consumers", "hubstore"):
+        assert f"COPY {package} ./{package}" in dockerfile
+    assert all(SERVICES[name]["build"] == "." for name in OURS)
