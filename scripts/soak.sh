@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# The long chaos soak: real relays, hub consumers and a redis-server with AOF,
+# under kill -9, SIGSTOP, Redis restarts, duplicates, forgeries and garbage,
+# then the end checks (no loss, no duplicate, alerts, dead letters, no secret).
+#
+#   scripts/soak.sh                 # 600 s of faults (default)
+#   scripts/soak.sh 1800            # 30 minutes of faults
+#   HUBSYNC_SOAK_SEED=42 scripts/soak.sh 300   # replay a fault schedule
+#
+# Prints the seed, every fault and the figures as JSON.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export HUBSYNC_SOAK_SECONDS="${1:-${HUBSYNC_SOAK_SECONDS:-600}}"
+exec "${PYTHON:-python3}" -m pytest -m slow -s -q -p no:cacheprovider tests/test_soak.py

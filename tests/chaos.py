@@ -1,0 +1,454 @@
+"""The chaos soak's cluster: real processes on a private AOF redis-server, and a fault scheduler.
+
+``SoakCluster`` lays out 3 runtimes (each its own state dir, one project, an
+appender process and a ``hubsync relay`` process), 3 ``hubsync consume``
+processes sharing one hub database, and a ``redis-server`` with AOF everysec.
+``FaultScheduler`` then, at seeded random times, kill -9s a relay or a consumer
+and restarts it, SIGSTOPs one for longer than the reclaim time, restarts
+redis-server, and injects duplicates, conflicting bytes and garbage entries
+(``tests.chaos_inject``). The end checks live in ``tests.chaos_checks``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import heapq
+import itertools
+import json
+import os
+import random
+import secrets
+import signal
+import string
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hubsync.embedded_redis import RedisServerProcess
+from producers.registry import RuntimeRegistry
+from tests.chaos_inject import GARBAGE_KINDS, Injector
+from tests.support import wait_until
+
+ROOT = Path(__file__).resolve().parents[1]
+HUB_PROJECTS = ("chaos-a", "chaos-a", "chaos-b")
+"""Hub project of each runtime: two runtimes share a stream, the third has its own."""
+
+
+@dataclass(frozen=True)
+class PlantedSecrets:
+    """Secrets planted in payloads: an ``*_API_KEY`` environment value and a GitHub token."""
+
+    api_key: str
+    github_token: str
+
+    @classmethod
+    def generate(cls) -> PlantedSecrets:
+        """Fresh random values, so no copy of them exists anywhere before the soak."""
+        alphabet = string.ascii_letters + string.digits
+        token = "ghp_" + "".join(secrets.choice(alphabet) for _ in range(36))
+        return cls(api_key=f"sk-chaos-{secrets.token_hex(12)}", github_token=token)
+
+    def needles(self) -> list[bytes]:
+        """Byte strings none of which may appear anywhere: each secret and its random tail."""
+        out = []
+        for value in (self.api_key, self.github_token):
+            out.append(value.encode())
+            out.append(value[-20:].encode())
+        return out
+
+
+class Child:
+    """A real child process that may be killed with -9, stopped, continued and restarted."""
+
+    def __init__(self, name: str, kind: str, argv: list[str], env: dict[str, str], log: Path):
+        self.name = name
+        self.kind = kind
+        self.argv = argv
+        self.env = env
+        self.log = log
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.paused = False
+        self.starts = 0
+
+    @property
+    def alive(self) -> bool:
+        """Started and not exited."""
+        return self.proc is not None and self.proc.poll() is None
+
+    def start(self) -> None:
+        """Start (again), appending its output to its log file."""
+        with self.log.open("ab") as sink:  # the child keeps its own descriptor
+            self.proc = subprocess.Popen(
+                [sys.executable, *self.argv],
+                cwd=ROOT,
+                env=self.env,
+                stdout=sink,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        self.paused = False
+        self.starts += 1
+
+    def signal(self, signum: int) -> None:
+        """Send ``signum`` if the process still exists."""
+        if self.proc is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.proc.pid, signum)
+
+    def kill9(self) -> None:
+        """kill -9, as a crash would, and reap it."""
+        if self.proc is None:
+            return
+        self.signal(signal.SIGKILL)
+        self.proc.wait()
+        self.paused = False
+
+    def pause(self) -> None:
+        """SIGSTOP: the process holds whatever it holds and does nothing."""
+        self.signal(signal.SIGSTOP)
+        self.paused = True
+
+    def resume(self) -> None:
+        """SIGCONT."""
+        self.signal(signal.SIGCONT)
+        self.paused = False
+
+    def terminate(self, timeout: float = 20.0) -> int | None:
+        """SIGTERM (after SIGCONT), wait, then -9 if it did not exit; its exit code."""
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.resume()
+            self.signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.kill9()
+        return self.proc.returncode
+
+
+@dataclass
+class Runtime:
+    """One runtime of the soak: its state dir, project and hub project."""
+
+    index: int
+    state_dir: Path
+    runtime_id: str
+    project_id: str
+    hub_project: str
+    store_path: Path
+
+
+@dataclass
+class SoakCluster:
+    """Every process of the soak, and where their files are."""
+
+    base: Path
+    seed: int
+    rate_per_runtime: float
+    reclaim_idle: float
+    planted: PlantedSecrets = field(default_factory=PlantedSecrets.generate)
+    runtimes: list[Runtime] = field(default_factory=list)
+    appenders: list[Child] = field(default_factory=list)
+    relays: list[Child] = field(default_factory=list)
+    consumers: list[Child] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.logs = self.base / "logs"
+        self.logs.mkdir(parents=True, exist_ok=True)
+        self.hub_db = self.base / "hub" / "hub.db"
+        self.hub_db.parent.mkdir(parents=True, exist_ok=True)
+        self.stop_file = self.base / "stop-appending"
+        self.redis = RedisServerProcess(directory=self.base / "redis", appendonly=True)
+        self.redis.directory.mkdir(parents=True, exist_ok=True)
+
+    @property
+    def redis_url(self) -> str:
+        """URL of the soak's private redis-server."""
+        return self.redis.url
+
+    def children(self) -> Iterator[Child]:
+        """Every child process."""
+        yield from itertools.chain(self.appenders, self.relays, self.consumers)
+
+    def start(self, consumers: int = 3) -> None:
+        """Start redis, register the runtimes, then every appender, relay and consumer."""
+        self.redis.start()
+        base_env = {
+            k: v for k, v in os.environ.items() if not k.startswith("HUBSYNC_") and k != "REDIS_URL"
+        }
+        base_env["PYTHONPATH"] = str(ROOT)
+        for index, hub_project in enumerate(HUB_PROJECTS):
+            state_dir = self.base / f"runtime-{index}" / "state"
+            root = self.base / f"runtime-{index}" / f"shop-{index}"
+            root.mkdir(parents=True)
+            with RuntimeRegistry(state_dir, runtime_id=f"rt-chaos-{index}") as registry:
+                registration = registry.register_project(root, hub_project=hub_project)
+            runtime = Runtime(
+                index,
+                state_dir,
+                f"rt-chaos-{index}",
+                registration.project_id,
+                hub_project,
+                registration.store_path,
+            )
+            self.runtimes.append(runtime)
+            appender_env = base_env | {
+                "CHAOS_API_KEY": self.planted.api_key,
+                "CHAOS_PLANTED": f"{self.planted.api_key} {self.planted.github_token}",
+            }
+            self.appenders.append(
+                Child(
+                    f"appender-{index}",
+                    "appender",
+                    [
+                        "-m",
+                        "tests.chaos_appender",
+                        str(state_dir),
+                        runtime.project_id,
+                        str(self.rate_per_runtime),
+                        str(self.seed * 10 + index),
+                        str(self.stop_file),
+                        str(self.summary_path(index)),
+                    ],
+                    appender_env,
+                    self.logs / f"appender-{index}.log",
+                )
+            )
+            self.relays.append(
+                Child(
+                    f"relay-{index}",
+                    "relay",
+                    self._relay_argv(state_dir),
+                    base_env,
+                    self.logs / f"relay-{index}.log",
+                )
+            )
+        for index in range(consumers):
+            self.consumers.append(
+                Child(
+                    f"hub-{index}",
+                    "consumer",
+                    self._consumer_argv(f"hub-{index}"),
+                    base_env,
+                    self.logs / f"hub-{index}.log",
+                )
+            )
+        for child in self.children():
+            child.start()
+
+    def _relay_argv(self, state_dir: Path) -> list[str]:
+        # Short resend and presence periods so a lost ack or a restart shows within the soak.
+        return [
+            "-m", "hubsync.cli.main", "relay",
+            "--state-dir", str(state_dir),
+            "--redis-url", self.redis_url,
+            "--resend-timeout", "5",
+            "--resend-timeout-cap", "20",
+            "--presence-interval", "2",
+            "--health-ttl", "10",
+        ]  # fmt: skip
+
+    def _consumer_argv(self, name: str) -> list[str]:
+        return [
+            "-m", "hubsync.cli.main", "consume",
+            "--hub-db", str(self.hub_db),
+            "--redis-url", self.redis_url,
+            "--name", name,
+            "--block-ms", "200",
+            "--reclaim-idle", str(self.reclaim_idle),
+            "--reclaim-interval", "1",
+            "--health-ttl", "10",
+        ]  # fmt: skip
+
+    def summary_path(self, index: int) -> Path:
+        """Where appender ``index`` writes its JSON summary when it stops."""
+        return self.base / f"appender-{index}.json"
+
+    def stop_appending(self, timeout: float = 60.0) -> list[dict[str, object]]:
+        """Tell every appender to stop; their summaries."""
+        self.stop_file.touch()
+        for child in self.appenders:
+            assert child.proc is not None
+            code = child.proc.wait(timeout=timeout)
+            assert code == 0, f"{child.name} exited {code}; see {child.log}"
+        return [json.loads(self.summary_path(r.index).read_text()) for r in self.runtimes]
+
+    def ensure_running(self) -> None:
+        """Continue every paused process and start every dead relay or consumer."""
+        for child in itertools.chain(self.relays, self.consumers):
+            if child.paused:
+                child.resume()
+            if not child.alive:
+                child.start()
+
+    def stop_daemons(self) -> dict[str, int | None]:
+        """SIGTERM every relay and consumer (each finishes its batch); their exit codes."""
+        return {c.name: c.terminate() for c in itertools.chain(self.relays, self.consumers)}
+
+    def teardown(self) -> None:
+        """kill -9 whatever still runs and stop redis (a failed test leaves nothing behind)."""
+        self.stop_file.touch()
+        for child in self.children():
+            if child.alive:
+                child.resume()
+                child.kill9()
+        self.redis.stop()
+
+
+FAULT_KINDS = (
+    "kill_relay",
+    "kill_consumer",
+    "pause",
+    "restart_redis",
+    "duplicates",
+    "conflict",
+    "garbage",
+)
+_WEIGHTS = {
+    "kill_relay": 3,
+    "kill_consumer": 3,
+    "pause": 2,
+    "restart_redis": 1,
+    "duplicates": 3,
+    "conflict": 2,
+    "garbage": 3,
+}
+REDIS_RESTART_SPACING = 10.0
+"""At least this many seconds between two redis restarts, so work gets done in between."""
+
+
+class FaultScheduler:
+    """Injects faults at seeded random times; restores (restart, SIGCONT) later on a timeline."""
+
+    def __init__(self, cluster: SoakCluster, injector: Injector, rng: random.Random) -> None:
+        self.cluster = cluster
+        self.injector = injector
+        self.rng = rng
+        self.counts: Counter[str] = Counter()
+        self.log: list[str] = []
+        self._timeline: list[tuple[float, int, Callable[[], None]]] = []
+        self._order = itertools.count()
+        self._busy: set[str] = set()  # children with a restore pending
+        self._last_redis_restart = 0.0
+        self._pace = threading.Event()  # never set: a wait with a timeout paces the faults
+
+    def run(self, seconds: float) -> None:
+        """Inject faults for ``seconds``: every kind once first (seeded order), then at random."""
+        first = list(FAULT_KINDS)
+        self.rng.shuffle(first)
+        first.remove("conflict")
+        first.append("conflict")  # the hub has rows to forge by then
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            kind = first.pop(0) if first else self._pick()
+            self._inject(kind)
+            next_at = time.monotonic() + self.rng.uniform(0.8, 2.2)
+            while time.monotonic() < min(next_at, deadline):
+                self._restore_due()
+                self._pace.wait(0.05)
+        if not self.injector.conflicts:
+            self._inject("conflict")
+
+    def finish(self) -> None:
+        """Do every pending restore now (restart the killed, continue the stopped)."""
+        while self._timeline:
+            _, _, action = heapq.heappop(self._timeline)
+            action()
+
+    def _pick(self) -> str:
+        kinds = list(_WEIGHTS)
+        return self.rng.choices(kinds, weights=[_WEIGHTS[k] for k in kinds])[0]
+
+    def _later(self, delay: float, action: Callable[[], None]) -> None:
+        heapq.heappush(self._timeline, (time.monotonic() + delay, next(self._order), action))
+
+    def _restore_due(self) -> None:
+        while self._timeline and self._timeline[0][0] <= time.monotonic():
+            _, _, action = heapq.heappop(self._timeline)
+            action()
+
+    def _target(self, pool: list[Child]) -> Child | None:
+        ready = [c for c in pool if c.alive and not c.paused and c.name not in self._busy]
+        if pool is self.cluster.consumers and len(ready) < 2:
+            return None  # keep at least one hub worker untouched
+        return self.rng.choice(ready) if ready else None
+
+    def _inject(self, kind: str) -> None:
+        done = getattr(self, f"_fault_{kind}")()
+        if done:
+            self.counts[kind] += 1
+            self.log.append(f"{time.strftime('%H:%M:%S')} {kind}: {done}")
+        else:
+            self.counts[f"{kind}_skipped"] += 1
+
+    def _kill(self, pool: list[Child]) -> str | None:
+        child = self._target(pool)
+        if child is None:
+            return None
+        child.kill9()
+        self._busy.add(child.name)
+
+        def restart() -> None:
+            child.start()
+            self._busy.discard(child.name)
+
+        self._later(self.rng.uniform(0.2, 2.0), restart)
+        return child.name
+
+    def _fault_kill_relay(self) -> str | None:
+        return self._kill(self.cluster.relays)
+
+    def _fault_kill_consumer(self) -> str | None:
+        return self._kill(self.cluster.consumers)
+
+    def _fault_pause(self) -> str | None:
+        pool = self.cluster.consumers if self.rng.random() < 0.7 else self.cluster.relays
+        child = self._target(pool)
+        if child is None:
+            return None
+        child.pause()
+        self._busy.add(child.name)
+        hold = self.cluster.reclaim_idle + self.rng.uniform(1.0, 2.5)
+
+        def resume() -> None:
+            child.resume()
+            self._busy.discard(child.name)
+
+        self._later(hold, resume)
+        return f"{child.name} for {hold:.1f}s"
+
+    def _fault_restart_redis(self) -> str | None:
+        if time.monotonic() - self._last_redis_restart < REDIS_RESTART_SPACING:
+            return None
+        started = time.monotonic()
+        self.cluster.redis.restart()
+        self._last_redis_restart = time.monotonic()
+        return f"down {self._last_redis_restart - started:.2f}s"
+
+    def _fault_duplicates(self) -> str | None:
+        count = self.injector.duplicates(self.rng.randint(5, 60))
+        return f"{count} entries re-added" if count else None
+
+    def _fault_conflict(self) -> str | None:
+        forged = self.injector.conflict()
+        return None if forged is None else f"{forged.key} offered {forged.forged_hash[:12]}"
+
+    def _fault_garbage(self) -> str | None:
+        kinds = list(GARBAGE_KINDS)
+        if self.counts["garbage"] == 0:
+            chosen = kinds  # every kind at least once
+        else:
+            chosen = self.rng.sample(kinds, self.rng.randint(1, 3))
+        injected = [self.injector.garbage(kind) for kind in chosen]
+        return ", ".join(g.kind for g in injected)
+
+
+def wait_for(condition: Callable[[], object], timeout: float, what: str) -> None:
+    """``wait_until`` with a coarser poll, for conditions that query several stores."""
+    wait_until(condition, timeout=timeout, interval=0.25, what=what)

@@ -1,0 +1,300 @@
+"""End checks of the chaos soak, once everything has drained.
+
+Each check returns figures for the report and raises ``AssertionError`` with
+the first offending keys (never event bytes) when an invariant does not hold:
+
+* hub rows equal the committed local events, key by key and byte for byte,
+  with zero duplicates;
+* every outbox row is acked, or parked in a state an injected fault explains;
+* every injected conflict raised an alert (hub table and alert stream) and no
+  genuine event ever did;
+* every garbage entry was dead-lettered with its reason, and nothing genuine
+  was, except for over-delivery (``max_deliveries``);
+* no planted secret is in the hub database, in Redis (every key dumped and
+  read), in the runtimes' files, in the AOF or in any log.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections import Counter, defaultdict
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import redis
+
+from hubsync import keys
+from hubsync.entries import decode_fields
+from tests.chaos import SoakCluster
+from tests.chaos_inject import Injector, Key
+
+Row = tuple[str, bytes]
+
+
+def _read_only(path: Path) -> sqlite3.Connection:
+    return sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10)
+
+
+def local_events(cluster: SoakCluster) -> tuple[dict[Key, Row], dict[Key, str], int]:
+    """Every committed outbox row ``key -> (hash, bytes)``, its state, and local run events."""
+    rows: dict[Key, Row] = {}
+    states: dict[Key, str] = {}
+    run_events = 0
+    for runtime in cluster.runtimes:
+        db = _read_only(runtime.store_path)
+        try:
+            local_keys = set(db.execute("SELECT run_id, sequence FROM run_events"))
+            outbox = db.execute(
+                "SELECT run_id, sequence, content_hash, sync_event, acked_at, outcome FROM outbox"
+            ).fetchall()
+        finally:
+            db.close()
+        outbox_keys = {(run_id, sequence) for run_id, sequence, *_ in outbox}
+        assert local_keys == outbox_keys, (
+            f"runtime {runtime.index}: local events and outbox rows differ "
+            f"({len(local_keys ^ outbox_keys)} keys), so an append was not atomic"
+        )
+        run_events += len(local_keys)
+        for run_id, sequence, digest, data, acked_at, outcome in outbox:
+            key = (runtime.project_id, run_id, sequence)
+            rows[key] = (digest, bytes(data))
+            states[key] = "acked" if acked_at is not None else (outcome or "pending")
+    return rows, states, run_events
+
+
+def outbox_pending(cluster: SoakCluster) -> int:
+    """Rows not yet acked nor parked, over every runtime."""
+    total = 0
+    for runtime in cluster.runtimes:
+        db = _read_only(runtime.store_path)
+        try:
+            total += db.execute(
+                "SELECT count(*) FROM outbox WHERE acked_at IS NULL AND outcome IS NULL"
+            ).fetchone()[0]
+        finally:
+            db.close()
+    return int(total)
+
+
+def streams_settled(client: redis.Redis, hub_projects: Iterable[str]) -> bool:
+    """True when group ``hub`` has delivered every entry of every stream and has none pending."""
+    for hub_project in hub_projects:
+        stream = keys.events_stream(hub_project)
+        info = client.xinfo_stream(stream)
+        last = _id(info["last-generated-id"])
+        for group in client.xinfo_groups(stream):
+            if _text(group["name"]) != keys.CONSUMER_GROUP:
+                continue
+            if group["pending"] or _id(group["last-delivered-id"]) < last:
+                return False
+    return True
+
+
+def drained(cluster: SoakCluster, client: redis.Redis) -> bool:
+    """Nothing pending in any outbox, nothing undelivered or unacked on any stream."""
+    hub_projects = {r.hub_project for r in cluster.runtimes}
+    return outbox_pending(cluster) == 0 and streams_settled(client, hub_projects)
+
+
+def check_hub_equals_local(cluster: SoakCluster) -> dict[str, int]:
+    """Hub rows == committed local events, key by key, same hash and bytes; no duplicates."""
+    local, _, run_events = local_events(cluster)
+    db = _read_only(cluster.hub_db)
+    try:
+        hub_rows = db.execute(
+            "SELECT project_id, run_id, sequence, content_hash, record FROM sync_events"
+        ).fetchall()
+        repeated = db.execute(
+            "SELECT count(*) FROM (SELECT 1 FROM sync_events "
+            "GROUP BY project_id, run_id, sequence HAVING count(*) > 1)"
+        ).fetchone()[0]
+    finally:
+        db.close()
+    hub = {(p, r, s): (h, rec.encode("utf-8")) for p, r, s, h, rec in hub_rows}
+    assert repeated == 0 and len(hub) == len(hub_rows), f"{repeated} keys stored twice"
+    missing = sorted(local.keys() - hub.keys())
+    extra = sorted(hub.keys() - local.keys())
+    differ = sorted(k for k in local.keys() & hub.keys() if local[k] != hub[k])
+    assert not missing, f"{len(missing)} committed events never reached the hub: {missing[:5]}"
+    assert not extra, f"{len(extra)} hub rows no runtime committed: {extra[:5]}"
+    assert not differ, f"{len(differ)} hub rows differ from the local bytes: {differ[:5]}"
+    return {"local_events": run_events, "outbox_rows": len(local), "hub_rows": len(hub)}
+
+
+def check_outbox_terminal(cluster: SoakCluster, injector: Injector) -> dict[str, int]:
+    """Every outbox row acked, or parked by an outcome an injected fault explains."""
+    _, states, _ = local_events(cluster)
+    explained = {c.key for c in injector.conflicts}
+    explained |= {g.key for g in injector.garbage_entries if g.key is not None}
+    counts = Counter(states.values())
+    unexplained = sorted(k for k, s in states.items() if s != "acked" and k not in explained)
+    assert not unexplained, (
+        f"{len(unexplained)} outbox rows not acked and not explained by an injected fault: "
+        f"{[(k, states[k]) for k in unexplained[:5]]}"
+    )
+    return {f"outbox_{state}": n for state, n in sorted(counts.items())}
+
+
+def check_conflicts_alerted(
+    cluster: SoakCluster, injector: Injector, client: redis.Redis
+) -> dict[str, int]:
+    """Each forged offer is in ``sync_alerts`` and on the alert stream; nothing else is."""
+    db = _read_only(cluster.hub_db)
+    try:
+        table = {
+            (p, r, s, offered): (reason, existing)
+            for p, r, s, offered, reason, existing in db.execute(
+                "SELECT project_id, run_id, sequence, offered_hash, reason, existing_hash "
+                "FROM sync_alerts"
+            )
+        }
+    finally:
+        db.close()
+    streamed: set[tuple[str, str, int, str]] = set()
+    for hub_project in {r.hub_project for r in cluster.runtimes}:
+        for _, raw in client.xrange(keys.alerts_stream(hub_project)):
+            f = decode_fields(raw)
+            streamed.add(
+                (
+                    f["project_id"].decode(),
+                    f["run_id"].decode(),
+                    int(f["sequence"]),
+                    f["offered_hash"].decode(),
+                )
+            )
+    expected = set()
+    for forged in injector.conflicts:
+        alert_key = (*forged.key, forged.forged_hash)
+        expected.add(alert_key)
+        assert table.get(alert_key) == ("sequence_reused", forged.genuine_hash), (
+            f"forged offer for {forged.key} is not in sync_alerts as sequence_reused "
+            f"over the genuine hash (found {table.get(alert_key)})"
+        )
+        assert alert_key in streamed, f"forged offer for {forged.key} raised no stream alert"
+    assert set(table) <= expected, f"alerts no injection explains: {sorted(set(table) - expected)}"
+    return {"conflicts_injected": len(injector.conflicts), "alerts": len(table)}
+
+
+def check_garbage_dead_lettered(
+    cluster: SoakCluster, injector: Injector, client: redis.Redis
+) -> dict[str, int]:
+    """Every garbage entry dead-lettered with its reason; genuine entries only for over-delivery."""
+    by_source: dict[str, list[str]] = defaultdict(list)
+    reasons: Counter[str] = Counter()
+    for hub_project in {r.hub_project for r in cluster.runtimes}:
+        for _, raw in client.xrange(keys.dead_stream(hub_project)):
+            f = decode_fields(raw)
+            reason = f["reason"].decode()
+            by_source[f["source_id"].decode()].append(reason)
+            reasons[reason] += 1
+    garbage_ids = {g.entry_id for g in injector.garbage_entries}
+    for garbage in injector.garbage_entries:
+        got = by_source.get(garbage.entry_id, [])
+        assert garbage.expected_reason in got, (
+            f"{garbage.kind} entry {garbage.entry_id} was not dead-lettered as "
+            f"{garbage.expected_reason} (got {got})"
+        )
+    stray = {
+        source: got
+        for source, got in by_source.items()
+        if source not in garbage_ids and set(got) != {"max_deliveries"}
+    }
+    assert not stray, f"genuine entries dead-lettered: {sorted(stray.items())[:5]}"
+    over_delivered = sum(1 for s in by_source if s not in garbage_ids)
+    return {
+        "garbage_injected": len(injector.garbage_entries),
+        "dead_letters": sum(reasons.values()),
+        "dead_max_deliveries_genuine": over_delivered,
+    } | {f"dead_{reason}": n for reason, n in sorted(reasons.items())}
+
+
+def redis_contents(client: redis.Redis) -> tuple[bytes, int]:
+    """DUMP of every key plus its readable contents (a stream's entries, a hash's fields...)."""
+    parts: list[bytes] = []
+    count = 0
+    for key in client.scan_iter(count=500):
+        count += 1
+        parts.append(key)
+        dumped = client.dump(key)
+        if dumped:
+            parts.append(bytes(dumped))  # type: ignore[arg-type]
+        kind = _text(client.type(key))
+        if kind == "string":
+            parts.append(bytes(client.get(key) or b""))  # type: ignore[arg-type]
+        elif kind == "hash":
+            for k, v in client.hgetall(key).items():  # type: ignore[union-attr]
+                parts += [k, v]
+        elif kind == "set":
+            parts += list(client.smembers(key))  # type: ignore[arg-type]
+        elif kind == "list":
+            parts += list(client.lrange(key, 0, -1))  # type: ignore[arg-type]
+        elif kind == "zset":
+            parts += [m for m, _ in client.zrange(key, 0, -1, withscores=True)]  # type: ignore[union-attr]
+        elif kind == "stream":
+            for _, fields in client.xrange(key):
+                for k, v in fields.items():
+                    parts += [k, v]
+    return b"\n".join(parts), count
+
+
+def files_under(*roots: Path) -> list[Path]:
+    """Every regular file below ``roots``."""
+    return sorted(p for root in roots if root.exists() for p in root.rglob("*") if p.is_file())
+
+
+def check_no_secret(cluster: SoakCluster, client: redis.Redis) -> dict[str, int]:
+    """No planted secret in Redis, the hub DB, the runtimes' files or any log (redis running)."""
+    needles = cluster.planted.needles()
+    blob, redis_keys = redis_contents(client)
+    found = [n for n in needles if n in blob]
+    assert not found, "a planted secret is in Redis"
+    scanned = 0
+    for path in files_under(
+        cluster.base / "hub", cluster.logs, *[r.state_dir for r in cluster.runtimes]
+    ):
+        data = path.read_bytes()
+        scanned += len(data)
+        assert not any(n in data for n in needles), f"a planted secret is in {path}"
+    return {
+        "redis_keys_scanned": redis_keys,
+        "redis_bytes_scanned": len(blob),
+        "file_bytes_scanned": scanned,
+    }
+
+
+def check_no_secret_on_disk_of_redis(cluster: SoakCluster) -> int:
+    """No planted secret in the AOF or redis.log (after redis stopped); bytes scanned."""
+    needles = cluster.planted.needles()
+    scanned = 0
+    for path in files_under(cluster.redis.directory):
+        data = path.read_bytes()
+        scanned += len(data)
+        assert not any(n in data for n in needles), f"a planted secret is in {path}"
+    return scanned
+
+
+def check_redaction_happened(cluster: SoakCluster) -> dict[str, int]:
+    """The planted texts did cross in allowlisted fields: their redaction markers are in the hub."""
+    db = _read_only(cluster.hub_db)
+    try:
+        counts = {
+            kind: db.execute(
+                "SELECT count(*) FROM sync_events WHERE instr(record, ?) > 0",
+                (f"[REDACTED:{kind}]",),
+            ).fetchone()[0]
+            for kind in ("env", "github_token")
+        }
+    finally:
+        db.close()
+    assert all(counts.values()), f"planted secrets never reached a crossing field: {counts}"
+    return {f"hub_rows_redacted_{kind}": n for kind, n in counts.items()}
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _id(value: Any) -> tuple[int, int]:
+    ms, _, seq = _text(value).partition("-")
+    return int(ms), int(seq or 0)

@@ -1,0 +1,247 @@
+"""What the chaos soak writes onto the events streams behind the pipeline's back.
+
+* duplicates: genuine entries read back from a stream and XADDed again;
+* conflicts: a key the hub already holds, with other data (valid canonical
+  bytes, a correct hash, the runtime's own id): a forger or a buggy twin;
+* garbage: entries every hub worker must dead-letter with a known reason.
+
+Every injected entry id is remembered so duplicates are only ever made of
+genuine entries, and so the end checks can match each injection to its
+dead letter or alert.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import sqlite3
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
+
+import redis
+
+from hubsync import keys
+from hubsync.canonical import content_hash
+from hubsync.entries import decode_fields, entry_kind, event_entry_fields
+from hubsync.wire import SyncEvent
+
+T = TypeVar("T")
+
+GARBAGE_KINDS: dict[str, str] = {
+    "bad_json": "bad_json",
+    "missing_field": "missing_field",
+    "hash_mismatch": "hash_mismatch",
+    "corrupted_copy": "hash_mismatch",
+    "oversized": "field_too_large",
+    "not_canonical": "not_canonical",
+}
+"""Garbage kind -> the dead-letter reason the hub must give it."""
+
+Key = tuple[str, str, int]
+
+
+class RuntimeLike(Protocol):
+    """What the injector needs to know of a runtime."""
+
+    runtime_id: str
+    project_id: str
+    hub_project: str
+
+
+@dataclass(frozen=True)
+class InjectedConflict:
+    """Other bytes offered under a key the hub already held."""
+
+    hub_project: str
+    key: Key
+    genuine_hash: str
+    forged_hash: str
+    entry_id: str
+
+
+@dataclass(frozen=True)
+class InjectedGarbage:
+    """An entry the hub must dead-letter with ``expected_reason``."""
+
+    hub_project: str
+    kind: str
+    expected_reason: str
+    entry_id: str
+    key: Key | None
+
+
+@dataclass
+class Injector:
+    """Writes duplicates, conflicts and garbage; remembers every one of them."""
+
+    redis_url: str
+    hub_db: Path
+    runtimes: list[RuntimeLike]
+    rng: random.Random
+    conflicts: list[InjectedConflict] = field(default_factory=list)
+    garbage_entries: list[InjectedGarbage] = field(default_factory=list)
+    duplicated: int = 0
+    injected_ids: set[str] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        self.client = redis.Redis.from_url(self.redis_url, socket_timeout=5)
+        self._garbage_runs = 0
+
+    def close(self) -> None:
+        """Close the Redis connection."""
+        self.client.close()
+
+    def _redis(self, action: Callable[[], T]) -> T:
+        # The scheduler restarts redis-server between injections; a stale
+        # connection fails once and the next attempt reconnects.
+        for attempt in range(20):
+            try:
+                return action()
+            except (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError):
+                if attempt == 19:
+                    raise
+                self.client.connection_pool.disconnect()
+                threading_wait(0.1)
+        raise AssertionError("unreachable")
+
+    def _xadd(self, hub_project: str, fields: dict[str, Any]) -> str:
+        entry_id = self._redis(lambda: self.client.xadd(keys.events_stream(hub_project), fields))
+        text = entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
+        self.injected_ids.add(text)
+        return text
+
+    # ----- duplicates -----
+
+    def duplicates(self, count: int) -> int:
+        """Re-XADD up to ``count`` genuine event entries of a random stream; how many."""
+        hub_project = self.rng.choice(sorted({r.hub_project for r in self.runtimes}))
+        stream = keys.events_stream(hub_project)
+        recent = self._redis(lambda: self.client.xrevrange(stream, count=400))
+        genuine = []
+        for raw_id, raw in recent:
+            entry_id = raw_id.decode() if isinstance(raw_id, bytes) else str(raw_id)
+            fields = decode_fields(raw)
+            if entry_id not in self.injected_ids and entry_kind(fields) == "event":
+                genuine.append(fields)
+        picked = self.rng.sample(genuine, min(count, len(genuine)))
+        for fields in picked:
+            # Re-added copies are genuine too (same bytes): later duplicates may copy them.
+            self._redis(lambda f=fields: self.client.xadd(stream, f))  # type: ignore[misc]
+        self.duplicated += len(picked)
+        return len(picked)
+
+    # ----- conflicts -----
+
+    def _stored_event(self) -> dict[str, Any] | None:
+        if not self.hub_db.exists():
+            return None
+        db = sqlite3.connect(f"file:{self.hub_db}?mode=ro", uri=True, timeout=5)
+        try:
+            row = db.execute(
+                "SELECT content_hash, record FROM sync_events ORDER BY random() LIMIT 1"
+            ).fetchone()
+        except sqlite3.OperationalError:  # no schema yet
+            return None
+        finally:
+            db.close()
+        if row is None:
+            return None
+        body: dict[str, Any] = json.loads(row[1])
+        body["_hash"] = row[0]
+        return body
+
+    def conflict(self) -> InjectedConflict | None:
+        """Offer other bytes under a key the hub holds; None while the hub holds nothing."""
+        body = self._stored_event()
+        if body is None:
+            return None
+        genuine_hash = body.pop("_hash")
+        body["data"] = {"forged": "by the chaos soak", "nonce": self.rng.getrandbits(64)}
+        event = SyncEvent.model_validate(body)
+        data, digest = event.encoded()
+        entry_id = self._xadd(event.hub_project, event_entry_fields(event, data, digest))
+        forged = InjectedConflict(
+            event.hub_project,
+            (event.project_id, event.run_id, event.sequence),
+            genuine_hash,
+            digest,
+            entry_id,
+        )
+        self.conflicts.append(forged)
+        return forged
+
+    # ----- garbage -----
+
+    def _fake_event(self, runtime: RuntimeLike) -> SyncEvent:
+        self._garbage_runs += 1
+        return SyncEvent.model_validate(
+            {
+                "project_id": runtime.project_id,
+                "hub_project": runtime.hub_project,
+                "home_runtime_id": runtime.runtime_id,
+                "run_id": f"garbage-{self._garbage_runs}",
+                "sequence": 1,
+                "event_type": "step.completed",
+                "occurred_at": "2026-11-29T16:38:54.123456Z",
+                "data": {"garbage": True},
+            }
+        )
+
+    def garbage(self, kind: str) -> InjectedGarbage:
+        """XADD one garbage entry of ``kind`` (see ``GARBAGE_KINDS``)."""
+        runtime = self.rng.choice(self.runtimes)
+        event = self._fake_event(runtime)
+        data, digest = event.encoded()
+        fields: dict[str, Any] = dict(event_entry_fields(event, data, digest))
+        key: Key | None = None
+        hub_project = runtime.hub_project
+        if kind == "bad_json":
+            fields["event"] = b'{"schema": "hubsync.sync-event.v1", "run_id": '
+            fields["content_hash"] = content_hash(fields["event"])
+        elif kind == "missing_field":
+            del fields["content_hash"]
+        elif kind == "hash_mismatch":
+            fields["content_hash"] = content_hash(data + b" ")
+        elif kind == "oversized":
+            fields["event"] = data + b" " * (300 * 1024)
+        elif kind == "not_canonical":
+            loose = json.dumps(json.loads(data), indent=1).encode()
+            fields["event"], fields["content_hash"] = loose, content_hash(loose)
+        elif kind == "corrupted_copy":
+            # Genuine bytes under a wrong hash: the hub's "rejected" names the hash
+            # of those bytes, i.e. the genuine row's own, which must still end acked.
+            copied = self._genuine_copy(hub_project)
+            if copied is not None:
+                fields = copied
+                key = (
+                    fields["project_id"].decode(),
+                    fields["run_id"].decode(),
+                    int(fields["sequence"]),
+                )
+            fields["content_hash"] = content_hash(fields["event"] + b"corrupted")
+        else:
+            raise ValueError(f"unknown garbage kind {kind!r}")
+        entry_id = self._xadd(hub_project, fields)
+        injected = InjectedGarbage(hub_project, kind, GARBAGE_KINDS[kind], entry_id, key)
+        self.garbage_entries.append(injected)
+        return injected
+
+    def _genuine_copy(self, hub_project: str) -> dict[str, Any] | None:
+        """The fields of a recent genuine event entry: its bytes are a real outbox row's."""
+        recent = self._redis(
+            lambda: self.client.xrevrange(keys.events_stream(hub_project), count=200)
+        )
+        for raw_id, raw in recent:
+            entry_id = raw_id.decode() if isinstance(raw_id, bytes) else str(raw_id)
+            fields = decode_fields(raw)
+            if entry_id not in self.injected_ids and entry_kind(fields) == "event":
+                return dict(fields)
+        return None
+
+
+def threading_wait(seconds: float) -> None:
+    """Pause between reconnect attempts (an Event wait: no busy loop, no bare sleep)."""
+    threading.Event().wait(seconds)
