@@ -142,6 +142,9 @@ def test_several_worker_processes_share_one_hub_database(
             send(redis_client, sync_event(s, project_id=f"p-{project}", hub_project=project))
     procs = [workers.start(redis_url, hub_db, f"w{i}", "--batch-count", "50") for i in range(3)]
     wait_until(lambda: count_rows(hub_db) == 1200, timeout=60, interval=0.1, what="all rows")
+    # on a loaded machine a worker may still be starting when the others are done;
+    # SIGTERM before its handler is installed would kill it rather than stop it
+    wait_until(lambda: all("started" in workers.log_of(p) for p in procs), what="all started")
     for proc in procs:
         proc.send_signal(signal.SIGTERM)
     for proc in procs:
