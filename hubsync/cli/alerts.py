@@ -8,10 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import click
-from rich.console import Console
-from rich.table import Table
 
-from consumers.alerts import StreamAlert, read_alerts
+from consumers.alerts import read_alerts
 from consumers.projects import known_hub_projects, require_hub_project
 from hubstore.store import AlertRecord
 from hubsync.cli.operator_options import (
@@ -78,16 +76,24 @@ def list_alerts(
         }
         click.echo(json.dumps(document, sort_keys=True))
         return
-    console = Console(highlight=False, soft_wrap=False)
+    # Plain lines, not tables: keys and hashes must stay whole at any terminal width.
     where = ", ".join(projects) if projects else "no hub project yet"
-    if streamed:
-        console.print(_stream_table(streamed))
-    else:
-        console.print(f"no alerts on the alert streams ({where})", markup=False)
-    if recorded:
-        console.print(_recorded_table(recorded))
-    elif recorded is not None:
-        console.print(f"no alerts in the hub database {hub_db}", markup=False)
+    click.echo(f"alert streams ({where}): {len(streamed)} alert(s), newest first")
+    for a in streamed:
+        click.echo(
+            f"{a.id}  {a.hub_project}  {a.reason}  key {a.project_id}/{a.run_id}/{a.sequence}  "
+            f"runtime {a.runtime_id}  existing {_short(a.existing_hash)}  "
+            f"offered {_short(a.offered_hash)}  at {a.detected_at}"
+        )
+    if recorded is not None:
+        click.echo(f"hub database {hub_db}: {len(recorded)} alert(s), newest first")
+        for r in recorded:
+            click.echo(
+                f"#{r.alert_id}  {r.hub_project}  {r.reason.value}  "
+                f"key {r.project_id}/{r.run_id}/{r.sequence}  runtime {r.runtime_id}  "
+                f"existing {_short(r.existing_hash or '')}  offered {_short(r.offered_hash)}  "
+                f"seen {r.occurrences}x, last at {r.last_detected_at}"
+            )
 
 
 def _recorded(
@@ -105,38 +111,3 @@ def _recorded(
 
 def _short(digest: str) -> str:
     return digest[:12] if digest else "-"
-
-
-def _stream_table(items: list[StreamAlert]) -> Table:
-    table = Table(title=f"alert streams: {len(items)} alert(s)", title_justify="left")
-    for column in ("id", "hub project", "reason", "key", "runtime", "existing", "offered", "at"):
-        table.add_column(column, overflow="fold", no_wrap=column in ("id", "at"))
-    for a in items:
-        table.add_row(
-            a.id,
-            a.hub_project,
-            a.reason,
-            f"{a.project_id}/{a.run_id}/{a.sequence}",
-            a.runtime_id,
-            _short(a.existing_hash),
-            _short(a.offered_hash),
-            a.detected_at,
-        )
-    return table
-
-
-def _recorded_table(items: list[AlertRecord]) -> Table:
-    table = Table(title=f"hub database: {len(items)} alert(s)", title_justify="left")
-    for column in ("id", "hub project", "reason", "key", "runtime", "times", "last seen"):
-        table.add_column(column, overflow="fold")
-    for a in items:
-        table.add_row(
-            str(a.alert_id),
-            a.hub_project,
-            a.reason.value,
-            f"{a.project_id}/{a.run_id}/{a.sequence}",
-            a.runtime_id,
-            str(a.occurrences),
-            a.last_detected_at,
-        )
-    return table

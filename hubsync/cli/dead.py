@@ -7,8 +7,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import click
-from rich.console import Console
-from rich.table import Table
 
 from consumers.dead_letters import DeadLetters, ListedDeadLetter, ReplayResult, validate_entry_id
 from hubsync.cli.operator_options import (
@@ -100,31 +98,21 @@ def list_dead(
         }
         click.echo(json.dumps(document, sort_keys=True))
         return
-    _print_table(letters, listed, total)
+    _print_letters(letters, listed, total)
 
 
-def _print_table(letters: DeadLetters, listed: list[ListedDeadLetter], total: int) -> None:
-    console = Console(highlight=False, soft_wrap=False)
-    if not listed:
-        console.print(f"no dead letters in {letters.stream} (total {total})", markup=False)
-        return
-    table = Table(title=f"{letters.stream}: {len(listed)} of {total}", title_justify="left")
-    for column in ("id", "reason", "source id", "key", "dead at", "replayable", "detail"):
-        # Ids and times must stay copyable: only the free-text columns wrap.
-        table.add_column(column, overflow="fold", no_wrap=column in ("id", "source id", "dead at"))
+def _print_letters(letters: DeadLetters, listed: list[ListedDeadLetter], total: int) -> None:
+    # Plain lines, not a table: ids must stay whole and copyable at any terminal width.
+    click.echo(f"{letters.stream}: showing {len(listed)} of {total} dead letter(s)")
     for item in listed:
         key = item.key_fields()
         shown = "/".join(key[n] for n in ("project_id", "run_id", "sequence") if n in key)
-        table.add_row(
-            item.entry_id,
-            item.letter.reason,
-            item.letter.source_id,
-            shown or "-",
-            item.letter.dead_at,
-            "yes" if item.replayable else "no (truncated)",
-            item.letter.detail,
+        state = "replayable" if item.replayable else "truncated (not replayable)"
+        click.echo(
+            f"{item.entry_id}  {item.letter.reason}  source {item.letter.source_id}  "
+            f"key {shown or '-'}  {state}  dead at {item.letter.dead_at}"
         )
-    console.print(table)
+        click.echo(f"    {item.letter.detail}")
 
 
 @dead.command(

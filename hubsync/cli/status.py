@@ -16,7 +16,6 @@ from rich.live import Live
 from consumers.projects import known_hub_projects, require_hub_project
 from consumers.queue_status import health_keys, project_status, redis_now_ms
 from hubstore.store import DEFAULT_STALE_AFTER, HubStore
-from hubsync.cli import exit_codes
 from hubsync.cli.operator_options import (
     connect_redis,
     duration_callback,
@@ -125,13 +124,13 @@ def status(
             _watch(gather, interval)
             return
         report = gather.report()
+    unreachable = report.redis_reachable is False
     if as_json:
         click.echo(json.dumps(report.as_dict(), sort_keys=True))
-    else:
+    elif report.local is not None or not unreachable:
         Console(highlight=False).print(render(report))
-    if report.redis_reachable is False:
-        if as_json or report.local is not None:
-            raise SystemExit(exit_codes.REDIS_UNREACHABLE)
+    if unreachable:
+        # main() prints the one error line and exits 3, after whatever local part was shown.
         raise RedisUnavailableError(f"{report.redis_url}: {report.redis_error}")
 
 

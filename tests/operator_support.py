@@ -1,0 +1,122 @@
+"""A small live pipeline for the operator-command tests: a runtime, its relay, hub consumers.
+
+Every part is the real thing: a runtime registry and event store
+(``producers.registry``), ``Relay.run_once`` onto the private Redis, and
+``HubConsumer.run_once`` into a real SQLite hub database.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from consumers.worker import HubConsumer
+from hubstore.sqlite_store import SqliteHubStore
+from hubsync import keys
+from hubsync.cli.main import main
+from hubsync.settings import ConsumerSettings
+from producers.event_store import RunEventStore
+from producers.registry import RuntimeRegistry
+from producers.relay import Relay
+from tests.relay_player import send, send_fields, sync_event
+from tests.relay_support import relay_settings
+
+HUB_PROJECT = "acme"
+
+
+class LivePipeline:
+    """One runtime with one project on ``HUB_PROJECT``, a hub database, and a Redis."""
+
+    def __init__(self, tmp_path: Path, redis_url: str) -> None:
+        self.redis_url = redis_url
+        self.state_dir = tmp_path / "state"
+        self.hub_db = tmp_path / "hub.db"
+        self.client = redis.Redis.from_url(redis_url)
+        self.registry = RuntimeRegistry(self.state_dir)
+        root = tmp_path / "project"
+        root.mkdir()
+        self.registration = self.registry.register_project(root, hub_project=HUB_PROJECT)
+        self.store: RunEventStore = self.registry.open_store(self.registration)
+        self.hub = SqliteHubStore(self.hub_db)
+
+    @property
+    def runtime_id(self) -> str:
+        """The runtime's id."""
+        return self.registry.runtime_id
+
+    @property
+    def events(self) -> str:
+        """The project's events stream."""
+        return keys.events_stream(HUB_PROJECT)
+
+    def append(self, run_id: str, count: int) -> None:
+        """Append ``count`` events to ``run_id`` through the real outbox path."""
+        for index in range(count):
+            self.store.append_event(run_id, "step.completed", {"step": f"s{index}", "ok": True})
+
+    def relay_once(self) -> None:
+        """Send what is due and apply the acks there are (one ``Relay.run_once``)."""
+        relay = Relay(relay_settings(self.state_dir, self.redis_url), self.registry)
+        try:
+            relay.run_once()
+        finally:
+            relay.close()
+
+    def consume_once(self, name: str = "hub-1", **overrides: Any) -> HubConsumer:
+        """One ``HubConsumer.run_once`` named ``name``."""
+        settings = ConsumerSettings(
+            hub_db=self.hub_db,
+            redis_url=self.redis_url,
+            **overrides,
+        )
+        worker = HubConsumer(self.client, self.hub, settings, name=name)
+        worker.run_once()
+        return worker
+
+    def inject_conflict(self, run_id: str = "run-a", sequence: int = 1) -> str:
+        """XADD other bytes under an existing key of this runtime (a forger): the entry id."""
+        forged = sync_event(
+            sequence,
+            run_id=run_id,
+            project_id=self.registration.project_id,
+            hub_project=HUB_PROJECT,
+            runtime_id=self.runtime_id,
+            data={"forged": True},
+        )
+        return send(self.client, forged)
+
+    def inject_garbage(self, big: bool = False) -> str:
+        """XADD an entry no hub accepts (``big``: a field over the dead-letter preview size)."""
+        fields: dict[str, str | bytes] = {"kind": "event", "note": "not an event"}
+        if big:
+            fields["event"] = b"x" * 10_000
+        return send_fields(self.client, HUB_PROJECT, fields)
+
+    def hub_rows(self, table: str) -> int:
+        """Rows of a hub table, counted with plain SQL (not through the store under test)."""
+        with sqlite3.connect(self.hub_db) as conn:
+            return int(conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
+
+    def close(self) -> None:
+        """Close every file and connection."""
+        self.store.close()
+        self.registry.close()
+        self.hub.close()
+        self.client.close()
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    """``hubsync ARGV`` in-process: (exit code, stdout, stderr)."""
+    with pytest.raises(SystemExit) as info:
+        main(list(argv))
+    out, err = capsys.readouterr()
+    return int(info.value.code or 0), out, err
+
+
+def error_lines(err: str) -> list[str]:
+    """The ``error:`` lines of stderr (click's usage hint may stand above its one error line)."""
+    return [line for line in err.splitlines() if line.lower().startswith("error")]

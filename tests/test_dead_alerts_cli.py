@@ -1,0 +1,280 @@
+"""``hubsync dead list|replay|purge`` and ``hubsync alerts list`` on a live pipeline."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from consumers.dead_letters import DeadLetters
+from hubsync import keys
+from hubsync.embedded_redis import free_port
+from tests.operator_support import HUB_PROJECT, LivePipeline, error_lines, run_cli
+from tests.support import wait_until
+
+DEAD = keys.dead_stream(HUB_PROJECT)
+
+
+@pytest.fixture
+def pipeline(tmp_path: Path, redis_url: str) -> Iterator[LivePipeline]:
+    live = LivePipeline(tmp_path, redis_url)
+    yield live
+    live.close()
+
+
+def dead(capsys: pytest.CaptureFixture[str], p: LivePipeline, *argv: str) -> tuple[int, str, str]:
+    return run_cli(
+        capsys, "dead", argv[0], "--hub-project", HUB_PROJECT, "--redis-url", p.redis_url, *argv[1:]
+    )
+
+
+def listed(capsys: pytest.CaptureFixture[str], p: LivePipeline) -> list[dict[str, Any]]:
+    code, out, err = dead(capsys, p, "list", "--json")
+    assert code == 0, err
+    letters: list[dict[str, Any]] = json.loads(out)["dead_letters"]
+    return letters
+
+
+def kill_by_deliveries(p: LivePipeline) -> str:
+    """One relayed event delivered five times to crashing consumers, then dead-lettered by a
+    hub worker for ``max_deliveries``: the kind of letter an operator replays after a fix."""
+    p.append("run-x", 1)
+    p.relay_once()
+    p.client.xgroup_create(p.events, keys.CONSUMER_GROUP, id="0", mkstream=True)
+    reply: Any = p.client.xreadgroup(keys.CONSUMER_GROUP, "crashy", {p.events: ">"}, count=10)
+    ids = [entry_id for entry_id, fields in reply[0][1] if fields[b"kind"] == b"event"]
+    others = [entry_id for entry_id, fields in reply[0][1] if fields[b"kind"] != b"event"]
+    p.client.xack(p.events, keys.CONSUMER_GROUP, *others)  # the presence beat is not the point
+    for _ in range(4):
+        p.client.xclaim(p.events, keys.CONSUMER_GROUP, "crashy", 0, ids)
+    wait_until(
+        lambda: p.client.xpending_range(p.events, keys.CONSUMER_GROUP, "-", "+", 10, idle=100),
+        what="entries idle",
+    )
+    p.consume_once(reclaim_idle=0.1, max_deliveries=5)
+    [letter] = [x for x in listed_fields(p.client) if x["reason"] == "max_deliveries"]
+    return str(letter["id"])
+
+
+def listed_fields(client: redis.Redis) -> list[dict[str, Any]]:
+    reply: Any = client.xrange(DEAD)
+    return [
+        {"id": entry_id.decode(), "reason": fields[b"reason"].decode()}
+        for entry_id, fields in reply
+    ]
+
+
+def test_list_shows_reason_detail_source_and_key_without_event_bytes(
+    capsys: pytest.CaptureFixture[str], pipeline: LivePipeline
+) -> None:
+    source = pipeline.inject_garbage()
+    pipeline.consume_once()
+    [letter] = listed(capsys, pipeline)
+    assert letter["reason"] == "missing_field"
+    assert "project_id" in letter["detail"]
+    assert letter["source_id"] == source and letter["replayable"] is True
+    assert letter["fields"] == {"kind": 5, "note": 12}
+    assert "not an event" not in json.dumps(letter)
+    code, out, _ = dead(capsys, pipeline, "list")
+    assert code == 0 and letter["id"] in out and "missing_field" in out
+
+
+def test_replay_after_the_cause_is_fixed_gets_the_event_ingested_and_acked(
+    capsys: pytest.CaptureFixture[str], pipeline: LivePipeline
+) -> None:
+    letter_id = kill_by_deliveries(pipeline)
+    assert pipeline.hub.count_events() == 0
+    code, out, err = dead(capsys, pipeline, "replay", letter_id, "--json")
+    assert code == 0, err
+    result = json.loads(out)
+    assert [r["id"] for r in result["replayed"]] == [letter_id] and result["skipped"] == []
+    assert pipeline.client.xlen(DEAD) == 0
+    pipeline.consume_once()
+    assert pipeline.hub.count_events(run_id="run-x") == 1
+    pipeline.relay_once()
+    assert pipeline.store.outbox_counts()["acked"] == 1
+
+
+def test_replay_all_puts_back_whole_letters_and_skips_truncated_ones(
+    capsys: pytest.CaptureFixture[str], pipeline: LivePipeline
+) -> None:
+    whole = kill_by_deliveries(pipeline)
+    pipeline.inject_garbage(big=True)
+    pipeline.consume_once()
+    [cut] = [x["id"] for x in listed(capsys, pipeline) if not x["replayable"]]
+    code, out, err = dead(capsys, pipeline, "replay", "--all", "--json")
+    assert code == 0, err
+    result = json.loads(out)
+    assert [r["id"] for r in result["replayed"]] == [whole]
+    assert result["skipped"] == [{"id": cut, "why": "truncated"}]
+    assert [x["id"] for x in listed(capsys, pipeline)] == [cut]
+
+
+def test_replay_of_a_truncated_letter_is_refused_and_changes_nothing(
+    capsys: pytest.CaptureFixture[str], pipeline: LivePipeline
+) -> None:
+    whole = kill_by_deliveries(pipeline)
+    pipeline.inject_garbage(big=True)
+    pipeline.consume_once()
+    before_events = pipeline.client.xlen(pipeline.events)
+    [cut] = [x["id"] for x in listed(capsys, pipeline) if not x["replayable"]]
+    code, out, err = dead(capsys, pipeline, "replay", whole, cut)
+    assert code == 1 and out == ""
+    assert len(error_lines(err)) == 1 and "truncated" in err and cut in err
+    assert pipeline.client.xlen(DEAD) == 2
+    assert pipeline.client.xlen(pipeline.events) == before_events
+
+
+def test_replay_with_reason_replays_only_that_reason(
+    capsys: pytest.CaptureFixture[str], pipeline: LivePipeline
+) -> None:
+    kill_by_deliveries(pipeline)
+    pipeline.inject_garbage()
+    pipeline.consume_once()
+    code, out, _ = dead(capsys, pipeline, "replay", "--all", "--reason", "missing_field", "--json")
+    assert code == 0
+    assert len(json.loads(out)["replayed"]) == 1
+    assert [x["reason"] for x in listed(capsys, pipeline)] == ["max_deliveries"]
+
+
+def test_a_letter_is_replayed_at_most_once(pipeline: LivePipeline) -> None:
+    letter_id = kill_by_deliveries(pipeline)
+    letters = DeadLetters(pipeline.client, HUB_PROJECT)
+    before = pipeline.client.xlen(pipeline.events)
+    first = letters.replay_all()
+    second = letters.replay_all()
+    assert [dead_id for dead_id, _ in first.replayed] == [letter_id]
+    assert second.replayed == [] and second.skipped == []
+    assert pipeline.client.xlen(pipeline.events) == before + 1
+
+
+def test_purge_by_id_all_and_older_than(
+    capsys: pytest.CaptureFixture[str], pipeline: LivePipeline
+) -> None:
+    for _ in range(3):
+        pipeline.inject_garbage()
+    pipeline.consume_once()
+    first, *_ = [x["id"] for x in listed(capsys, pipeline)]
+    code, out, _ = dead(capsys, pipeline, "purge", first, "--json")
+    assert code == 0 and json.loads(out) == {"hub_project": HUB_PROJECT, "purged": 1}
+    code, out, _ = dead(capsys, pipeline, "purge", "--older-than", "1h", "--json")
+    assert code == 0 and json.loads(out)["purged"] == 0
+    assert pipeline.client.xlen(DEAD) == 2
+    code, out, _ = dead(capsys, pipeline, "purge", "--all")
+    assert code == 0 and "purged 2" in out
+    assert pipeline.client.xlen(DEAD) == 0
+
+
+def test_purge_older_than_removes_only_older_letters(
+    capsys: pytest.CaptureFixture[str], pipeline: LivePipeline
+) -> None:
+    pipeline.inject_garbage()
+    pipeline.consume_once()
+    [old] = [x["id"] for x in listed(capsys, pipeline)]
+    # The dead stream's ids carry Redis's clock: wait until the letter is measurably older.
+    old_ms = int(old.split("-")[0])
+    wait_until(
+        lambda: pipeline.client.time()[0] * 1000 > old_ms + 1500, timeout=10, what="1.5s pass"
+    )
+    pipeline.inject_garbage()
+    pipeline.consume_once()
+    code, out, _ = dead(capsys, pipeline, "purge", "--older-than", "1s", "--json")
+    assert code == 0 and json.loads(out)["purged"] == 1
+    assert old not in [x["id"] for x in listed(capsys, pipeline)]
+    assert len(listed(capsys, pipeline)) == 1
+
+
+def test_purge_of_a_missing_id_deletes_nothing(
+    capsys: pytest.CaptureFixture[str], pipeline: LivePipeline
+) -> None:
+    pipeline.inject_garbage()
+    pipeline.consume_once()
+    [present] = [x["id"] for x in listed(capsys, pipeline)]
+    code, _, err = dead(capsys, pipeline, "purge", present, "1-0")
+    assert code == 1 and "1-0" in err and len(error_lines(err)) == 1
+    assert pipeline.client.xlen(DEAD) == 1
+
+
+def test_alerts_list_shows_an_injected_conflict_from_the_stream_and_the_hub_db(
+    capsys: pytest.CaptureFixture[str], pipeline: LivePipeline
+) -> None:
+    pipeline.append("run-a", 2)
+    pipeline.relay_once()
+    pipeline.consume_once()
+    pipeline.inject_conflict(run_id="run-a", sequence=1)
+    pipeline.consume_once()
+    code, out, err = run_cli(
+        capsys,
+        "alerts",
+        "list",
+        "--redis-url",
+        pipeline.redis_url,
+        "--hub-db",
+        str(pipeline.hub_db),
+        "--json",
+    )
+    assert code == 0, err
+    doc = json.loads(out)
+    [streamed] = doc["stream"]
+    assert streamed["reason"] == "sequence_reused"
+    assert (streamed["project_id"], streamed["run_id"], streamed["sequence"]) == (
+        pipeline.registration.project_id,
+        "run-a",
+        1,
+    )
+    assert streamed["existing_hash"] != streamed["offered_hash"]
+    [recorded] = doc["hub_db"]
+    assert recorded["reason"] == "sequence_reused"
+    assert recorded["offered_hash"] == streamed["offered_hash"]
+    code, out, _ = run_cli(
+        capsys, "alerts", "list", "--hub-project", HUB_PROJECT, "--redis-url", pipeline.redis_url
+    )
+    assert code == 0 and "sequence_reused" in out and "run-a" in out
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["dead", "list"],
+        ["dead", "list", "--hub-project", "bad{name}"],
+        ["dead", "list", "--hub-project", "never-seen"],
+        ["dead", "list", "--hub-project", HUB_PROJECT, "--count", "0"],
+        ["dead", "replay", "--hub-project", HUB_PROJECT],
+        ["dead", "replay", "--hub-project", HUB_PROJECT, "not-an-id"],
+        ["dead", "replay", "--hub-project", HUB_PROJECT, "1-0", "--all"],
+        ["dead", "replay", "--hub-project", HUB_PROJECT, "1-0", "--reason", "bad_json"],
+        ["dead", "purge", "--hub-project", HUB_PROJECT],
+        ["dead", "purge", "--hub-project", HUB_PROJECT, "--older-than", "3 fortnights"],
+        ["dead", "purge", "--hub-project", HUB_PROJECT, "--all", "--older-than", "1h"],
+        ["dead", "purge", "--hub-project", HUB_PROJECT, "12345"],
+        ["alerts", "list", "--hub-project", "bad{name}"],
+        ["alerts", "list", "--hub-project", "never-seen"],
+        ["alerts", "list", "--count", "-1"],
+        ["alerts", "list", "--hub-db", "/nonexistent/hub.db"],
+    ],
+)
+def test_malformed_dead_and_alerts_input_exits_2_with_one_error_line(
+    capsys: pytest.CaptureFixture[str], pipeline: LivePipeline, argv: list[str]
+) -> None:
+    pipeline.relay_once()  # the project exists in Redis
+    code, out, err = run_cli(capsys, *argv, "--redis-url", pipeline.redis_url)
+    assert code == 2, err
+    assert out == ""
+    assert len(error_lines(err)) == 1, err
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["dead", "list", "--hub-project", HUB_PROJECT], ["alerts", "list"]],
+)
+def test_unreachable_redis_exits_3_with_one_line(
+    capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    code, out, err = run_cli(capsys, *argv, "--redis-url", f"redis://127.0.0.1:{free_port()}/0")
+    assert code == 3 and out == ""
+    assert len(err.strip().splitlines()) == 1 and "cannot reach Redis" in err

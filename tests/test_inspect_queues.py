@@ -1,0 +1,84 @@
+"""``scripts/inspect-queues.sh`` run with REDIS_URL against a populated pipeline."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from hubstore.leases import LeaseClient
+from hubsync import keys
+from hubsync.embedded_redis import free_port
+from tests.operator_support import HUB_PROJECT, LivePipeline
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "scripts" / "inspect-queues.sh"
+
+pytestmark = pytest.mark.skipif(shutil.which("redis-cli") is None, reason="needs redis-cli")
+
+
+def inspect(redis_url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HUBSYNC_")}
+    env["REDIS_URL"] = redis_url
+    return subprocess.run(
+        [str(SCRIPT), *args], env=env, capture_output=True, text=True, timeout=60, check=False
+    )
+
+
+@pytest.fixture
+def pipeline(tmp_path: Path, redis_url: str) -> Iterator[LivePipeline]:
+    live = LivePipeline(tmp_path, redis_url)
+    live.append("run-a", 3)
+    live.relay_once()
+    live.consume_once()
+    live.inject_conflict(run_id="run-a", sequence=2)
+    live.inject_garbage()
+    live.consume_once()
+    live.append("run-b", 2)
+    live.relay_once()
+    live.client.xreadgroup(keys.CONSUMER_GROUP, "ghost", {live.events: ">"}, count=1)
+    yield live
+    live.close()
+
+
+def test_it_shows_stream_group_consumers_pending_dead_letters_alerts_and_a_lease(
+    pipeline: LivePipeline,
+) -> None:
+    leases = LeaseClient.from_url(pipeline.redis_url)
+    leases.acquire("repo/main", "box-a", ttl_ms=60_000)
+    result = inspect(pipeline.redis_url, HUB_PROJECT, "repo/main")
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    for command in (
+        f"XINFO STREAM {pipeline.events}",
+        f"XINFO GROUPS {pipeline.events}",
+        f"XINFO CONSUMERS {pipeline.events} hub",
+        f"XPENDING {pipeline.events} hub",
+        f"XPENDING {pipeline.events} hub - + 1",
+        f"XRANGE {keys.dead_stream(HUB_PROJECT)} - + COUNT 10",
+        f"XRANGE {keys.alerts_stream(HUB_PROJECT)} - + COUNT 10",
+        f"HGETALL {keys.lease('repo/main')}",
+        f"XREVRANGE {keys.lease_log('repo/main')} + - COUNT 10",
+    ):
+        assert f"> redis-cli {command}\n" in out, command
+    lines = out.splitlines()
+    assert "ghost" in lines and "hub-1" in lines  # XINFO CONSUMERS and the oldest pending entry
+    assert "entries-read" in lines and "lag" in lines
+    assert "missing_field" in lines  # the dead letter's reason
+    assert "sequence_reused" in lines  # the alert's reason
+    assert "box-a" in lines  # the lease holder
+    oldest = lines.index(f"> redis-cli XPENDING {pipeline.events} hub - + 1")
+    assert lines[oldest + 2] == "ghost"  # id, consumer, idle ms, deliveries
+
+
+def test_bad_arguments_exit_2_and_an_unreachable_redis_exits_3(redis_url: str) -> None:
+    assert inspect(redis_url).returncode == 2
+    bad = inspect(redis_url, "bad{name}")
+    assert bad.returncode == 2 and bad.stdout == "" and "invalid hub project" in bad.stderr
+    down = inspect(f"redis://user:hunter2-secret@127.0.0.1:{free_port()}/0", HUB_PROJECT)
+    assert down.returncode == 3
+    assert "cannot reach Redis" in down.stderr and "hunter2-secret" not in down.stderr

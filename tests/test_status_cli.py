@@ -1,0 +1,250 @@
+"""``hubsync status``: against a live pipeline it agrees with Redis and the hub database."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from hubsync import keys
+from hubsync.embedded_redis import free_port
+from tests.operator_support import HUB_PROJECT, LivePipeline, error_lines, run_cli
+from tests.support import wait_until
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def pipeline(tmp_path: Path, redis_url: str) -> Iterator[LivePipeline]:
+    live = LivePipeline(tmp_path, redis_url)
+    yield live
+    live.close()
+
+
+@pytest.fixture
+def busy_pipeline(pipeline: LivePipeline) -> LivePipeline:
+    """Six events stored and acked, one conflict, one dead letter, four events in flight of which
+    two sit pending in a consumer that died."""
+    pipeline.append("run-a", 3)
+    pipeline.append("run-b", 3)
+    pipeline.relay_once()
+    pipeline.consume_once()
+    pipeline.relay_once()  # applies the acks
+    pipeline.inject_conflict()
+    pipeline.inject_garbage()
+    pipeline.consume_once()
+    pipeline.append("run-c", 4)
+    pipeline.relay_once()
+    pipeline.client.xreadgroup(keys.CONSUMER_GROUP, "ghost", {pipeline.events: ">"}, count=2)
+    return pipeline
+
+
+def status_json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, Any]:
+    code, out, err = run_cli(capsys, "status", "--json", *argv)
+    assert code == 0, err
+    document: dict[str, Any] = json.loads(out)
+    return document
+
+
+def test_status_json_agrees_with_redis_and_the_hub_database(
+    capsys: pytest.CaptureFixture[str], busy_pipeline: LivePipeline
+) -> None:
+    p = busy_pipeline
+    doc = status_json(
+        capsys,
+        "--redis-url",
+        p.redis_url,
+        "--hub-db",
+        str(p.hub_db),
+        "--state-dir",
+        str(p.state_dir),
+    )
+    client = p.client
+    [project] = doc["hub_projects"]
+    assert project["hub_project"] == HUB_PROJECT
+    assert project["length"] == client.xlen(p.events)
+    [group_info] = client.xinfo_groups(p.events)
+    summary = client.xpending(p.events, keys.CONSUMER_GROUP)
+    group = project["group"]
+    assert group["lag"] == group_info["lag"] and group["lag"] > 0
+    assert group["entries_read"] == group_info["entries-read"]
+    assert group["pending"] == summary["pending"] == 2
+    assert group["oldest_pending_id"] == summary["min"].decode()
+    assert group["oldest_pending_age_seconds"] >= 0
+    consumers = {c["name"]: c["pending"] for c in group["consumers"]}
+    assert consumers == {"ghost": 2, "hub-1": 0}
+    assert project["dead_letters"] == client.xlen(keys.dead_stream(HUB_PROJECT)) == 1
+    assert project["alerts"] == client.xlen(keys.alerts_stream(HUB_PROJECT)) == 1
+    assert project["hub_db"] == {
+        "events": p.hub_rows("sync_events"),
+        "alerts": p.hub_rows("sync_alerts"),
+    }
+    assert project["hub_db"] == {"events": 6, "alerts": 1}
+    [runtime] = project["runtimes"]
+    assert (runtime["runtime_id"], runtime["stale"], runtime["source"]) == (
+        p.runtime_id,
+        False,
+        "hub_db",
+    )
+    health = {(h["kind"], h["name"]) for h in doc["health"]}
+    assert {("relay", p.runtime_id), ("consumer", "hub-1")} <= health
+    [local] = doc["local"]["projects"]
+    counts = p.store.outbox_counts()
+    assert {k: local[k] for k in counts} == counts
+    assert (local["acked"], local["pending"], local["attempted"]) == (6, 4, 4)
+    assert local["oldest_pending_age_seconds"] >= 0
+    assert doc["redis"]["reachable"] is True
+
+
+def test_without_a_hub_database_runtimes_come_from_presence_beats_on_the_stream(
+    capsys: pytest.CaptureFixture[str], pipeline: LivePipeline
+) -> None:
+    pipeline.append("run-a", 2)
+    pipeline.relay_once()  # events and a presence beat, not consumed yet
+    doc = status_json(capsys, "--redis-url", pipeline.redis_url)
+    [project] = doc["hub_projects"]
+    [runtime] = project["runtimes"]
+    assert runtime["runtime_id"] == pipeline.runtime_id
+    assert runtime["source"] == "stream" and runtime["stale"] is False
+    assert project["hub_db"] is None
+
+
+def test_a_runtime_silent_longer_than_stale_after_is_flagged_stale(
+    capsys: pytest.CaptureFixture[str], pipeline: LivePipeline
+) -> None:
+    pipeline.relay_once()
+    pipeline.consume_once()
+    args = ["--redis-url", pipeline.redis_url, "--hub-db", str(pipeline.hub_db)]
+    [fresh] = status_json(capsys, *args)["hub_projects"][0]["runtimes"]
+    assert fresh["stale"] is False
+    [stale] = status_json(capsys, *args, "--stale-after", "0")["hub_projects"][0]["runtimes"]
+    assert stale["stale"] is True
+
+
+def test_text_status_shows_every_section(
+    capsys: pytest.CaptureFixture[str], busy_pipeline: LivePipeline
+) -> None:
+    p = busy_pipeline
+    code, out, _ = run_cli(
+        capsys,
+        "status",
+        "--redis-url",
+        p.redis_url,
+        "--hub-db",
+        str(p.hub_db),
+        "--state-dir",
+        str(p.state_dir),
+    )
+    assert code == 0
+    for title in ("hub projects", "consumers (group hub)", "runtimes", "health keys"):
+        assert title in out
+    assert f"local outbox of runtime {p.runtime_id}" in out
+    assert "ghost" in out
+
+
+def test_state_dir_only_status_works_without_redis(
+    capsys: pytest.CaptureFixture[str], pipeline: LivePipeline
+) -> None:
+    pipeline.append("run-a", 3)
+    code, out, _ = run_cli(
+        capsys, "status", "--no-redis", "--state-dir", str(pipeline.state_dir), "--json"
+    )
+    assert code == 0
+    doc = json.loads(out)
+    assert doc["redis"]["reachable"] is None and doc["hub_projects"] == []
+    assert doc["local"]["projects"][0]["pending"] == 3
+
+
+def test_unreachable_redis_prints_the_local_part_then_exits_3(
+    capsys: pytest.CaptureFixture[str], pipeline: LivePipeline
+) -> None:
+    pipeline.append("run-a", 1)
+    nowhere = f"redis://127.0.0.1:{free_port()}/0"
+    code, out, err = run_cli(
+        capsys, "status", "--redis-url", nowhere, "--state-dir", str(pipeline.state_dir), "--json"
+    )
+    assert code == 3
+    doc = json.loads(out)
+    assert doc["redis"]["reachable"] is False and doc["local"]["projects"][0]["pending"] == 1
+    code, out, err = run_cli(capsys, "status", "--redis-url", nowhere)
+    assert code == 3 and out == ""
+    assert len(err.strip().splitlines()) == 1 and "cannot reach Redis" in err
+
+
+def test_redis_password_never_appears_in_status_output(
+    capsys: pytest.CaptureFixture[str], pipeline: LivePipeline
+) -> None:
+    nowhere = f"redis://operator:hunter2-secret@127.0.0.1:{free_port()}/0"
+    code, out, err = run_cli(
+        capsys, "status", "--redis-url", nowhere, "--state-dir", str(pipeline.state_dir), "--json"
+    )
+    assert code == 3
+    assert "hunter2-secret" not in out + err
+
+
+def test_watch_redraws_until_interrupted_and_exits_0(
+    pipeline: LivePipeline, redis_client: redis.Redis
+) -> None:
+    pipeline.relay_once()
+    redis_client.config_resetstat()
+
+    def redraws() -> int:
+        stats = redis_client.info("commandstats").get("cmdstat_xinfo|stream", {})
+        return int(stats.get("calls", 0))
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HUBSYNC_")}
+    proc = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "hubsync.cli.main", "status"),
+            *("--watch", "--interval", "0.2", "--redis-url", pipeline.redis_url),
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        # One XINFO STREAM per snapshot: two mean the first table is drawn and it is redrawing.
+        wait_until(lambda: redraws() >= 2, timeout=20, what="two snapshots")
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err
+    assert "hub projects" in out and HUB_PROJECT in out
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--watch", "--json"],
+        ["--interval", "0"],
+        ["--interval", "soon"],
+        ["--stale-after", "3 fortnights"],
+        ["--hub-project", "bad{name}"],
+        ["--hub-project", "never-seen"],
+        ["--hub-db", "/nonexistent/hub.db"],
+        ["--state-dir", "/nonexistent/state"],
+        ["--no-redis"],
+        ["--no-redis", "--state-dir", ".", "--hub-db", "pyproject.toml"],
+    ],
+)
+def test_malformed_status_input_exits_2_with_one_error_line(
+    capsys: pytest.CaptureFixture[str], redis_url: str, argv: list[str]
+) -> None:
+    code, out, err = run_cli(capsys, "status", "--redis-url", redis_url, *argv)
+    assert code == 2, err
+    assert out == ""
+    assert len(error_lines(err)) == 1, err
+    assert "Traceback" not in err
