@@ -20,6 +20,7 @@ so acknowledging costs the hub far fewer writes than the events did).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
@@ -45,6 +46,8 @@ EVENT_FIELDS = (
     "content_hash",
     "event",
 )
+
+_SHA256_HEX = re.compile(r"[0-9a-f]{64}")
 
 MAX_FIELD_BYTES = MAX_EVENT_BYTES + 1024
 """No single field of an entry may exceed this; a larger one is dead-lettered."""
@@ -160,7 +163,7 @@ def parse_event_entry(fields: Mapping[str, bytes]) -> EventEntry:
         runtime_id = fields["runtime_id"].decode("utf-8")
     except UnicodeDecodeError:
         raise WireError("bad_field", "content_hash or runtime_id is not text") from None
-    if len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
+    if not _SHA256_HEX.fullmatch(digest):
         raise WireError("bad_field", "content_hash must be 64 lowercase hex digits")
     data = fields["event"]
     event = parse_sync_event(data, expected_hash=digest)

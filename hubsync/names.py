@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Annotated
 
-from pydantic import AfterValidator
+from pydantic import StringConstraints
 
 from hubsync.errors import ConfigError
 
@@ -34,13 +34,6 @@ def validate_name(value: str, what: str = "name") -> str:
     return value
 
 
-def _name_validator(value: str) -> str:
-    try:
-        return validate_name(value)
-    except ConfigError as exc:  # pydantic wants ValueError to build its own error
-        raise ValueError(str(exc)) from None
-
-
 def validate_event_type(value: str) -> str:
     """Event types are short lowercase dotted words such as ``step.completed``."""
     if not isinstance(value, str) or not EVENT_TYPE_PATTERN.fullmatch(value):
@@ -51,15 +44,13 @@ def validate_event_type(value: str) -> str:
     return value
 
 
-def _event_type_validator(value: str) -> str:
-    try:
-        return validate_event_type(value)
-    except ConfigError as exc:
-        raise ValueError(str(exc)) from None
-
-
-Name = Annotated[str, AfterValidator(_name_validator)]
+# The pydantic types below check the same rules as the functions above, but in
+# pydantic-core's own regex engine: the hub validates every event it receives,
+# and a Python callback per field would cost more than the rest of parsing.
+Name = Annotated[
+    str, StringConstraints(min_length=1, max_length=MAX_NAME_LENGTH, pattern=f"^{_NAME.pattern}$")
+]
 """A pydantic field type for ids that appear in keys and rows."""
 
-EventType = Annotated[str, AfterValidator(_event_type_validator)]
+EventType = Annotated[str, StringConstraints(pattern=f"^{EVENT_TYPE_PATTERN.pattern}$")]
 """A pydantic field type for event types."""

@@ -8,6 +8,7 @@ exact bytes. The hub never re-serialises: it verifies the bytes it received.
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -17,9 +18,7 @@ from pydantic import (
     Field,
     JsonValue,
     ValidationError,
-    ValidationInfo,
     field_validator,
-    model_validator,
 )
 
 from hubsync.canonical import canonical_json, content_hash, verify_content_hash
@@ -51,16 +50,6 @@ class SyncEvent(BaseModel):
     event_type: EventType
     occurred_at: datetime
     data: dict[str, JsonValue]
-
-    @model_validator(mode="before")
-    @classmethod
-    def _wire_input_names_its_schema(cls, value: Any, info: ValidationInfo) -> Any:
-        # Built in code the schema is implied; read off the wire it must be stated,
-        # so that a future v2 event is never mistaken for a v1 one.
-        wire = bool(info.context and info.context.get("wire"))
-        if wire and isinstance(value, dict) and "schema" not in value:
-            raise ValueError("event has no 'schema' field")
-        return value
 
     @field_validator("occurred_at", mode="before")
     @classmethod
@@ -125,12 +114,24 @@ def parse_sync_event(data: bytes, expected_hash: str | None = None) -> SyncEvent
     if expected_hash is not None:
         verify_content_hash(data, expected_hash)
     try:
-        event = SyncEvent.model_validate_json(data, context={"wire": True})
+        event = SyncEvent.model_validate_json(data)
     except ValidationError as exc:
         raise _wire_error_from(exc) from None
     if canonical_json(event.to_wire()) != data:
-        raise WireError("not_canonical", "event bytes are not in canonical JSON form")
+        raise _not_canonical(data)
     return event
+
+
+def _not_canonical(data: bytes) -> WireError:
+    # Only on the error path: say "no schema" rather than "not canonical" when
+    # that is why the re-encoded bytes differ (the model defaults the schema).
+    try:
+        body = json.loads(data)
+    except ValueError:
+        body = None
+    if isinstance(body, dict) and "schema" not in body:
+        return WireError("unknown_schema", "event has no 'schema' field")
+    return WireError("not_canonical", "event bytes are not in canonical JSON form")
 
 
 def _wire_error_from(exc: ValidationError) -> WireError:

@@ -262,5 +262,5 @@ def derive_sync_event(
     deriver = EventDeriver(identity, allowlist or Allowlist(), redactor or Redactor())
     prepared = deriver.prepare(run_id, event_type, payload, occurred_at)
     data, digest = deriver.encode(prepared, sequence)
-    event = SyncEvent.model_validate_json(data, context={"wire": True})
+    event = SyncEvent.model_validate_json(data)
     return event, data, digest
