@@ -17,6 +17,7 @@ from tests.operator_support import HUB_PROJECT, LivePipeline, error_lines, run_c
 from tests.support import wait_until
 
 DEAD = keys.dead_stream(HUB_PROJECT)
+NOT_A_DATABASE = str(Path(__file__).resolve().parents[1] / "pyproject.toml")
 
 
 @pytest.fixture
@@ -255,6 +256,7 @@ def test_alerts_list_shows_an_injected_conflict_from_the_stream_and_the_hub_db(
         ["alerts", "list", "--hub-project", "never-seen"],
         ["alerts", "list", "--count", "-1"],
         ["alerts", "list", "--hub-db", "/nonexistent/hub.db"],
+        ["alerts", "list", "--hub-db", NOT_A_DATABASE],
     ],
 )
 def test_malformed_dead_and_alerts_input_exits_2_with_one_error_line(

@@ -20,6 +20,7 @@ from tests.operator_support import HUB_PROJECT, LivePipeline, error_lines, run_c
 from tests.support import wait_until
 
 ROOT = Path(__file__).resolve().parents[1]
+NOT_A_DATABASE = str(ROOT / "pyproject.toml")
 
 
 @pytest.fixture
@@ -237,7 +238,8 @@ def test_watch_redraws_until_interrupted_and_exits_0(
         ["--hub-db", "/nonexistent/hub.db"],
         ["--state-dir", "/nonexistent/state"],
         ["--no-redis"],
-        ["--no-redis", "--state-dir", ".", "--hub-db", "pyproject.toml"],
+        ["--no-redis", "--state-dir", ".", "--hub-db", NOT_A_DATABASE],
+        ["--hub-db", NOT_A_DATABASE],
     ],
 )
 def test_malformed_status_input_exits_2_with_one_error_line(

@@ -17,6 +17,7 @@ from hubsync.cli.operator_options import (
     hub_db_option,
     hub_project_filter,
     json_option,
+    open_hub_store,
     redis_url_option,
 )
 
@@ -101,9 +102,7 @@ def _recorded(
 ) -> list[AlertRecord] | None:
     if hub_db is None:
         return None
-    from hubstore.sqlite_store import SqliteHubStore
-
-    with SqliteHubStore(hub_db, busy_budget=10.0) as store:
+    with open_hub_store(hub_db) as store:
         if projects is None:
             return store.alerts(limit=count)
         return [a for p in projects for a in store.alerts(p, limit=count)]

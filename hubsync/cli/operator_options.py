@@ -13,6 +13,8 @@ from urllib.parse import urlsplit
 import click
 import redis
 
+from hubstore.errors import StoreBusyError, StoreError
+from hubstore.sqlite_store import SqliteHubStore
 from hubsync.errors import ConfigError, RedisUnavailableError
 from hubsync.names import validate_name
 from hubsync.settings import DEFAULT_REDIS_URL
@@ -99,6 +101,16 @@ hub_project_filter = click.option(
     callback=_valid_hub_project,
     help="Only this hub project [default: every project in hubsync:projects].",
 )
+
+
+def open_hub_store(path: Path) -> SqliteHubStore:
+    """The hub database at ``path`` for reading; a file that is not one is a usage error (2)."""
+    try:
+        return SqliteHubStore(path, busy_budget=10.0)
+    except StoreBusyError:
+        raise
+    except StoreError as exc:
+        raise ConfigError(f"--hub-db (HUBSYNC_HUB_DB): {exc}") from None
 
 
 def safe_url(url: str) -> str:

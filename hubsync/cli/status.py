@@ -22,6 +22,7 @@ from hubsync.cli.operator_options import (
     hub_db_option,
     hub_project_filter,
     json_option,
+    open_hub_store,
     redis_url_option,
     safe_url,
 )
@@ -157,9 +158,7 @@ class _Gatherer:
 
     def __enter__(self) -> _Gatherer:
         if self.hub_db is not None:
-            from hubstore.sqlite_store import SqliteHubStore
-
-            self._store = SqliteHubStore(self.hub_db, busy_budget=10.0)
+            self._store = open_hub_store(self.hub_db)
         return self
 
     def __exit__(self, *exc: object) -> None:
