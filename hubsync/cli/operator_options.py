@@ -28,7 +28,10 @@ def parse_duration(text: str) -> float:
     compact = text.strip().lower()
     total, position = 0.0, 0
     for match in _DURATION_PART.finditer(compact):
-        if match.start() != position or (match.group(2) == "" and match.end() != len(compact)):
+        # A bare number means seconds only on its own: "1h30" is ambiguous, so refused.
+        if match.start() != position or (match.group(2) == "" and match.start() != 0):
+            break
+        if match.group(2) == "" and match.end() != len(compact):
             break
         total += float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
         position = match.end()
