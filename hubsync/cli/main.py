@@ -36,6 +36,7 @@ def cli() -> None:
 
 def _register_commands() -> None:
     from hubsync.cli.alerts import alerts
+    from hubsync.cli.bench import bench
     from hubsync.cli.consume import consume
     from hubsync.cli.dead import dead
     from hubsync.cli.demo import demo
@@ -46,6 +47,7 @@ def _register_commands() -> None:
     from hubsync.cli.status import status
 
     cli.add_command(alerts)
+    cli.add_command(bench)
     cli.add_command(consume)
     cli.add_command(dead)
     cli.add_command(demo)

@@ -1,0 +1,14 @@
+"""The benchmark report behind ``hubsync bench``: the pipeline against its ceilings and peers.
+
+Every figure of one report comes from the same run on the same private
+redis-server, so ratios hold on a noisy machine even when absolute rates move.
+
+* ``workload``: the ~540-byte events every measurement uses, stores, entries;
+* ``procs``: private servers, child processes, peak RSS, percentiles, the machine;
+* ``stages``: relay drain vs raw pipelined XADD, consumer ingest vs raw
+  XREADGROUP + executemany + XACK, and the raw SQLite batch insert;
+* ``pipeline``: end-to-end drain (1 relay, 2 consumers) and latency at fixed
+  offered loads, with the relay's and consumers' peak RSS;
+* ``peers``: the naive design, one RQ job per event, NATS JetStream;
+* ``report``: runs them all, the JSON document and the table.
+"""

@@ -1,0 +1,209 @@
+"""The whole pipeline as real processes: 1 ``hubsync relay`` and 2 ``hubsync consume``.
+
+* end-to-end drain: an outbox backlog goes outbox -> stream -> hub -> acked;
+  timed from the first entry's stream id (the relay's first XADD, on Redis's
+  clock, which is this machine's) to the moment no outbox row is pending; the
+  peak RSS (``VmHWM``) of the relay and of the consumers is read at the end;
+* latency: this process commits events at a fixed offered rate (a small
+  ``append_events`` transaction every 5 ms) and each event's latency is its
+  hub row's ``received_at`` (the hub transaction's time) minus the moment its
+  local commit returned.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import redis
+
+from hubsync import keys
+from hubsync.benchmarks.procs import (
+    BenchError,
+    children_stopped,
+    hubsync_process,
+    peak_rss_mb,
+    percentiles,
+    wait_for,
+)
+from hubsync.benchmarks.workload import (
+    EVENTS_PER_RUN,
+    HUB_PROJECT,
+    payload,
+    runtime_with_backlog,
+)
+from hubsync.clock import parse_timestamp
+from producers.event_store import NewEvent, RunEventStore
+
+CONSUMERS = 2
+TICK_SECONDS = 0.005
+WARMUP_SECONDS = 1.0
+
+
+def _consumer_args(url: str, directory: Path, index: int) -> list[str]:
+    return [
+        "consume", "--hub-db", str(directory / "hub.db"), "--redis-url", url,
+        "--name", f"bench-{index}", "--block-ms", "100",
+    ]  # fmt: skip
+
+
+def _start_consumers(url: str, directory: Path, count: int) -> list[Any]:
+    procs = [
+        hubsync_process(_consumer_args(url, directory, i), directory / f"consumer-{i}.log")
+        for i in range(count)
+    ]
+    client = redis.Redis.from_url(url)
+    try:
+        wait_for(
+            lambda: all(client.exists(keys.consumer_health(f"bench-{i}")) for i in range(count)),
+            30,
+            "the hub consumers to start",
+        )
+    finally:
+        client.close()
+    return procs
+
+
+def _start_relay(url: str, directory: Path) -> Any:
+    return hubsync_process(
+        ["relay", "--state-dir", str(directory / "state"), "--redis-url", url],
+        directory / "relay.log",
+    )
+
+
+def _hub_rows(hub_db: Path) -> int:
+    if not hub_db.exists():
+        return 0
+    db = sqlite3.connect(f"file:{hub_db}?mode=ro", uri=True, timeout=10)
+    try:
+        return int(db.execute("SELECT count(*) FROM sync_events").fetchone()[0])
+    except sqlite3.OperationalError:
+        return 0
+    finally:
+        db.close()
+
+
+def measure_end_to_end(url: str, events: int) -> dict[str, Any]:
+    """Drain ``events`` from a runtime's outbox to the hub and back (acked); rate and peak RSS."""
+    client = redis.Redis.from_url(url)
+    client.flushall()
+    stream = keys.events_stream(HUB_PROJECT)
+    with tempfile.TemporaryDirectory(prefix="hubsync-bench-e2e-") as tmp:
+        directory = Path(tmp)
+        registry, store = runtime_with_backlog(directory, events)
+        consumers = _start_consumers(url, directory, CONSUMERS)
+        with children_stopped(consumers):
+            relay = _start_relay(url, directory)
+            with children_stopped([relay]):
+                first_ms = None
+                deadline = time.monotonic() + 60 + events / 1000
+                while True:
+                    if first_ms is None:
+                        head: Any = client.xrange(stream, count=1)
+                        if head:
+                            first_ms = int(head[0][0].split(b"-")[0])
+                    if first_ms is not None and store.oldest_pending_age(time.time()) is None:
+                        finished = time.time()
+                        break
+                    if time.monotonic() > deadline or relay.poll() is not None:
+                        raise BenchError(f"end-to-end drain did not finish; see {directory}")
+                    time.sleep(0.005)
+                relay_rss = peak_rss_mb(relay.pid)
+                consumer_rss = max(peak_rss_mb(p.pid) for p in consumers)
+        counts = store.outbox_counts()
+        store.close()
+        registry.close()
+        stored = _hub_rows(directory / "hub.db")
+    client.flushall()
+    client.close()
+    if counts["acked"] != events or stored != events:
+        raise BenchError(f"end to end: {counts['acked']} acked, {stored} stored of {events}")
+    seconds = finished - first_ms / 1000
+    return {
+        "events": events,
+        "relays": 1,
+        "consumers": CONSUMERS,
+        "seconds": round(seconds, 3),
+        "events_per_s": round(events / seconds),
+        "target_events_per_s": 25_000,
+        "relay_peak_rss_mb": round(relay_rss, 1),
+        "consumer_peak_rss_mb": round(consumer_rss, 1),
+    }
+
+
+def _offer(store: RunEventStore, rate: int, seconds: float) -> dict[tuple[str, int], float]:
+    """Commit ``rate`` events/s for ``seconds``; each event's commit time."""
+    per_tick = max(1, round(rate * TICK_SECONDS))
+    tick = per_tick / rate
+    committed: dict[tuple[str, int], float] = {}
+    pace = threading.Event()
+    index = 0
+    next_at = time.perf_counter()
+    deadline = next_at + seconds
+    while next_at < deadline:
+        batch = [
+            NewEvent(
+                f"lat-{(index + i) // EVENTS_PER_RUN:05d}", "step.completed", payload(index + i)
+            )
+            for i in range(per_tick)
+        ]
+        appended = store.append_events(batch)
+        now = time.time()
+        for event in appended:
+            committed[(event.run_id, event.sequence)] = now
+        index += per_tick
+        next_at += tick
+        delay = next_at - time.perf_counter()
+        if delay > 0:
+            pace.wait(delay)
+    return committed
+
+
+def measure_latency(url: str, rate: int, seconds: float) -> dict[str, Any]:
+    """Local commit -> hub commit latency at ``rate`` events/s offered (p50/p95/p99 in ms)."""
+    client = redis.Redis.from_url(url)
+    client.flushall()
+    with tempfile.TemporaryDirectory(prefix="hubsync-bench-latency-") as tmp:
+        directory = Path(tmp)
+        registry, store = runtime_with_backlog(directory, 0)
+        hub_db = directory / "hub.db"
+        consumers = _start_consumers(url, directory, CONSUMERS)
+        with children_stopped(consumers):
+            relay = _start_relay(url, directory)
+            with children_stopped([relay]):
+                runtime = registry.runtime_id
+                wait_for(lambda: client.exists(keys.relay_health(runtime)), 30, "the relay")
+                started = time.perf_counter()
+                committed = _offer(store, rate, seconds)
+                offered_for = time.perf_counter() - started
+                wait_for(lambda: _hub_rows(hub_db) >= len(committed), 60, "the hub", every=0.05)
+        store.close()
+        registry.close()
+        db = sqlite3.connect(f"file:{hub_db}?mode=ro", uri=True)
+        received = {
+            (run_id, sequence): parse_timestamp(at).timestamp()
+            for run_id, sequence, at in db.execute(
+                "SELECT run_id, sequence, received_at FROM sync_events"
+            )
+        }
+        db.close()
+    client.flushall()
+    client.close()
+    first = min(committed.values())
+    latencies = [
+        (received[key] - at) * 1000 for key, at in committed.items() if at - first >= WARMUP_SECONDS
+    ]
+    figures = percentiles(latencies)
+    return {
+        "offered_events_per_s": rate,
+        "achieved_events_per_s": round(len(committed) / offered_for),
+        "events_measured": len(latencies),
+        "p50_ms": figures["p50"],
+        "p95_ms": figures["p95"],
+        "p99_ms": figures["p99"],
+        "max_ms": round(max(latencies), 3) if latencies else 0.0,
+    }

@@ -1,0 +1,139 @@
+"""``hubsync bench``: every measurement in one run, one JSON document and one table.
+
+The JSON's top-level keys are ``relay``, ``consumer``, ``end_to_end``,
+``latency``, ``peers`` and ``machine``; every throughput entry has
+``events_per_s`` and, where a ceiling applies, ``ceiling_events_per_s``
+measured in the same run.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hubsync.benchmarks import peers, pipeline, stages
+from hubsync.benchmarks.procs import machine
+from hubsync.benchmarks.workload import EVENT_BYTES
+from hubsync.embedded_redis import RedisServerProcess
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """How much each measurement moves."""
+
+    relay_events: int
+    consumer_events: int
+    rounds: int
+    end_to_end_events: int
+    latency_rates: tuple[int, ...]
+    latency_seconds: float
+    naive_events: int
+    rq_events: int
+    jetstream_events: int
+
+
+FULL = Sizes(100_000, 50_000, 3, 200_000, (1_000, 5_000), 15.0, 20_000, 10_000, 100_000)
+QUICK = Sizes(20_000, 10_000, 1, 40_000, (1_000, 5_000), 4.0, 3_000, 2_000, 20_000)
+TINY = Sizes(600, 600, 1, 600, (500,), 1.5, 100, 60, 300)
+"""For tests of the report's shape: seconds, not minutes."""
+
+
+def run(sizes: Sizes, progress: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
+    """Run every measurement on a private redis-server; the report."""
+    started = time.monotonic()
+    with (
+        tempfile.TemporaryDirectory(prefix="hubsync-bench-") as tmp,
+        RedisServerProcess(directory=Path(tmp)) as server,
+    ):
+        url = server.url
+        progress("relay drain vs raw pipelined XADD")
+        relay = stages.measure_relay(url, sizes.relay_events, sizes.rounds)
+        progress("consumer ingest vs raw XREADGROUP + executemany + XACK")
+        consumer = stages.measure_consumer(url, sizes.consumer_events, sizes.rounds)
+        progress("end-to-end drain: 1 relay, 2 consumers")
+        end_to_end = pipeline.measure_end_to_end(url, sizes.end_to_end_events)
+        latency = {}
+        for rate in sizes.latency_rates:
+            progress(f"latency at {rate} events/s offered")
+            latency[f"at_{rate}_per_s"] = pipeline.measure_latency(url, rate, sizes.latency_seconds)
+        progress("peer: naive")
+        naive = peers.measure_naive(url, sizes.naive_events)
+        progress("peer: one RQ job per event")
+        rq = peers.measure_rq(url, sizes.rq_events)
+    progress("peer: NATS JetStream")
+    jetstream = peers.measure_jetstream(sizes.jetstream_events)
+    end_to_end["ceiling"] = "the slowest raw stage: pipelined XADD or XREADGROUP+executemany+XACK"
+    end_to_end["ceiling_events_per_s"] = min(
+        relay["ceiling_events_per_s"], consumer["ceiling_events_per_s"]
+    )
+    ours = end_to_end["events_per_s"]
+    for peer in (naive, rq, jetstream):
+        if "events_per_s" in peer:
+            peer["hubsync_end_to_end_x"] = round(ours / peer["events_per_s"], 1)
+    return {
+        "relay": relay,
+        "consumer": consumer,
+        "end_to_end": end_to_end,
+        "latency": latency,
+        "peers": {"naive": naive, "rq_job_per_event": rq, "jetstream": jetstream},
+        "machine": machine()
+        | {"event_bytes": EVENT_BYTES, "bench_seconds": round(time.monotonic() - started, 1)},
+    }
+
+
+def table(report: dict[str, Any]) -> str:
+    """The report as a plain-text table (one line per figure, ceiling beside it)."""
+    relay, consumer, e2e = report["relay"], report["consumer"], report["end_to_end"]
+    rows: list[tuple[str, str, str, str]] = [
+        ("relay drain", _n(relay["events_per_s"]), _n(relay["ceiling_events_per_s"]), f"{relay['ratio']}x (>= 0.8x)"),
+        ("consumer ingest", _n(consumer["events_per_s"]), _n(consumer["ceiling_events_per_s"]), f"{consumer['ratio']}x (>= 0.6x)"),
+        ("  raw XREADGROUP + XACK", _n(consumer["raw_xreadgroup_xack_events_per_s"]), "", ""),
+        ("  raw SQLite batch insert", _n(consumer["raw_sqlite_batch_insert_events_per_s"]), "", ""),
+        ("end to end (1 relay, 2 consumers)", _n(e2e["events_per_s"]), _n(e2e["ceiling_events_per_s"]), ">= 25,000/s"),
+    ]  # fmt: skip
+    for name, peer in report["peers"].items():
+        if "events_per_s" in peer:
+            rows.append(
+                (
+                    f"peer: {name}",
+                    _n(peer["events_per_s"]),
+                    "",
+                    f"hubsync {peer['hubsync_end_to_end_x']}x",
+                )
+            )
+        else:
+            rows.append((f"peer: {name}", "skipped", "", str(peer.get("skipped", ""))))
+    for name, lat in report["latency"].items():
+        rows.append(
+            (
+                f"latency {name.removeprefix('at_').replace('_per_s', '/s')} (p50/p95/p99 ms)",
+                f"{lat['p50_ms']}/{lat['p95_ms']}/{lat['p99_ms']}",
+                "",
+                f"achieved {_n(lat['achieved_events_per_s'])}/s",
+            )
+        )
+    rows.append(("relay peak RSS (MB)", str(e2e["relay_peak_rss_mb"]), "", ""))
+    rows.append(("consumer peak RSS (MB)", str(e2e["consumer_peak_rss_mb"]), "", ""))
+    header = ("measure", "events/s", "ceiling/s", "note")
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(4)]
+    lines = [
+        "  ".join(
+            cell.ljust(w) if i in (0, 3) else cell.rjust(w)
+            for i, (cell, w) in enumerate(zip(r, widths, strict=True))
+        )
+        for r in [header, *rows]
+    ]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    facts = report["machine"]
+    lines.append(
+        f"machine: {facts['cpus']} x {facts['cpu']}, {facts['memory_gb']} GB, {facts['os']}, Python {facts['python']}"
+    )
+    return "\n".join(lines)
+
+
+def _n(value: int | float) -> str:
+    return f"{value:,.0f}"

@@ -1,0 +1,231 @@
+"""Each stage of the pipeline against its own raw ceiling, measured side by side.
+
+* relay drain (``Relay.run_once`` on an outbox backlog) vs raw pipelined XADD
+  of the identical entries (same fields, same bytes, same batch size);
+* consumer ingest (``HubConsumer``: validation, hash check, one
+  ``HubStore.ingest`` per batch, outcomes, XACK) vs a raw loop of XREADGROUP,
+  ``executemany`` INSERT of the same rows and XACK; and the two halves of
+  that loop alone: raw XREADGROUP + XACK, and raw SQLite batch insert.
+
+Rounds alternate between a stage and its ceiling; the best round of each counts.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import redis
+
+from consumers.worker import HubConsumer
+from hubstore.sqlite_store import SqliteHubStore
+from hubsync import keys
+from hubsync.benchmarks.workload import (
+    HUB_PROJECT,
+    INSERT_ROW,
+    entries,
+    iter_rows,
+    raw_hub_table,
+    runtime_with_backlog,
+)
+from hubsync.entries import raw_event_entry_fields
+from hubsync.settings import ConsumerSettings, RelaySettings
+from producers.event_store import RunEventStore
+from producers.relay import Relay
+
+BATCH = 500
+STREAM = keys.events_stream(HUB_PROJECT)
+
+
+def _rate(count: int, seconds: float) -> float:
+    return count / seconds if seconds > 0 else 0.0
+
+
+# ----- relay -----
+
+
+def raw_xadd_seconds(
+    client: redis.Redis, store: RunEventStore, batch: int = BATCH
+) -> tuple[float, int]:
+    """Seconds to XADD the store's outbox rows as raw pipelined batches (the relay's ceiling)."""
+    rows = store.unsent(0, 10**9)
+    fields = [
+        raw_event_entry_fields(
+            project_id=store.project_id,
+            hub_project=store.hub_project,
+            run_id=row.run_id,
+            sequence=row.sequence,
+            event_type=row.event_type,
+            runtime_id=store.home_runtime_id,
+            digest=row.content_hash,
+            data=row.sync_event,
+        )
+        for row in rows
+    ]
+    stream = "bench:ceiling"
+    started = time.perf_counter()
+    for start in range(0, len(fields), batch):
+        pipe = client.pipeline(transaction=False)
+        for entry in fields[start : start + batch]:
+            pipe.xadd(stream, entry)  # type: ignore[arg-type]
+        pipe.execute()
+    elapsed = time.perf_counter() - started
+    client.delete(stream)
+    return elapsed, len(fields)
+
+
+def relay_drain_seconds(url: str, state_dir: Path, batch: int = BATCH) -> tuple[float, int]:
+    """Seconds for ``Relay.run_once`` to send the whole backlog; rows sent."""
+    relay = Relay(RelaySettings(state_dir=state_dir, redis_url=url, batch_count=batch))
+    try:
+        started = time.perf_counter()
+        summary = relay.run_once()
+        elapsed = time.perf_counter() - started
+    finally:
+        relay.close()
+        relay.registry.close()
+    return elapsed, summary.sender.sent
+
+
+def measure_relay(url: str, events: int, rounds: int) -> dict[str, Any]:
+    """Relay drain rate beside raw pipelined XADD of the same entries (best of ``rounds``)."""
+    client = redis.Redis.from_url(url)
+    best_relay = best_raw = float("inf")
+    event_bytes = 0
+    try:
+        for _ in range(rounds):
+            client.flushall()
+            with tempfile.TemporaryDirectory(prefix="hubsync-bench-relay-") as tmp:
+                registry, store = runtime_with_backlog(Path(tmp), events)
+                event_bytes = len(store.unsent(0, 1)[0].sync_event)
+                raw_s, raw_n = raw_xadd_seconds(client, store)
+                store.close()
+                registry.close()
+                relay_s, sent = relay_drain_seconds(url, Path(tmp) / "state")
+            if sent != events or raw_n != events:
+                raise ValueError(f"relay sent {sent}, ceiling {raw_n}, of {events}")
+            best_relay, best_raw = min(best_relay, relay_s), min(best_raw, raw_s)
+    finally:
+        client.close()
+    relay_rate, raw_rate = _rate(events, best_relay), _rate(events, best_raw)
+    return {
+        "events": events,
+        "event_bytes": event_bytes,
+        "batch": BATCH,
+        "events_per_s": round(relay_rate),
+        "ceiling": "raw pipelined XADD of the same entries",
+        "ceiling_events_per_s": round(raw_rate),
+        "ratio": round(relay_rate / raw_rate, 3) if raw_rate else 0.0,
+        "target_ratio": 0.8,
+    }
+
+
+# ----- consumer -----
+
+
+def preload(client: redis.Redis, batch: list[dict[str, str | bytes]]) -> None:
+    """A fresh database holding ``batch`` on the bench stream, group ``hub`` at 0."""
+    client.flushall()
+    client.sadd(keys.PROJECTS, HUB_PROJECT)
+    pipe = client.pipeline(transaction=False)
+    for n, fields in enumerate(batch, 1):
+        pipe.xadd(STREAM, fields)  # type: ignore[arg-type]
+        if n % 1000 == 0:
+            pipe.execute()
+    pipe.execute()
+    client.xgroup_create(STREAM, keys.CONSUMER_GROUP, id="0")
+
+
+def raw_ingest_seconds(
+    client: redis.Redis, directory: Path, with_sqlite: bool = True
+) -> tuple[float, int]:
+    """Raw XREADGROUP (+ ``executemany`` INSERT, one transaction per batch) + XACK; seconds, rows."""
+    db = raw_hub_table(directory / "raw.db") if with_sqlite else None
+    rows = 0
+    started = time.perf_counter()
+    while True:
+        reply: Any = client.xreadgroup(keys.CONSUMER_GROUP, "raw", {STREAM: ">"}, count=BATCH)
+        if not reply:
+            break
+        got = reply[0][1]
+        if db is not None:
+            batch = [{k.decode(): v for k, v in f.items()} for _, f in got]
+            db.execute("BEGIN IMMEDIATE")
+            db.executemany(INSERT_ROW, iter_rows(batch))
+            db.execute("COMMIT")
+        client.xack(STREAM, keys.CONSUMER_GROUP, *[entry_id for entry_id, _ in got])
+        rows += len(got)
+    elapsed = time.perf_counter() - started
+    if db is not None:
+        db.close()
+    return elapsed, rows
+
+
+def consumer_seconds(client: redis.Redis, url: str, directory: Path) -> tuple[float, int]:
+    """Seconds for ``HubConsumer`` to drain the stream; accepted rows."""
+    settings = ConsumerSettings(hub_db=directory / "hub.db", redis_url=url, batch_count=BATCH)
+    with SqliteHubStore(settings.hub_db) as store:
+        worker = HubConsumer(client, store, settings, name="bench")
+        worker.refresh_streams()
+        started = time.perf_counter()
+        while worker.poll(block_ms=None):
+            pass
+        return time.perf_counter() - started, worker.stats.accepted
+
+
+def raw_sqlite_seconds(batch: list[dict[str, str | bytes]], directory: Path) -> float:
+    """Seconds for a plain ``executemany`` of the rows, one transaction per 500 (no Redis)."""
+    db = raw_hub_table(directory / "sqlite-only.db")
+    rows = list(iter_rows(batch))
+    started = time.perf_counter()
+    for start in range(0, len(rows), BATCH):
+        db.execute("BEGIN IMMEDIATE")
+        db.executemany(INSERT_ROW, rows[start : start + BATCH])
+        db.execute("COMMIT")
+    elapsed = time.perf_counter() - started
+    db.close()
+    return elapsed
+
+
+def measure_consumer(url: str, events: int, rounds: int) -> dict[str, Any]:
+    """Consumer ingest beside raw XREADGROUP+executemany+XACK and its two halves."""
+    batch = entries(events)
+    best = {"hub": float("inf"), "raw": float("inf"), "redis": float("inf"), "sqlite": float("inf")}
+    client = redis.Redis.from_url(url)
+    try:
+        for attempt in range(rounds):
+            with tempfile.TemporaryDirectory(prefix="hubsync-bench-consumer-") as tmp:
+                directory = Path(tmp)
+                preload(client, batch)
+                raw_s, raw_n = raw_ingest_seconds(client, directory)
+                preload(client, batch)
+                hub_s, hub_n = consumer_seconds(client, url, directory)
+                preload(client, batch)
+                redis_s, _ = raw_ingest_seconds(client, directory, with_sqlite=False)
+                sqlite_s = raw_sqlite_seconds(batch, directory)
+            if raw_n != events or hub_n != events:
+                raise ValueError(f"round {attempt}: raw {raw_n}, hub {hub_n} rows of {events}")
+            for name, seconds in (
+                ("hub", hub_s),
+                ("raw", raw_s),
+                ("redis", redis_s),
+                ("sqlite", sqlite_s),
+            ):
+                best[name] = min(best[name], seconds)
+        client.flushall()
+    finally:
+        client.close()
+    rates = {name: _rate(events, seconds) for name, seconds in best.items()}
+    return {
+        "events": events,
+        "batch": BATCH,
+        "events_per_s": round(rates["hub"]),
+        "ceiling": "raw XREADGROUP + executemany INSERT + XACK of the same entries",
+        "ceiling_events_per_s": round(rates["raw"]),
+        "ratio": round(rates["hub"] / rates["raw"], 3) if rates["raw"] else 0.0,
+        "target_ratio": 0.6,
+        "raw_xreadgroup_xack_events_per_s": round(rates["redis"]),
+        "raw_sqlite_batch_insert_events_per_s": round(rates["sqlite"]),
+    }

@@ -1,0 +1,155 @@
+"""The benchmark workload: sync events of about 540 bytes, as runtimes and stream entries.
+
+One payload shape serves every measurement, so the pipeline, its ceilings and
+its peers all move the same bytes: a ``step.completed`` whose allowlisted
+fields (step id and name, status, duration, outputs, metrics) make a canonical
+sync event of about ``EVENT_BYTES`` bytes.
+"""
+
+from __future__ import annotations
+
+import functools
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from hubstore.sqlite_schema import SCHEMA_STATEMENTS
+from hubsync.entries import event_entry_fields
+from hubsync.wire import SyncEvent
+from producers.event_store import NewEvent, RunEventStore
+from producers.registry import RuntimeRegistry
+
+EVENT_BYTES = 540
+"""Target size of one canonical sync event."""
+
+HUB_PROJECT = "bench"
+EVENTS_PER_RUN = 100
+OCCURRED_AT = "2026-11-29T16:38:54.123456Z"
+
+_BASE_PAYLOAD: dict[str, Any] = {
+    "step_id": "step-00000",
+    "step_name": "build",
+    "status": "succeeded",
+    "duration_ms": 1234,
+    "metrics": {"cpu_seconds": 12.5, "max_rss_mb": 512},
+    "outputs": {"artifact": "dist/app.tar.gz", "summary": ""},
+    "stdout_tail": "local only: never crosses",
+}
+
+
+@functools.cache
+def _summary() -> str:
+    """The ``outputs.summary`` text that brings a sync event to about ``EVENT_BYTES``."""
+    derived = {k: v for k, v in _BASE_PAYLOAD.items() if k != "stdout_tail"}
+    probe = sync_event_for(0, "run-00000", 1, derived)
+    missing = EVENT_BYTES - len(probe.canonical_bytes())
+    return ("compiled 42 modules, linked 3 artifacts, all checks green; " * 20)[: max(0, missing)]
+
+
+def payload(index: int) -> dict[str, Any]:
+    """The local payload of event ``index`` (its sync event is about ``EVENT_BYTES``)."""
+    return {
+        **_BASE_PAYLOAD,
+        "step_id": f"step-{index % 100_000:05d}",
+        "outputs": {"artifact": "dist/app.tar.gz", "summary": _summary()},
+    }
+
+
+def sync_event_for(
+    runtime: int, run_id: str, sequence: int, data: dict[str, Any] | None = None
+) -> SyncEvent:
+    """A sync event as a runtime's relay would send it (``data`` = the derived fields)."""
+    body = data if data is not None else _derived(sequence)
+    return SyncEvent.model_validate(
+        {
+            "project_id": f"proj-{runtime}",
+            "hub_project": HUB_PROJECT,
+            "home_runtime_id": f"rt-bench-{runtime}",
+            "run_id": run_id,
+            "sequence": sequence,
+            "event_type": "step.completed",
+            "occurred_at": OCCURRED_AT,
+            "data": body,
+        }
+    )
+
+
+def _derived(index: int) -> dict[str, Any]:
+    local = payload(index)
+    return {k: local[k] for k in ("step_id", "step_name", "status", "duration_ms", "metrics")} | {
+        "outputs": local["outputs"]
+    }
+
+
+def entries(count: int, runtimes: int = 3) -> list[dict[str, str | bytes]]:
+    """``count`` valid event entries over ``runtimes`` runtimes, ``EVENTS_PER_RUN`` per run."""
+    out = []
+    for index in range(count):
+        runtime = index % runtimes
+        per_runtime = index // runtimes
+        run_id = f"run-{per_runtime // EVENTS_PER_RUN:05d}"
+        event = sync_event_for(runtime, run_id, per_runtime % EVENTS_PER_RUN + 1)
+        data, digest = event.encoded()
+        out.append(event_entry_fields(event, data, digest))
+    return out
+
+
+def iter_rows(batch: list[dict[str, str | bytes]]) -> Iterator[tuple[Any, ...]]:
+    """``sync_events`` rows of a batch of entries (the raw ceilings' and peers' insert)."""
+    for f in batch:
+        yield (
+            _text(f["project_id"]),
+            _text(f["run_id"]),
+            int(f["sequence"]),
+            _text(f["hub_project"]),
+            _text(f["runtime_id"]),
+            _text(f["event_type"]),
+            _text(f["content_hash"]),
+            OCCURRED_AT,
+            _text(f["event"]),
+        )
+
+
+def _text(value: str | bytes) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def raw_hub_table(path: Path) -> sqlite3.Connection:
+    """A fresh SQLite file with the hub's ``sync_events`` table, WAL, synchronous NORMAL."""
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("PRAGMA journal_mode = WAL")
+    db.execute("PRAGMA synchronous = NORMAL")  # what the hub store uses
+    for statement in SCHEMA_STATEMENTS[:2]:  # sync_events and its index
+        db.execute(statement)
+    return db
+
+
+INSERT_ROW = "INSERT OR IGNORE INTO sync_events VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+
+
+def runtime_with_backlog(
+    root: Path, events: int, synchronous: str = "FULL"
+) -> tuple[RuntimeRegistry, RunEventStore]:
+    """A runtime with one project whose outbox holds ``events`` pending rows."""
+    registry = RuntimeRegistry(root / "state")
+    project_root = root / "project"
+    project_root.mkdir(parents=True, exist_ok=True)
+    registration = registry.register_project(project_root, hub_project=HUB_PROJECT)
+    store = registry.open_store(registration, synchronous=synchronous)
+    append_backlog(store, events)
+    return registry, store
+
+
+def append_backlog(store: RunEventStore, events: int, start: int = 0) -> None:
+    """Append ``events`` bench events in transactions of 5,000 (not timed by anyone)."""
+    batch: list[NewEvent] = []
+    for index in range(start, start + events):
+        batch.append(
+            NewEvent(f"run-{index // EVENTS_PER_RUN:05d}", "step.completed", payload(index))
+        )
+        if len(batch) == 5_000:
+            store.append_events(batch)
+            batch.clear()
+    if batch:
+        store.append_events(batch)

@@ -1,0 +1,64 @@
+"""``hubsync bench``: the report's shape (not its numbers), at tiny sizes on private servers."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from hubsync.benchmarks import report
+from hubsync.benchmarks.procs import percentiles
+from hubsync.benchmarks.workload import EVENT_BYTES, entries
+from hubsync.cli.main import cli
+from hubsync.embedded_redis import redis_server_binary
+
+
+def test_workload_events_are_about_540_bytes_of_canonical_json() -> None:
+    sizes = {len(fields["event"]) for fields in entries(30)}
+    assert all(abs(size - EVENT_BYTES) <= 10 for size in sizes), sizes
+
+
+def test_percentiles_use_the_nearest_rank() -> None:
+    values = [float(v) for v in range(1, 101)]
+    assert percentiles(values) == {"p50": 50.0, "p95": 95.0, "p99": 99.0}
+    assert percentiles([]) == {"p50": 0.0, "p95": 0.0, "p99": 0.0}
+
+
+@pytest.mark.timeout(240)
+def test_bench_writes_a_report_with_every_section_and_prints_its_table(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if redis_server_binary() is None:
+        pytest.skip("redis-server is not installed")
+    monkeypatch.setattr(report, "QUICK", report.TINY)
+    out = tmp_path / "bench.json"
+    result = CliRunner().invoke(cli, ["bench", "--quick", "--json", str(out)])
+    assert result.exit_code == 0, result.output
+    document = json.loads(out.read_text())
+    assert set(document) == {"relay", "consumer", "end_to_end", "latency", "peers", "machine"}
+    for section in ("relay", "consumer", "end_to_end"):
+        assert document[section]["events_per_s"] > 0
+        assert document[section]["ceiling_events_per_s"] > 0
+    consumer = document["consumer"]
+    assert consumer["raw_xreadgroup_xack_events_per_s"] > 0
+    assert consumer["raw_sqlite_batch_insert_events_per_s"] > 0
+    assert document["end_to_end"]["relay_peak_rss_mb"] > 0
+    assert document["end_to_end"]["consumer_peak_rss_mb"] > 0
+    (latency,) = document["latency"].values()
+    assert 0 < latency["p50_ms"] <= latency["p95_ms"] <= latency["p99_ms"]
+    peers = document["peers"]
+    assert set(peers) == {"naive", "rq_job_per_event", "jetstream"}
+    assert peers["naive"]["events_per_s"] > 0 and peers["rq_job_per_event"]["events_per_s"] > 0
+    assert "events_per_s" in peers["jetstream"] or "skipped" in peers["jetstream"]
+    assert document["machine"]["cpus"] >= 1
+    assert "end to end (1 relay, 2 consumers)" in result.output
+    assert "peer: rq_job_per_event" in result.output
+
+
+def test_bench_help_names_its_options_and_their_environment_variables() -> None:
+    result = CliRunner().invoke(cli, ["bench", "--help"])
+    assert result.exit_code == 0
+    for text in ("--quick", "--json", "HUBSYNC_QUICK", "HUBSYNC_JSON", "Examples"):
+        assert text in result.output
