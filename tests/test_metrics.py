@@ -6,7 +6,10 @@ each test reads a counter before acting and checks the difference.
 
 from __future__ import annotations
 
+import os
 import socket
+import subprocess
+import sys
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -204,3 +207,49 @@ def test_metrics_server_serves_the_registry_over_http() -> None:
         body = response.read().decode()
     assert "# TYPE hubsync_events_ingested_total counter" in body
     assert 'hubsync_events_sent_total{kind="new"}' in body
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HUBSYNC_")}
+    return subprocess.run(
+        [sys.executable, "-m", "hubsync.cli.main", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+
+
+@pytest.mark.parametrize("port", ["70000", "-1", "nine"])
+@pytest.mark.parametrize("command", ["relay", "consume"])
+def test_a_bad_metrics_port_is_a_one_line_usage_error(
+    command: str, port: str, tmp_path: Path
+) -> None:
+    place = (
+        ["--state-dir", str(tmp_path)] if command == "relay" else ["--hub-db", str(tmp_path / "h")]
+    )
+    result = run_cli(command, *place, "--metrics-port", port)
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.lower().startswith("error")]
+    assert len(errors) == 1 and "--metrics-port" in errors[0]
+
+
+def test_a_taken_metrics_port_stops_the_daemon_at_start(redis_url: str, tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("0.0.0.0", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        result = run_cli(
+            "consume",
+            "--hub-db",
+            str(tmp_path / "hub.db"),
+            "--redis-url",
+            redis_url,
+            "--metrics-port",
+            port,
+            "--once",
+        )
+    assert result.returncode == 1
+    assert f"cannot serve metrics on 0.0.0.0:{port}" in result.stderr
+    assert "Traceback" not in result.stderr
