@@ -18,30 +18,27 @@ from __future__ import annotations
 
 import argparse
 import json
-import sqlite3
 import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 import redis
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from consumers.worker import HubConsumer  # noqa: E402
-from hubstore.sqlite_schema import SCHEMA_STATEMENTS  # noqa: E402
-from hubstore.sqlite_store import SqliteHubStore  # noqa: E402
-from hubsync import keys  # noqa: E402
+from hubsync.benchmarks.stages import BATCH, preload  # noqa: E402
+from hubsync.benchmarks.stages import consumer_seconds as consumer  # noqa: E402
+from hubsync.benchmarks.stages import raw_ingest_seconds as ceiling  # noqa: E402
+from hubsync.benchmarks.workload import HUB_PROJECT  # noqa: E402
 from hubsync.embedded_redis import RedisServerProcess  # noqa: E402
 from hubsync.entries import decode_fields, event_entry_fields, parse_event_entry  # noqa: E402
-from hubsync.settings import ConsumerSettings  # noqa: E402
 from hubsync.wire import SyncEvent  # noqa: E402
 
-HUB_PROJECT = "bench"
-STREAM = keys.events_stream(HUB_PROJECT)
-BATCH = 500
+# The measuring loops (preload, ceiling, consumer) live in hubsync.benchmarks.stages,
+# behind `hubsync bench` too; this script keeps its own entry shape (--payload-bytes,
+# --runtimes) and the parse-cost figure.
 
 
 def make_entries(count: int, payload_bytes: int, runtimes: int) -> list[dict[str, str | bytes]]:
@@ -64,72 +61,6 @@ def make_entries(count: int, payload_bytes: int, runtimes: int) -> list[dict[str
         data, digest = event.encoded()
         entries.append(event_entry_fields(event, data, digest))
     return entries
-
-
-def preload(client: redis.Redis, entries: list[dict[str, str | bytes]]) -> None:
-    client.flushall()
-    client.sadd(keys.PROJECTS, HUB_PROJECT)
-    pipe = client.pipeline(transaction=False)
-    for n, fields in enumerate(entries, 1):
-        pipe.xadd(STREAM, fields)  # type: ignore[arg-type]
-        if n % 1000 == 0:
-            pipe.execute()
-    pipe.execute()
-    client.xgroup_create(STREAM, keys.CONSUMER_GROUP, id="0")
-
-
-def ceiling(client: redis.Redis, directory: Path) -> tuple[float, int]:
-    """Seconds and rows of the raw XREADGROUP + executemany + XACK loop."""
-    db = sqlite3.connect(directory / "raw.db", isolation_level=None)
-    db.execute("PRAGMA journal_mode = WAL")
-    db.execute("PRAGMA synchronous = NORMAL")
-    for statement in SCHEMA_STATEMENTS[:2]:  # sync_events and its index
-        db.execute(statement)
-    rows = 0
-    started = time.perf_counter()
-    while True:
-        reply: Any = client.xreadgroup(
-            keys.CONSUMER_GROUP, "raw", {STREAM: ">"}, count=BATCH, block=None
-        )
-        if not reply:
-            break
-        entries = reply[0][1]
-        now = "2026-11-29T16:38:54.123456Z"
-        batch = [
-            (
-                f[b"project_id"].decode(),
-                f[b"run_id"].decode(),
-                int(f[b"sequence"]),
-                f[b"hub_project"].decode(),
-                f[b"runtime_id"].decode(),
-                f[b"event_type"].decode(),
-                f[b"content_hash"].decode(),
-                now,
-                f[b"event"].decode(),
-            )
-            for _, f in entries
-        ]
-        db.execute("BEGIN IMMEDIATE")
-        db.executemany("INSERT INTO sync_events VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", batch)
-        db.execute("COMMIT")
-        client.xack(STREAM, keys.CONSUMER_GROUP, *[entry_id for entry_id, _ in entries])
-        rows += len(batch)
-    elapsed = time.perf_counter() - started
-    db.close()
-    return elapsed, rows
-
-
-def consumer(client: redis.Redis, url: str, directory: Path) -> tuple[float, int]:
-    """Seconds and accepted rows of ``HubConsumer`` draining the stream."""
-    settings = ConsumerSettings(hub_db=directory / "hub.db", redis_url=url, batch_count=BATCH)
-    with SqliteHubStore(settings.hub_db) as store:
-        worker = HubConsumer(client, store, settings, name="bench")
-        worker.refresh_streams()
-        started = time.perf_counter()
-        while worker.poll(block_ms=None):
-            pass
-        elapsed = time.perf_counter() - started
-        return elapsed, worker.stats.accepted
 
 
 def parse_cost(entries: list[dict[str, str | bytes]]) -> float:

@@ -29,9 +29,10 @@ from pathlib import Path
 import redis
 
 from hubsync import keys
+from hubsync.benchmarks.stages import raw_xadd_seconds, relay_drain_seconds
 from hubsync.clock import parse_timestamp
 from hubsync.embedded_redis import RedisServerProcess
-from hubsync.entries import decode_fields, entry_kind, raw_event_entry_fields
+from hubsync.entries import decode_fields, entry_kind
 from hubsync.settings import RelaySettings
 from producers.event_store import NewEvent, RunEventStore
 from producers.registry import RuntimeRegistry
@@ -62,39 +63,15 @@ def make_store(root: Path, events: int, runs: int = 10) -> tuple[RuntimeRegistry
 
 
 def raw_xadd_rate(client: redis.Redis, store: RunEventStore, batch: int) -> float:
-    rows = store.unsent(0, 10**9)
-    entries = [
-        raw_event_entry_fields(
-            project_id=store.project_id,
-            hub_project=store.hub_project,
-            run_id=row.run_id,
-            sequence=row.sequence,
-            event_type=row.event_type,
-            runtime_id=store.home_runtime_id,
-            digest=row.content_hash,
-            data=row.sync_event,
-        )
-        for row in rows
-    ]
-    stream = "bench:ceiling"
-    started = time.perf_counter()
-    for start in range(0, len(entries), batch):
-        pipe = client.pipeline(transaction=False)
-        for fields in entries[start : start + batch]:
-            pipe.xadd(stream, fields)  # type: ignore[arg-type]
-        pipe.execute()
-    elapsed = time.perf_counter() - started
-    client.delete(stream)
-    return len(entries) / elapsed
+    """The ceiling: the store's rows XADDed as raw pipelined batches (``hubsync.benchmarks``)."""
+    seconds, count = raw_xadd_seconds(client, store, batch)
+    return count / seconds
 
 
-def relay_rate(url: str, registry: RuntimeRegistry, state_dir: Path, batch: int) -> float:
-    relay = Relay(RelaySettings(state_dir=state_dir, redis_url=url, batch_count=batch), registry)
-    started = time.perf_counter()
-    summary = relay.run_once()
-    elapsed = time.perf_counter() - started
-    relay.close()
-    return summary.sender.sent / elapsed
+def relay_rate(url: str, state_dir: Path, batch: int) -> float:
+    """``Relay.run_once`` draining the backlog (``hubsync.benchmarks``), events/s."""
+    seconds, sent = relay_drain_seconds(url, state_dir, batch)
+    return sent / seconds
 
 
 def measure_drain(url: str, events: int, batch: int, rounds: int) -> dict[str, float]:
@@ -105,9 +82,9 @@ def measure_drain(url: str, events: int, batch: int, rounds: int) -> dict[str, f
         with tempfile.TemporaryDirectory() as tmp:
             registry, store = make_store(Path(tmp), events)
             ceiling_rates.append(raw_xadd_rate(client, store, batch))
-            relay_rates.append(relay_rate(url, registry, Path(tmp) / "state", batch))
             store.close()
             registry.close()
+            relay_rates.append(relay_rate(url, Path(tmp) / "state", batch))
     client.close()
     relay_best, ceiling_best = max(relay_rates), max(ceiling_rates)
     return {
