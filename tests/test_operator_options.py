@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from consumers.dead_letters import validate_entry_id
-from hubsync.cli.operator_options import parse_duration, safe_url
+from hubsync.cli.options import parse_duration, safe_url
 from hubsync.errors import ConfigError
 
 

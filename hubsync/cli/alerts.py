@@ -12,7 +12,7 @@ import click
 from consumers.alerts import read_alerts
 from consumers.projects import known_hub_projects, require_hub_project
 from hubstore.store import AlertRecord
-from hubsync.cli.operator_options import (
+from hubsync.cli.options import (
     connect_redis,
     hub_db_option,
     hub_project_filter,

@@ -6,14 +6,12 @@ import json
 import logging
 from dataclasses import asdict
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import click
 import redis
-from pydantic import ValidationError
 
 from hubsync.cli import exit_codes
-from hubsync.errors import ConfigError, RedisUnavailableError
+from hubsync.cli.options import build_settings, daemon_options, ping_or_unreachable
 from hubsync.logs import configure_logging
 from hubsync.metrics import start_metrics_server
 from hubsync.names import validate_name
@@ -38,12 +36,6 @@ Examples:
     show_envvar=True,
     required=True,
     help="The hub SQLite database (created on first use; shared by every worker).",
-)
-@click.option(
-    "--redis-url",
-    envvar=["HUBSYNC_REDIS_URL", "REDIS_URL"],
-    show_envvar=True,
-    help="Redis URL [default: redis://127.0.0.1:6379/0].",
 )
 @click.option(
     "--name",
@@ -108,30 +100,7 @@ Examples:
     show_envvar=True,
     help="Approximate cap of each alert stream [default: 100000].",
 )
-@click.option(
-    "--health-ttl",
-    type=float,
-    envvar="HUBSYNC_HEALTH_TTL",
-    show_envvar=True,
-    help="TTL of the health key in seconds [default: 30].",
-)
-@click.option(
-    "--metrics-port",
-    type=int,
-    envvar="HUBSYNC_METRICS_PORT",
-    show_envvar=True,
-    help="Serve Prometheus metrics on this port at /metrics; 0 = off [default: off].",
-)
-@click.option(
-    "--log-format",
-    type=click.Choice(["text", "json"]),
-    envvar="HUBSYNC_LOG_FORMAT",
-    show_envvar=True,
-    help="Log format [default: text].",
-)
-@click.option(
-    "--log-level", envvar="HUBSYNC_LOG_LEVEL", show_envvar=True, help="Log level [default: INFO]."
-)
+@daemon_options
 @click.option(
     "--json", "as_json", is_flag=True, help="Print the final counts as one JSON document."
 )
@@ -164,7 +133,8 @@ def consume(
     are trimmed. SIGTERM or SIGINT finishes the batch and exits 0 with a
     summary; a second signal exits at once.
     """
-    settings = _build_settings(
+    settings = build_settings(
+        ConsumerSettings,
         hub_db=hub_db,
         redis_url=redis_url,
         name=name,
@@ -197,7 +167,7 @@ def consume(
         socket_timeout=settings.block_ms / 1000 + 10,
     )
     try:
-        _require_redis(client, settings.redis_url)
+        ping_or_unreachable(client, settings.redis_url)
         start_metrics_server(settings.metrics_port)
         with SqliteHubStore(settings.hub_db) as store:
             worker = HubConsumer(client, store, settings)
@@ -208,32 +178,6 @@ def consume(
         click.echo(json.dumps({"consumer": worker.name} | asdict(stats), sort_keys=True))
     elif once:
         click.echo(f"consumer {worker.name}: {stats.summary()}")
-
-
-def _build_settings(**options: object) -> ConsumerSettings:
-    """Settings from the environment, overridden by the options given (None = not given)."""
-    given = {name: value for name, value in options.items() if value is not None}
-    try:
-        return ConsumerSettings(**given)  # type: ignore[arg-type]
-    except ValidationError as exc:
-        first = exc.errors(include_url=False, include_input=False)[0]
-        name = ".".join(str(part) for part in first["loc"]) or "settings"
-        raise ConfigError(
-            f"--{name.replace('_', '-')} (HUBSYNC_{name.upper()}): {first['msg']}"
-        ) from None
-
-
-def _require_redis(client: redis.Redis, url: str) -> None:
-    try:
-        client.ping()
-    except (redis.ConnectionError, redis.TimeoutError) as exc:
-        raise RedisUnavailableError(f"{_safe_url(url)}: {type(exc).__name__}") from None
-
-
-def _safe_url(url: str) -> str:
-    """The URL without its password, for messages."""
-    parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.hostname or '?'}:{parts.port or 6379}{parts.path}"
 
 
 def _check(settings: ConsumerSettings, name: str) -> int:

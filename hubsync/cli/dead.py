@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from consumers.dead_letters import DeadLetters, ListedDeadLetter, ReplayResult, validate_entry_id
-from hubsync.cli.operator_options import (
+from hubsync.cli.options import (
     connect_redis,
     duration_callback,
     hub_project_required,
@@ -128,9 +128,7 @@ Examples:
     "--all",
     "replay_all",
     is_flag=True,
-    envvar="HUBSYNC_ALL",
-    show_envvar=True,
-    help="Replay every replayable letter.",
+    help="Replay every replayable letter (no environment variable, like purge --all).",
 )
 @click.option(
     "--reason",
@@ -196,8 +194,8 @@ Examples:
     "--all",
     "purge_all",
     is_flag=True,
-    envvar="HUBSYNC_ALL",
-    show_envvar=True,
+    # deliberately no environment variable: a stray HUBSYNC_ALL must never
+    # turn a bare purge into deleting every letter
     help="Delete every dead letter of the project.",
 )
 @click.option(

@@ -1,13 +1,194 @@
-"""Pieces the commands share: building settings from options, one-line setting errors."""
+"""Options, argument types and helpers every ``hubsync`` command shares.
+
+Bad values become usage errors (exit 2, one line); an unreachable Redis
+becomes ``RedisUnavailableError`` (exit 3, one line).
+"""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
+import click
+import redis
 from pydantic import ValidationError
 from pydantic_settings import BaseSettings
 
-from hubsync.errors import ConfigError
+from hubstore.errors import StoreBusyError, StoreError
+from hubstore.sqlite_store import SqliteHubStore
+from hubsync.errors import ConfigError, RedisUnavailableError
+from hubsync.names import validate_name
+from hubsync.settings import DEFAULT_REDIS_URL
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)([smhdw]?)")
+_UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def parse_duration(text: str) -> float:
+    """Seconds in ``90``, ``90s``, ``15m``, ``2h``, ``7d``, ``1w`` or a sum like ``1h30m``."""
+    compact = text.strip().lower()
+    total, position = 0.0, 0
+    for match in _DURATION_PART.finditer(compact):
+        # A bare number means seconds only on its own: "1h30" is ambiguous, so refused.
+        if match.start() != position or (match.group(2) == "" and match.start() != 0):
+            break
+        if match.group(2) == "" and match.end() != len(compact):
+            break
+        total += float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+        position = match.end()
+    if not compact or position != len(compact):
+        raise ConfigError(
+            f"{text[:40]!r} is not a duration; use seconds or a number with s, m, h, d or w "
+            "(90, 15m, 2h, 7d, 1h30m)"
+        )
+    return total
+
+
+def duration_callback(
+    ctx: click.Context, param: click.Parameter, value: str | float | None
+) -> float | None:
+    """Click callback turning a duration option into seconds (usage error if malformed)."""
+    if value is None or isinstance(value, float | int):
+        return None if value is None else float(value)
+    try:
+        return parse_duration(value)
+    except ConfigError as exc:
+        raise click.BadParameter(str(exc), ctx, param) from None
+
+
+redis_url_option = click.option(
+    "--redis-url",
+    envvar=["HUBSYNC_REDIS_URL", "REDIS_URL"],
+    show_envvar=True,
+    default=DEFAULT_REDIS_URL,
+    show_default=True,
+    help="Redis URL of the pipeline.",
+)
+json_option = click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    envvar="HUBSYNC_JSON",
+    show_envvar=True,
+    help="Print one JSON document on stdout.",
+)
+
+
+health_ttl_option = click.option(
+    "--health-ttl",
+    type=float,
+    envvar="HUBSYNC_HEALTH_TTL",
+    show_envvar=True,
+    help="TTL of the health key in seconds [default: 30].",
+)
+metrics_port_option = click.option(
+    "--metrics-port",
+    type=int,
+    envvar="HUBSYNC_METRICS_PORT",
+    show_envvar=True,
+    help="Serve Prometheus metrics on this port at /metrics; 0 = off [default: off].",
+)
+log_format_option = click.option(
+    "--log-format",
+    type=click.Choice(["text", "json"]),
+    envvar="HUBSYNC_LOG_FORMAT",
+    show_envvar=True,
+    help="Log format [default: text].",
+)
+log_level_option = click.option(
+    "--log-level", envvar="HUBSYNC_LOG_LEVEL", show_envvar=True, help="Log level [default: INFO]."
+)
+
+
+def daemon_options(command: F) -> F:
+    """The options every daemon has: Redis URL, health TTL, metrics port, log format and level."""
+    for option in reversed(
+        [redis_url_option, health_ttl_option, metrics_port_option, log_format_option,
+         log_level_option]
+    ):  # fmt: skip
+        command = option(command)
+    return command
+
+
+def _valid_hub_project(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    if value is None:
+        return None
+    try:
+        return validate_name(value, "hub project")
+    except ConfigError as exc:
+        raise click.BadParameter(str(exc), ctx, param) from None
+
+
+hub_db_option = click.option(
+    "--hub-db",
+    type=click.Path(path_type=Path, dir_okay=False, exists=True),
+    envvar="HUBSYNC_HUB_DB",
+    show_envvar=True,
+    help="Hub database (read only here; must exist).",
+)
+hub_project_required = click.option(
+    "--hub-project",
+    envvar="HUBSYNC_HUB_PROJECT",
+    show_envvar=True,
+    required=True,
+    callback=_valid_hub_project,
+    help="The hub project to work on.",
+)
+hub_project_filter = click.option(
+    "--hub-project",
+    envvar="HUBSYNC_HUB_PROJECT",
+    show_envvar=True,
+    callback=_valid_hub_project,
+    help="Only this hub project [default: every project in hubsync:projects].",
+)
+
+
+def open_hub_store(path: Path) -> SqliteHubStore:
+    """The hub database at ``path`` for reading; a file that is not one is a usage error (2)."""
+    try:
+        return SqliteHubStore(path, busy_budget=10.0)
+    except StoreBusyError:
+        raise
+    except StoreError as exc:
+        raise ConfigError(f"--hub-db (HUBSYNC_HUB_DB): {exc}") from None
+
+
+def safe_url(url: str) -> str:
+    """The URL without its user and password, for messages and JSON."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port or 6379
+    except ValueError:
+        return "<unparsable URL>"
+    return f"{parts.scheme}://{parts.hostname or '?'}:{port}{parts.path}"
+
+
+def connect_redis(url: str) -> redis.Redis:
+    """A client of ``url`` that answered PING; exit 3 (one line) if Redis cannot be reached."""
+    try:
+        client = redis.Redis.from_url(url, socket_connect_timeout=3, socket_timeout=10)
+    except ValueError as exc:
+        raise ConfigError(f"--redis-url (HUBSYNC_REDIS_URL): {exc}") from None
+    try:
+        ping_or_unreachable(client, url)
+    except RedisUnavailableError:
+        client.close()
+        raise
+    return client
+
+
+def ping_or_unreachable(client: redis.Redis, url: str) -> None:
+    """PING through ``client``; raise ``RedisUnavailableError`` (exit 3) if Redis cannot answer."""
+    try:
+        client.ping()
+    except (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError) as exc:
+        raise RedisUnavailableError(f"{safe_url(url)}: {type(exc).__name__}") from None
+
 
 S = TypeVar("S", bound=BaseSettings)
 

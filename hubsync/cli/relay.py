@@ -14,8 +14,7 @@ import redis
 
 from hubsync import keys
 from hubsync.cli import exit_codes
-from hubsync.cli.options import build_settings
-from hubsync.errors import RedisUnavailableError
+from hubsync.cli.options import build_settings, daemon_options, ping_or_unreachable
 from hubsync.logs import configure_logging
 from hubsync.metrics import start_metrics_server
 from hubsync.settings import RelaySettings
@@ -38,12 +37,6 @@ Examples:
     show_envvar=True,
     required=True,
     help="The runtime's state directory.",
-)
-@click.option(
-    "--redis-url",
-    envvar=["HUBSYNC_REDIS_URL", "REDIS_URL"],
-    show_envvar=True,
-    help="Redis URL [default: redis://127.0.0.1:6379/0].",
 )
 @click.option(
     "--runtime-id",
@@ -101,30 +94,7 @@ Examples:
     show_envvar=True,
     help="Seconds between looks at the outbox when idle [default: 0.002].",
 )
-@click.option(
-    "--health-ttl",
-    type=float,
-    envvar="HUBSYNC_HEALTH_TTL",
-    show_envvar=True,
-    help="TTL of the health key in seconds [default: 30].",
-)
-@click.option(
-    "--metrics-port",
-    type=int,
-    envvar="HUBSYNC_METRICS_PORT",
-    show_envvar=True,
-    help="Serve Prometheus metrics on this port at /metrics; 0 = off [default: off].",
-)
-@click.option(
-    "--log-format",
-    type=click.Choice(["text", "json"]),
-    envvar="HUBSYNC_LOG_FORMAT",
-    show_envvar=True,
-    help="Log format [default: text].",
-)
-@click.option(
-    "--log-level", envvar="HUBSYNC_LOG_LEVEL", show_envvar=True, help="Log level [default: INFO]."
-)
+@daemon_options
 @click.option(
     "--json", "as_json", is_flag=True, help="Print the final summary as one JSON document."
 )
@@ -199,20 +169,9 @@ def relay(
 def _require_redis(url: str) -> None:
     client = redis.Redis.from_url(url, socket_connect_timeout=2, socket_timeout=5)
     try:
-        client.ping()
-    except (redis.ConnectionError, redis.TimeoutError) as exc:
-        raise RedisUnavailableError(f"{_safe_url(url)}: {type(exc).__name__}") from None
+        ping_or_unreachable(client, url)
     finally:
         client.close()
-
-
-def _safe_url(url: str) -> str:
-    """The URL without its password, for messages."""
-    from urllib.parse import urlsplit
-
-    parts = urlsplit(url)
-    host = parts.hostname or "?"
-    return f"{parts.scheme}://{host}:{parts.port or 6379}{parts.path}"
 
 
 def _check(settings: RelaySettings, runtime_id: str) -> int:

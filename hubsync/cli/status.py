@@ -16,7 +16,7 @@ from rich.live import Live
 from consumers.projects import known_hub_projects, require_hub_project
 from consumers.queue_status import health_keys, project_status, redis_now_ms
 from hubstore.store import DEFAULT_STALE_AFTER, HubStore
-from hubsync.cli.operator_options import (
+from hubsync.cli.options import (
     connect_redis,
     duration_callback,
     hub_db_option,
