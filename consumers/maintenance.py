@@ -1,7 +1,8 @@
 """The periodic maintenance job, run by RQ on ``hubsync-effects``.
 
 It purges committed effects older than the retention window from a runtime's
-effects ledger, and removes hub consumers that have been idle past a threshold
+effects ledger, purges alerts and presence rows older than the hub retention
+window from the hub store (events are kept), and removes hub consumers that have been idle past a threshold
 and own no pending entry (their entries, if any, are left for XAUTOCLAIM by the
 live consumers). Parked ``blocked_uncertain`` and in-flight effects are never
 purged, and leases are never touched: their fences must outlive everything.
@@ -14,6 +15,7 @@ Scheduled with rq's cron scheduler (``consumers/maintenance_cron.py``)::
 from __future__ import annotations
 
 import logging
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +26,7 @@ from rq.job import get_current_job
 
 from consumers.reclaim import remove_idle_consumers
 from consumers.scripts import StreamScripts
+from hubstore.sqlite_store import SqliteHubStore
 from hubsync import keys
 from producers.effects.ledger import EffectsLedger
 
@@ -41,6 +44,12 @@ class MaintenanceSettings(BaseSettings):
     effects_retention: float = Field(
         default=30 * 86_400.0, ge=0, description="keep committed effects this many seconds"
     )
+    hub_db: Path | None = Field(
+        default=None, description="hub store whose old alerts and presence to purge"
+    )
+    hub_retention: float = Field(
+        default=90 * 86_400.0, ge=0, description="keep hub alerts and presence this many seconds"
+    )
     dead_consumer_idle: float = Field(
         default=3_600.0, ge=0, description="remove hub consumers idle this many seconds"
     )
@@ -54,9 +63,20 @@ def run_maintenance(
     retention_s: float = 30 * 86_400.0,
     dead_consumer_idle_s: float = 3_600.0,
     redis_url: str | None = None,
+    hub_db: str | None = None,
+    hub_retention_s: float = 90 * 86_400.0,
 ) -> dict[str, Any]:
-    """Purge old committed effects and remove dead consumers; return what was done."""
-    report: dict[str, Any] = {"purged_effects": 0, "removed_consumers": {}}
+    """Purge old committed effects, old hub alerts and presence, dead consumers; report it."""
+    report: dict[str, Any] = {
+        "purged_effects": 0,
+        "purged_alerts": 0,
+        "purged_presence": 0,
+        "removed_consumers": {},
+    }
+    if hub_db:
+        with SqliteHubStore(Path(hub_db)) as store:
+            purged = store.purge(timedelta(seconds=hub_retention_s))
+        report["purged_alerts"], report["purged_presence"] = purged.alerts, purged.presence
     if ledger_path:
         ledger = EffectsLedger(Path(ledger_path))
         try:
@@ -78,8 +98,10 @@ def run_maintenance(
         if removed:
             report["removed_consumers"][project] = removed
     logger.info(
-        "maintenance: purged %s effects, removed consumers %s",
+        "maintenance: purged %s effects, %s alerts, %s presence rows; removed consumers %s",
         report["purged_effects"],
+        report["purged_alerts"],
+        report["purged_presence"],
         report["removed_consumers"],
     )
     return report

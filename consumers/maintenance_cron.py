@@ -6,7 +6,8 @@ Start the scheduler with rq's own CLI, and any ``rq worker hubsync-effects`` run
         rq cron consumers.maintenance_cron --url redis://127.0.0.1:6379/0
 
 Settings: ``HUBSYNC_MAINTENANCE_INTERVAL`` (seconds, default 3600),
-``HUBSYNC_EFFECTS_RETENTION``, ``HUBSYNC_DEAD_CONSUMER_IDLE``, ``HUBSYNC_EFFECTS_LEDGER``.
+``HUBSYNC_EFFECTS_RETENTION``, ``HUBSYNC_DEAD_CONSUMER_IDLE``, ``HUBSYNC_EFFECTS_LEDGER``,
+``HUBSYNC_HUB_DB`` and ``HUBSYNC_HUB_RETENTION`` (seconds, default 90 days).
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ cron.register(
         "ledger_path": str(_settings.effects_ledger) if _settings.effects_ledger else None,
         "retention_s": _settings.effects_retention,
         "dead_consumer_idle_s": _settings.dead_consumer_idle,
+        "hub_db": str(_settings.hub_db) if _settings.hub_db else None,
+        "hub_retention_s": _settings.hub_retention,
     },
     interval=_settings.maintenance_interval,
     name="hubsync-maintenance",

@@ -14,7 +14,9 @@ from rq import Retry, SimpleWorker
 from rq.job import Job, JobStatus
 
 from consumers.effect_jobs import effects_queue, enqueue_effect, run_effect
+from hubstore.sqlite_store import SqliteHubStore
 from hubsync import keys
+from hubsync.entries import PresenceBeat
 from producers.effects import AttemptState, EffectKind, EffectsLedger, EffectSpec, EffectStatus
 from tests.support import wait_until
 from tests.webhook_server import webhook_server
@@ -188,7 +190,15 @@ def test_maintenance_runs_from_rq_cron_and_an_rq_worker(
     redis_client.sadd(keys.PROJECTS, "proj")
     redis_client.xgroup_create(stream, keys.CONSUMER_GROUP, id="0", mkstream=True)
     redis_client.xgroup_createconsumer(stream, keys.CONSUMER_GROUP, "dead-consumer")
+    hub_db = tmp_path / "hub.db"
+    with SqliteHubStore(hub_db) as hub:
+        hub.record_presence(
+            [PresenceBeat("rt-old", "proj", "host", 1, "0", 0, "2020-01-01T00:00:00.000000Z")]
+        )
+        assert len(hub.presence("proj")) == 1
     env = {
+        "HUBSYNC_HUB_DB": str(hub_db),
+        "HUBSYNC_HUB_RETENTION": "0",
         "HUBSYNC_EFFECTS_LEDGER": str(ledger_path),
         "HUBSYNC_EFFECTS_RETENTION": "0",
         "HUBSYNC_DEAD_CONSUMER_IDLE": "0",
@@ -205,4 +215,6 @@ def test_maintenance_runs_from_rq_cron_and_an_rq_worker(
         cron.wait(timeout=30)
     _burst_worker(redis_url, tmp_path / "worker.log").wait(timeout=60)
     assert EffectsLedger(ledger_path).list_run("run-1") == []
+    with SqliteHubStore(hub_db) as hub:
+        assert hub.presence("proj") == [], "presence older than the hub retention is purged"
     assert redis_client.xinfo_consumers(stream, keys.CONSUMER_GROUP) == []
