@@ -14,7 +14,11 @@ from hubsync.errors import WireError
 from hubsync.wire import MAX_EVENT_BYTES, SyncEvent, parse_sync_event
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.text(max_size=20),
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**53), 2**53)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=20),
     lambda inner: (
         st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
     ),
@@ -111,6 +115,13 @@ def _raw() -> bytes:
             "occurred_at",
         ),
         (lambda raw: raw.replace(b'"ok":true', b'"ok": true'), "not_canonical", "canonical"),
+        (lambda raw: raw.replace(b"54.123456Z", b"54.123456+00:00"), "not_canonical", "canonical"),
+        (lambda raw: raw.replace(b"54.123456Z", b"54Z"), "not_canonical", "canonical"),
+        (
+            lambda raw: raw.replace(b'"ok":true,"step"', b'"step":"build","ok":true,"x"'),
+            "not_canonical",
+            "canonical",
+        ),
         (lambda raw: raw.replace(b'"ok":true', b'"ok":NaN'), "not_canonical", "canonical"),
         (lambda raw: b"[]", "invalid_event", "object"),
     ],
