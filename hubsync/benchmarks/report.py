@@ -8,6 +8,7 @@ measured in the same run.
 
 from __future__ import annotations
 
+import os
 import tempfile
 import time
 from collections.abc import Callable
@@ -45,6 +46,8 @@ TINY = Sizes(600, 600, 1, 600, (500,), 1.5, 100, 60, 300)
 def run(sizes: Sizes, progress: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
     """Run every measurement on a private redis-server; the report."""
     started = time.monotonic()
+    # Other work on the machine moves absolute figures; the load says how busy it was.
+    load_at_start = os.getloadavg()[0]
     with (
         tempfile.TemporaryDirectory(prefix="hubsync-bench-") as tmp,
         RedisServerProcess(directory=Path(tmp)) as server,
@@ -81,7 +84,11 @@ def run(sizes: Sizes, progress: Callable[[str], None] = lambda _: None) -> dict[
         "latency": latency,
         "peers": {"naive": naive, "rq_job_per_event": rq, "jetstream": jetstream},
         "machine": machine()
-        | {"event_bytes": EVENT_BYTES, "bench_seconds": round(time.monotonic() - started, 1)},
+        | {
+            "event_bytes": EVENT_BYTES,
+            "bench_seconds": round(time.monotonic() - started, 1),
+            "load_average_1m_at_start": round(load_at_start, 2),
+        },
     }
 
 
