@@ -25,9 +25,11 @@ from hubsync import keys
 from hubsync.benchmarks.procs import (
     BenchError,
     children_stopped,
+    cpu_seconds,
     hubsync_process,
     peak_rss_mb,
     percentiles,
+    redis_cpu_seconds,
     wait_for,
 )
 from hubsync.benchmarks.workload import (
@@ -97,6 +99,8 @@ def measure_end_to_end(url: str, events: int) -> dict[str, Any]:
         registry, store = runtime_with_backlog(directory, events)
         consumers = _start_consumers(url, directory, CONSUMERS)
         with children_stopped(consumers):
+            consumer_cpu = sum(cpu_seconds(p.pid) for p in consumers)
+            redis_cpu = redis_cpu_seconds(client)
             relay = _start_relay(url, directory)
             with children_stopped([relay]):
                 first_ms = None
@@ -114,6 +118,12 @@ def measure_end_to_end(url: str, events: int) -> dict[str, Any]:
                     time.sleep(0.005)
                 relay_rss = peak_rss_mb(relay.pid)
                 consumer_rss = max(peak_rss_mb(p.pid) for p in consumers)
+                # Where the CPU went (the machine has few cores: it is the budget).
+                cpu = {
+                    "relay": cpu_seconds(relay.pid),
+                    "consumers": sum(cpu_seconds(p.pid) for p in consumers) - consumer_cpu,
+                    "redis": redis_cpu_seconds(client) - redis_cpu,
+                }
         counts = store.outbox_counts()
         store.close()
         registry.close()
@@ -132,6 +142,7 @@ def measure_end_to_end(url: str, events: int) -> dict[str, Any]:
         "target_events_per_s": 25_000,
         "relay_peak_rss_mb": round(relay_rss, 1),
         "consumer_peak_rss_mb": round(consumer_rss, 1),
+        "cpu_us_per_event": {name: round(used / events * 1e6, 1) for name, used in cpu.items()},
     }
 
 
