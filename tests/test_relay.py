@@ -271,6 +271,7 @@ def test_a_running_relay_sends_new_commits_and_reports_health(
     finally:
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=30) == 0
+    assert not redis_client.exists(keys.relay_health(registry.runtime_id)), "a clean stop says so"
     assert b"sent 1" in (state_dir / "relay.log").read_bytes()
 
 

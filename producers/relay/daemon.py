@@ -14,6 +14,7 @@ pending; appends never touch Redis, so they neither block nor fail.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -243,6 +244,9 @@ class Relay:
                 backoff.reset()
                 if not worked:
                     self._stop.wait(self.settings.poll_interval)
+            # a clean stop: say so at once rather than let the health key run out
+            with contextlib.suppress(*UNAVAILABLE_ERRORS):
+                client.delete(keys.relay_health(self.runtime_id))
         finally:
             client.close()
             self.marker.flush()  # the summary's counts include the last batch
