@@ -206,39 +206,47 @@ class OutboxQueries:
         parsed = [(r, s, h, _outcome(o), reason) for r, s, h, o, reason in outcomes]
 
         def apply(c: sqlite3.Connection) -> OutcomeApplication:
+            # Set-based: one lookup per chunk of keys, then range updates by seq,
+            # instead of a SELECT and an UPDATE per outcome (acks arrive by the
+            # thousand during a drain).
+            rows = _rows_by_key(c, [(run_id, sequence) for run_id, sequence, *_ in parsed])
             result = OutcomeApplication()
+            acked: dict[RowOutcome, list[int]] = {}
+            parked: dict[tuple[RowOutcome, str | None], list[int]] = {}
             for run_id, sequence, digest, outcome, reason in parsed:
-                found = c.execute(
-                    "SELECT seq, content_hash, acked_at FROM outbox "
-                    "WHERE run_id = ? AND sequence = ?",
-                    (run_id, sequence),
-                ).fetchone()
+                found = rows.get((run_id, sequence))
                 if found is None:
                     result.unknown += 1
                     continue
-                seq, own_hash, acked_at = found
+                seq, own_hash, settled = found
                 if own_hash != digest:
                     result.foreign.append((run_id, sequence))
                     continue
-                if acked_at is not None:
+                if settled:
                     continue
+                # the first outcome for a row in this batch wins, as it would row by row
+                rows[(run_id, sequence)] = (seq, own_hash, True)
                 if outcome in ACKING:
-                    c.execute(
-                        "UPDATE outbox SET acked_at = ?, outcome = ?, outcome_reason = NULL, "
-                        "outcome_at = ? WHERE seq = ?",
-                        (now, outcome.value, now, seq),
-                    )
+                    acked.setdefault(outcome, []).append(seq)
                     result.acked += 1
                 else:
-                    c.execute(
-                        "UPDATE outbox SET outcome = ?, outcome_reason = ?, outcome_at = ? "
-                        "WHERE seq = ?",
-                        (outcome.value, reason, now, seq),
-                    )
+                    parked.setdefault((outcome, reason), []).append(seq)
                     if outcome is RowOutcome.CONFLICT:
                         result.conflict += 1
                     else:
                         result.rejected += 1
+            for outcome, seqs in acked.items():
+                c.executemany(
+                    "UPDATE outbox SET acked_at = ?, outcome = ?, outcome_reason = NULL, "
+                    "outcome_at = ? WHERE seq BETWEEN ? AND ? AND acked_at IS NULL",
+                    [(now, outcome.value, now, a, b) for a, b in seq_ranges(seqs)],
+                )
+            for (outcome, reason), seqs in parked.items():
+                c.executemany(
+                    "UPDATE outbox SET outcome = ?, outcome_reason = ?, outcome_at = ? "
+                    "WHERE seq BETWEEN ? AND ? AND acked_at IS NULL",
+                    [(outcome.value, reason, now, a, b) for a, b in seq_ranges(seqs)],
+                )
             if position is not None:
                 _save_position(c, *position)
             return result
@@ -355,6 +363,35 @@ class OutboxQueries:
                 ).fetchall()
             ]
         )
+
+
+_KEY_CHUNK = 400
+"""Keys per lookup statement (two parameters each, well under SQLite's limit)."""
+
+
+def _rows_by_key(
+    c: sqlite3.Connection, keys: Sequence[tuple[str, int]]
+) -> dict[tuple[str, int], tuple[int, str, bool]]:
+    """``(run_id, sequence) -> (seq, content_hash, settled)`` for the keys that exist.
+
+    ``settled`` means acked: nothing changes it any more. A parked row is not
+    settled, so a dead letter replayed after its fix can still ack it.
+    """
+    found: dict[tuple[str, int], tuple[int, str, bool]] = {}
+    unique = list(dict.fromkeys(keys))
+    for start in range(0, len(unique), _KEY_CHUNK):
+        chunk = unique[start : start + _KEY_CHUNK]
+        values = ",".join("(?, ?)" for _ in chunk)
+        params = [part for key in chunk for part in key]
+        for run_id, sequence, seq, digest, acked_at in c.execute(
+            f"WITH wanted(run_id, sequence) AS (VALUES {values}) "
+            "SELECT o.run_id, o.sequence, o.seq, o.content_hash, o.acked_at "
+            "FROM wanted JOIN outbox AS o "
+            "ON o.run_id = wanted.run_id AND o.sequence = wanted.sequence",
+            params,
+        ):
+            found[(run_id, sequence)] = (seq, digest, acked_at is not None)
+    return found
 
 
 def _outcome(value: str) -> RowOutcome:

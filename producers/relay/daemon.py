@@ -24,6 +24,8 @@ import time
 from dataclasses import dataclass, field
 
 import redis
+from redis.backoff import ExponentialBackoff
+from redis.retry import Retry
 
 from hubsync import __version__, keys, metrics
 from hubsync.clock import utc_now_iso
@@ -84,9 +86,19 @@ class RelaySummary:
 
 
 def connect(url: str, socket_timeout: float = 5.0) -> redis.Redis:
-    """A Redis client with timeouts, so a dead server is noticed rather than waited on."""
+    """A Redis client with timeouts, so a dead server is noticed rather than waited on.
+
+    A connection left over from before a Redis restart fails once on first use;
+    one quick reconnect absorbs that, so only a Redis that stays away counts as
+    an outage (and is logged as one).
+    """
     return redis.Redis.from_url(
-        url, socket_timeout=socket_timeout, socket_connect_timeout=2.0, health_check_interval=30
+        url,
+        socket_timeout=socket_timeout,
+        socket_connect_timeout=2.0,
+        health_check_interval=30,
+        retry=Retry(ExponentialBackoff(cap=0.2, base=0.02), 2),
+        retry_on_error=[redis.ConnectionError],
     )
 
 
