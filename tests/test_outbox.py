@@ -147,6 +147,23 @@ def test_an_acked_row_is_not_changed_by_a_later_outcome(store: RunEventStore) ->
     assert (row.acked_at, row.outcome) == (100.0, "accepted")
 
 
+def test_a_parked_row_is_acked_when_its_replayed_event_is_accepted(store: RunEventStore) -> None:
+    store.apply_outcomes([outcome(store, 2, "rejected", "max_deliveries")], now=100.0)
+    assert store.outbox_counts()["rejected"] == 1
+    later = store.apply_outcomes([outcome(store, 2, "accepted")], now=200.0)
+    assert later.acked == 1
+    assert store.outbox_counts()["rejected"] == 0 and store.outbox_counts()["acked"] == 1
+
+
+def test_the_first_outcome_for_a_row_in_one_batch_wins(store: RunEventStore) -> None:
+    batch = [outcome(store, s, "accepted") for s in (1, 2, 3, 4)]
+    batch += [outcome(store, 3, "conflict", "sequence_reused"), outcome(store, 5, "duplicate")]
+    result = store.apply_outcomes(batch, now=100.0)
+    assert (result.acked, result.conflict) == (5, 0)
+    states = [row.state for row in store.outbox_for_run("run-1")]
+    assert states == ["acked"] * 5 + ["unsent"]
+
+
 def test_the_read_position_is_saved_with_the_outcomes(store: RunEventStore) -> None:
     assert store.relay_position("acks:acme") is None
     store.apply_outcomes([outcome(store, 1, "accepted")], now=1.0, position=("acks:acme", "5-0"))
