@@ -74,3 +74,10 @@ def test_bench_json_reads_the_boolean_hubsync_json_of_the_other_commands_as_stdo
     assert _json_target(Path("false")) is None
     assert _json_target(Path("report.json")) == Path("report.json")
     assert _json_target(None) is None
+
+
+def test_bench_refuses_malformed_arguments_with_a_usage_error() -> None:
+    for args in (["bench", "--bogus"], ["bench", "--json"], ["bench", "--quick=maybe"]):
+        result = CliRunner().invoke(cli, args)
+        assert result.exit_code == 2, (args, result.output)
+        assert "Traceback" not in result.output
