@@ -30,10 +30,10 @@ from hubsync.benchmarks.workload import (
     raw_hub_table,
     runtime_with_backlog,
 )
-from hubsync.entries import raw_event_entry_fields
 from hubsync.settings import ConsumerSettings, RelaySettings
 from producers.event_store import RunEventStore
 from producers.relay import Relay
+from producers.relay.sender import outbox_entry_fields
 
 BATCH = 500
 STREAM = keys.events_stream(HUB_PROJECT)
@@ -51,19 +51,7 @@ def raw_xadd_seconds(
 ) -> tuple[float, int]:
     """Seconds to XADD the store's outbox rows as raw pipelined batches (the relay's ceiling)."""
     rows = store.unsent(0, 10**9)
-    fields = [
-        raw_event_entry_fields(
-            project_id=store.project_id,
-            hub_project=store.hub_project,
-            run_id=row.run_id,
-            sequence=row.sequence,
-            event_type=row.event_type,
-            runtime_id=store.home_runtime_id,
-            digest=row.content_hash,
-            data=row.sync_event,
-        )
-        for row in rows
-    ]
+    fields = [outbox_entry_fields(store, row) for row in rows]
     stream = "bench:ceiling"
     started = time.perf_counter()
     for start in range(0, len(fields), batch):

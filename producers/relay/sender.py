@@ -32,6 +32,20 @@ _SENT_NEW = metrics.EVENTS_SENT.labels("new")
 _SENT_AGAIN = metrics.EVENTS_SENT.labels("resend")
 
 
+def outbox_entry_fields(store: RunEventStore, row: OutboxRow) -> dict[str, str | bytes]:
+    """The stream fields of one outbox row (its bytes were validated when appended)."""
+    return raw_event_entry_fields(
+        project_id=store.project_id,
+        hub_project=store.hub_project,
+        run_id=row.run_id,
+        sequence=row.sequence,
+        event_type=row.event_type,
+        runtime_id=store.home_runtime_id,
+        digest=row.content_hash,
+        data=row.sync_event,
+    )
+
+
 @dataclass
 class SenderStats:
     """What the sending half did since start."""
@@ -132,19 +146,7 @@ class OutboxSender:
         pipe = client.pipeline(transaction=False)
         pipe.sadd(keys.PROJECTS, store.hub_project)
         for row in rows:
-            pipe.xadd(
-                self.stream,
-                raw_event_entry_fields(  # type: ignore[arg-type]
-                    project_id=store.project_id,
-                    hub_project=store.hub_project,
-                    run_id=row.run_id,
-                    sequence=row.sequence,
-                    event_type=row.event_type,
-                    runtime_id=store.home_runtime_id,
-                    digest=row.content_hash,
-                    data=row.sync_event,
-                ),
-            )
+            pipe.xadd(self.stream, outbox_entry_fields(store, row))  # type: ignore[arg-type]
         pipe.execute()
         self.marker.submit(store.project_id, [row.seq for row in rows], time.time())
         self.stats.batches += 1
