@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import signal
 import tempfile
 import threading
 import time
@@ -42,6 +43,10 @@ from producers.synthetic import run_events
 
 HUB_PROJECT = "demo"
 RECLAIM_IDLE_S = 2.0
+PRODUCE_SECONDS = 2.0
+DOOMED_BLOCK_MS = 1000
+"""consumer-1's XREADGROUP block time: how long, frozen, it can still be handed entries."""
+"""Appends are spread over about this long, so faults land while events flow."""
 ENV_SECRET_NAME = "HUBSYNC_DEMO_DEPLOY_API_KEY"  # noqa: S105 - a name, not a value
 
 Progress = Callable[[str, int, int, int], None]
@@ -150,6 +155,7 @@ class DemoScenario:
             self._clean_redis()
             self._open_runtimes()
             self._start_daemons()
+            self._wait_until_ready(hub)
             producer = threading.Thread(target=self._produce, name="demo-produce", daemon=True)
             producer.start()
             self._kill_one_consumer(hub)
@@ -207,10 +213,11 @@ class DemoScenario:
     def _start_daemons(self) -> None:
         for index in (1, 2):
             name = f"consumer-{index}"
+            block_ms = DOOMED_BLOCK_MS if index == 1 else 100
             self.daemons[name] = Daemon(
                 name,
                 ["consume", "--hub-db", str(self.hub_db), "--redis-url", self.redis_url,
-                 "--name", name, "--batch-count", "50", "--block-ms", "100",
+                 "--name", name, "--batch-count", "50", "--block-ms", str(block_ms),
                  "--reclaim-idle", str(RECLAIM_IDLE_S), "--reclaim-interval", "0.5", "--json"],
                 self.logs,
             )  # fmt: skip
@@ -223,6 +230,24 @@ class DemoScenario:
                 self.logs,
             )  # fmt: skip
 
+    def _wait_until_ready(self, hub: SqliteHubStore) -> None:
+        """Until every relay beats and both consumers read the group (Python starts slowly)."""
+        stream = keys.events_stream(HUB_PROJECT)
+        relays = [keys.relay_health(r.registry.runtime_id) for r in self.runtimes]
+
+        def ready() -> bool:
+            try:
+                names = {
+                    c["name"] for c in self.client.xinfo_consumers(stream, keys.CONSUMER_GROUP)
+                }
+            except redis.ResponseError:  # no stream or no group yet
+                return False
+            return {b"consumer-1", b"consumer-2"} <= names and self.client.exists(*relays) == len(
+                relays
+            )
+
+        self._wait("starting: 3 relays and 2 consumers", ready, 30, hub)
+
     def _produce(self) -> None:
         plant = list(self.secrets.values())
         streams = []
@@ -230,7 +255,9 @@ class DemoScenario:
             for run in range(self.runs):
                 events = run_events(self.events_per_run, self.payload_bytes, plant=plant)
                 streams.append((runtime.store, f"run-{runtime.name}-{run + 1}", events))
-        # interleave small batches from every run, so the pipeline works while runs go on
+        # interleave small batches from every run, spread over a couple of
+        # seconds whatever the size, so the pipeline works while runs go on
+        pause = max(0.005, PRODUCE_SECONDS / max(1, self.events_per_run // 10))
         while streams:
             for item in list(streams):
                 store, run_id, events = item
@@ -241,23 +268,45 @@ class DemoScenario:
                     store.append_events(batch)
                 if len(batch) < 10:
                     streams.remove(item)
-            time.sleep(0.005)
+            time.sleep(pause)
 
     def _kill_one_consumer(self, hub: SqliteHubStore) -> None:
+        """SIGKILL consumer-1 while it holds delivered, unacknowledged entries.
+
+        consumer-1 spends most of its time blocked in XREADGROUP. Frozen there
+        (SIGSTOP), it still receives: Redis assigns the next entries to it (they
+        enter its pending list) and writes them to a socket it will never read.
+        Once that has happened it is killed, exactly like a worker that crashed
+        holding a batch. If nothing arrived within its block time it resumes and
+        is tried again.
+        """
         doomed = self.daemons["consumer-1"]
         stream = keys.events_stream(HUB_PROJECT)
 
-        def holds_pending() -> bool:
+        def pending_of_doomed() -> bool:
             try:
-                mine = self.client.xpending_range(
-                    stream, keys.CONSUMER_GROUP, "-", "+", 1, "consumer-1"
+                return bool(
+                    self.client.xpending_range(
+                        stream, keys.CONSUMER_GROUP, "-", "+", 1, "consumer-1"
+                    )
                 )
             except redis.ResponseError:  # the group is not there yet
                 return False
-            return bool(mine) and hub.count_events() > self.total // 5
 
-        self._wait("running: waiting for consumer-1 to be mid-batch", holds_pending, 30, hub)
-        doomed.kill()
+        def caught_holding_entries() -> bool:
+            os.kill(doomed.process.pid, signal.SIGSTOP)
+            frozen_until = time.monotonic() + DOOMED_BLOCK_MS / 1000 + 0.2
+            while time.monotonic() < frozen_until:
+                if pending_of_doomed():
+                    doomed.kill()  # SIGKILL ends a stopped process too
+                    return True
+                time.sleep(0.01)
+            os.kill(doomed.process.pid, signal.SIGCONT)
+            return False
+
+        self._wait("running: killing consumer-1 mid-batch", caught_holding_entries, 30, hub)
+        if doomed.alive:
+            doomed.kill()
 
     def _inject_faults(self, hub: SqliteHubStore) -> None:
         runtime = self.runtimes[0]
