@@ -14,11 +14,19 @@ from typing import Any
 
 from redis.commands.core import Script
 
+INCLUDE = "--! include "
+"""A line ``--! include NAME`` is replaced by ``hubstore/lua/NAME.lua`` (shared preludes:
+EVAL scripts cannot import one another, and copies of the same checks would drift)."""
+
 
 @cache
 def lua_source(name: str) -> str:
-    """The source of ``hubstore/lua/<name>.lua``, read once per process."""
-    return resources.files("hubstore").joinpath("lua", f"{name}.lua").read_text("utf-8")
+    """The source of ``hubstore/lua/<name>.lua`` with its includes in place, read once."""
+    text = resources.files("hubstore").joinpath("lua", f"{name}.lua").read_text("utf-8")
+    return "".join(
+        lua_source(line[len(INCLUDE) :].strip()) if line.startswith(INCLUDE) else line
+        for line in text.splitlines(keepends=True)
+    )
 
 
 @dataclass(frozen=True)

@@ -20,23 +20,17 @@
 --
 -- Deadlines come from Redis TIME (Redis 7 replicates script effects, so TIME is allowed).
 
-local function read_int(value)
-  if value and string.match(value, '^%d+$') then return tonumber(value) end
-  return nil
-end
+--! include lease_common
 
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = redis_now_ms()
 local ttl = tonumber(ARGV[3])
 
-local cur = redis.call('HMGET', KEYS[1], 'holder', 'token', 'proof', 'deadline_ms', 'fence')
-local holder, token, proof, deadline, fence_raw = cur[1], read_int(cur[2]), cur[3], read_int(cur[4]), cur[5]
-
-local fence = read_int(fence_raw)
-if fence_raw and not fence then
+local lease = read_lease(KEYS[1])
+if lease.raw_fence and not read_int(lease.raw_fence) then
   return redis.error_reply('ERR hubsync corrupt fence on ' .. KEYS[1])
 end
-fence = math.max(fence or 0, token or 0)
+local holder, token, proof, deadline, fence = lease.holder, lease.token, lease.proof,
+  lease.deadline, lease.fence
 
 -- A deadline Redis cannot read is an expired deadline: the alternative, a lease
 -- nobody can ever take over, is the worse failure.
@@ -67,7 +61,7 @@ if holder then
   redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[5], '*', 'event', status,
     'holder', ARGV[1], 'token', string.format('%d', new_token), 'ttl_ms', string.format('%d', ttl),
     'deadline_ms', string.format('%d', new_deadline),
-    'previous_holder', holder, 'previous_token', cur[2] or '')
+    'previous_holder', holder, 'previous_token', lease.raw_token or '')
 else
   redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[5], '*', 'event', status,
     'holder', ARGV[1], 'token', string.format('%d', new_token), 'ttl_ms', string.format('%d', ttl),

@@ -14,25 +14,14 @@
 --   "superseded"  a newer token has been issued since this one
 --   "held"        the token is current but holder or proof do not match
 
-local function read_int(value)
-  if value and string.match(value, '^%d+$') then return tonumber(value) end
-  return nil
-end
+--! include lease_common
 
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local presented = tonumber(ARGV[2])
-
-local cur = redis.call('HMGET', KEYS[1], 'holder', 'token', 'proof', 'deadline_ms', 'fence')
-local holder, token, proof, deadline = cur[1], read_int(cur[2]), cur[3], read_int(cur[4])
-local fence = math.max(read_int(cur[5]) or 0, token or 0)
-
-if not holder or not token then
-  if presented < fence then return {'superseded', 0, 0, now, ''} end
-  return {'missing', 0, 0, now, ''}
-end
-if presented ~= token then return {'superseded', token, deadline or 0, now, holder} end
-if holder ~= ARGV[1] or proof ~= ARGV[3] then return {'held', token, deadline or 0, now, holder} end
+local now = redis_now_ms()
+local lease = read_lease(KEYS[1])
+-- An expired lease nobody took over may still be released by its holder.
+local refused = refusal(lease, tonumber(ARGV[2]), ARGV[1], ARGV[3], now, false)
+if refused then return refused end
+local holder, token, deadline, fence = lease.holder, lease.token, lease.deadline, lease.fence
 
 redis.call('HDEL', KEYS[1], 'holder', 'token', 'proof', 'deadline_ms', 'acquired_ms', 'ttl_ms')
 -- The fence is rewritten (not just kept) so a release also repairs a missing fence field.
