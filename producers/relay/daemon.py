@@ -30,6 +30,7 @@ from redis.retry import Retry
 from hubsync import __version__, keys, metrics
 from hubsync.clock import utc_now_iso
 from hubsync.entries import PresenceBeat
+from hubsync.errors import ConfigError
 from hubsync.settings import RelaySettings
 from producers.event_store import RunEventStore
 from producers.registry import ProjectRegistration, RuntimeRegistry
@@ -110,8 +111,6 @@ class Relay:
         self.registry = registry or RuntimeRegistry(settings.state_dir)
         self.runtime_id = self.registry.runtime_id
         if settings.runtime_id and settings.runtime_id != self.runtime_id:
-            from hubsync.errors import ConfigError
-
             raise ConfigError(
                 f"state dir {settings.state_dir} belongs to runtime {self.runtime_id!r}, "
                 f"not {settings.runtime_id!r}"
@@ -144,6 +143,14 @@ class Relay:
     def run(self) -> RelaySummary:
         """Run until ``request_stop``; return the summary."""
         self.refresh_projects()
+        if not self._senders:
+            # not an error (projects registered later are picked up), but a
+            # mistyped --state-dir looks exactly like this, so say it
+            log.warning(
+                "relay %s: no project is registered in %s yet; waiting for one",
+                self.runtime_id,
+                self.settings.state_dir,
+            )
         acks = threading.Thread(target=self._ack_loop, name="relay-acks", daemon=True)
         acks.start()
         try:
