@@ -8,6 +8,7 @@ win over the environment. Durations are in seconds, sizes in bytes.
 from __future__ import annotations
 
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from pydantic import AliasChoices, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -73,3 +74,13 @@ class ConsumerSettings(CommonSettings):
     alerts_maxlen: int = Field(default=100_000, ge=100, description="cap of the alert stream")
     health_ttl: float = Field(default=30.0, gt=0, description="TTL of the consumer's health key")
     metrics_port: int | None = Field(default=None, ge=0, le=65535, description="Prometheus port")
+
+
+def safe_url(url: str) -> str:
+    """The URL without its user and password, for messages and JSON."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port or 6379
+    except ValueError:
+        return "<unparsable URL>"
+    return f"{parts.scheme}://{parts.hostname or '?'}:{port}{parts.path}"

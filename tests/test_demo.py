@@ -8,6 +8,9 @@ import subprocess
 import sys
 
 import pytest
+import redis
+
+from hubsync.embedded_redis import RedisServerProcess
 
 DEMO = [sys.executable, "-m", "hubsync.cli.main", "demo"]
 
@@ -54,3 +57,23 @@ def test_demo_refuses_bad_arguments_with_a_usage_error() -> None:
     assert "Traceback" not in result.stderr
     keep_fake = run_demo("--embedded", "fakeredis", "--keep")
     assert keep_fake.returncode == 2 and "--keep needs a redis-server" in keep_fake.stderr
+
+
+def test_demo_on_a_given_redis_keeps_its_password_out_of_output_and_command_lines(
+    private_redis: RedisServerProcess,
+) -> None:
+    password = "demo-pass-" + "7" * 12
+    redis.Redis.from_url(private_redis.url).config_set("requirepass", password)
+    url = f"redis://:{password}@127.0.0.1:{private_redis.port}/0"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HUBSYNC_")}
+    env["HUBSYNC_REDIS_URL"] = url
+    result = subprocess.run(
+        [*DEMO, "--runs-per-runtime", "1", "--events-per-run", "30"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert f"127.0.0.1:{private_redis.port}" in result.stdout
+    assert password not in result.stdout + result.stderr

@@ -10,7 +10,6 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import urlsplit
 
 import click
 import redis
@@ -21,7 +20,7 @@ from hubstore.errors import StoreBusyError, StoreError
 from hubstore.sqlite_store import SqliteHubStore
 from hubsync.errors import ConfigError, RedisUnavailableError
 from hubsync.names import validate_name
-from hubsync.settings import DEFAULT_REDIS_URL
+from hubsync.settings import DEFAULT_REDIS_URL, safe_url
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -156,16 +155,6 @@ def open_hub_store(path: Path) -> SqliteHubStore:
         raise
     except StoreError as exc:
         raise ConfigError(f"--hub-db (HUBSYNC_HUB_DB): {exc}") from None
-
-
-def safe_url(url: str) -> str:
-    """The URL without its user and password, for messages and JSON."""
-    try:
-        parts = urlsplit(url)
-        port = parts.port or 6379
-    except ValueError:
-        return "<unparsable URL>"
-    return f"{parts.scheme}://{parts.hostname or '?'}:{port}{parts.path}"
 
 
 def connect_redis(url: str) -> redis.Redis:

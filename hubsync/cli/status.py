@@ -24,11 +24,11 @@ from hubsync.cli.options import (
     json_option,
     open_hub_store,
     redis_url_option,
-    safe_url,
 )
 from hubsync.cli.status_view import StatusReport, render
 from hubsync.clock import utc_now_iso
 from hubsync.errors import RedisUnavailableError
+from hubsync.settings import safe_url
 from producers.outbox_status import local_status
 
 

@@ -13,18 +13,23 @@ from pathlib import Path
 class Daemon:
     """One ``hubsync <command>`` child process with its stderr in a log file."""
 
-    def __init__(self, name: str, args: list[str], log_dir: Path) -> None:
+    def __init__(
+        self, name: str, args: list[str], log_dir: Path, env: dict[str, str] | None = None
+    ) -> None:
         self.name = name
         self.log_path = log_dir / f"{name}.log"
         self.out_path = log_dir / f"{name}.out"
         self._terminated = False
-        env = {k: v for k, v in os.environ.items() if not k.startswith("HUBSYNC_")}
+        # settings come as arguments or in ``env`` (a URL with a password stays off
+        # the command line, where ps would show it), never from the caller's HUBSYNC_*
+        child_env = {k: v for k, v in os.environ.items() if not k.startswith("HUBSYNC_")}
+        child_env.update(env or {})
         with self.log_path.open("wb") as err, self.out_path.open("wb") as out:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "hubsync.cli.main", *args],
                 stdout=out,
                 stderr=err,
-                env=env,
+                env=child_env,
                 start_new_session=True,  # a Ctrl-C at the terminal is the demo's to handle
             )
 

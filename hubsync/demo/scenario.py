@@ -32,6 +32,7 @@ from hubsync.canonical import content_hash
 from hubsync.demo.processes import Daemon
 from hubsync.demo.secrets_scan import files_containing, redis_keys_containing
 from hubsync.entries import event_entry_fields
+from hubsync.settings import safe_url
 from hubsync.wire import parse_sync_event
 from producers.effects.kinds import EffectKind
 from producers.effects.ledger import EffectsLedger
@@ -142,7 +143,7 @@ class DemoScenario:
         self.secrets = self._make_secrets()
         self.runtimes: list[Runtime] = []
         self.daemons: dict[str, Daemon] = {}
-        self.result = DemoResult(redis_url=redis_url, workdir=self.workdir)
+        self.result = DemoResult(redis_url=safe_url(redis_url), workdir=self.workdir)
 
     # -- the whole run ---------------------------------------------------------
 
@@ -216,18 +217,20 @@ class DemoScenario:
             block_ms = DOOMED_BLOCK_MS if index == 1 else 100
             self.daemons[name] = Daemon(
                 name,
-                ["consume", "--hub-db", str(self.hub_db), "--redis-url", self.redis_url,
+                ["consume", "--hub-db", str(self.hub_db),
                  "--name", name, "--batch-count", "50", "--block-ms", str(block_ms),
                  "--reclaim-idle", str(RECLAIM_IDLE_S), "--reclaim-interval", "0.5", "--json"],
                 self.logs,
+                env={"HUBSYNC_REDIS_URL": self.redis_url},
             )  # fmt: skip
         for runtime in self.runtimes:
             name = f"relay-{runtime.name}"
             self.daemons[name] = Daemon(
                 name,
-                ["relay", "--state-dir", str(runtime.state_dir), "--redis-url", self.redis_url,
+                ["relay", "--state-dir", str(runtime.state_dir),
                  "--presence-interval", "1", "--resend-timeout", "3", "--json"],
                 self.logs,
+                env={"HUBSYNC_REDIS_URL": self.redis_url},
             )  # fmt: skip
 
     def _wait_until_ready(self, hub: SqliteHubStore) -> None:
