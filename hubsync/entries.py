@@ -48,6 +48,7 @@ EVENT_FIELDS = (
 )
 
 _SHA256_HEX = re.compile(r"[0-9a-f]{64}")
+_FLAT_FIELDS = ("project_id", "hub_project", "run_id", "sequence", "event_type", "runtime_id")
 
 MAX_FIELD_BYTES = MAX_EVENT_BYTES + 1024
 """No single field of an entry may exceed this; a larger one is dead-lettered."""
@@ -149,35 +150,44 @@ def parse_event_entry(fields: Mapping[str, bytes]) -> EventEntry:
     ``parse_sync_event`` (``hash_mismatch``, ``bad_json``, ...), then
     ``field_mismatch`` when a flat field disagrees with the event bytes.
     """
-    for name in EVENT_FIELDS[1:]:
-        if name not in fields:
-            raise WireError("missing_field", f"entry has no {name!r} field")
-    for name, value in fields.items():
-        if len(value) > MAX_FIELD_BYTES:
-            raise WireError(
-                "field_too_large",
-                f"field {name[:40]!r} is {len(value)} bytes; the limit is {MAX_FIELD_BYTES}",
-            )
     try:
-        digest = fields["content_hash"].decode("ascii")
-        runtime_id = fields["runtime_id"].decode("utf-8")
+        data = fields["event"]
+        flat = (
+            fields["project_id"],
+            fields["hub_project"],
+            fields["run_id"],
+            fields["sequence"],
+            fields["event_type"],
+            fields["runtime_id"],
+        )
+        raw_digest = fields["content_hash"]
+    except KeyError as exc:
+        raise WireError("missing_field", f"entry has no {exc.args[0]!r} field") from None
+    if max(map(len, fields.values())) > MAX_FIELD_BYTES:
+        name, value = max(fields.items(), key=lambda item: len(item[1]))
+        raise WireError(
+            "field_too_large",
+            f"field {name[:40]!r} is {len(value)} bytes; the limit is {MAX_FIELD_BYTES}",
+        )
+    try:
+        digest = raw_digest.decode("ascii")
+        runtime_id = flat[5].decode("utf-8")
     except UnicodeDecodeError:
         raise WireError("bad_field", "content_hash or runtime_id is not text") from None
     if not _SHA256_HEX.fullmatch(digest):
         raise WireError("bad_field", "content_hash must be 64 lowercase hex digits")
-    data = fields["event"]
     event = parse_sync_event(data, expected_hash=digest)
-    flat = {
-        "project_id": event.project_id,
-        "hub_project": event.hub_project,
-        "run_id": event.run_id,
-        "sequence": str(event.sequence),
-        "event_type": event.event_type,
-        "runtime_id": event.home_runtime_id,
-    }
-    for name, expected in flat.items():
-        if fields[name] != expected.encode("utf-8"):
-            raise WireError("field_mismatch", f"field {name!r} disagrees with the event bytes")
+    expected = (
+        event.project_id.encode(),
+        event.hub_project.encode(),
+        event.run_id.encode(),
+        str(event.sequence).encode(),
+        event.event_type.encode(),
+        event.home_runtime_id.encode(),
+    )
+    if flat != expected:
+        name = next(n for n, a, b in zip(_FLAT_FIELDS, flat, expected, strict=True) if a != b)
+        raise WireError("field_mismatch", f"field {name!r} disagrees with the event bytes")
     return EventEntry(event=event, data=data, content_hash=digest, runtime_id=runtime_id)
 
 
