@@ -161,8 +161,9 @@ def parse_event_entry(fields: Mapping[str, bytes]) -> EventEntry:
             fields["runtime_id"],
         )
         raw_digest = fields["content_hash"]
-    except KeyError as exc:
-        raise WireError("missing_field", f"entry has no {exc.args[0]!r} field") from None
+    except KeyError:
+        missing = next(name for name in EVENT_FIELDS[1:] if name not in fields)
+        raise WireError("missing_field", f"entry has no {missing!r} field") from None
     if max(map(len, fields.values())) > MAX_FIELD_BYTES:
         name, value = max(fields.items(), key=lambda item: len(item[1]))
         raise WireError(
