@@ -99,20 +99,28 @@ def _work(redis_client: redis.Redis) -> None:
     SimpleWorker([effects_queue(redis_client)], connection=redis_client).work(burst=True)
 
 
+def _enqueue(redis_client: redis.Redis, url: str, ledger_path: Path) -> Job:
+    """One webhook effect on the queue, allowed up to three RQ retries."""
+    return enqueue_effect(
+        effects_queue(redis_client), _spec(url, "a1"), ledger_path=ledger_path, retry=Retry(max=3)
+    )
+
+
+def _post_once_and_fail(redis_client: redis.Redis, status: int, ledger_path: Path) -> Job:
+    """Run a webhook effect whose target answers ``status``; it must POST once and fail."""
+    with webhook_server(status=status) as hook:
+        job = _enqueue(redis_client, hook.url, ledger_path)
+        _work(redis_client)
+        assert len(hook.posts) == 1
+    assert job.get_status(refresh=True) == JobStatus.FAILED
+    return job
+
+
 def test_an_uncertain_outcome_parks_blocked_uncertain_and_rq_never_retries_it(
     redis_url: str, redis_client: redis.Redis, tmp_path: Path
 ) -> None:
     ledger_path = tmp_path / "effects.db"
-    with webhook_server(status=500) as hook:
-        job = enqueue_effect(
-            effects_queue(redis_client),
-            _spec(hook.url, "a1"),
-            ledger_path=ledger_path,
-            retry=Retry(max=3),
-        )
-        _work(redis_client)
-        assert len(hook.posts) == 1
-    assert job.get_status(refresh=True) == JobStatus.FAILED
+    _post_once_and_fail(redis_client, 500, ledger_path)
     ledger = EffectsLedger(ledger_path)
     [record] = ledger.list_run("run-1")
     assert record.status is EffectStatus.IN_FLIGHT
@@ -124,16 +132,7 @@ def test_a_refused_target_fails_without_retry_and_leaves_no_row(
     redis_client: redis.Redis, tmp_path: Path
 ) -> None:
     ledger_path = tmp_path / "effects.db"
-    with webhook_server(status=422) as hook:
-        job = enqueue_effect(
-            effects_queue(redis_client),
-            _spec(hook.url, "a1"),
-            ledger_path=ledger_path,
-            retry=Retry(max=3),
-        )
-        _work(redis_client)
-        assert len(hook.posts) == 1
-    assert job.get_status(refresh=True) == JobStatus.FAILED
+    _post_once_and_fail(redis_client, 422, ledger_path)
     ledger = EffectsLedger(ledger_path)
     assert ledger.list_run("run-1") == []
     ledger.close()
@@ -144,12 +143,7 @@ def test_nothing_executed_is_retried_and_then_commits(
 ) -> None:
     ledger_path = tmp_path / "effects.db"
     with webhook_server(status=503) as hook:
-        job = enqueue_effect(
-            effects_queue(redis_client),
-            _spec(hook.url, "a1"),
-            ledger_path=ledger_path,
-            retry=Retry(max=3),
-        )
+        job = _enqueue(redis_client, hook.url, ledger_path)
         hook.status = 503
         SimpleWorker([effects_queue(redis_client)], connection=redis_client).execute_job(
             job, effects_queue(redis_client)
