@@ -1,6 +1,6 @@
 """``LeaseClient``: fenced leases in Redis, each operation decided inside one Lua script.
 
-Semantics (DESIGN.md, "Lease semantics"):
+Semantics (docs/contract.md, "Lease semantics"):
 
 * acquire: a free resource gets a new token (``fence + 1``); the holder's own live
   lease, presented with its proof, is renewed under the same token; an expired

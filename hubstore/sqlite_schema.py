@@ -1,6 +1,6 @@
 """Schema of the SQLite hub database (version ``SCHEMA_VERSION``, kept in ``PRAGMA user_version``).
 
-The three contract tables (DESIGN.md) plus two ownership tables that make
+The three contract tables (docs/contract.md) plus two ownership tables that make
 ``project_mismatch`` and ``home_runtime_mismatch`` one indexed lookup per
 project and per run, instead of a search through the events.
 """

@@ -64,7 +64,7 @@ class Outcome(StrEnum):
 
 
 class ConflictReason(StrEnum):
-    """Why a conflict was raised (see DESIGN.md, hub store)."""
+    """Why a conflict was raised (see docs/contract.md, hub tables)."""
 
     SEQUENCE_REUSED = "sequence_reused"
     PROJECT_MISMATCH = "project_mismatch"

@@ -1,4 +1,4 @@
-"""Every Redis key name hubsync uses, built in one place (the DESIGN.md contract).
+"""Every Redis key name hubsync uses, built in one place (docs/contract.md).
 
 ``{...}`` is a Redis Cluster hash tag: all keys of one hub project share a slot,
 and a lease's hash and its audit log share one, so a Lua script may touch them

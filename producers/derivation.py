@@ -40,7 +40,7 @@ DEFAULT_ALLOWLIST: Mapping[str, tuple[str, ...]] = {
     "approval.granted": ("approval_id", "decided_by", "comment"),
     "approval.denied": ("approval_id", "decided_by", "comment"),
 }
-"""Event types and the fields of each that cross to the hub (documented in the README)."""
+"""Event types and the fields of each that cross to the hub (documented in docs/redaction.md)."""
 
 # A compiled allowlist entry: field -> None (the whole value crosses) or a subtree.
 _Tree = dict[str, "_Tree | None"]

@@ -1,4 +1,4 @@
-"""LeaseClient against a real private redis-server: the lease semantics of DESIGN.md."""
+"""LeaseClient against a real private redis-server: the lease semantics of docs/contract.md."""
 
 from __future__ import annotations
 
