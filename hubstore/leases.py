@@ -132,11 +132,6 @@ class LeaseClient:
         self.log_maxlen = log_maxlen
         self._scripts = LeaseScripts.register(redis_client)
 
-    @classmethod
-    def from_url(cls, url: str, **kwargs: Any) -> LeaseClient:
-        """A client on a new connection pool for ``url``."""
-        return cls(redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=5), **kwargs)
-
     # -- operations ---------------------------------------------------------------------
 
     def acquire(
@@ -305,6 +300,9 @@ class LeaseClient:
                 found.append(_text(key))
                 if len(found) >= limit:
                     break
+            # CROSSSLOT in a cluster: one MULTI over every lease key spans many
+            # hash slots (one per resource). A cluster needs one HGETALL per key,
+            # each with its own TIME read, or a MULTI per slot.
             pipe = self.redis.pipeline(transaction=True)
             for key in found:
                 pipe.hgetall(key)
