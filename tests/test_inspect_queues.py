@@ -12,6 +12,7 @@ import pytest
 
 from hubstore.leases import LeaseClient
 from hubsync import keys
+from hubsync.connections import connect
 from hubsync.embedded_redis import free_port
 from tests.operator_support import HUB_PROJECT, LivePipeline
 
@@ -48,7 +49,7 @@ def pipeline(tmp_path: Path, redis_url: str) -> Iterator[LivePipeline]:
 def test_it_shows_stream_group_consumers_pending_dead_letters_alerts_and_a_lease(
     pipeline: LivePipeline,
 ) -> None:
-    leases = LeaseClient.from_url(pipeline.redis_url)
+    leases = LeaseClient(connect(pipeline.redis_url))
     leases.acquire("repo/main", "box-a", ttl_ms=60_000)
     result = inspect(pipeline.redis_url, HUB_PROJECT, "repo/main")
     assert result.returncode == 0, result.stderr

@@ -7,15 +7,15 @@ from typing import Any
 
 import click
 
-from hubstore.lease_types import (
+from hubstore.leases import (
     Lease,
+    LeaseClient,
     LeaseGranted,
     LeaseInfo,
     LeaseRefusal,
     LeaseRefused,
     LeaseReleased,
 )
-from hubstore.leases import LeaseClient
 from hubsync.cli import exit_codes
 from hubsync.connections import Role, connect
 from hubsync.settings import DEFAULT_REDIS_URL

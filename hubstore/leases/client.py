@@ -26,7 +26,6 @@ from typing import Any, TypeVar
 
 import redis
 
-from hubstore import lease_args
 from hubstore.errors import (
     InvalidLeaseArgumentError,
     LeaseExpiredError,
@@ -37,7 +36,8 @@ from hubstore.errors import (
     LeaseSupersededError,
     LeaseUnavailableError,
 )
-from hubstore.lease_types import (
+from hubstore.leases import args as lease_args
+from hubstore.leases.types import (
     FencedWrite,
     Lease,
     LeaseCurrent,
