@@ -25,7 +25,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from rq.job import get_current_job
 
 from consumers.reclaim import remove_idle_consumers
-from consumers.scripts import StreamScripts
+from hubstore.lua_scripts import scripts_for
 from hubstore.sqlite_store import SqliteHubStore
 from hubsync import keys
 from hubsync.connections import connect
@@ -85,7 +85,7 @@ def run_maintenance(
         finally:
             ledger.close()
     client = _connection(redis_url)
-    scripts = StreamScripts.register(client)
+    scripts = scripts_for(client)
     for raw in sorted(client.smembers(keys.PROJECTS)):
         project = raw.decode() if isinstance(raw, bytes) else str(raw)
         stream = keys.events_stream(project)

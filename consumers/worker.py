@@ -29,9 +29,9 @@ from consumers.health import write_health
 from consumers.lag import export_lag
 from consumers.publishing import MAX_DELIVERIES_REASON, Publication
 from consumers.reclaim import RawEntry, reclaim_stream, remove_idle_consumers
-from consumers.scripts import StreamScripts
 from consumers.trim import trim_acknowledged
 from hubstore.errors import StoreError
+from hubstore.lua_scripts import scripts_for
 from hubstore.store import HubStore
 from hubsync import keys, metrics
 from hubsync.connections import wait_until_reachable
@@ -112,7 +112,7 @@ class HubConsumer:
         self.settings = settings
         self.name = validate_name(name or settings.name or default_consumer_name(), "consumer name")
         self.stats = ConsumerStats()
-        self.scripts = StreamScripts.register(client)
+        self.scripts = scripts_for(client)
         self.streams: list[str] = []
         self._invalid_projects: set[str] = set()
         self._stop = threading.Event()
