@@ -150,10 +150,9 @@ def relay(
         raise SystemExit(_check(settings, RuntimeRegistry(settings.state_dir).runtime_id))
     daemon = Relay(settings)
     try:
-        if once:
-            probe(settings.redis_url).close()  # --once cannot wait: exit 3 now
         start_metrics_server(settings.metrics_port)
         if once:
+            probe(settings.redis_url).close()  # --once cannot wait: exit 3 now
             summary = daemon.run_once()
         else:
             # the daemon waits for an unreachable Redis (logging it) rather than exiting
