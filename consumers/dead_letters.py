@@ -24,7 +24,7 @@ import redis
 from consumers.errors import DeadLetterNotFoundError, DeadLetterNotReplayableError
 from consumers.projects import require_hub_project
 from consumers.publishing import DeadLetter, parse_dead_letter
-from hubstore.lua_scripts import lua_source
+from hubstore.lua_scripts import scripts_for
 from hubsync import keys
 from hubsync.entries import decode_fields
 from hubsync.errors import ConfigError
@@ -119,7 +119,7 @@ class DeadLetters:
         self.hub_project = require_hub_project(client, hub_project)
         self.stream = keys.dead_stream(self.hub_project)
         self.events_stream = keys.events_stream(self.hub_project)
-        self._replay = client.register_script(lua_source("dead_replay"))
+        self._replay = scripts_for(client).dead_replay
 
     def count(self) -> int:
         """How many dead letters the project has."""

@@ -24,6 +24,7 @@ from rq.job import Job, get_current_job
 
 from consumers.effect_executors import ExecutionContext, resolve_executor
 from hubstore.leases import LeaseClient
+from hubsync.connections import connect
 from hubsync.keys import EFFECTS_QUEUE
 from producers.effects.errors import (
     EffectFailedError,
@@ -102,7 +103,7 @@ def run_effect(
 
 def _connection(redis_url: str | None) -> redis.Redis:
     if redis_url:
-        return redis.Redis.from_url(redis_url, socket_timeout=5, socket_connect_timeout=5)
+        return connect(redis_url)
     job = get_current_job()
     if job is None:
         raise EffectFailedError("run_effect needs redis_url when called outside an RQ job")

@@ -25,9 +25,10 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from rq.job import get_current_job
 
 from consumers.reclaim import remove_idle_consumers
-from consumers.scripts import StreamScripts
+from hubstore.lua_scripts import scripts_for
 from hubstore.sqlite_store import SqliteHubStore
 from hubsync import keys
+from hubsync.connections import connect
 from producers.effects.ledger import EffectsLedger
 
 logger = logging.getLogger(__name__)
@@ -84,7 +85,7 @@ def run_maintenance(
         finally:
             ledger.close()
     client = _connection(redis_url)
-    scripts = StreamScripts.register(client)
+    scripts = scripts_for(client)
     for raw in sorted(client.smembers(keys.PROJECTS)):
         project = raw.decode() if isinstance(raw, bytes) else str(raw)
         stream = keys.events_stream(project)
@@ -109,7 +110,7 @@ def run_maintenance(
 
 def _connection(redis_url: str | None) -> redis.Redis:
     if redis_url:
-        return redis.Redis.from_url(redis_url, socket_timeout=5, socket_connect_timeout=5)
+        return connect(redis_url)
     job = get_current_job()
     if job is None:
         raise ValueError("run_maintenance needs redis_url when called outside an RQ job")

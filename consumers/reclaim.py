@@ -17,7 +17,7 @@ from typing import Any
 
 import redis
 
-from consumers.scripts import StreamScripts
+from hubstore.lua_scripts import RedisScripts
 from hubsync import keys
 
 StreamId = int | bytes | str | memoryview
@@ -102,7 +102,7 @@ def reclaim_stream(
 
 
 def remove_idle_consumers(
-    client: redis.Redis, scripts: StreamScripts, stream: str, me: str, idle_ms: int
+    client: redis.Redis, scripts: RedisScripts, stream: str, me: str, idle_ms: int
 ) -> list[str]:
     """Remove consumers idle at least ``idle_ms`` that own no pending entry; their names."""
     removed: list[str] = []
@@ -110,6 +110,9 @@ def remove_idle_consumers(
         name = _text(info["name"])
         if name == me or int(info["pending"]) > 0 or int(info["idle"]) < idle_ms:
             continue
-        if scripts.remove_idle_consumer(keys=[stream], args=[keys.CONSUMER_GROUP, name]) == 1:
+        if (
+            scripts.stream_remove_idle_consumer(keys=[stream], args=[keys.CONSUMER_GROUP, name])
+            == 1
+        ):
             removed.append(name)
     return removed

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from consumers.scripts import StreamScripts
+from hubstore.lua_scripts import RedisScripts
 from hubsync import keys
 
 log = logging.getLogger(__name__)
@@ -26,9 +26,9 @@ class TrimResult:
     threshold: str
 
 
-def trim_acknowledged(scripts: StreamScripts, stream: str) -> TrimResult:
+def trim_acknowledged(scripts: RedisScripts, stream: str) -> TrimResult:
     """Remove the entries of an events stream that group ``hub`` has acknowledged."""
-    removed, threshold = scripts.trim_acked(keys=[stream], args=[keys.CONSUMER_GROUP])
+    removed, threshold = scripts.stream_trim_acked(keys=[stream], args=[keys.CONSUMER_GROUP])
     text = threshold.decode() if isinstance(threshold, bytes) else str(threshold)
     if removed:
         log.debug("trimmed %s entries of %s below %s", removed, stream, text)

@@ -29,11 +29,12 @@ from consumers.health import write_health
 from consumers.lag import export_lag
 from consumers.publishing import MAX_DELIVERIES_REASON, Publication
 from consumers.reclaim import RawEntry, reclaim_stream, remove_idle_consumers
-from consumers.scripts import StreamScripts
 from consumers.trim import trim_acknowledged
 from hubstore.errors import StoreError
+from hubstore.lua_scripts import scripts_for
 from hubstore.store import HubStore
 from hubsync import keys, metrics
+from hubsync.connections import wait_until_reachable
 from hubsync.entries import (
     KIND_EVENT,
     KIND_PRESENCE,
@@ -111,7 +112,7 @@ class HubConsumer:
         self.settings = settings
         self.name = validate_name(name or settings.name or default_consumer_name(), "consumer name")
         self.stats = ConsumerStats()
-        self.scripts = StreamScripts.register(client)
+        self.scripts = scripts_for(client)
         self.streams: list[str] = []
         self._invalid_projects: set[str] = set()
         self._stop = threading.Event()
@@ -130,6 +131,8 @@ class HubConsumer:
         restore = self._install_signal_handlers()
         log.info("consumer %s started (group %s)", self.name, keys.CONSUMER_GROUP)
         try:
+            # a Redis unreachable at start is waited for (logged once), not a failure
+            wait_until_reachable(self.client, self.settings.redis_url, self._stop)
             while not self._stop.is_set():
                 self._guarded(self._iteration)
         finally:
@@ -253,6 +256,9 @@ class HubConsumer:
         """One XREADGROUP over every stream (``None``: do not block); processes it; entry count."""
         if not self.streams:
             return 0
+        # CROSSSLOT in a cluster: one XREADGROUP over every project's stream spans
+        # as many hash slots as there are projects. A cluster needs one read per
+        # slot (per project), e.g. a worker per slot or non-blocking reads in turn.
         reply: Any = self.client.xreadgroup(
             keys.CONSUMER_GROUP,
             self.name,

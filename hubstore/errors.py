@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from hubsync.errors import ConfigError, HubsyncError, RedisUnavailableError
 
 if TYPE_CHECKING:
-    from hubstore.lease_types import LeaseRefused
+    from hubstore.leases.types import LeaseRefused
 
 
 class HubstoreError(HubsyncError):

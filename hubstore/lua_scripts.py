@@ -1,13 +1,17 @@
-"""The Lua scripts under ``hubstore/lua/``, registered once per Redis client.
+"""The one registry of hubsync's Lua scripts: every script is registered through it.
 
-``register_script`` returns a ``Script`` that calls EVALSHA and, on NOSCRIPT
-(after a Redis restart or ``SCRIPT FLUSH``), loads the source and retries, so
-callers never see the script cache.
+Each script lives in ``hubstore/lua/<name>.lua`` and opens with a header naming
+every KEYS and ARGV entry and what it returns. ``scripts_for(client)`` registers
+all of them on a client once (no round trip); each ``Script`` calls EVALSHA and,
+on NOSCRIPT (after a Redis restart or ``SCRIPT FLUSH``), loads the source and
+retries, so callers never see the script cache.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import threading
+import weakref
+from dataclasses import dataclass, fields
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -30,22 +34,32 @@ def lua_source(name: str) -> str:
 
 
 @dataclass(frozen=True)
-class LeaseScripts:
-    """The lease scripts registered on one client."""
+class RedisScripts:
+    """Every script registered on one client; each field is named after its ``.lua`` file."""
 
-    acquire: Script
-    renew: Script
-    release: Script
-    check: Script
+    lease_acquire: Script
+    lease_renew: Script
+    lease_release: Script
+    lease_check: Script
     fenced_write: Script
+    stream_trim_acked: Script
+    stream_remove_idle_consumer: Script
+    dead_replay: Script
 
     @classmethod
-    def register(cls, redis: Any) -> LeaseScripts:
-        """Register every lease script on ``redis`` (no round trip until first use)."""
-        return cls(
-            acquire=redis.register_script(lua_source("lease_acquire")),
-            renew=redis.register_script(lua_source("lease_renew")),
-            release=redis.register_script(lua_source("lease_release")),
-            check=redis.register_script(lua_source("lease_check")),
-            fenced_write=redis.register_script(lua_source("fenced_write")),
-        )
+    def register(cls, client: Any) -> RedisScripts:
+        """Register every script on ``client`` (no round trip until first use)."""
+        return cls(**{f.name: client.register_script(lua_source(f.name)) for f in fields(cls)})
+
+
+_registered: weakref.WeakKeyDictionary[Any, RedisScripts] = weakref.WeakKeyDictionary()
+_registered_lock = threading.Lock()
+
+
+def scripts_for(client: Any) -> RedisScripts:
+    """The scripts registered on ``client``, registering them on first use of that client."""
+    with _registered_lock:
+        scripts = _registered.get(client)
+        if scripts is None:
+            scripts = _registered[client] = RedisScripts.register(client)
+        return scripts

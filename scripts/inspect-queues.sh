@@ -2,24 +2,28 @@
 # inspect-queues.sh: the redis-cli commands an operator runs to look at one hub project's queues.
 #
 # Usage: scripts/inspect-queues.sh HUB_PROJECT [LEASE_RESOURCE]
-#   REDIS_URL (or HUBSYNC_REDIS_URL) picks the Redis [default: redis://127.0.0.1:6379/0].
+#   HUBSYNC_REDIS_URL, else REDIS_URL, picks the Redis [default: redis://127.0.0.1:6379/0],
+#   the same precedence as the hubsync CLI.
 #
 # Read-only. Prints, for hubsync:{HUB_PROJECT}:events: XINFO STREAM, XINFO GROUPS (lag,
 # entries-read, pending), XINFO CONSUMERS of group hub (idle times), the XPENDING summary and the
 # oldest pending entry (id, consumer, idle ms, deliveries), then XRANGE of the dead letters and
 # alerts (first 10), and with LEASE_RESOURCE the lease's HGETALL and its audit log (newest 10).
-# Every command is echoed before its output so it can be copied and rerun by hand.
+# Every command is echoed with its -u URL (password masked) before its output, so it can be
+# copied and rerun by hand.
 set -euo pipefail
 
 if [[ $# -lt 1 || $# -gt 2 || "$1" == "-h" || "$1" == "--help" ]]; then
-  sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'
   [[ $# -ge 1 && ( "$1" == "-h" || "$1" == "--help" ) ]] && exit 0
   exit 2
 fi
 
 project=$1
 resource=${2:-}
-url=${REDIS_URL:-${HUBSYNC_REDIS_URL:-redis://127.0.0.1:6379/0}}
+url=${HUBSYNC_REDIS_URL:-${REDIS_URL:-redis://127.0.0.1:6379/0}}
+# What is shown of the URL: the password of a [user]:password@ part becomes ****.
+shown_url=$(sed -E 's#^([a-z]+://)([^:/@]*):.*@#\1\2:****@#' <<<"$url")
 
 # Names go inside a {hash tag}: refuse what hubsync itself would refuse (hubsync/names.py).
 name_ok() { [[ "$1" =~ ^[A-Za-z0-9][A-Za-z0-9._:@/+=-]{0,127}$ ]]; }
@@ -38,14 +42,13 @@ fi
 
 rcli() { redis-cli -u "$url" --no-auth-warning "$@"; }
 show() {
-  echo "> redis-cli $*"
+  echo "> redis-cli -u $shown_url $*"
   rcli "$@"
   echo
 }
 
 if ! rcli PING >/dev/null 2>&1; then
-  # Never echo a password: drop any user:password@ part of the URL.
-  echo "error: cannot reach Redis at $(sed -E 's#//[^/@]*@#//#' <<<"$url")" >&2
+  echo "error: cannot reach Redis at $shown_url" >&2
   exit 3
 fi
 
@@ -54,9 +57,7 @@ dead="hubsync:{$project}:dead"
 alerts="hubsync:{$project}:alerts"
 
 echo "== hub project $project =="
-echo "> redis-cli SISMEMBER hubsync:projects $project"
-rcli SISMEMBER hubsync:projects "$project"
-echo
+show SISMEMBER hubsync:projects "$project"
 if [[ "$(rcli EXISTS "$events")" == "1" ]]; then
   show XINFO STREAM "$events"
   show XINFO GROUPS "$events"

@@ -12,15 +12,15 @@ import sys
 import time
 from pathlib import Path
 
-from hubstore.lease_types import LeaseRefused
-from hubstore.leases import LeaseClient
+from hubstore.leases import LeaseClient, LeaseRefused
+from hubsync.connections import connect
 from producers.effects import EffectClaim, EffectKind, EffectRefused, EffectsLedger, EffectSpec
 from producers.effects.shared import SharedEffects
 
 
 def main(redis_url: str, ledger_path: str, target: str, workdir: str) -> None:
     work = Path(workdir)
-    leases = LeaseClient.from_url(redis_url)
+    leases = LeaseClient(connect(redis_url))
     effects = SharedEffects(
         EffectsLedger(Path(ledger_path)), leases, holder="paused-box", lease_ttl_ms=600
     )

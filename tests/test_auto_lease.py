@@ -7,10 +7,8 @@ import threading
 import pytest
 import redis
 
-from hubstore.auto_lease import AutoRenewingLease
 from hubstore.errors import LeaseHeldError, LeaseLostError
-from hubstore.lease_types import LeaseRefusal, LeaseState
-from hubstore.leases import LeaseClient
+from hubstore.leases import AutoRenewingLease, LeaseClient, LeaseRefusal, LeaseState
 from hubsync import keys
 from hubsync.embedded_redis import RedisServerProcess
 from tests.lease_support import expire_lease

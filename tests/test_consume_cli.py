@@ -227,6 +227,27 @@ def test_unreachable_redis_at_start_exits_3_with_one_line(tmp_path: Path) -> Non
     assert "cannot reach Redis" in result.stderr
 
 
+def test_a_worker_started_while_redis_is_down_waits_for_it_then_ingests(
+    private_redis: RedisServerProcess, tmp_path: Path, workers: Workers
+) -> None:
+    private_redis.stop()  # its port now has nothing listening
+    hub_db = tmp_path / "hub.db"
+    proc = workers.start(private_redis.url, hub_db, "early")
+    unreachable = f"Redis unreachable at {private_redis.url}"
+    wait_until(lambda: unreachable in workers.log_of(proc), what="the outage logged")
+    assert proc.poll() is None, "a daemon waits for Redis rather than exiting 3"
+    private_redis.start()
+    client = redis.Redis.from_url(private_redis.url)
+    send(client, sync_event(1))
+    wait_until(lambda: count_rows(hub_db) == 1, timeout=30, what="the event ingested")
+    log = workers.log_of(proc)
+    assert log.count("Redis unreachable") == 1, "one line per change of state, not per retry"
+    assert f"Redis reachable at {private_redis.url}" in log
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=20) == 0
+    client.close()
+
+
 def test_a_worker_rides_out_a_redis_restart(
     private_redis: RedisServerProcess, tmp_path: Path, workers: Workers
 ) -> None:

@@ -12,8 +12,7 @@ from pathlib import Path
 
 import redis
 
-from hubstore.lease_types import LeaseState
-from hubstore.leases import LeaseClient
+from hubstore.leases import LeaseClient, LeaseState
 from producers.effects import (
     AttemptState,
     EffectKind,

@@ -7,8 +7,7 @@ import time
 import pytest
 import redis
 
-from hubstore.lease_types import LeaseGranted, LeaseRefused
-from hubstore.leases import LeaseClient
+from hubstore.leases import LeaseClient, LeaseGranted, LeaseRefused
 from hubsync import clock
 from tests.lease_support import age_lease
 

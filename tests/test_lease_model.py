@@ -23,8 +23,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from hubstore.lease_types import Lease, LeaseGranted, LeaseRefused, LeaseReleased
-from hubstore.leases import LeaseClient
+from hubstore.leases import Lease, LeaseClient, LeaseGranted, LeaseRefused, LeaseReleased
 from tests.lease_support import age_lease
 
 HOLDERS = st.sampled_from(["h0", "h1", "h2"])

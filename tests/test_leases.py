@@ -18,15 +18,15 @@ from hubstore.errors import (
     LeaseSupersededError,
     LeaseUnavailableError,
 )
-from hubstore.lease_types import (
+from hubstore.leases import (
     Lease,
+    LeaseClient,
     LeaseGranted,
     LeaseRefusal,
     LeaseRefused,
     LeaseState,
     LeaseTransition,
 )
-from hubstore.leases import LeaseClient
 from hubsync import keys
 from hubsync.embedded_redis import RedisServerProcess
 from tests.lease_support import expire_lease

@@ -275,6 +275,32 @@ def test_a_running_relay_sends_new_commits_and_reports_health(
     assert b"sent 1" in (state_dir / "relay.log").read_bytes()
 
 
+def test_a_relay_started_while_redis_is_down_waits_for_it_then_delivers(
+    tmp_path: Path, private_redis: RedisServerProcess
+) -> None:
+    private_redis.stop()  # its port now has nothing listening
+    state_dir = tmp_path / "state"
+    _, (store,) = make_runtime(state_dir, ["alpha"])
+    store.append_event("run-0", "step.completed", {"step": "one"})
+    log = state_dir / "relay.log"
+    process = start_relay_process(state_dir, private_redis.url)
+    client = redis.Redis.from_url(private_redis.url)
+    try:
+        unreachable = f"Redis unreachable at {private_redis.url}"
+        wait_until(lambda: unreachable in log.read_text(), what="the outage logged")
+        assert process.poll() is None, "a daemon waits for Redis rather than exiting 3"
+        private_redis.start()
+        wait_until(lambda: len(stream_events(client, "alpha")) == 1, timeout=30, what="delivery")
+    finally:
+        process.send_signal(signal.SIGTERM)
+        exit_code = process.wait(timeout=30)
+        client.close()
+    assert exit_code == 0
+    text = log.read_text()
+    assert text.count("Redis unreachable") == 1, "one line per change of state, not per retry"
+    assert f"Redis reachable at {private_redis.url}" in text
+
+
 def test_check_fails_without_a_live_relay_and_bad_arguments_are_usage_errors(
     tmp_path: Path, redis_url: str
 ) -> None:

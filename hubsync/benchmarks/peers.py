@@ -30,10 +30,9 @@ from multiprocessing.synchronize import Event as EventType
 from pathlib import Path
 from typing import Any
 
-import redis
-
 from hubsync.benchmarks.procs import BenchError, NatsServer
 from hubsync.benchmarks.workload import INSERT_ROW, entries, iter_rows, raw_hub_table
+from hubsync.connections import connect
 
 STREAM = "bench:peer:events"
 GROUP = "peer"
@@ -50,7 +49,7 @@ _rq_done = 0
 
 
 def _naive_producer(url: str, events: int) -> float:
-    client = redis.Redis.from_url(url)
+    client = connect(url)
     batch = entries(events)
     started = time.time()
     for fields in batch:
@@ -60,7 +59,7 @@ def _naive_producer(url: str, events: int) -> float:
 
 
 def _naive_consumer(url: str, events: int, db_path: str, ready: EventType) -> float:
-    client = redis.Redis.from_url(url)
+    client = connect(url)
     db = raw_hub_table(Path(db_path))
     ready.set()
     done = 0
@@ -97,7 +96,7 @@ def rq_ingest_one(row: tuple[Any, ...]) -> None:
 def _rq_producer(url: str, events: int) -> float:
     from rq import Queue
 
-    client = redis.Redis.from_url(url)
+    client = connect(url)
     queue = Queue(RQ_QUEUE, connection=client)
     rows = list(iter_rows(entries(events)))
     started = time.time()
@@ -114,7 +113,7 @@ def _rq_consumer(url: str, events: int, db_path: str, ready: EventType) -> float
 
     global _rq_db
     _rq_db = raw_hub_table(Path(db_path))
-    client = redis.Redis.from_url(url)
+    client = connect(url)
     worker = SimpleWorker([Queue(RQ_QUEUE, connection=client)], connection=client)
     ready.set()
     while _rq_done < events:
@@ -265,7 +264,7 @@ def _race(
 
 def measure_naive(url: str, events: int) -> dict[str, Any]:
     """The naive design: one XADD and one hub transaction per event."""
-    client = redis.Redis.from_url(url)
+    client = connect(url)
     client.flushall()
     client.xgroup_create(STREAM, GROUP, id="0", mkstream=True)
     client.close()
@@ -276,7 +275,7 @@ def measure_naive(url: str, events: int) -> dict[str, Any]:
 
 def measure_rq(url: str, events: int) -> dict[str, Any]:
     """One RQ job per event, run by a SimpleWorker (no fork per job)."""
-    client = redis.Redis.from_url(url)
+    client = connect(url)
     client.flushall()
     client.close()
     with tempfile.TemporaryDirectory(prefix="hubsync-bench-rq-") as tmp:

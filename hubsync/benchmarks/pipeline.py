@@ -19,8 +19,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import redis
-
 from hubsync import keys
 from hubsync.benchmarks.procs import (
     BenchError,
@@ -39,6 +37,7 @@ from hubsync.benchmarks.workload import (
     runtime_with_backlog,
 )
 from hubsync.clock import parse_timestamp
+from hubsync.connections import connect
 from producers.event_store import NewEvent, RunEventStore
 
 CONSUMERS = 2
@@ -58,7 +57,7 @@ def _start_consumers(url: str, directory: Path, count: int) -> list[Any]:
         hubsync_process(_consumer_args(url, directory, i), directory / f"consumer-{i}.log")
         for i in range(count)
     ]
-    client = redis.Redis.from_url(url)
+    client = connect(url)
     try:
         wait_for(
             lambda: all(client.exists(keys.consumer_health(f"bench-{i}")) for i in range(count)),
@@ -91,7 +90,7 @@ def _hub_rows(hub_db: Path) -> int:
 
 def measure_end_to_end(url: str, events: int) -> dict[str, Any]:
     """Drain ``events`` from a runtime's outbox to the hub and back (acked); rate and peak RSS."""
-    client = redis.Redis.from_url(url)
+    client = connect(url)
     client.flushall()
     stream = keys.events_stream(HUB_PROJECT)
     with tempfile.TemporaryDirectory(prefix="hubsync-bench-e2e-") as tmp:
@@ -176,7 +175,7 @@ def _offer(store: RunEventStore, rate: int, seconds: float) -> dict[tuple[str, i
 
 def measure_latency(url: str, rate: int, seconds: float) -> dict[str, Any]:
     """Local commit -> hub commit latency at ``rate`` events/s offered (p50/p95/p99 in ms)."""
-    client = redis.Redis.from_url(url)
+    client = connect(url)
     client.flushall()
     with tempfile.TemporaryDirectory(prefix="hubsync-bench-latency-") as tmp:
         directory = Path(tmp)

@@ -30,6 +30,7 @@ from hubsync.benchmarks.workload import (
     raw_hub_table,
     runtime_with_backlog,
 )
+from hubsync.connections import connect
 from hubsync.settings import ConsumerSettings, RelaySettings
 from producers.event_store import RunEventStore
 from producers.relay import Relay
@@ -79,7 +80,7 @@ def relay_drain_seconds(url: str, state_dir: Path, batch: int = BATCH) -> tuple[
 
 def measure_relay(url: str, events: int, rounds: int) -> dict[str, Any]:
     """Relay drain rate beside raw pipelined XADD of the same entries (best of ``rounds``)."""
-    client = redis.Redis.from_url(url)
+    client = connect(url)
     best_relay = best_raw = float("inf")
     event_bytes = 0
     try:
@@ -181,7 +182,7 @@ def measure_consumer(url: str, events: int, rounds: int) -> dict[str, Any]:
     """Consumer ingest beside raw XREADGROUP+executemany+XACK and its two halves."""
     batch = entries(events)
     best = {"hub": float("inf"), "raw": float("inf"), "redis": float("inf"), "sqlite": float("inf")}
-    client = redis.Redis.from_url(url)
+    client = connect(url)
     try:
         for attempt in range(rounds):
             with tempfile.TemporaryDirectory(prefix="hubsync-bench-consumer-") as tmp:

@@ -11,7 +11,8 @@ import click
 import redis
 
 from hubsync.cli import exit_codes
-from hubsync.cli.options import build_settings, daemon_options, ping_or_unreachable
+from hubsync.cli.options import build_settings, daemon_options
+from hubsync.connections import Role, connect, ping
 from hubsync.logs import configure_logging
 from hubsync.metrics import start_metrics_server
 from hubsync.names import validate_name
@@ -159,15 +160,10 @@ def consume(
     from consumers.worker import HubConsumer
     from hubstore.sqlite_store import SqliteHubStore
 
-    # The socket timeout must outlast a blocking read, or every idle read would
-    # look like a dead connection.
-    client = redis.Redis.from_url(
-        settings.redis_url,
-        socket_connect_timeout=5,
-        socket_timeout=settings.block_ms / 1000 + 10,
-    )
+    client = connect(settings.redis_url, Role.BLOCKING, block_seconds=settings.block_ms / 1000)
     try:
-        ping_or_unreachable(client, settings.redis_url)
+        if once:
+            ping(client, settings.redis_url)  # --once cannot wait: exit 3 now
         start_metrics_server(settings.metrics_port)
         with SqliteHubStore(settings.hub_db) as store:
             worker = HubConsumer(client, store, settings)
@@ -184,7 +180,7 @@ def _check(settings: ConsumerSettings, name: str) -> int:
     from consumers.errors import ConsumerUnhealthyError
     from consumers.health import check_health
 
-    client = redis.Redis.from_url(settings.redis_url, socket_connect_timeout=2, socket_timeout=5)
+    client = connect(settings.redis_url, Role.PROBE)
     try:
         record = check_health(client, name)
     except (redis.ConnectionError, redis.TimeoutError):

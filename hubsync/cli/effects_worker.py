@@ -8,7 +8,7 @@ import click
 import redis
 
 from hubsync.cli import exit_codes
-from hubsync.errors import RedisUnavailableError
+from hubsync.connections import connect, ping
 from hubsync.keys import EFFECTS_QUEUE
 from hubsync.logs import configure_logging
 from hubsync.names import validate_name
@@ -74,15 +74,13 @@ def effects_worker(
     if name is not None:
         validate_name(name, "worker name")
     configure_logging(log_level or "INFO", log_format or "text")
-    client = redis.Redis.from_url(url, socket_connect_timeout=2, socket_timeout=30)
+    # RQ raises the socket timeout above its own blocking dequeue by itself
+    client = connect(url)
     try:
         queue = Queue(EFFECTS_QUEUE, connection=client)
         if check:
             raise SystemExit(_check(client, queue, name))
-        try:
-            client.ping()
-        except (redis.ConnectionError, redis.TimeoutError) as exc:
-            raise RedisUnavailableError(f"{type(exc).__name__} at start") from None
+        ping(client, url)
         worker = Worker([queue], connection=client, name=name)
         worker.work(with_scheduler=True, burst=burst, logging_level=(log_level or "INFO").upper())
     finally:

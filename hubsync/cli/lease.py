@@ -7,16 +7,17 @@ from typing import Any
 
 import click
 
-from hubstore.lease_types import (
+from hubstore.leases import (
     Lease,
+    LeaseClient,
     LeaseGranted,
     LeaseInfo,
     LeaseRefusal,
     LeaseRefused,
     LeaseReleased,
 )
-from hubstore.leases import LeaseClient
 from hubsync.cli import exit_codes
+from hubsync.connections import Role, connect
 from hubsync.settings import DEFAULT_REDIS_URL
 
 REFUSAL_EXIT_CODES = {
@@ -58,7 +59,7 @@ _proof = click.option(
 
 
 def _client(redis_url: str) -> LeaseClient:
-    return LeaseClient.from_url(redis_url)
+    return LeaseClient(connect(redis_url, Role.PROBE))
 
 
 def _emit(as_json: bool, document: dict[str, Any], line: str) -> None:

@@ -18,9 +18,10 @@ from pydantic_settings import BaseSettings
 
 from hubstore.errors import StoreBusyError, StoreError
 from hubstore.sqlite_store import SqliteHubStore
-from hubsync.errors import ConfigError, RedisUnavailableError
+from hubsync.connections import probe
+from hubsync.errors import ConfigError
 from hubsync.names import validate_name
-from hubsync.settings import DEFAULT_REDIS_URL, safe_url
+from hubsync.settings import DEFAULT_REDIS_URL
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -158,25 +159,11 @@ def open_hub_store(path: Path) -> SqliteHubStore:
 
 
 def connect_redis(url: str) -> redis.Redis:
-    """A client of ``url`` that answered PING; exit 3 (one line) if Redis cannot be reached."""
-    try:
-        client = redis.Redis.from_url(url, socket_connect_timeout=3, socket_timeout=10)
-    except ValueError as exc:
-        raise ConfigError(f"--redis-url (HUBSYNC_REDIS_URL): {exc}") from None
-    try:
-        ping_or_unreachable(client, url)
-    except RedisUnavailableError:
-        client.close()
-        raise
-    return client
+    """A client of ``url`` that answered PING (``hubsync.connections.probe``).
 
-
-def ping_or_unreachable(client: redis.Redis, url: str) -> None:
-    """PING through ``client``; raise ``RedisUnavailableError`` (exit 3) if Redis cannot answer."""
-    try:
-        client.ping()
-    except (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError) as exc:
-        raise RedisUnavailableError(f"{safe_url(url)}: {type(exc).__name__}") from None
+    Exit 3 (one line) if Redis cannot be reached, exit 2 if the URL is malformed.
+    """
+    return probe(url)
 
 
 S = TypeVar("S", bound=BaseSettings)

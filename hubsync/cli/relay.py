@@ -14,7 +14,8 @@ import redis
 
 from hubsync import keys
 from hubsync.cli import exit_codes
-from hubsync.cli.options import build_settings, daemon_options, ping_or_unreachable
+from hubsync.cli.options import build_settings, daemon_options
+from hubsync.connections import Role, connect, probe
 from hubsync.logs import configure_logging
 from hubsync.metrics import start_metrics_server
 from hubsync.settings import RelaySettings
@@ -149,11 +150,12 @@ def relay(
         raise SystemExit(_check(settings, RuntimeRegistry(settings.state_dir).runtime_id))
     daemon = Relay(settings)
     try:
-        _require_redis(settings.redis_url)
         start_metrics_server(settings.metrics_port)
         if once:
+            probe(settings.redis_url).close()  # --once cannot wait: exit 3 now
             summary = daemon.run_once()
         else:
+            # the daemon waits for an unreachable Redis (logging it) rather than exiting
             _install_signal_handlers(daemon.request_stop)
             log.info("relay %s started (pid %d)", daemon.runtime_id, os.getpid())
             summary = daemon.run()
@@ -166,16 +168,8 @@ def relay(
         click.echo(summary.line())
 
 
-def _require_redis(url: str) -> None:
-    client = redis.Redis.from_url(url, socket_connect_timeout=2, socket_timeout=5)
-    try:
-        ping_or_unreachable(client, url)
-    finally:
-        client.close()
-
-
 def _check(settings: RelaySettings, runtime_id: str) -> int:
-    client = redis.Redis.from_url(settings.redis_url, socket_connect_timeout=2, socket_timeout=5)
+    client = connect(settings.redis_url, Role.PROBE)
     try:
         alive = client.exists(keys.relay_health(runtime_id))
     except (redis.ConnectionError, redis.TimeoutError):

@@ -29,6 +29,7 @@ from hubstore.leases import LeaseClient
 from hubstore.sqlite_store import SqliteHubStore
 from hubsync import keys
 from hubsync.canonical import content_hash
+from hubsync.connections import connect
 from hubsync.demo.processes import Daemon
 from hubsync.demo.secrets_scan import files_containing, redis_keys_containing
 from hubsync.entries import event_entry_fields
@@ -137,7 +138,7 @@ class DemoScenario:
         self.payload_bytes = payload_bytes
         self.progress = progress or (lambda step, hub, acked, total: None)
         self.total = runtimes * runs_per_runtime * events_per_run
-        self.client = redis.Redis.from_url(redis_url)
+        self.client = connect(redis_url)
         self.hub_db = self.workdir / "hub.db"
         self.logs = self.workdir / "logs"
         self.secrets = self._make_secrets()
@@ -335,7 +336,7 @@ class DemoScenario:
         self.client.xadd(stream, fields)
 
     def _lease_contention(self) -> dict[str, Any]:
-        leases = LeaseClient.from_url(self.redis_url)
+        leases = LeaseClient(connect(self.redis_url))
         ledger_a = EffectsLedger(self.workdir / "box-a-effects.sqlite")
         ledger_b = EffectsLedger(self.workdir / "box-b-effects.sqlite")
         box_a = SharedEffects(ledger_a, leases, holder="box-a", lease_ttl_ms=300)

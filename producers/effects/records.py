@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Literal
 
-from hubstore.lease_types import Lease
+from hubstore.leases import Lease
 from producers.effects.kinds import EffectKind
 
 

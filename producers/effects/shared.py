@@ -21,10 +21,8 @@ import os
 import socket
 from typing import Any
 
-from hubstore.auto_lease import AutoRenewingLease, LostCallback
 from hubstore.errors import LeaseUnavailableError
-from hubstore.lease_types import LeaseRefused
-from hubstore.leases import LeaseClient
+from hubstore.leases import AutoRenewingLease, LeaseClient, LeaseRefused, LostCallback
 from hubsync.errors import HubsyncError
 from producers.effects.kinds import lease_resource_for, requires_lease
 from producers.effects.ledger import EffectsLedger, validate_spec

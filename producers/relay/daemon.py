@@ -24,11 +24,10 @@ import time
 from dataclasses import dataclass, field
 
 import redis
-from redis.backoff import ExponentialBackoff
-from redis.retry import Retry
 
 from hubsync import __version__, keys, metrics
 from hubsync.clock import utc_now_iso
+from hubsync.connections import Role, connect, wait_until_reachable
 from hubsync.entries import PresenceBeat
 from hubsync.errors import ConfigError
 from hubsync.settings import RelaySettings
@@ -86,23 +85,6 @@ class RelaySummary:
         }
 
 
-def connect(url: str, socket_timeout: float = 5.0) -> redis.Redis:
-    """A Redis client with timeouts, so a dead server is noticed rather than waited on.
-
-    A connection left over from before a Redis restart fails once on first use;
-    one quick reconnect absorbs that, so only a Redis that stays away counts as
-    an outage (and is logged as one).
-    """
-    return redis.Redis.from_url(
-        url,
-        socket_timeout=socket_timeout,
-        socket_connect_timeout=2.0,
-        health_check_interval=30,
-        retry=Retry(ExponentialBackoff(cap=0.2, base=0.02), 2),
-        retry_on_error=[redis.ConnectionError],
-    )
-
-
 class Relay:
     """Moves every registered project's outbox to Redis and applies the hub's acks."""
 
@@ -141,8 +123,17 @@ class Relay:
         return self._stop.is_set()
 
     def run(self) -> RelaySummary:
-        """Run until ``request_stop``; return the summary."""
+        """Run until ``request_stop``; return the summary.
+
+        A Redis unreachable at start is waited for (logged once), not a failure.
+        """
         self.refresh_projects()
+        client = connect(self.settings.redis_url)
+        try:
+            if not wait_until_reachable(client, self.settings.redis_url, self._stop):
+                return self.summary()
+        finally:
+            client.close()
         if not self._senders:
             # not an error (projects registered later are picked up), but a
             # mistyped --state-dir looks exactly like this, so say it
@@ -328,7 +319,7 @@ class Relay:
     # -- the ack thread ----------------------------------------------------
 
     def _ack_loop(self) -> None:
-        client = connect(self.settings.redis_url, socket_timeout=ACK_BLOCK_MS / 1000 + 5)
+        client = connect(self.settings.redis_url, Role.BLOCKING, block_seconds=ACK_BLOCK_MS / 1000)
         reader = AckReader(self.runtime_id, self.ack_stats)
         backoff = Backoff(cap=self.settings.backoff_max)
         try:

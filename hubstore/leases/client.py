@@ -26,7 +26,6 @@ from typing import Any, TypeVar
 
 import redis
 
-from hubstore import lease_args
 from hubstore.errors import (
     InvalidLeaseArgumentError,
     LeaseExpiredError,
@@ -37,7 +36,8 @@ from hubstore.errors import (
     LeaseSupersededError,
     LeaseUnavailableError,
 )
-from hubstore.lease_types import (
+from hubstore.leases import args as lease_args
+from hubstore.leases.types import (
     FencedWrite,
     Lease,
     LeaseCurrent,
@@ -49,7 +49,7 @@ from hubstore.lease_types import (
     LeaseState,
     LeaseTransition,
 )
-from hubstore.lua_scripts import LeaseScripts
+from hubstore.lua_scripts import scripts_for
 from hubsync import keys, metrics
 
 logger = logging.getLogger(__name__)
@@ -130,12 +130,7 @@ class LeaseClient:
             raise InvalidLeaseArgumentError("log_maxlen must be at least 1")
         self.redis = redis_client
         self.log_maxlen = log_maxlen
-        self._scripts = LeaseScripts.register(redis_client)
-
-    @classmethod
-    def from_url(cls, url: str, **kwargs: Any) -> LeaseClient:
-        """A client on a new connection pool for ``url``."""
-        return cls(redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=5), **kwargs)
+        self._scripts = scripts_for(redis_client)
 
     # -- operations ---------------------------------------------------------------------
 
@@ -154,7 +149,7 @@ class LeaseClient:
         presented = "" if proof is None else lease_args.proof_hash(lease_args.validate_proof(proof))
         secret = secrets.token_urlsafe(PROOF_BYTES)
         with _redis_errors(resource):
-            reply = self._scripts.acquire(
+            reply = self._scripts.lease_acquire(
                 keys=[keys.lease(resource), keys.lease_log(resource)],
                 args=[holder, lease_args.proof_hash(secret), ttl_ms, presented, self.log_maxlen],
             )
@@ -174,7 +169,7 @@ class LeaseClient:
         self._validate_lease(lease)
         ttl = lease_args.validate_ttl_ms(ttl_ms if ttl_ms is not None else lease.ttl_ms)
         with _redis_errors(lease.resource):
-            reply = self._scripts.renew(
+            reply = self._scripts.lease_renew(
                 keys=[keys.lease(lease.resource), keys.lease_log(lease.resource)],
                 args=[
                     lease.holder,
@@ -198,7 +193,7 @@ class LeaseClient:
         """Give ``lease`` back; the fence stays, so later tokens are still larger."""
         self._validate_lease(lease)
         with _redis_errors(lease.resource):
-            reply = self._scripts.release(
+            reply = self._scripts.lease_release(
                 keys=[keys.lease(lease.resource), keys.lease_log(lease.resource)],
                 args=[
                     lease.holder,
@@ -221,7 +216,7 @@ class LeaseClient:
         """Is ``lease`` live under exactly its token, holder and proof, on Redis's clock now?"""
         self._validate_lease(lease)
         with _redis_errors(lease.resource):
-            reply = self._scripts.check(
+            reply = self._scripts.lease_check(
                 keys=[keys.lease(lease.resource)],
                 args=[lease.holder, lease.token, lease_args.proof_hash(lease.proof)],
             )
@@ -305,6 +300,9 @@ class LeaseClient:
                 found.append(_text(key))
                 if len(found) >= limit:
                     break
+            # CROSSSLOT in a cluster: one MULTI over every lease key spans many
+            # hash slots (one per resource). A cluster needs one HGETALL per key,
+            # each with its own TIME read, or a MULTI per slot.
             pipe = self.redis.pipeline(transaction=True)
             for key in found:
                 pipe.hgetall(key)

@@ -16,8 +16,8 @@ from collections.abc import Callable
 from types import TracebackType
 
 from hubstore.errors import LeaseLostError
-from hubstore.lease_types import FencedWrite, Lease, LeaseRefused
-from hubstore.leases import LeaseClient
+from hubstore.leases.client import LeaseClient
+from hubstore.leases.types import FencedWrite, Lease, LeaseRefused
 from hubsync.errors import HubsyncError
 
 logger = logging.getLogger(__name__)

@@ -1,0 +1,41 @@
+"""Fenced leases in Redis: the client, the auto-renewing holder and the typed results.
+
+``LeaseClient`` decides every operation inside one Lua script; refusals come
+back as ``LeaseRefused`` values (or raise with the ``*_or_raise`` variants).
+``AutoRenewingLease`` keeps a granted lease alive from a thread and tells its
+owner at once when it is lost. ``hubstore.leases.args`` validates what callers
+pass before anything reaches Redis.
+"""
+
+from hubstore.leases.auto import AutoRenewingLease, LostCallback
+from hubstore.leases.client import LeaseClient, call_with_lease, raise_refusal
+from hubstore.leases.types import (
+    FencedWrite,
+    Lease,
+    LeaseCurrent,
+    LeaseGranted,
+    LeaseInfo,
+    LeaseRefusal,
+    LeaseRefused,
+    LeaseReleased,
+    LeaseState,
+    LeaseTransition,
+)
+
+__all__ = [
+    "AutoRenewingLease",
+    "FencedWrite",
+    "Lease",
+    "LeaseClient",
+    "LeaseCurrent",
+    "LeaseGranted",
+    "LeaseInfo",
+    "LeaseRefusal",
+    "LeaseRefused",
+    "LeaseReleased",
+    "LeaseState",
+    "LeaseTransition",
+    "LostCallback",
+    "call_with_lease",
+    "raise_refusal",
+]
