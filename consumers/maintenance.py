@@ -26,7 +26,7 @@ from rq.job import get_current_job
 
 from consumers.reclaim import remove_idle_consumers
 from consumers.scripts import StreamScripts
-from hubstore.sqlite_store import SqliteHubStore
+from hubstore.factory import hub_url_from_path, open_store
 from hubsync import keys
 from producers.effects.ledger import EffectsLedger
 
@@ -74,7 +74,7 @@ def run_maintenance(
         "removed_consumers": {},
     }
     if hub_db:
-        with SqliteHubStore(Path(hub_db)) as store:
+        with open_store(hub_url_from_path(hub_db), create_schema=False) as store:
             purged = store.purge(timedelta(seconds=hub_retention_s))
         report["purged_alerts"], report["purged_presence"] = purged.alerts, purged.presence
     if ledger_path:

@@ -157,7 +157,7 @@ def consume(
         raise SystemExit(_check(settings, validate_name(settings.name, "consumer name")))
 
     from consumers.worker import HubConsumer
-    from hubstore.sqlite_store import SqliteHubStore
+    from hubstore.factory import hub_url_from_path, open_store
 
     # The socket timeout must outlast a blocking read, or every idle read would
     # look like a dead connection.
@@ -169,7 +169,7 @@ def consume(
     try:
         ping_or_unreachable(client, settings.redis_url)
         start_metrics_server(settings.metrics_port)
-        with SqliteHubStore(settings.hub_db) as store:
+        with open_store(hub_url_from_path(settings.hub_db), create_schema=True) as store:
             worker = HubConsumer(client, store, settings)
             stats = worker.run_once() if once else worker.run()
     finally:

@@ -16,9 +16,10 @@ import redis
 from pydantic import ValidationError
 from pydantic_settings import BaseSettings
 
-from hubstore.errors import StoreBusyError, StoreError
-from hubstore.sqlite_store import SqliteHubStore
-from hubsync.errors import ConfigError, RedisUnavailableError
+from hubstore.errors import StoreError
+from hubstore.factory import hub_url_from_path, open_store
+from hubstore.store import HubStore
+from hubsync.errors import ConfigError, RedisUnavailableError, SchemaVersionError
 from hubsync.names import validate_name
 from hubsync.settings import DEFAULT_REDIS_URL, safe_url
 
@@ -147,13 +148,12 @@ hub_project_filter = click.option(
 )
 
 
-def open_hub_store(path: Path) -> SqliteHubStore:
-    """The hub database at ``path`` for reading; a file that is not one is a usage error (2)."""
+def open_hub_store(path: Path) -> HubStore:
+    """The hub database at ``path`` for reading, never creating it; a database that is not
+    one (or has no schema) is a usage error (2)."""
     try:
-        return SqliteHubStore(path, busy_budget=10.0)
-    except StoreBusyError:
-        raise
-    except StoreError as exc:
+        return open_store(hub_url_from_path(path), create_schema=False, busy_budget=10.0)
+    except (StoreError, SchemaVersionError) as exc:
         raise ConfigError(f"--hub-db (HUBSYNC_HUB_DB): {exc}") from None
 
 
