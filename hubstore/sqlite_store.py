@@ -117,7 +117,6 @@ class SqliteHubStore(HubStore):
         busy_budget: float = DEFAULT_BUSY_BUDGET,
     ) -> None:
         self.path = Path(path)
-        self.busy_budget = busy_budget
         if not create_schema and not self.path.exists():
             raise SchemaVersionError(f"no hub database at {str(self.path)!r}; {HOW_TO_CREATE}")
         try:
@@ -175,11 +174,11 @@ class SqliteHubStore(HubStore):
             ).fetchone()
             return int(row[0] or 0)
 
-        return self._retry(read)
+        return self._read(read)
 
     def gaps(self, project_id: str, run_id: str, limit: int = 1000) -> list[tuple[int, int]]:
         """Missing ranges ``(first, last)`` below the run's highest sequence."""
-        return self._retry(lambda conn: self._gaps(conn, project_id, run_id, limit))
+        return self._read(lambda conn: self._gaps(conn, project_id, run_id, limit))
 
     def events(
         self,
@@ -202,7 +201,7 @@ class SqliteHubStore(HubStore):
             "ORDER BY run_id, sequence, project_id LIMIT ?"
         )
         args.append(limit)
-        rows = self._retry(lambda conn: conn.execute(sql, args).fetchall())
+        rows = self._read(lambda conn: conn.execute(sql, args).fetchall())
         return [
             StoredEvent(
                 project_id=r[0],
@@ -237,7 +236,7 @@ class SqliteHubStore(HubStore):
         sql = "SELECT COUNT(*) FROM sync_events" + (
             f" WHERE {' AND '.join(where)}" if where else ""
         )
-        return int(self._retry(lambda conn: conn.execute(sql, args).fetchone()[0]))
+        return int(self._read(lambda conn: conn.execute(sql, args).fetchone()[0]))
 
     def record_presence(self, beats: Sequence[PresenceBeat]) -> None:
         """Upsert each beat's runtime presence, stamped with the hub's clock."""
@@ -262,7 +261,7 @@ class SqliteHubStore(HubStore):
             sql += " WHERE hub_project = ?"
             args.append(hub_project)
         sql += " ORDER BY hub_project, runtime_id"
-        rows = self._retry(lambda conn: conn.execute(sql, args).fetchall())
+        rows = self._read(lambda conn: conn.execute(sql, args).fetchall())
         cutoff = format_timestamp((now or utc_now()) - stale_after)
         return [
             PresenceRecord(
@@ -285,7 +284,7 @@ class SqliteHubStore(HubStore):
             args.append(hub_project)
         sql += " ORDER BY alert_id DESC LIMIT ?"
         args.append(limit)
-        rows = self._retry(lambda conn: conn.execute(sql, args).fetchall())
+        rows = self._read(lambda conn: conn.execute(sql, args).fetchall())
         return [
             AlertRecord(
                 alert_id=r[0],
@@ -413,6 +412,7 @@ class SqliteHubStore(HubStore):
         return [(int(a), int(b)) for a, b in rows]
 
     # ----- the connection -----
+    # Database retries busy errors; any other driver error becomes a StoreError here.
 
     def _write(self, work: Callable[[sqlite3.Connection], T]) -> T:
         try:
@@ -420,7 +420,7 @@ class SqliteHubStore(HubStore):
         except sqlite3.Error as exc:
             raise StoreError(f"hub database {str(self.path)!r} failed: {exc}") from exc
 
-    def _retry(self, work: Callable[[sqlite3.Connection], T]) -> T:
+    def _read(self, work: Callable[[sqlite3.Connection], T]) -> T:
         try:
             return self._db.read(work)
         except sqlite3.Error as exc:
