@@ -132,12 +132,13 @@ class SqliteHubStore(HubStore):
                 "and its permissions"
             ) from exc
         try:
-            if self._db.journal_mode != "wal":
-                raise StoreOpenError(
-                    f"the hub database {str(self.path)!r} cannot use WAL mode (got "
-                    f"{self._db.journal_mode!r}); put it on a local filesystem"
-                )
             if create_schema:
+                # Checked when creating only: a database this store created is WAL already.
+                if self._db.journal_mode != "wal":
+                    raise StoreOpenError(
+                        f"the hub database {str(self.path)!r} cannot use WAL mode (got "
+                        f"{self._db.journal_mode!r}); put it on a local filesystem"
+                    )
                 self.create_schema()
             else:
                 self._db.check_schema(SCHEMA_VERSION, WHAT, HOW_TO_CREATE)

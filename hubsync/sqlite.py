@@ -107,7 +107,8 @@ class Database:
     Separate processes (and separate ``Database`` objects) coordinate through
     SQLite's own locking; within one object a mutex serialises use of the
     connection, one attempt at a time. ``create=False`` opens an existing file
-    only (a missing one is an ``sqlite3.OperationalError``, never a new file).
+    only (a missing one is an ``sqlite3.OperationalError``, never a new file)
+    and writes nothing to it on opening.
     """
 
     def __init__(
@@ -137,7 +138,9 @@ class Database:
         self.closed = False
         try:
             # journal_mode needs a brief exclusive moment on a fresh file: retry it too.
-            mode = self.read(lambda c: c.execute("PRAGMA journal_mode=WAL").fetchone()[0])
+            # An existing-only open changes nothing: a file we created is WAL already.
+            pragma = "PRAGMA journal_mode=WAL" if create else "PRAGMA journal_mode"
+            mode = self.read(lambda c: c.execute(pragma).fetchone()[0])
             self.journal_mode = str(mode).lower()
             # NORMAL in WAL mode: a commit survives a process crash; FULL also a power loss.
             self.connection.execute(f"PRAGMA synchronous={synchronous.upper()}")
