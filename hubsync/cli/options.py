@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 import redis
@@ -18,10 +18,12 @@ from pydantic_settings import BaseSettings
 
 from hubstore.errors import StoreError
 from hubstore.factory import hub_url_from_path, open_store
-from hubstore.store import HubStore
 from hubsync.errors import ConfigError, RedisUnavailableError, SchemaVersionError
 from hubsync.names import validate_name
 from hubsync.settings import DEFAULT_REDIS_URL, safe_url
+
+if TYPE_CHECKING:
+    from hubstore.store import HubStore
 
 F = TypeVar("F", bound=Callable[..., Any])
 
