@@ -25,8 +25,8 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from rq.job import get_current_job
 
 from consumers.reclaim import remove_idle_consumers
+from hubstore.factory import hub_url_from_path, open_store
 from hubstore.lua_scripts import scripts_for
-from hubstore.sqlite_store import SqliteHubStore
 from hubsync import keys
 from hubsync.connections import connect
 from producers.effects.ledger import EffectsLedger
@@ -75,7 +75,7 @@ def run_maintenance(
         "removed_consumers": {},
     }
     if hub_db:
-        with SqliteHubStore(Path(hub_db)) as store:
+        with open_store(hub_url_from_path(hub_db), create_schema=False) as store:
             purged = store.purge(timedelta(seconds=hub_retention_s))
         report["purged_alerts"], report["purged_presence"] = purged.alerts, purged.presence
     if ledger_path:

@@ -47,7 +47,7 @@ from hubsync.entries import (
     parse_event_entry,
     parse_presence_entry,
 )
-from hubsync.errors import ConfigError, WireError
+from hubsync.errors import ConfigError, StoreBusyError, WireError
 from hubsync.names import validate_name
 from hubsync.settings import ConsumerSettings
 
@@ -203,7 +203,7 @@ class HubConsumer:
             self.streams = []
             self._after_failure()
             return
-        except StoreError as exc:
+        except (StoreError, StoreBusyError) as exc:
             log.error("hub store failed (%s); the batch stays pending and will be retried", exc)
             self._after_failure()
             return

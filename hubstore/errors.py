@@ -92,19 +92,15 @@ class FencedWriteRefusedError(HubstoreError):
 
 
 class StoreError(HubstoreError):
-    """The hub store (the database of sync events, presence and alerts) failed."""
+    """The hub store (the database of sync events, presence and alerts) failed.
 
-
-class StoreSchemaError(StoreError):
-    """The hub database was written by another schema version; it is left untouched."""
-
-
-class StoreBusyError(StoreError):
-    """The hub database stayed locked by other writers past the retry budget."""
+    A locked database or one of another schema raises the shared
+    ``hubsync.errors.StoreBusyError`` or ``SchemaVersionError`` instead.
+    """
 
 
 class StoreOpenError(StoreError):
-    """The hub database could not be opened or created at the given path."""
+    """The hub database could not be opened or created at the given URL or path."""
 
 
 class LeaseStateCorruptError(HubstoreError):

@@ -11,23 +11,27 @@ module is that check for SQLite, self-contained so any store can adopt it:
   the same transaction* as the guarded write: it records ``token`` as the new
   highest, or raises ``FencedWriteRefusedError`` when a larger token has already
   been seen (the caller's transaction then rolls back, so the write never lands);
-* ``fenced_transaction(conn, resource, token)`` wraps both in ``BEGIN IMMEDIATE``.
+* ``fenced_write(db, resource, token, work)`` runs both as one write of a
+  ``hubsync.sqlite.Database`` (``BEGIN IMMEDIATE``, re-run whole while busy).
 
-Example (a hub-store method writing under a lease)::
+Example (a store writing under a lease)::
 
-    with fenced_transaction(conn, lease.resource, lease.token):
-        conn.execute("UPDATE ... ")   # lands only if the token is still the highest
+    fenced_write(db, lease.resource, lease.token,
+                 lambda conn: conn.execute("UPDATE ... "))  # lands only under the highest token
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from typing import TypeVar
 
 from hubstore.errors import FencedWriteRefusedError
-from hubstore.lease_args import validate_resource, validate_token
+from hubstore.leases.args import validate_resource, validate_token
 from hubsync.clock import utc_now_iso
+from hubsync.sqlite import Database
+
+T = TypeVar("T")
 
 FENCE_DDL = """
 CREATE TABLE IF NOT EXISTS resource_fences (
@@ -74,19 +78,17 @@ def advance_fence(conn: sqlite3.Connection, resource: str, token: int) -> None:
         raise FencedWriteRefusedError(resource, token, highest_token(conn, resource), "stale")
 
 
-@contextmanager
-def fenced_transaction(conn: sqlite3.Connection, resource: str, token: int) -> Iterator[None]:
-    """``BEGIN IMMEDIATE``; advance the fence; yield for the guarded write; COMMIT.
+def fenced_write(
+    db: Database, resource: str, token: int, work: Callable[[sqlite3.Connection], T]
+) -> T:
+    """Advance the fence, then run ``work``, in one write transaction of ``db``.
 
-    Any exception (the fence refusal included) rolls everything back.
-    ``conn`` must be in autocommit mode (``isolation_level=None``) so this owns
-    the transaction.
+    A stale token raises ``FencedWriteRefusedError``; it and any error of
+    ``work`` roll everything back, so neither the write nor the fence lands.
     """
-    conn.execute("BEGIN IMMEDIATE")
-    try:
+
+    def guarded(conn: sqlite3.Connection) -> T:
         advance_fence(conn, resource, token)
-        yield
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    conn.execute("COMMIT")
+        return work(conn)
+
+    return db.write(guarded)

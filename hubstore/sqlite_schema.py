@@ -9,8 +9,6 @@ from __future__ import annotations
 
 SCHEMA_VERSION = 1
 
-TABLES = frozenset({"sync_events", "runtime_presence", "sync_alerts", "sync_projects", "sync_runs"})
-
 SCHEMA_STATEMENTS = (
     """
     CREATE TABLE IF NOT EXISTS sync_events (

@@ -4,26 +4,27 @@ Every write runs in ``BEGIN IMMEDIATE``: the write lock is taken before the
 first read, so the verdicts of a batch are decided against a state no other
 worker can change until commit (a deferred transaction would read, then fail
 to upgrade its lock with a "database is locked" the busy handler cannot fix).
-A busy database is waited on (``busy_timeout``) and then retried with jittered
-backoff until ``busy_budget`` runs out; only then does ``StoreBusyError`` rise.
+The connection, the busy retries, the private file and the schema version
+check are ``hubsync.sqlite.Database``'s, shared with the runtime's files.
+
+Opening never creates the schema unless asked (``create_schema=True``, what
+``hubsync consume`` does); without it, a missing file or schema is refused
+with a ``SchemaVersionError`` that says how to create it.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import random
 import sqlite3
-import threading
-import time
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TypeVar
 
 from hubstore.decide import Known, decide
-from hubstore.errors import StoreBusyError, StoreError, StoreOpenError, StoreSchemaError
-from hubstore.sqlite_schema import SCHEMA_STATEMENTS, SCHEMA_VERSION, TABLES
+from hubstore.errors import StoreError, StoreOpenError
+from hubstore.sqlite_schema import SCHEMA_STATEMENTS, SCHEMA_VERSION
 from hubstore.store import (
     DEFAULT_STALE_AFTER,
     AlertRecord,
@@ -35,12 +36,21 @@ from hubstore.store import (
 )
 from hubsync.clock import format_timestamp, utc_now, utc_now_iso
 from hubsync.entries import ConflictReason, EventEntry, OutcomeRecord, PresenceBeat
+from hubsync.errors import ConfigError, SchemaVersionError
+from hubsync.sqlite import DEFAULT_BUSY_BUDGET, DEFAULT_BUSY_TIMEOUT, Database
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-_BUSY_CODES = frozenset({sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED})
+URL_PREFIX = "sqlite:///"
+
+WHAT = "hubsync hub database"
+
+HOW_TO_CREATE = (
+    "create it by running `hubsync consume` with this hub database once (it creates the "
+    "schema), or call HubStore.create_schema()"
+)
 
 _EVENT_COLUMNS = (
     "project_id, run_id, sequence, hub_project, home_runtime_id, event_type, content_hash, "
@@ -86,17 +96,12 @@ _ALERT_COLUMNS = (
 )
 
 
-def _is_busy(exc: sqlite3.Error) -> bool:
-    code = getattr(exc, "sqlite_errorcode", None)
-    if code is not None:
-        return (code & 0xFF) in _BUSY_CODES
-    return "locked" in str(exc) or "busy" in str(exc)
-
-
 class SqliteHubStore(HubStore):
-    """The hub store on a SQLite file (created with its schema on first open).
+    """The hub store on a SQLite file.
 
-    ``busy_timeout`` is how long SQLite itself waits for a lock (seconds; short,
+    ``create_schema`` (the default here; ``open_store`` makes callers say it)
+    creates the file and its schema when missing; False opens an existing
+    database only. ``busy_timeout`` is how long SQLite itself waits for a lock (seconds; short,
     because a process blocked inside SQLite cannot act on a signal);
     ``busy_budget`` is how long a whole operation keeps retrying before it gives
     up with ``StoreBusyError``. One store object may be shared by threads; its
@@ -104,20 +109,22 @@ class SqliteHubStore(HubStore):
     """
 
     def __init__(
-        self, path: Path | str, busy_timeout: float = 1.0, busy_budget: float = 60.0
+        self,
+        path: Path | str,
+        *,
+        create_schema: bool = True,
+        busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
+        busy_budget: float = DEFAULT_BUSY_BUDGET,
     ) -> None:
         self.path = Path(path)
-        self.busy_budget = busy_budget
-        # One connection, usable from any thread, one operation at a time.
-        self._lock = threading.RLock()
+        if not create_schema and not self.path.exists():
+            raise SchemaVersionError(f"no hub database at {str(self.path)!r}; {HOW_TO_CREATE}")
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._conn = sqlite3.connect(
+            self._db = Database(
                 self.path,
-                timeout=busy_timeout,
-                isolation_level=None,
-                cached_statements=64,
-                check_same_thread=False,
+                busy_timeout=busy_timeout,
+                busy_budget=busy_budget,
+                create=create_schema,
             )
         except (OSError, sqlite3.Error) as exc:
             raise StoreOpenError(
@@ -125,16 +132,29 @@ class SqliteHubStore(HubStore):
                 "and its permissions"
             ) from exc
         try:
-            self._retry(self._configure)
-            # Only a new database needs the write lock (to create the schema);
-            # opening an existing one must not wait behind a busy writer.
-            if self._retry(self._schema_version) != SCHEMA_VERSION:
-                self._write(self._prepare_schema)
+            if create_schema:
+                # Checked when creating only: a database this store created is WAL already.
+                if self._db.journal_mode != "wal":
+                    raise StoreOpenError(
+                        f"the hub database {str(self.path)!r} cannot use WAL mode (got "
+                        f"{self._db.journal_mode!r}); put it on a local filesystem"
+                    )
+                self.create_schema()
+            else:
+                self._db.check_schema(SCHEMA_VERSION, WHAT, HOW_TO_CREATE)
         except BaseException:
-            self._conn.close()
+            self._db.close()
             raise
 
     # ----- the contract -----
+
+    def create_schema(self) -> None:
+        """Create the tables of a new database (idempotent); refuse another version or a
+        database of something else with ``SchemaVersionError``."""
+        try:
+            self._db.ensure_schema(SCHEMA_VERSION, SCHEMA_STATEMENTS, WHAT)
+        except sqlite3.Error as exc:
+            raise StoreError(f"hub database {str(self.path)!r} failed: {exc}") from exc
 
     def ingest(self, batch: Sequence[EventEntry]) -> list[OutcomeRecord]:
         """Decide every event of ``batch`` in one transaction (see ``HubStore.ingest``)."""
@@ -155,11 +175,11 @@ class SqliteHubStore(HubStore):
             ).fetchone()
             return int(row[0] or 0)
 
-        return self._retry(read)
+        return self._read(read)
 
     def gaps(self, project_id: str, run_id: str, limit: int = 1000) -> list[tuple[int, int]]:
         """Missing ranges ``(first, last)`` below the run's highest sequence."""
-        return self._retry(lambda conn: self._gaps(conn, project_id, run_id, limit))
+        return self._read(lambda conn: self._gaps(conn, project_id, run_id, limit))
 
     def events(
         self,
@@ -182,7 +202,7 @@ class SqliteHubStore(HubStore):
             "ORDER BY run_id, sequence, project_id LIMIT ?"
         )
         args.append(limit)
-        rows = self._retry(lambda conn: conn.execute(sql, args).fetchall())
+        rows = self._read(lambda conn: conn.execute(sql, args).fetchall())
         return [
             StoredEvent(
                 project_id=r[0],
@@ -217,7 +237,7 @@ class SqliteHubStore(HubStore):
         sql = "SELECT COUNT(*) FROM sync_events" + (
             f" WHERE {' AND '.join(where)}" if where else ""
         )
-        return int(self._retry(lambda conn: conn.execute(sql, args).fetchone()[0]))
+        return int(self._read(lambda conn: conn.execute(sql, args).fetchone()[0]))
 
     def record_presence(self, beats: Sequence[PresenceBeat]) -> None:
         """Upsert each beat's runtime presence, stamped with the hub's clock."""
@@ -242,7 +262,7 @@ class SqliteHubStore(HubStore):
             sql += " WHERE hub_project = ?"
             args.append(hub_project)
         sql += " ORDER BY hub_project, runtime_id"
-        rows = self._retry(lambda conn: conn.execute(sql, args).fetchall())
+        rows = self._read(lambda conn: conn.execute(sql, args).fetchall())
         cutoff = format_timestamp((now or utc_now()) - stale_after)
         return [
             PresenceRecord(
@@ -265,7 +285,7 @@ class SqliteHubStore(HubStore):
             args.append(hub_project)
         sql += " ORDER BY alert_id DESC LIMIT ?"
         args.append(limit)
-        rows = self._retry(lambda conn: conn.execute(sql, args).fetchall())
+        rows = self._read(lambda conn: conn.execute(sql, args).fetchall())
         return [
             AlertRecord(
                 alert_id=r[0],
@@ -298,7 +318,7 @@ class SqliteHubStore(HubStore):
 
     def close(self) -> None:
         """Close the connection (idempotent)."""
-        self._conn.close()
+        self._db.close()
 
     # ----- ingest -----
 
@@ -392,82 +412,43 @@ class SqliteHubStore(HubStore):
         ).fetchall()
         return [(int(a), int(b)) for a, b in rows]
 
-    # ----- connection, schema, retries -----
-
-    def _configure(self, conn: sqlite3.Connection) -> None:
-        mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-        if str(mode).lower() != "wal":
-            raise StoreOpenError(
-                f"the hub database {str(self.path)!r} cannot use WAL mode (got {mode!r}); "
-                "put it on a local filesystem"
-            )
-        # NORMAL in WAL mode: a commit survives a process crash; only a power
-        # loss may drop the last commits, which the unacked stream entries redo.
-        conn.execute("PRAGMA synchronous = NORMAL")
-
-    @staticmethod
-    def _schema_version(conn: sqlite3.Connection) -> int:
-        return int(conn.execute("PRAGMA user_version").fetchone()[0])
-
-    def _prepare_schema(self, conn: sqlite3.Connection) -> None:
-        version = self._schema_version(conn)
-        if version == SCHEMA_VERSION:
-            return
-        if version != 0:
-            raise StoreSchemaError(
-                f"the hub database {str(self.path)!r} has schema version {version}; this "
-                f"hubsync uses version {SCHEMA_VERSION}. Use a hubsync of that version or "
-                "another --hub-db."
-            )
-        tables = {
-            row[0]
-            for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
-            if not str(row[0]).startswith("sqlite_")
-        }
-        if tables - TABLES:
-            raise StoreSchemaError(
-                f"{str(self.path)!r} is a SQLite database of something else (it has tables "
-                f"{', '.join(sorted(tables - TABLES)[:5])}); give --hub-db a new file"
-            )
-        for statement in SCHEMA_STATEMENTS:
-            conn.execute(statement)
-        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+    # ----- the connection -----
+    # Database retries busy errors; any other driver error becomes a StoreError here.
 
     def _write(self, work: Callable[[sqlite3.Connection], T]) -> T:
-        def transaction(conn: sqlite3.Connection) -> T:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                result = work(conn)
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
-            return result
+        try:
+            return self._db.write(work)
+        except sqlite3.Error as exc:
+            raise StoreError(f"hub database {str(self.path)!r} failed: {exc}") from exc
 
-        return self._retry(transaction)
-
-    def _retry(self, work: Callable[[sqlite3.Connection], T]) -> T:
-        deadline = time.monotonic() + self.busy_budget
-        delay = 0.005
-        attempts = 0
-        while True:
-            try:
-                with self._lock:
-                    return work(self._conn)
-            except sqlite3.Error as exc:
-                attempts += 1
-                if not _is_busy(exc):
-                    raise StoreError(f"hub database {str(self.path)!r} failed: {exc}") from exc
-                if time.monotonic() >= deadline:
-                    raise StoreBusyError(
-                        f"hub database {str(self.path)!r} stayed locked for "
-                        f"{self.busy_budget:.0f}s over {attempts} attempts; another process "
-                        "holds a long write lock (stop it, or raise the busy budget)"
-                    ) from exc
-                log.debug("hub database busy (attempt %s); retrying", attempts)
-                time.sleep(delay * (0.5 + random.random()))
-                delay = min(delay * 2, 0.5)
+    def _read(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        try:
+            return self._db.read(work)
+        except sqlite3.Error as exc:
+            raise StoreError(f"hub database {str(self.path)!r} failed: {exc}") from exc
 
 
-__all__ = ["SqliteHubStore"]
+def sqlite_path(url: str) -> Path:
+    """The file a ``sqlite:///PATH`` hub URL names (see ``hubstore.factory`` for the rule)."""
+    if not url.lower().startswith(URL_PREFIX):
+        raise ConfigError(
+            f"hub URL {url[:60]!r} must start with sqlite:/// (a SQLite file has no host): "
+            "write sqlite:///relative/hub.db or sqlite:////absolute/hub.db"
+        )
+    path = url[len(URL_PREFIX) :]
+    if not path or path == ":memory:" or "?" in path or "#" in path:
+        raise ConfigError(
+            f"hub URL {url[:60]!r} names no usable file; write sqlite:///relative/hub.db or "
+            "sqlite:////absolute/hub.db (no options after the path; memory:// for an in-memory "
+            "store)"
+        )
+    return Path(path)
+
+
+def open_hub_store(url: str, *, create_schema: bool, busy_budget: float | None) -> HubStore:
+    """The ``sqlite`` backend of ``hubstore.open_store``."""
+    budget = DEFAULT_BUSY_BUDGET if busy_budget is None else busy_budget
+    return SqliteHubStore(sqlite_path(url), create_schema=create_schema, busy_budget=budget)
+
+
+__all__ = ["SqliteHubStore", "open_hub_store", "sqlite_path"]

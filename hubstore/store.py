@@ -98,6 +98,15 @@ class HubStore(ABC):
     """
 
     @abstractmethod
+    def create_schema(self) -> None:
+        """Create the store's tables if they do not exist (idempotent; never reshapes them).
+
+        Opening a store never creates its schema unless asked to
+        (``open_store(url, create_schema=True)``); a store opened without one
+        refuses with ``SchemaVersionError``.
+        """
+
+    @abstractmethod
     def ingest(self, batch: Sequence[EventEntry]) -> list[OutcomeRecord]:
         """Decide every event of ``batch`` in one transaction; one outcome per entry, in order.
 

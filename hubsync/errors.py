@@ -32,3 +32,15 @@ class WireError(HubsyncError, ValueError):
 
 class RedisUnavailableError(HubsyncError, ConnectionError):
     """Redis cannot be reached (down, loading, read-only replica). Exit code 3 in the CLI."""
+
+
+class StoreBusyError(HubsyncError):
+    """A SQLite file stayed locked by other writers past its busy budget; nothing was written."""
+
+
+class SchemaVersionError(HubsyncError):
+    """A database has no schema, another schema version, or is not hubsync's; it is left untouched.
+
+    Files are refused, never reshaped: the message says which version was found
+    and what to do (use a matching hubsync, create the schema, or another path).
+    """

@@ -1,8 +1,10 @@
 """Errors of the runtime side: event store, outbox, registry, redaction, derivation.
 
 ``ProducerError`` is the root; catch it to handle anything the runtime side
-refuses. Messages say what was wrong and what to do, and never carry a secret
-value or event bytes (a secret in an error message would end up in a log).
+refuses. A locked or foreign SQLite file raises the shared
+``hubsync.errors.StoreBusyError`` or ``SchemaVersionError``. Messages say what
+was wrong and what to do, and never carry a secret value or event bytes (a
+secret in an error message would end up in a log).
 """
 
 from __future__ import annotations
@@ -22,10 +24,6 @@ class SecretTooShortError(UnsafeSecretError):
     """A value registered as secret is too short to redact safely."""
 
 
-class SchemaVersionError(ProducerError):
-    """A SQLite file was written by another schema version; it is refused, never reshaped."""
-
-
 class RebindError(ProducerError, ConfigError):
     """A runtime, project or store is being bound to an identity other than its recorded one."""
 
@@ -36,10 +34,6 @@ class DerivationError(ProducerError):
 
 class EventTooLargeError(DerivationError):
     """The derived sync event exceeds ``hubsync.wire.MAX_EVENT_BYTES``."""
-
-
-class StoreBusyError(ProducerError):
-    """The store stayed locked by other writers past the retry deadline."""
 
 
 class StoreClosedError(ProducerError):

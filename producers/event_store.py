@@ -27,6 +27,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, NamedTuple
 
+from hubsync.sqlite import DEFAULT_BUSY_BUDGET, DEFAULT_BUSY_TIMEOUT, Database, split_statements
 from producers.derivation import Allowlist, EventDeriver, PreparedEvent, StoreIdentity
 from producers.errors import RebindError, StoreClosedError
 from producers.outbox import (
@@ -38,7 +39,6 @@ from producers.outbox import (
     RowOutcome,
 )
 from producers.redaction import Redactor
-from producers.sqlite_files import DEFAULT_BUSY_TIMEOUT, DEFAULT_LOCK_DEADLINE, Database
 
 EVENT_STORE_SCHEMA_VERSION = 1
 """``PRAGMA user_version`` of event store files; any other version is refused at open."""
@@ -109,7 +109,7 @@ class RunEventStore(OutboxQueries):
         allowlist: Allowlist | None = None,
         environ: Mapping[str, str] | None = None,
         busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
-        lock_deadline: float = DEFAULT_LOCK_DEADLINE,
+        busy_budget: float = DEFAULT_BUSY_BUDGET,
         synchronous: str = "FULL",
     ) -> None:
         """Open (creating if needed) the store at ``path``.
@@ -130,12 +130,12 @@ class RunEventStore(OutboxQueries):
         self._db = Database(
             self.path,
             busy_timeout=busy_timeout,
-            lock_deadline=lock_deadline,
+            busy_budget=busy_budget,
             synchronous=synchronous,
         )
         try:
             self._db.ensure_schema(
-                EVENT_STORE_SCHEMA_VERSION, EVENT_STORE_DDL, "hubsync event store"
+                EVENT_STORE_SCHEMA_VERSION, split_statements(EVENT_STORE_DDL), "hubsync event store"
             )
             bound = self._bind(identity)
         except BaseException:

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import NamedTuple
 
+from hubsync.sqlite import Database
 from producers.errors import ProducerError
-from producers.sqlite_files import Database
 
 
 class RowOutcome(StrEnum):

@@ -25,10 +25,10 @@ from typing import Any
 
 from hubsync.clock import utc_now_iso
 from hubsync.names import MAX_NAME_LENGTH, validate_name
+from hubsync.sqlite import Database, split_statements
 from producers.derivation import StoreIdentity
 from producers.errors import RebindError
 from producers.event_store import RunEventStore
-from producers.sqlite_files import Database
 
 REGISTRY_SCHEMA_VERSION = 1
 """``PRAGMA user_version`` of ``registry.sqlite``; any other version is refused at open."""
@@ -104,7 +104,7 @@ class RuntimeRegistry:
         self._db = Database(self.state_dir / REGISTRY_FILE)
         try:
             self._db.ensure_schema(
-                REGISTRY_SCHEMA_VERSION, REGISTRY_DDL, "hubsync runtime registry"
+                REGISTRY_SCHEMA_VERSION, split_statements(REGISTRY_DDL), "hubsync runtime registry"
             )
             self._runtime_id = self._bind_runtime(runtime_id)
         except BaseException:

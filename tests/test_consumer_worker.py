@@ -1,7 +1,12 @@
-"""The hub consumer worker against a real private redis-server and a real hub database."""
+"""The hub consumer worker against a real private redis-server.
+
+The worker's behaviour does not depend on the store's backend, so most tests run on the
+in-memory hub store; the ones where SQLite itself matters (a threaded worker sharing one
+connection, a database locked by another process) use a real SQLite hub database."""
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,7 +17,9 @@ import redis
 
 from consumers.publishing import parse_dead_letter
 from consumers.worker import HubConsumer
+from hubstore import hub_url_from_path, open_store
 from hubstore.sqlite_store import SqliteHubStore
+from hubstore.store import HubStore
 from hubsync import keys
 from hubsync.canonical import content_hash
 from hubsync.entries import (
@@ -39,8 +46,14 @@ GROUP = keys.CONSUMER_GROUP
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[SqliteHubStore]:
-    with SqliteHubStore(tmp_path / "hub.db") as store:
+def store() -> Iterator[HubStore]:
+    with open_store("memory://", create_schema=True) as store:
+        yield store
+
+
+@pytest.fixture
+def sqlite_store(tmp_path: Path) -> Iterator[HubStore]:
+    with open_store(hub_url_from_path(tmp_path / "hub.db"), create_schema=True) as store:
         yield store
 
 
@@ -58,7 +71,7 @@ def make_settings(redis_url: str, tmp_path: Path, **overrides: Any) -> ConsumerS
 
 @pytest.fixture
 def worker(
-    redis_client: redis.Redis, redis_url: str, store: SqliteHubStore, tmp_path: Path
+    redis_client: redis.Redis, redis_url: str, store: HubStore, tmp_path: Path
 ) -> HubConsumer:
     return HubConsumer(redis_client, store, make_settings(redis_url, tmp_path), name="w1")
 
@@ -80,7 +93,7 @@ def pending_count(client: redis.Redis) -> int:
 
 
 def test_one_entry_delivered_three_times_is_one_row_and_two_duplicates(
-    redis_client: redis.Redis, worker: HubConsumer, store: SqliteHubStore
+    redis_client: redis.Redis, worker: HubConsumer, store: HubStore
 ) -> None:
     event = sync_event(1)
     for _ in range(3):
@@ -94,7 +107,7 @@ def test_one_entry_delivered_three_times_is_one_row_and_two_duplicates(
 
 
 def test_a_redelivery_in_a_later_batch_is_a_duplicate(
-    redis_client: redis.Redis, worker: HubConsumer, store: SqliteHubStore
+    redis_client: redis.Redis, worker: HubConsumer, store: HubStore
 ) -> None:
     send(redis_client, sync_event(1))
     worker.run_once()
@@ -108,7 +121,7 @@ def test_a_redelivery_in_a_later_batch_is_a_duplicate(
 
 
 def test_the_same_key_with_other_bytes_is_a_conflict_alerted_and_never_stored(
-    redis_client: redis.Redis, worker: HubConsumer, store: SqliteHubStore
+    redis_client: redis.Redis, worker: HubConsumer, store: HubStore
 ) -> None:
     original, forged = sync_event(1), sync_event(1, data={"step": "evil"})
     send(redis_client, original)
@@ -172,7 +185,7 @@ def _garbage() -> dict[str, dict[str, str | bytes]]:
 
 
 def test_garbage_entries_become_dead_letters_while_valid_ones_are_ingested(
-    redis_client: redis.Redis, worker: HubConsumer, store: SqliteHubStore
+    redis_client: redis.Redis, worker: HubConsumer, store: HubStore
 ) -> None:
     garbage = _garbage()
     for sequence, (_, fields) in enumerate(garbage.items(), start=1):
@@ -204,7 +217,7 @@ def test_garbage_entries_become_dead_letters_while_valid_ones_are_ingested(
 
 
 def test_an_entry_naming_another_hub_project_is_dead_lettered(
-    redis_client: redis.Redis, worker: HubConsumer, store: SqliteHubStore
+    redis_client: redis.Redis, worker: HubConsumer, store: HubStore
 ) -> None:
     send_fields(redis_client, HUB_PROJECT, entry_fields(sync_event(1, hub_project="other")))
     worker.run_once()
@@ -213,7 +226,7 @@ def test_an_entry_naming_another_hub_project_is_dead_lettered(
 
 
 def test_presence_beats_update_runtime_presence(
-    redis_client: redis.Redis, worker: HubConsumer, store: SqliteHubStore
+    redis_client: redis.Redis, worker: HubConsumer, store: HubStore
 ) -> None:
     beat = PresenceBeat("rt-1", HUB_PROJECT, "box", 7, "0.1.0", 12, "2026-11-29T16:38:54.123456Z")
     send_presence(redis_client, beat)
@@ -224,8 +237,11 @@ def test_presence_beats_update_runtime_presence(
 
 
 def test_new_projects_are_picked_up_without_a_restart(
-    redis_client: redis.Redis, worker: HubConsumer, store: SqliteHubStore
+    redis_client: redis.Redis, redis_url: str, sqlite_store: HubStore, tmp_path: Path
 ) -> None:
+    # The daemon loop in a thread while this one reads the same SQLite connection.
+    store = sqlite_store
+    worker = HubConsumer(redis_client, store, make_settings(redis_url, tmp_path), name="w1")
     thread = threading.Thread(target=worker.run, daemon=True)
     thread.start()
     try:
@@ -239,8 +255,33 @@ def test_new_projects_are_picked_up_without_a_restart(
     assert not thread.is_alive()
 
 
+def test_a_hub_database_locked_past_its_budget_leaves_the_batch_pending_until_it_frees(
+    redis_client: redis.Redis, redis_url: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "hub.db"
+    store = SqliteHubStore(path, busy_timeout=0.0, busy_budget=0.05)
+    worker = HubConsumer(redis_client, store, make_settings(redis_url, tmp_path), name="w1")
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # another process's long write
+    send(redis_client, sync_event(1))
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    try:
+        wait_until(lambda: "hub store failed" in caplog.text, what="the busy store reported")
+        assert pending_count(redis_client) == 1
+        holder.execute("ROLLBACK")
+        wait_until(lambda: store.count_events() == 1, what="the batch ingested once free")
+        wait_until(lambda: pending_count(redis_client) == 0, what="the entry acked")
+    finally:
+        holder.close()
+        worker.stop()
+        thread.join(timeout=10)
+        store.close()
+    assert not thread.is_alive()
+
+
 def test_entries_idle_in_a_dead_consumer_are_reclaimed(
-    redis_client: redis.Redis, redis_url: str, store: SqliteHubStore, tmp_path: Path
+    redis_client: redis.Redis, redis_url: str, store: HubStore, tmp_path: Path
 ) -> None:
     send(redis_client, sync_event(1))
     redis_client.xgroup_create(EVENTS, GROUP, id="0", mkstream=True)
@@ -258,7 +299,7 @@ def test_entries_idle_in_a_dead_consumer_are_reclaimed(
 
 
 def test_an_entry_delivered_too_often_is_dead_lettered_and_acked(
-    redis_client: redis.Redis, redis_url: str, store: SqliteHubStore, tmp_path: Path
+    redis_client: redis.Redis, redis_url: str, store: HubStore, tmp_path: Path
 ) -> None:
     entry_id = send(redis_client, sync_event(1))
     redis_client.xgroup_create(EVENTS, GROUP, id="0", mkstream=True)
@@ -282,7 +323,7 @@ def test_an_entry_delivered_too_often_is_dead_lettered_and_acked(
 
 
 def test_a_restarted_worker_takes_back_its_own_pending_entries_at_once(
-    redis_client: redis.Redis, worker: HubConsumer, store: SqliteHubStore
+    redis_client: redis.Redis, worker: HubConsumer, store: HubStore
 ) -> None:
     send(redis_client, sync_event(1))
     redis_client.xgroup_create(EVENTS, GROUP, id="0", mkstream=True)
@@ -311,7 +352,7 @@ def test_trimming_removes_acknowledged_entries_but_never_pending_ones(
 
 
 def test_idle_consumers_with_nothing_pending_are_removed_but_not_those_with_pending(
-    redis_client: redis.Redis, redis_url: str, store: SqliteHubStore, tmp_path: Path
+    redis_client: redis.Redis, redis_url: str, store: HubStore, tmp_path: Path
 ) -> None:
     send(redis_client, sync_event(1))
     redis_client.xgroup_create(EVENTS, GROUP, id="0", mkstream=True)

@@ -16,13 +16,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from hubsync.errors import SchemaVersionError
 from hubsync.wire import MAX_EVENT_BYTES, parse_sync_event
 from producers.derivation import StoreIdentity
 from producers.errors import (
     DerivationError,
     EventTooLargeError,
     RebindError,
-    SchemaVersionError,
     StoreClosedError,
 )
 from producers.event_store import (

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import redis
 
 from hubstore.errors import FencedWriteRefusedError, InvalidLeaseArgumentError
-from hubstore.fence import advance_fence, ensure_fence_table, fenced_transaction, highest_token
+from hubstore.fence import advance_fence, ensure_fence_table, fenced_write, highest_token
 from hubstore.leases import LeaseClient
+from hubsync.sqlite import Database
 from tests.lease_support import expire_lease
 
 TTL = 30_000
@@ -70,42 +72,65 @@ def test_fenced_writes_survive_script_flush(leases: LeaseClient, redis_client: r
 
 
 @pytest.fixture
-def conn(tmp_path: Path) -> sqlite3.Connection:
-    connection = sqlite3.connect(tmp_path / "hub.db", isolation_level=None)
-    ensure_fence_table(connection)
-    connection.execute("CREATE TABLE effects_seen (resource TEXT, token INTEGER, value TEXT)")
-    return connection
+def db(tmp_path: Path) -> Iterator[Database]:
+    database = Database(tmp_path / "hub.db")
+
+    def create(connection: sqlite3.Connection) -> None:
+        ensure_fence_table(connection)
+        connection.execute("CREATE TABLE effects_seen (resource TEXT, token INTEGER, value TEXT)")
+
+    database.write(create)
+    yield database
+    database.close()
 
 
-def _guarded_insert(conn: sqlite3.Connection, token: int, value: str) -> None:
-    with fenced_transaction(conn, "repo/main", token):
-        conn.execute("INSERT INTO effects_seen VALUES ('repo/main', ?, ?)", (token, value))
+@pytest.fixture
+def conn(db: Database) -> sqlite3.Connection:
+    return db.connection
 
 
-def test_sqlite_fence_lets_equal_and_larger_tokens_write(conn: sqlite3.Connection) -> None:
-    _guarded_insert(conn, 3, "a")
-    _guarded_insert(conn, 3, "b")
-    _guarded_insert(conn, 7, "c")
+def _guarded_insert(db: Database, token: int, value: str) -> None:
+    fenced_write(
+        db,
+        "repo/main",
+        token,
+        lambda c: c.execute("INSERT INTO effects_seen VALUES ('repo/main', ?, ?)", (token, value)),
+    )
+
+
+def test_sqlite_fence_lets_equal_and_larger_tokens_write(
+    db: Database, conn: sqlite3.Connection
+) -> None:
+    _guarded_insert(db, 3, "a")
+    _guarded_insert(db, 3, "b")
+    _guarded_insert(db, 7, "c")
     assert highest_token(conn, "repo/main") == 7
     assert conn.execute("SELECT count(*) FROM effects_seen").fetchone()[0] == 3
 
 
 def test_sqlite_fence_refuses_a_stale_token_and_rolls_the_write_back(
-    conn: sqlite3.Connection,
+    db: Database, conn: sqlite3.Connection
 ) -> None:
-    _guarded_insert(conn, 5, "new holder")
+    _guarded_insert(db, 5, "new holder")
     with pytest.raises(FencedWriteRefusedError) as info:
-        _guarded_insert(conn, 4, "stale holder")
+        _guarded_insert(db, 4, "stale holder")
     assert info.value.highest == 5
     rows = conn.execute("SELECT value FROM effects_seen").fetchall()
     assert rows == [("new holder",)]
     assert highest_token(conn, "repo/main") == 5
 
 
-def test_sqlite_fence_rolls_back_when_the_guarded_write_fails(conn: sqlite3.Connection) -> None:
-    with pytest.raises(RuntimeError), fenced_transaction(conn, "repo/main", 9):
+def test_sqlite_fence_rolls_back_when_the_guarded_write_fails(
+    db: Database, conn: sqlite3.Connection
+) -> None:
+    def failing(c: sqlite3.Connection) -> None:
+        c.execute("INSERT INTO effects_seen VALUES ('repo/main', 9, 'half')")
         raise RuntimeError("write failed")
+
+    with pytest.raises(RuntimeError):
+        fenced_write(db, "repo/main", 9, failing)
     assert highest_token(conn, "repo/main") == 0
+    assert conn.execute("SELECT count(*) FROM effects_seen").fetchone()[0] == 0
 
 
 def test_sqlite_fence_is_per_resource(conn: sqlite3.Connection) -> None:

@@ -1,30 +1,69 @@
-"""The hub store contract: every ``HubStore`` implementation must pass these.
+"""The hub store contract: every ``HubStore`` backend must pass these.
 
-The class is parametrised by store factory; a PostgreSQL store joins by adding
-its factory to ``STORE_FACTORIES``.
+``HubStoreContract`` holds the tests; each backend subclasses it once
+(``TestSqliteHubStore``, ``TestMemoryHubStore``) saying how to open a new store
+and, when other processes can open it too, its URL. A PostgreSQL store joins
+with one more subclass.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from hubstore.sqlite_store import SqliteHubStore
+from hubstore import hub_url_from_path, open_store
 from hubstore.store import HubStore
 from hubsync.canonical import content_hash
 from hubsync.clock import utc_now
-from hubsync.entries import ConflictReason, Outcome, PresenceBeat
+from hubsync.entries import ConflictReason, EventEntry, Outcome, PresenceBeat
 from hubsync.wire import parse_sync_event
 from tests.relay_player import event_entry, sync_event
 
-StoreFactory = Callable[[Path], HubStore]
+ROOT = Path(__file__).resolve().parents[1]
 
-STORE_FACTORIES: dict[str, StoreFactory] = {
-    "sqlite": lambda directory: SqliteHubStore(directory / "hub.db"),
-}
+EVENTS: list[EventEntry] = [
+    event_entry(sync_event(seq, run_id=run, project_id=project, runtime_id=runtime))
+    for project, run, runtime in (
+        ("proj-1", "run-1", "rt-1"),
+        ("proj-1", "run-2", "rt-2"),
+        ("proj-2", "run-1", "rt-1"),
+    )
+    for seq in range(1, 6)
+]
+
+deliveries = st.lists(
+    st.lists(st.integers(min_value=0, max_value=len(EVENTS) - 1), min_size=1, max_size=12),
+    min_size=1,
+    max_size=12,
+)
+
+WRITER = textwrap.dedent(
+    """
+    import sys
+    from hubstore import open_store
+    from tests.relay_player import event_entry, sync_event
+
+    url = sys.argv[1]
+    store = open_store(url, create_schema=False)
+    # every worker writes the same keys, so they race on the very same rows
+    for round_ in range(40):
+        batch = [
+            event_entry(sync_event(round_ * 5 + s, run_id=f"run-{round_ % 4}"))
+            for s in range(1, 6)
+        ]
+        store.ingest(batch)
+        store.count_events()
+    store.close()
+    """
+)
 
 
 def beat(runtime_id: str = "rt-1", hub_project: str = "acme") -> PresenceBeat:
@@ -39,12 +78,37 @@ def beat(runtime_id: str = "rt-1", hub_project: str = "acme") -> PresenceBeat:
     )
 
 
-class TestHubStoreContract:
-    @pytest.fixture(params=sorted(STORE_FACTORIES))
-    def store(self, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[HubStore]:
-        store = STORE_FACTORIES[request.param](tmp_path)
+def hub_state(store: HubStore) -> tuple[object, ...]:
+    """Everything a delivery order could influence, minus receive times."""
+    events = [
+        (e.project_id, e.run_id, e.sequence, e.hub_project, e.home_runtime_id, e.content_hash)
+        for e in store.events("acme", limit=10_000)
+    ]
+    cursors = sorted({(e[0], e[1], store.sync_cursor(e[0], e[1])) for e in events})
+    return tuple(events), tuple(cursors), len(store.alerts())
+
+
+class HubStoreContract:
+    """The contract tests; subclass once per backend (pytest collects only the subclasses)."""
+
+    def open_new(self, directory: Path) -> HubStore:
+        """A new, empty store of this backend, its schema created, kept under ``directory``."""
+        raise NotImplementedError
+
+    def shared_url(self, directory: Path) -> str | None:
+        """The URL another process can open the store of ``open_new(directory)`` by, or None."""
+        raise NotImplementedError
+
+    @pytest.fixture
+    def store(self, tmp_path: Path) -> Iterator[HubStore]:
+        store = self.open_new(tmp_path)
         yield store
         store.close()
+
+    def test_creating_the_schema_again_changes_nothing(self, store: HubStore) -> None:
+        store.ingest([event_entry(sync_event(1))])
+        store.create_schema()
+        assert store.count_events() == 1
 
     def test_a_new_event_is_accepted_and_stored_with_its_exact_bytes(self, store: HubStore) -> None:
         entry = event_entry(sync_event(1))
@@ -183,3 +247,68 @@ class TestHubStoreContract:
         assert store.alerts() == []
         assert store.presence() == []
         assert store.count_events() == 1
+
+    # One copy of this test runs per backend subclass (differing executors, on
+    # purpose); each example opens fresh stores, so no state crosses examples.
+    @settings(
+        max_examples=40,
+        deadline=None,
+        suppress_health_check=[
+            HealthCheck.function_scoped_fixture,
+            HealthCheck.differing_executors,
+        ],
+    )
+    @given(batches=deliveries, order=st.permutations(range(len(EVENTS))))
+    def test_any_interleaving_and_duplication_gives_the_in_order_state(
+        self, tmp_path_factory: pytest.TempPathFactory, batches: list[list[int]], order: list[int]
+    ) -> None:
+        with self.open_new(tmp_path_factory.mktemp("in-order")) as reference:
+            reference.ingest(EVENTS)
+            expected = hub_state(reference)
+        with self.open_new(tmp_path_factory.mktemp("shuffled")) as store:
+            for batch in batches:
+                store.ingest([EVENTS[i] for i in batch])
+            # every event is delivered at least once, in some order, in some batches
+            for start in range(0, len(order), 4):
+                outcomes = store.ingest([EVENTS[i] for i in order[start : start + 4]])
+                assert {o.outcome for o in outcomes} <= {Outcome.ACCEPTED, Outcome.DUPLICATE}
+            assert hub_state(store) == expected
+
+    def test_several_processes_share_one_store_without_lock_errors(self, tmp_path: Path) -> None:
+        url = self.shared_url(tmp_path)
+        if url is None:
+            pytest.skip("this backend lives inside one process; no second process can open it")
+        self.open_new(tmp_path).close()
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-c", WRITER, url],
+                cwd=ROOT,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+            )
+            for _ in range(4)
+        ]
+        results = [p.communicate(timeout=120) for p in procs]
+        for proc, (_, err) in zip(procs, results, strict=True):
+            assert b"locked" not in err, err.decode()
+            assert proc.returncode == 0, err.decode()
+        with open_store(url, create_schema=False) as store:
+            # 200 keys, each written by all four workers, stored once
+            assert store.count_events() == 200
+            assert store.alerts() == []
+
+
+class TestSqliteHubStore(HubStoreContract):
+    def open_new(self, directory: Path) -> HubStore:
+        return open_store(hub_url_from_path(directory / "hub.db"), create_schema=True)
+
+    def shared_url(self, directory: Path) -> str | None:
+        return hub_url_from_path(directory / "hub.db")
+
+
+class TestMemoryHubStore(HubStoreContract):
+    def open_new(self, directory: Path) -> HubStore:
+        return open_store("memory://", create_schema=True)
+
+    def shared_url(self, directory: Path) -> str | None:
+        return None

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from hubsync.errors import ConfigError
-from producers.errors import RebindError, SchemaVersionError
+from hubsync.errors import ConfigError, SchemaVersionError
+from producers.errors import RebindError
 from producers.registry import REGISTRY_FILE, RuntimeRegistry, sanitized_name
 
 

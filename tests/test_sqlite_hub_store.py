@@ -1,51 +1,75 @@
-"""SQLite specifics of the hub store: schema checks, shared use by many processes, and
-the property that delivery order and repetition never change the hub's final state."""
+"""SQLite specifics of the hub store: URLs, schema creation and versions, WAL, file modes
+and a busy database. The backend-neutral behaviour is in test_hubstore_contract.py."""
 
 from __future__ import annotations
 
+import logging
+import os
 import sqlite3
-import subprocess
-import sys
-import textwrap
+import threading
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
-from hubstore.errors import StoreSchemaError
-from hubstore.sqlite_store import SqliteHubStore
-from hubsync.entries import EventEntry, Outcome
+from hubstore import hub_url_from_path, open_store
+from hubstore.sqlite_store import SqliteHubStore, sqlite_path
+from hubsync.entries import Outcome
+from hubsync.errors import ConfigError, SchemaVersionError, StoreBusyError
 from tests.relay_player import event_entry, sync_event
-
-ROOT = Path(__file__).resolve().parents[1]
-
-EVENTS: list[EventEntry] = [
-    event_entry(sync_event(seq, run_id=run, project_id=project, runtime_id=runtime))
-    for project, run, runtime in (
-        ("proj-1", "run-1", "rt-1"),
-        ("proj-1", "run-2", "rt-2"),
-        ("proj-2", "run-1", "rt-1"),
-    )
-    for seq in range(1, 6)
-]
+from tests.support import wait_until
 
 
-def hub_state(store: SqliteHubStore) -> tuple[object, ...]:
-    """Everything a delivery order could influence, minus receive times."""
-    events = [
-        (e.project_id, e.run_id, e.sequence, e.hub_project, e.home_runtime_id, e.content_hash)
-        for e in store.events("acme", limit=10_000)
-    ]
-    cursors = sorted({(e[0], e[1], store.sync_cursor(e[0], e[1])) for e in events})
-    return tuple(events), tuple(cursors), len(store.alerts())
+def test_three_slashes_then_a_relative_path_four_for_an_absolute_one(tmp_path: Path) -> None:
+    assert sqlite_path("sqlite:///hub.db") == Path("hub.db")
+    assert sqlite_path("sqlite:///data/hub.db") == Path("data/hub.db")
+    assert sqlite_path("sqlite:////var/lib/hub.db") == Path("/var/lib/hub.db")
+    assert hub_url_from_path(tmp_path / "hub.db") == f"sqlite:///{tmp_path}/hub.db"
+    assert sqlite_path(hub_url_from_path(tmp_path / "hub.db")) == tmp_path / "hub.db"
+
+
+def test_a_relative_url_opens_the_file_under_the_current_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    with open_store("sqlite:///sub/hub.db", create_schema=True) as store:
+        store.ingest([event_entry(sync_event(1))])
+    with open_store(f"sqlite:///{tmp_path}/sub/hub.db", create_schema=False) as store:
+        assert store.count_events() == 1
+
+
+@pytest.mark.parametrize(
+    "url", ["sqlite://host/hub.db", "sqlite:///", "sqlite:///:memory:", "sqlite:///hub.db?mode=ro"]
+)
+def test_a_malformed_sqlite_url_is_a_config_error_showing_the_right_form(url: str) -> None:
+    with pytest.raises(ConfigError, match=r"sqlite:////absolute/hub\.db"):
+        open_store(url, create_schema=True)
 
 
 def test_reopening_keeps_everything(tmp_path: Path) -> None:
-    with SqliteHubStore(tmp_path / "hub.db") as store:
-        store.ingest([EVENTS[0]])
-    with SqliteHubStore(tmp_path / "hub.db") as store:
-        assert store.ingest([EVENTS[0]])[0].outcome is Outcome.DUPLICATE
+    url = hub_url_from_path(tmp_path / "hub.db")
+    with open_store(url, create_schema=True) as store:
+        store.ingest([event_entry(sync_event(1))])
+    with open_store(url, create_schema=False) as store:
+        assert store.ingest([event_entry(sync_event(1))])[0].outcome is Outcome.DUPLICATE
+
+
+def test_opening_without_creating_refuses_a_missing_file_and_creates_nothing(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "hub.db"
+    with pytest.raises(SchemaVersionError, match="hubsync consume"):
+        open_store(hub_url_from_path(path), create_schema=False)
+    assert not path.exists()
+
+
+def test_opening_without_creating_refuses_an_empty_database_and_says_how_to_create_it(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "hub.db"
+    path.touch()
+    with pytest.raises(SchemaVersionError, match=r"no hubsync hub database schema.*create_schema"):
+        open_store(hub_url_from_path(path), create_schema=False)
+    assert path.stat().st_size == 0
 
 
 def test_a_database_of_another_schema_version_is_refused_untouched(tmp_path: Path) -> None:
@@ -53,8 +77,9 @@ def test_a_database_of_another_schema_version_is_refused_untouched(tmp_path: Pat
     SqliteHubStore(path).close()
     with sqlite3.connect(path) as conn:
         conn.execute("PRAGMA user_version = 99")
-    with pytest.raises(StoreSchemaError, match="schema version 99"):
-        SqliteHubStore(path)
+    for create in (True, False):
+        with pytest.raises(SchemaVersionError, match="schema version 99"):
+            SqliteHubStore(path, create_schema=create)
     with sqlite3.connect(path) as conn:
         assert conn.execute("PRAGMA user_version").fetchone()[0] == 99
 
@@ -63,8 +88,9 @@ def test_a_foreign_sqlite_database_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "other.db"
     with sqlite3.connect(path) as conn:
         conn.execute("CREATE TABLE invoices (id INTEGER)")
-    with pytest.raises(StoreSchemaError, match="invoices"):
-        SqliteHubStore(path)
+    for create in (True, False):
+        with pytest.raises(SchemaVersionError, match="invoices"):
+            SqliteHubStore(path, create_schema=create)
 
 
 def test_the_database_is_in_wal_mode(tmp_path: Path) -> None:
@@ -73,72 +99,52 @@ def test_the_database_is_in_wal_mode(tmp_path: Path) -> None:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 
-deliveries = st.lists(
-    st.lists(st.integers(min_value=0, max_value=len(EVENTS) - 1), min_size=1, max_size=12),
-    min_size=1,
-    max_size=12,
-)
+def test_a_new_database_is_private_to_its_owner(tmp_path: Path) -> None:
+    with SqliteHubStore(tmp_path / "hub.db") as store:
+        store.ingest([event_entry(sync_event(1))])
+        for name in ("hub.db", "hub.db-wal"):
+            assert os.stat(tmp_path / name).st_mode & 0o077 == 0, name
 
 
-@settings(
-    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
-@given(batches=deliveries, order=st.permutations(range(len(EVENTS))))
-def test_any_interleaving_and_duplication_gives_the_in_order_state(
-    tmp_path_factory: pytest.TempPathFactory, batches: list[list[int]], order: list[int]
+def _hold_write_lock(path: Path) -> sqlite3.Connection:
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    return holder
+
+
+def test_a_write_waits_out_a_busy_database_then_lands(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    directory = tmp_path_factory.mktemp("prop")
-    with SqliteHubStore(directory / "in-order.db") as reference:
-        reference.ingest(EVENTS)
-        expected = hub_state(reference)
-    with SqliteHubStore(directory / "shuffled.db") as store:
-        for batch in batches:
-            store.ingest([EVENTS[i] for i in batch])
-        # every event is delivered at least once, in some order, in some batches
-        for start in range(0, len(order), 4):
-            outcomes = store.ingest([EVENTS[i] for i in order[start : start + 4]])
-            assert {o.outcome for o in outcomes} <= {Outcome.ACCEPTED, Outcome.DUPLICATE}
-        assert hub_state(store) == expected
-
-
-WRITER = textwrap.dedent(
-    """
-    import sys
-    from hubstore.sqlite_store import SqliteHubStore
-    from tests.relay_player import event_entry, sync_event
-
-    path, worker = sys.argv[1], int(sys.argv[2])
-    store = SqliteHubStore(path)
-    # every worker writes the same keys, so they race on the very same rows
-    for round_ in range(40):
-        batch = [
-            event_entry(sync_event(round_ * 5 + s, run_id=f"run-{round_ % 4}"))
-            for s in range(1, 6)
-        ]
-        store.ingest(batch)
-        store.count_events()
-    store.close()
-    """
-)
-
-
-def test_several_processes_share_one_database_without_lock_errors(tmp_path: Path) -> None:
     path = tmp_path / "hub.db"
-    SqliteHubStore(path).close()
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-c", WRITER, str(path), str(worker)],
-            cwd=ROOT,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-        )
-        for worker in range(4)
-    ]
-    results = [p.communicate(timeout=120) for p in procs]
-    for proc, (_, err) in zip(procs, results, strict=True):
-        assert b"locked" not in err, err.decode()
-        assert proc.returncode == 0, err.decode()
-    with SqliteHubStore(path) as store:
-        # 200 keys, each written by all four workers, stored once
-        assert store.count_events() == 200
-        assert store.alerts() == []
+    store = SqliteHubStore(path, busy_timeout=0.0, busy_budget=60.0)
+    holder = _hold_write_lock(path)
+    results: list[object] = []
+    caplog.set_level(logging.DEBUG, logger="hubsync.sqlite")
+    writer = threading.Thread(
+        target=lambda: results.append(store.ingest([event_entry(sync_event(1))]))
+    )
+    writer.start()
+    try:
+        wait_until(lambda: "busy (attempt" in caplog.text, what="a retry on the busy database")
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    writer.join(timeout=30)
+    [[outcome]] = results
+    assert outcome.outcome is Outcome.ACCEPTED  # type: ignore[attr-defined]
+    assert store.count_events() == 1
+    store.close()
+
+
+def test_a_database_locked_past_the_busy_budget_raises_store_busy(tmp_path: Path) -> None:
+    path = tmp_path / "hub.db"
+    store = SqliteHubStore(path, busy_timeout=0.0, busy_budget=0.05)
+    holder = _hold_write_lock(path)
+    try:
+        with pytest.raises(StoreBusyError, match="stayed locked"):
+            store.ingest([event_entry(sync_event(1))])
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert store.count_events() == 0
+    store.close()

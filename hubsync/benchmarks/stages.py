@@ -20,7 +20,7 @@ from typing import Any
 import redis
 
 from consumers.worker import HubConsumer
-from hubstore.sqlite_store import SqliteHubStore
+from hubstore.factory import hub_url_from_path, open_store
 from hubsync import keys
 from hubsync.benchmarks.workload import (
     HUB_PROJECT,
@@ -155,7 +155,7 @@ def raw_ingest_seconds(
 def consumer_seconds(client: redis.Redis, url: str, directory: Path) -> tuple[float, int]:
     """Seconds for ``HubConsumer`` to drain the stream; accepted rows."""
     settings = ConsumerSettings(hub_db=directory / "hub.db", redis_url=url, batch_count=BATCH)
-    with SqliteHubStore(settings.hub_db) as store:
+    with open_store(hub_url_from_path(settings.hub_db), create_schema=True) as store:
         worker = HubConsumer(client, store, settings, name="bench")
         worker.refresh_streams()
         started = time.perf_counter()

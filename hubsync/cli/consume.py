@@ -158,14 +158,14 @@ def consume(
         raise SystemExit(_check(settings, validate_name(settings.name, "consumer name")))
 
     from consumers.worker import HubConsumer
-    from hubstore.sqlite_store import SqliteHubStore
+    from hubstore.factory import hub_url_from_path, open_store
 
     client = connect(settings.redis_url, Role.BLOCKING, block_seconds=settings.block_ms / 1000)
     try:
         if once:
             ping(client, settings.redis_url)  # --once cannot wait: exit 3 now
         start_metrics_server(settings.metrics_port)
-        with SqliteHubStore(settings.hub_db) as store:
+        with open_store(hub_url_from_path(settings.hub_db), create_schema=True) as store:
             worker = HubConsumer(client, store, settings)
             stats = worker.run_once() if once else worker.run()
     finally:

@@ -9,19 +9,22 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 import redis
 from pydantic import ValidationError
 from pydantic_settings import BaseSettings
 
-from hubstore.errors import StoreBusyError, StoreError
-from hubstore.sqlite_store import SqliteHubStore
+from hubstore.errors import StoreError
+from hubstore.factory import hub_url_from_path, open_store
 from hubsync.connections import probe
-from hubsync.errors import ConfigError
+from hubsync.errors import ConfigError, SchemaVersionError
 from hubsync.names import validate_name
 from hubsync.settings import DEFAULT_REDIS_URL
+
+if TYPE_CHECKING:
+    from hubstore.store import HubStore
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -148,13 +151,12 @@ hub_project_filter = click.option(
 )
 
 
-def open_hub_store(path: Path) -> SqliteHubStore:
-    """The hub database at ``path`` for reading; a file that is not one is a usage error (2)."""
+def open_hub_store(path: Path) -> HubStore:
+    """The hub database at ``path`` for reading, never creating it; a database that is not
+    one (or has no schema) is a usage error (2)."""
     try:
-        return SqliteHubStore(path, busy_budget=10.0)
-    except StoreBusyError:
-        raise
-    except StoreError as exc:
+        return open_store(hub_url_from_path(path), create_schema=False, busy_budget=10.0)
+    except (StoreError, SchemaVersionError) as exc:
         raise ConfigError(f"--hub-db (HUBSYNC_HUB_DB): {exc}") from None
 
 

@@ -25,8 +25,9 @@ from typing import Any
 
 import redis
 
+from hubstore.factory import hub_url_from_path, open_store
 from hubstore.leases import LeaseClient
-from hubstore.sqlite_store import SqliteHubStore
+from hubstore.store import HubStore
 from hubsync import keys
 from hubsync.canonical import content_hash
 from hubsync.connections import connect
@@ -152,7 +153,8 @@ class DemoScenario:
         """Stage everything, wait for the drain, check the invariants."""
         started = time.monotonic()
         self.logs.mkdir(parents=True, exist_ok=True)
-        hub = SqliteHubStore(self.hub_db)  # created here so polling can start at once
+        # created here so polling can start at once
+        hub = open_store(hub_url_from_path(self.hub_db), create_schema=True)
         try:
             self._clean_redis()
             self._open_runtimes()
@@ -234,7 +236,7 @@ class DemoScenario:
                 env={"HUBSYNC_REDIS_URL": self.redis_url},
             )  # fmt: skip
 
-    def _wait_until_ready(self, hub: SqliteHubStore) -> None:
+    def _wait_until_ready(self, hub: HubStore) -> None:
         """Until every relay beats and both consumers read the group (Python starts slowly)."""
         stream = keys.events_stream(HUB_PROJECT)
         relays = [keys.relay_health(r.registry.runtime_id) for r in self.runtimes]
@@ -274,7 +276,7 @@ class DemoScenario:
                     streams.remove(item)
             time.sleep(pause)
 
-    def _kill_one_consumer(self, hub: SqliteHubStore) -> None:
+    def _kill_one_consumer(self, hub: HubStore) -> None:
         """SIGKILL consumer-1 while it holds delivered, unacknowledged entries.
 
         consumer-1 spends most of its time blocked in XREADGROUP. Frozen there
@@ -312,7 +314,7 @@ class DemoScenario:
         if doomed.alive:
             doomed.kill()
 
-    def _inject_faults(self, hub: SqliteHubStore) -> None:
+    def _inject_faults(self, hub: HubStore) -> None:
         runtime = self.runtimes[0]
         genuine = runtime.store.outbox_for_run(f"run-{runtime.name}-1")[0]
         self._wait(
@@ -373,7 +375,7 @@ class DemoScenario:
             ledger_b.close()
             leases.redis.close()
 
-    def _wait_for_drain(self, hub: SqliteHubStore) -> None:
+    def _wait_for_drain(self, hub: HubStore) -> None:
         stream = keys.events_stream(HUB_PROJECT)
 
         def drained() -> bool:
@@ -394,7 +396,7 @@ class DemoScenario:
         for daemon in self.daemons.values():
             daemon.stop()
 
-    def _collect(self, hub: SqliteHubStore) -> None:
+    def _collect(self, hub: HubStore) -> None:
         result = self.result
         result.produced = sum(r.store.outbox_counts()["total"] for r in self.runtimes)
         result.in_hub = hub.count_events()
@@ -438,7 +440,7 @@ class DemoScenario:
         return sum(r.store.outbox_counts()["acked"] for r in self.runtimes)
 
     def _wait(
-        self, step: str, condition: Callable[[], bool], timeout: float, hub: SqliteHubStore
+        self, step: str, condition: Callable[[], bool], timeout: float, hub: HubStore
     ) -> None:
         deadline = time.monotonic() + timeout
         while True:

@@ -24,6 +24,7 @@ from hubsync.canonical import canonical_json, content_hash
 from hubsync.clock import format_timestamp, parse_timestamp, utc_now, utc_now_iso
 from hubsync.errors import WireError
 from hubsync.names import validate_name
+from hubsync.sqlite import Database, split_statements
 from producers.effects.errors import InvalidEffectError
 from producers.effects.kinds import EffectKind
 from producers.effects.records import (
@@ -34,7 +35,6 @@ from producers.effects.records import (
     EffectSpec,
     EffectStatus,
 )
-from producers.sqlite_files import Database
 
 SCHEMA_VERSION = 1
 MAX_TARGET_LENGTH = 2048
@@ -131,7 +131,9 @@ class EffectsLedger:
         self.stale_after = timedelta(seconds=stale_after_s)
         self.db = Database(self.path)
         try:
-            self.db.ensure_schema(SCHEMA_VERSION, LEDGER_DDL, "hubsync effects ledger")
+            self.db.ensure_schema(
+                SCHEMA_VERSION, split_statements(LEDGER_DDL), "hubsync effects ledger"
+            )
         except BaseException:
             self.db.close()
             raise

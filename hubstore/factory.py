@@ -1,0 +1,93 @@
+"""Open the hub store a URL names: the URL's scheme picks the backend module.
+
+Hub URLs:
+
+* ``sqlite:///PATH``: a SQLite file. Everything after ``sqlite:///`` is the
+  path, taken literally: ``sqlite:///hub.db`` is relative to the current
+  directory, ``sqlite:////var/lib/hubsync/hub.db`` (four slashes) is absolute.
+  No options may follow the path. ``--hub-db PATH`` is shorthand for
+  ``hub_url_from_path(PATH)``, which always writes the absolute form.
+* ``memory://``: a new, empty in-memory store per open, for tests; nothing
+  survives the process and no other process can open it.
+
+A backend is a module in ``BACKENDS`` with a function
+``open_hub_store(url, *, create_schema, busy_budget) -> HubStore``; another
+database (PostgreSQL) plugs in as one more module and one more entry. Modules
+are imported only when their scheme is opened, so a backend's driver is
+needed only by those who use it.
+
+Opening never creates a schema unless asked: ``hubsync consume`` opens with
+``create_schema=True``; read-only commands (``status``, ``alerts list``) open
+with False and get a ``SchemaVersionError`` saying how to create a missing one.
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol, cast
+from urllib.parse import urlsplit
+
+from hubsync.errors import ConfigError
+
+if TYPE_CHECKING:
+    from hubstore.store import HubStore
+
+BACKENDS: dict[str, str] = {
+    "memory": "hubstore.memory_store",
+    "sqlite": "hubstore.sqlite_store",
+}
+"""Hub URL scheme -> the module implementing that backend."""
+
+
+class Backend(Protocol):
+    """What a backend module provides to ``open_store``."""
+
+    def open_hub_store(
+        self, url: str, *, create_schema: bool, busy_budget: float | None
+    ) -> HubStore:
+        """Open (and with ``create_schema``, create the schema of) the store ``url`` names."""
+        ...
+
+
+def url_scheme(url: str) -> str:
+    """The backend scheme of a hub URL; ``ConfigError`` naming the known ones otherwise."""
+    try:
+        scheme = urlsplit(url).scheme.lower()
+    except ValueError:
+        scheme = ""
+    if "://" not in url or scheme not in BACKENDS:
+        raise ConfigError(
+            f"hub URL {_shown(url)!r} names no known store; known schemes: "
+            f"{', '.join(f'{s}://' for s in sorted(BACKENDS))} (e.g. sqlite:///path/to/hub.db)"
+        )
+    return scheme
+
+
+def open_store(url: str, *, create_schema: bool, busy_budget: float | None = None) -> HubStore:
+    """The hub store ``url`` names (see the module docstring for the URL forms).
+
+    ``create_schema=True`` creates a missing database and schema (idempotent);
+    False opens an existing one only, and refuses a missing one with
+    ``SchemaVersionError``. ``busy_budget`` caps, in seconds, how long one
+    operation retries a store locked by other writers (None: the backend's
+    default). Raises ``ConfigError`` for a malformed URL or unknown scheme.
+    """
+    backend = cast(Backend, importlib.import_module(BACKENDS[url_scheme(url)]))
+    return backend.open_hub_store(url, create_schema=create_schema, busy_budget=busy_budget)
+
+
+def hub_url_from_path(path: Path | str) -> str:
+    """The hub URL of a SQLite file path (the ``--hub-db`` shorthand): ``sqlite:///`` + absolute."""
+    return "sqlite:///" + str(Path(path).expanduser().absolute())
+
+
+def _shown(url: str) -> str:
+    # A URL may carry a password (postgresql://user:secret@host/db): never show it.
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "<unparsable URL>"
+    if "@" in parts.netloc:
+        parts = parts._replace(netloc="***@" + parts.netloc.rpartition("@")[2])
+    return parts.geturl()[:80]

@@ -1,0 +1,263 @@
+"""``MemoryHubStore``: the whole hub store contract in one process's memory (``memory://``).
+
+For tests and throw-away runs: nothing survives the process, and no second
+process can open it. Verdicts come from ``hubstore.decide`` exactly as in the
+SQLite store; one lock makes each operation atomic, as a transaction would.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from urllib.parse import urlsplit
+
+from hubstore.decide import EventKey, Known, RunKey, decide
+from hubstore.store import (
+    DEFAULT_STALE_AFTER,
+    AlertRecord,
+    EventPosition,
+    HubStore,
+    PresenceRecord,
+    PurgeResult,
+    StoredEvent,
+)
+from hubsync.clock import format_timestamp, utc_now, utc_now_iso
+from hubsync.entries import ConflictReason, EventEntry, OutcomeRecord, PresenceBeat
+from hubsync.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+AlertKey = tuple[str, str, int, ConflictReason, str]
+"""What makes two conflicts one alert: the key, the reason and the offered hash."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Presence:
+    host: str
+    heartbeat: str
+    beat: PresenceBeat
+
+
+class MemoryHubStore(HubStore):
+    """The hub store in memory; safe to share between the threads of one process."""
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._events: dict[EventKey, StoredEvent] = {}
+        self._project_owners: dict[str, str] = {}
+        self._run_homes: dict[RunKey, str] = {}
+        self._presence: dict[tuple[str, str], _Presence] = {}
+        self._alerts: dict[AlertKey, AlertRecord] = {}
+        self._next_alert_id = 1
+
+    def create_schema(self) -> None:
+        """Nothing to create: a memory store starts with its (empty) tables."""
+
+    def ingest(self, batch: Sequence[EventEntry]) -> list[OutcomeRecord]:
+        """Decide every event of ``batch`` atomically (see ``HubStore.ingest``)."""
+        if not batch:
+            return []
+        with self._lock:
+            decisions = decide(batch, self._known(batch))
+            now = utc_now_iso()
+            for entry in decisions.accepted:
+                event = entry.event
+                self._events[entry.key] = StoredEvent(
+                    project_id=event.project_id,
+                    run_id=event.run_id,
+                    sequence=event.sequence,
+                    hub_project=event.hub_project,
+                    home_runtime_id=event.home_runtime_id,
+                    event_type=event.event_type,
+                    content_hash=entry.content_hash,
+                    received_at=now,
+                    record=entry.data,
+                )
+            self._project_owners.update(decisions.new_projects)
+            self._run_homes.update(decisions.new_runs)
+            for conflict in decisions.conflicts:
+                entry = conflict.entry
+                key: AlertKey = (*entry.key, conflict.reason, entry.content_hash)
+                seen = self._alerts.get(key)
+                if seen is not None:
+                    self._alerts[key] = replace(
+                        seen, last_detected_at=now, occurrences=seen.occurrences + 1
+                    )
+                    continue
+                self._alerts[key] = AlertRecord(
+                    alert_id=self._next_alert_id,
+                    reason=conflict.reason,
+                    hub_project=entry.event.hub_project,
+                    runtime_id=entry.runtime_id,
+                    project_id=entry.event.project_id,
+                    run_id=entry.event.run_id,
+                    sequence=entry.event.sequence,
+                    existing_hash=conflict.existing_hash,
+                    offered_hash=entry.content_hash,
+                    detail=conflict.detail,
+                    detected_at=now,
+                    last_detected_at=now,
+                    occurrences=1,
+                )
+                self._next_alert_id += 1
+                log.warning(
+                    "conflict refused: %s for %s/%s/%s from runtime %s",
+                    conflict.reason.value,
+                    *entry.key,
+                    entry.runtime_id,
+                )
+            return decisions.outcomes
+
+    def sync_cursor(self, project_id: str, run_id: str) -> int:
+        """The run's highest sequence with no gap below it."""
+        with self._lock:
+            sequences = self._sequences(project_id, run_id)
+        cursor = 0
+        for sequence in sequences:
+            if sequence != cursor + 1:
+                break
+            cursor = sequence
+        return cursor
+
+    def gaps(self, project_id: str, run_id: str, limit: int = 1000) -> list[tuple[int, int]]:
+        """Missing ranges ``(first, last)`` below the run's highest sequence."""
+        with self._lock:
+            sequences = self._sequences(project_id, run_id)
+        found: list[tuple[int, int]] = []
+        previous = 0
+        for sequence in sequences:
+            if sequence - previous > 1:
+                found.append((previous + 1, sequence - 1))
+            previous = sequence
+        return found[:limit]
+
+    def events(
+        self,
+        hub_project: str,
+        run_id: str | None = None,
+        after: EventPosition | None = None,
+        limit: int = 1000,
+    ) -> list[StoredEvent]:
+        """Events of a hub project by run then sequence, after ``after``."""
+        with self._lock:
+            chosen = [
+                e
+                for e in self._events.values()
+                if e.hub_project == hub_project
+                and (run_id is None or e.run_id == run_id)
+                and (after is None or (e.run_id, e.sequence) > after)
+            ]
+        chosen.sort(key=lambda e: (e.run_id, e.sequence, e.project_id))
+        return chosen[:limit]
+
+    def count_events(
+        self,
+        hub_project: str | None = None,
+        project_id: str | None = None,
+        run_id: str | None = None,
+    ) -> int:
+        """How many events are stored, optionally filtered."""
+        with self._lock:
+            return sum(
+                1
+                for e in self._events.values()
+                if (hub_project is None or e.hub_project == hub_project)
+                and (project_id is None or e.project_id == project_id)
+                and (run_id is None or e.run_id == run_id)
+            )
+
+    def record_presence(self, beats: Sequence[PresenceBeat]) -> None:
+        """Upsert each beat's runtime presence, stamped with the hub's clock."""
+        now = utc_now_iso()
+        with self._lock:
+            for beat in beats:
+                self._presence[(beat.hub_project, beat.runtime_id)] = _Presence(
+                    beat.host, now, beat
+                )
+
+    def presence(
+        self,
+        hub_project: str | None = None,
+        stale_after: timedelta = DEFAULT_STALE_AFTER,
+        now: datetime | None = None,
+    ) -> list[PresenceRecord]:
+        """Known runtimes, each flagged stale when not heard from within ``stale_after``."""
+        cutoff = format_timestamp((now or utc_now()) - stale_after)
+        with self._lock:
+            rows = sorted(self._presence.items())
+        return [
+            PresenceRecord(
+                runtime_id=runtime_id,
+                hub_project=project,
+                host=p.host,
+                heartbeat=p.heartbeat,
+                beat=p.beat,
+                stale=p.heartbeat < cutoff,
+            )
+            for (project, runtime_id), p in rows
+            if hub_project is None or project == hub_project
+        ]
+
+    def alerts(self, hub_project: str | None = None, limit: int = 100) -> list[AlertRecord]:
+        """Recorded conflicts, newest first."""
+        with self._lock:
+            chosen = [
+                a
+                for a in self._alerts.values()
+                if hub_project is None or a.hub_project == hub_project
+            ]
+        chosen.sort(key=lambda a: a.alert_id, reverse=True)
+        return chosen[:limit]
+
+    def purge(self, retention: timedelta, now: datetime | None = None) -> PurgeResult:
+        """Remove alerts and presence older than ``retention``; events stay."""
+        cutoff = format_timestamp((now or utc_now()) - retention)
+        with self._lock:
+            old_alerts = [k for k, a in self._alerts.items() if a.last_detected_at < cutoff]
+            old_presence = [k for k, p in self._presence.items() if p.heartbeat < cutoff]
+            for alert_key in old_alerts:
+                del self._alerts[alert_key]
+            for presence_key in old_presence:
+                del self._presence[presence_key]
+        return PurgeResult(alerts=len(old_alerts), presence=len(old_presence))
+
+    def close(self) -> None:
+        """Nothing to release; the contents stay readable until the object is dropped."""
+
+    def _known(self, batch: Sequence[EventEntry]) -> Known:
+        # Only what the batch touches, as the SQLite store fetches it: decide()
+        # updates this copy as it accepts, never the store itself.
+        known = Known()
+        for entry in batch:
+            project_id, run_id, _ = entry.key
+            if entry.key in self._events:
+                known.hashes[entry.key] = self._events[entry.key].content_hash
+            if project_id in self._project_owners:
+                known.project_owners[project_id] = self._project_owners[project_id]
+            if (project_id, run_id) in self._run_homes:
+                known.run_homes[(project_id, run_id)] = self._run_homes[(project_id, run_id)]
+        return known
+
+    def _sequences(self, project_id: str, run_id: str) -> list[int]:
+        return sorted(s for (p, r, s) in self._events if p == project_id and r == run_id)
+
+
+def open_hub_store(url: str, *, create_schema: bool, busy_budget: float | None) -> HubStore:
+    """The ``memory`` backend of ``hubstore.open_store``: a new, empty store per call.
+
+    ``create_schema`` and ``busy_budget`` do not apply (a memory store has its
+    tables from the start and is never locked by another process).
+    """
+    parts = urlsplit(url)
+    if parts.netloc or parts.path or parts.query or parts.fragment:
+        raise ConfigError(
+            f"hub URL {url[:60]!r}: an in-memory store takes no name, path or options; "
+            "write memory://"
+        )
+    return MemoryHubStore()
+
+
+__all__ = ["MemoryHubStore", "open_hub_store"]

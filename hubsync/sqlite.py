@@ -1,0 +1,252 @@
+"""SQLite plumbing shared by every SQLite file hubsync keeps.
+
+The runtime's registry, event stores and effects ledger, the hub store and the
+storage-side fence all go through ``Database``, so each of these is done one
+way only:
+
+* a new file is created private (mode 0600; SQLite gives its -wal and -shm the
+  same mode) in WAL mode;
+* a write is a callback run in one ``BEGIN IMMEDIATE`` transaction: the write
+  lock is taken before the first read, so the transaction never fails half-way
+  on a lock upgrade (which SQLite's busy handler cannot fix), and a busy
+  transaction is re-run whole;
+* a busy or locked file is waited on by SQLite (``busy_timeout``), then retried
+  with jittered backoff until ``busy_budget`` runs out; only then does
+  ``StoreBusyError`` rise, so "database is locked" never reaches a caller while
+  other processes write the same file;
+* the schema version lives in ``PRAGMA user_version``; a file of another
+  version, or one that is not ours, is refused (``SchemaVersionError``), never
+  reshaped.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TypeVar
+from urllib.parse import quote
+
+from hubsync.errors import SchemaVersionError, StoreBusyError
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+DEFAULT_BUSY_TIMEOUT = 1.0
+"""Seconds SQLite's own busy handler waits for a lock before the retry loop takes over.
+
+Short, because a process blocked inside SQLite cannot act on a signal."""
+
+DEFAULT_BUSY_BUDGET = 120.0
+"""Seconds one operation keeps retrying a locked file before ``StoreBusyError``."""
+
+FIRST_RETRY_DELAY = 0.002
+"""Seconds before the first retry of a busy operation; doubles up to ``MAX_RETRY_DELAY``."""
+
+MAX_RETRY_DELAY = 0.2
+"""The longest pause between two retries of a busy operation, in seconds."""
+
+SYNCHRONOUS_MODES = ("OFF", "NORMAL", "FULL", "EXTRA")
+
+_BUSY_CODES = frozenset({sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED})
+
+
+def is_busy(exc: sqlite3.Error) -> bool:
+    """Whether ``exc`` is SQLITE_BUSY or SQLITE_LOCKED (another connection holds the lock)."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return (code & 0xFF) in _BUSY_CODES
+    text = str(exc)
+    return "locked" in text or "busy" in text
+
+
+def create_private_file(path: Path) -> None:
+    """Create ``path`` (mode 0600) and its directory if missing; leave an existing file alone."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    except FileExistsError:
+        return
+    os.close(fd)
+
+
+def split_statements(ddl: str) -> list[str]:
+    """The statements of a DDL script, to run one by one inside our own transaction.
+
+    ``executescript`` would COMMIT the open transaction first.
+    """
+    return [s.strip() for s in ddl.split(";") if s.strip()]
+
+
+def run_transaction(connection: sqlite3.Connection, work: Callable[[sqlite3.Connection], T]) -> T:
+    """Run ``work`` in one ``BEGIN IMMEDIATE`` transaction; roll back on any error.
+
+    ``connection`` must be in autocommit mode (``isolation_level=None``) so this
+    owns the transaction. No retry here: ``Database.write`` adds it.
+    """
+    connection.execute("BEGIN IMMEDIATE")
+    try:
+        result = work(connection)
+        connection.execute("COMMIT")
+    except BaseException:
+        if connection.in_transaction:
+            connection.rollback()
+        raise
+    return result
+
+
+class Database:
+    """One connection to one SQLite file, safe to share between threads of a process.
+
+    Separate processes (and separate ``Database`` objects) coordinate through
+    SQLite's own locking; within one object a mutex serialises use of the
+    connection, one attempt at a time. ``create=False`` opens an existing file
+    only (a missing one is an ``sqlite3.OperationalError``, never a new file)
+    and writes nothing to it on opening.
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
+        busy_budget: float = DEFAULT_BUSY_BUDGET,
+        synchronous: str = "NORMAL",
+        create: bool = True,
+    ) -> None:
+        if synchronous.upper() not in SYNCHRONOUS_MODES:
+            raise ValueError(f"synchronous must be one of {', '.join(SYNCHRONOUS_MODES)}")
+        self.path = path
+        self.busy_budget = busy_budget
+        self.mutex = threading.RLock()
+        if create:
+            create_private_file(path)
+        self.connection = sqlite3.connect(
+            f"file:{quote(str(path))}?mode={'rwc' if create else 'rw'}",
+            uri=True,
+            timeout=busy_timeout,
+            isolation_level=None,  # run_transaction issues BEGIN/COMMIT itself
+            check_same_thread=False,  # guarded by self.mutex instead
+            cached_statements=64,
+        )
+        self.closed = False
+        try:
+            # journal_mode needs a brief exclusive moment on a fresh file: retry it too.
+            # An existing-only open changes nothing: a file we created is WAL already.
+            pragma = "PRAGMA journal_mode=WAL" if create else "PRAGMA journal_mode"
+            mode = self.read(lambda c: c.execute(pragma).fetchone()[0])
+            self.journal_mode = str(mode).lower()
+            # NORMAL in WAL mode: a commit survives a process crash; FULL also a power loss.
+            self.connection.execute(f"PRAGMA synchronous={synchronous.upper()}")
+        except BaseException:
+            self.connection.close()
+            raise
+
+    def retrying(self, operation: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``operation`` on the connection, retrying while the file is busy, up to the budget."""
+        deadline = time.monotonic() + self.busy_budget
+        delay = FIRST_RETRY_DELAY
+        attempts = 0
+        while True:
+            attempts += 1
+            with self.mutex:
+                try:
+                    return operation(self.connection)
+                except sqlite3.OperationalError as exc:
+                    if not is_busy(exc):
+                        raise
+                    if self.connection.in_transaction:
+                        self.connection.rollback()
+            if time.monotonic() >= deadline:
+                raise StoreBusyError(
+                    f"{self.path} stayed locked by other writers for {self.busy_budget:.0f}s "
+                    f"over {attempts} attempts; check for a stuck process holding it"
+                ) from None
+            log.debug("%s busy (attempt %s); retrying", self.path, attempts)
+            time.sleep(delay * (0.5 + random.random()))  # jitter, not crypto
+            delay = min(delay * 2, MAX_RETRY_DELAY)
+
+    def write(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``work`` in one ``BEGIN IMMEDIATE`` transaction, re-run whole while busy."""
+        return self.retrying(lambda connection: run_transaction(connection, work))
+
+    def read(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``work`` (reads only, no explicit transaction), retrying while busy."""
+        return self.retrying(work)
+
+    def schema_version(self) -> int:
+        """The file's ``PRAGMA user_version`` (0 for a file without our schema)."""
+        return int(self.read(lambda c: c.execute("PRAGMA user_version").fetchone()[0]))
+
+    def ensure_schema(self, version: int, statements: Sequence[str], what: str) -> bool:
+        """Create the schema of a fresh file, or check the version of an existing one.
+
+        Idempotent; returns True if this call created it. ``what`` names the
+        file in messages ("hubsync event store"). Raises ``SchemaVersionError``
+        for a file of another version, or one holding tables but no version.
+        """
+
+        def create(connection: sqlite3.Connection) -> bool:
+            found = _user_version(connection)
+            if found == version:
+                return False  # another process created it while we waited for the lock
+            self._refuse_other_version(found, version, what)
+            self._refuse_foreign(connection, what)
+            for statement in statements:
+                connection.execute(statement)
+            connection.execute(f"PRAGMA user_version = {int(version)}")
+            return True
+
+        # Most opens find the schema in place: check it without taking the write lock.
+        if self.schema_version() == version:
+            return False
+        return self.write(create)
+
+    def check_schema(self, version: int, what: str, how_to_create: str) -> None:
+        """Refuse a file whose schema is absent or of another version; never create it.
+
+        ``how_to_create`` ends the message for a file without the schema.
+        """
+        found = self.schema_version()
+        if found == version:
+            return
+        self._refuse_other_version(found, version, what)
+        self.read(lambda connection: self._refuse_foreign(connection, what))
+        raise SchemaVersionError(f"{self.path} has no {what} schema; {how_to_create}")
+
+    def close(self) -> None:
+        """Close the connection (idempotent)."""
+        with self.mutex:
+            if not self.closed:
+                self.closed = True
+                self.connection.close()
+
+    def _refuse_other_version(self, found: int, version: int, what: str) -> None:
+        if found not in (0, version):
+            raise SchemaVersionError(
+                f"{self.path} is a {what} of schema version {found}; this hubsync reads "
+                f"version {version} only and does not convert files. Use a hubsync release "
+                "that matches it, or move the file aside to start afresh"
+            )
+
+    def _refuse_foreign(self, connection: sqlite3.Connection, what: str) -> None:
+        tables = sorted(
+            str(row[0])
+            for row in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+            if not str(row[0]).startswith("sqlite_")
+        )
+        if tables:
+            raise SchemaVersionError(
+                f"{self.path} is not a {what} (it has tables {', '.join(tables[:5])} but no "
+                "schema version); point hubsync at another path"
+            )
+
+
+def _user_version(connection: sqlite3.Connection) -> int:
+    return int(connection.execute("PRAGMA user_version").fetchone()[0])
