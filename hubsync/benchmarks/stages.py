@@ -153,8 +153,8 @@ def raw_ingest_seconds(
 
 def consumer_seconds(client: redis.Redis, url: str, directory: Path) -> tuple[float, int]:
     """Seconds for ``HubConsumer`` to drain the stream; accepted rows."""
-    settings = ConsumerSettings(hub_db=directory / "hub.db", redis_url=url, batch_count=BATCH)
-    with SqliteHubStore(settings.hub_db) as store:
+    settings = ConsumerSettings(hub_db=directory / "hub.db", redis_url=url, read_count=BATCH)
+    with SqliteHubStore(directory / "hub.db") as store:
         worker = HubConsumer(client, store, settings, name="bench")
         worker.refresh_streams()
         started = time.perf_counter()
