@@ -21,14 +21,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hubsync.clock import utc_now_iso
 from hubsync.names import MAX_NAME_LENGTH, validate_name
 from producers.derivation import StoreIdentity
 from producers.errors import RebindError, StateDirNotFoundError
-from producers.event_store import RunEventStore
 from producers.sqlite_files import Database
+
+if TYPE_CHECKING:
+    # Imported when a store is opened: reading the runtime id (relay --check) needs none.
+    from producers.event_store import RunEventStore
 
 REGISTRY_SCHEMA_VERSION = 1
 """``PRAGMA user_version`` of ``registry.sqlite``; any other version is refused at open."""
@@ -228,6 +231,8 @@ class RuntimeRegistry:
                 f"project {registration.project_id} calls runtime {registration.home_runtime_id} "
                 f"home, not this runtime ({self._runtime_id})"
             )
+        from producers.event_store import RunEventStore
+
         return RunEventStore(registration.store_path, registration.identity, **options)
 
     def _bind_runtime(self, wanted: str | None) -> str:

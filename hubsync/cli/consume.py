@@ -14,7 +14,6 @@ import redis
 from hubsync.cli import exit_codes
 from hubsync.cli.options import build_settings, hub_options, options_from, ping_or_unreachable
 from hubsync.logs import configure_logging
-from hubsync.metrics import start_metrics_server
 from hubsync.names import validate_name
 from hubsync.settings import ConsumerSettings, hub_url_of
 
@@ -74,6 +73,7 @@ def consume(
 
     from consumers.worker import HubConsumer
     from hubstore import open_store
+    from hubsync.metrics import start_metrics_server  # prometheus_client: daemons only
 
     # The socket timeout must outlast a blocking read, or every idle read would
     # look like a dead connection.

@@ -16,7 +16,6 @@ from hubsync import keys
 from hubsync.cli import exit_codes
 from hubsync.cli.options import build_settings, options_from, ping_or_unreachable
 from hubsync.logs import configure_logging
-from hubsync.metrics import start_metrics_server
 from hubsync.settings import RelaySettings
 
 log = logging.getLogger("hubsync.relay")
@@ -66,6 +65,7 @@ def relay(once: bool, check: bool, as_json: bool, **options: Any) -> None:
         with RuntimeRegistry(settings.state_dir, create=False) as registry:
             runtime_id = registry.runtime_id
         raise SystemExit(_check(settings, runtime_id))
+    from hubsync.metrics import start_metrics_server  # prometheus_client: daemons only
     from producers.relay import Relay
 
     daemon = Relay(settings)
