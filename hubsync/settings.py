@@ -157,7 +157,9 @@ class ConsumerSettings(DaemonSettings, HubStoreSettings):
         default=500,
         ge=1,
         le=100_000,
-        description="Most entries read per stream per XREADGROUP.",
+        description="Most entries read per stream per XREADGROUP (--batch-count is an older "
+        "spelling; HUBSYNC_BATCH_COUNT is the relay's).",
+        json_schema_extra={"cli_aliases": ["--batch-count"]},
     )
     block_ms: int = Field(
         default=1000, ge=0, le=60_000, description="How long one read waits for new entries, in ms."

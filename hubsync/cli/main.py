@@ -158,7 +158,7 @@ def usage_line(error: click.UsageError) -> str:
 
 def _param_name(param: click.Parameter) -> str:
     if isinstance(param, click.Option) and param.opts:
-        return max(param.opts, key=len)
+        return param.opts[0]  # the primary spelling, which names the variable
     return param.human_readable_name
 
 

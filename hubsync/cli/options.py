@@ -110,8 +110,11 @@ def setting_option(settings: type[BaseSettings], name: str, *, required: bool | 
     # No default at all when there is none: click treats an explicit None as a value
     # and would let a required option go missing.
     shown: dict[str, Any] = {} if default is None else {"default": default, "show_default": True}
+    extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
+    aliases = [str(alias) for alias in extra.get("cli_aliases", ())]  # type: ignore[union-attr]
     return click.option(
         "--" + name.replace("_", "-"),
+        *aliases,
         name,
         type=_click_type(field.annotation, field.metadata),
         envvar=setting_envvars(name, field),
