@@ -263,7 +263,7 @@ class HubConsumer:
             keys.CONSUMER_GROUP,
             self.name,
             dict.fromkeys(self.streams, ">"),
-            count=self.settings.batch_count,
+            count=self.settings.read_count,
             block=block_ms,
         )
         batch = [
@@ -283,7 +283,7 @@ class HubConsumer:
                     self.name,
                     min_idle_ms=0,
                     max_deliveries=self.settings.max_deliveries,
-                    count=self.settings.batch_count,
+                    count=self.settings.read_count,
                     owner=self.name,
                 )
                 total += self._handle_reclaimed(stream, found.retry, found.poison)
@@ -303,7 +303,7 @@ class HubConsumer:
                 self.name,
                 min_idle_ms=idle_ms,
                 max_deliveries=self.settings.max_deliveries,
-                count=self.settings.batch_count,
+                count=self.settings.read_count,
             )
             total += self._handle_reclaimed(stream, found.retry, found.poison)
         return total

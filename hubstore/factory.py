@@ -24,14 +24,16 @@ with False and get a ``SchemaVersionError`` saying how to create a missing one.
 from __future__ import annotations
 
 import importlib
-from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, cast
 from urllib.parse import urlsplit
 
 from hubsync.errors import ConfigError
+from hubsync.settings import hub_url_from_path
 
 if TYPE_CHECKING:
     from hubstore.store import HubStore
+
+__all__ = ["BACKENDS", "hub_url_from_path", "open_store", "url_scheme"]
 
 BACKENDS: dict[str, str] = {
     "memory": "hubstore.memory_store",
@@ -75,11 +77,6 @@ def open_store(url: str, *, create_schema: bool, busy_budget: float | None = Non
     """
     backend = cast(Backend, importlib.import_module(BACKENDS[url_scheme(url)]))
     return backend.open_hub_store(url, create_schema=create_schema, busy_budget=busy_budget)
-
-
-def hub_url_from_path(path: Path | str) -> str:
-    """The hub URL of a SQLite file path (the ``--hub-db`` shorthand): ``sqlite:///`` + absolute."""
-    return "sqlite:///" + str(Path(path).expanduser().absolute())
 
 
 def _shown(url: str) -> str:

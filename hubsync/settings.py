@@ -1,19 +1,54 @@
 """Typed settings, read from the environment (prefix ``HUBSYNC_``) and the CLI.
 
-Every field reads ``HUBSYNC_<FIELD>``; the Redis URL also reads ``REDIS_URL``.
-The CLI passes the options a user gave explicitly as keyword arguments, which
-win over the environment. Durations are in seconds, sizes in bytes.
+Each field is spelled once, here: ``hubsync.cli.options.options_from`` turns
+it into the command-line option ``--<field>`` reading ``HUBSYNC_<FIELD>``,
+with the field's type, constraints, default and description. One variable has
+one meaning in every command that reads it. The Redis URL also reads
+``REDIS_URL``; ``HUBSYNC_REDIS_URL`` wins when both are set. Options given on
+the command line win over the environment. Durations are in seconds, sizes in
+bytes.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import AliasChoices, Field
+from pydantic import AliasChoices, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from hubsync.errors import ConfigError
+
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
+
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+"""The accepted ``--log-level`` names (any case)."""
+
+LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
+
+SQLITE_URL_PREFIX = "sqlite:///"
+
+
+def hub_url_of(hub_url: str | None, hub_db: Path | str | None) -> str | None:
+    """The hub store URL from ``--hub-url`` or its shorthand ``--hub-db F`` (= ``sqlite:///<abs F>``).
+
+    Both at once (from the command line or the environment) is refused: which
+    one was meant cannot be guessed.
+    """
+    if hub_url is not None and hub_db is not None:
+        raise ConfigError(
+            "--hub-db: give --hub-url (HUBSYNC_HUB_URL) or its shorthand --hub-db "
+            "(HUBSYNC_HUB_DB), not both"
+        )
+    if hub_db is not None:
+        return hub_url_from_path(hub_db)
+    return hub_url
+
+
+def hub_url_from_path(path: Path | str) -> str:
+    """The hub URL of a SQLite file path (the ``--hub-db`` shorthand): ``sqlite:///`` + absolute."""
+    return SQLITE_URL_PREFIX + str(Path(path).expanduser().absolute())
 
 
 class CommonSettings(BaseSettings):
@@ -23,57 +58,134 @@ class CommonSettings(BaseSettings):
 
     redis_url: str = Field(
         default=DEFAULT_REDIS_URL,
+        # Order is precedence: HUBSYNC_REDIS_URL wins over REDIS_URL.
         validation_alias=AliasChoices("HUBSYNC_REDIS_URL", "REDIS_URL", "redis_url"),
-        description="Redis URL (also read from REDIS_URL).",
+        description="Redis URL of the pipeline (also read from REDIS_URL; HUBSYNC_REDIS_URL wins).",
     )
-    log_format: str = Field(default="text", pattern="^(text|json)$", description="text or json")
-    log_level: str = Field(default="INFO", description="stdlib logging level name")
+    log_format: Literal["text", "json"] = Field(
+        default="text", description="Log format: text, or json (one object per line)."
+    )
+    log_level: LogLevel = Field(default="INFO", description="Log level (any case).")
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _level_upper(cls, value: Any) -> Any:
+        return value.upper() if isinstance(value, str) else value
 
 
-class RelaySettings(CommonSettings):
+class RuntimeSettings(BaseSettings):
+    """Which runtime: its state directory and, optionally, its expected id."""
+
+    model_config = SettingsConfigDict(env_prefix="HUBSYNC_", extra="ignore", frozen=True)
+
+    state_dir: Path = Field(
+        description="The runtime's state directory (registry.sqlite, stores/). Only "
+        "registration (hubsync produce) creates it; other commands refuse a missing one."
+    )
+    runtime_id: str | None = Field(
+        default=None,
+        description="Runtime id: given to a new state dir; any other id than the recorded "
+        "one is refused [default: rt-<host>-<8 hex>, or the recorded one].",
+    )
+
+
+class HubStoreSettings(BaseSettings):
+    """Which hub store: a URL, or the path of a SQLite file as shorthand."""
+
+    model_config = SettingsConfigDict(env_prefix="HUBSYNC_", extra="ignore", frozen=True)
+
+    hub_url: str = Field(description="Hub store URL (sqlite:///PATH).")
+    hub_db: Path | None = Field(
+        default=None,
+        description="Hub SQLite file: shorthand of --hub-url sqlite:///<absolute path>.",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _hub_db_is_shorthand(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("hub_db") is not None:
+            return data | {"hub_url": hub_url_of(data.get("hub_url"), data["hub_db"])}
+        return data
+
+
+class DaemonSettings(CommonSettings):
+    """What every long-running daemon adds: a health key and a metrics port."""
+
+    health_ttl: float = Field(default=30.0, gt=0, description="TTL of the health key, in seconds.")
+    metrics_port: int | None = Field(
+        default=None,
+        ge=0,
+        le=65535,
+        description="Serve Prometheus metrics on this port at /metrics; 0 or unset = off.",
+    )
+
+
+class RelaySettings(DaemonSettings, RuntimeSettings):
     """Settings of one runtime's relay daemon."""
 
-    state_dir: Path = Field(description="the runtime's state directory (registry and stores)")
-    runtime_id: str | None = Field(
-        default=None, description="runtime id; default: the one recorded in the state dir"
+    batch_count: int = Field(
+        default=500, ge=1, le=100_000, description="Most events per XADD batch."
     )
-    batch_count: int = Field(default=500, ge=1, le=100_000, description="max events per XADD batch")
     batch_bytes: int = Field(
-        default=1024 * 1024, ge=1024, le=64 * 1024 * 1024, description="max bytes per batch"
+        default=1024 * 1024, ge=1024, le=64 * 1024 * 1024, description="Most bytes per batch."
     )
     resend_timeout: float = Field(
-        default=30.0, gt=0, description="resend an unacked row after this many seconds (doubles)"
+        default=30.0,
+        gt=0,
+        description="Seconds before an unacked row is resent; doubles per attempt.",
     )
     resend_timeout_cap: float = Field(
-        default=600.0, gt=0, description="upper bound of the doubled resend timeout"
+        default=600.0, gt=0, description="Cap of the doubled resend timeout, in seconds."
     )
-    presence_interval: float = Field(default=10.0, gt=0, description="heartbeat period")
+    presence_interval: float = Field(
+        default=10.0, gt=0, description="Seconds between presence heartbeats."
+    )
     poll_interval: float = Field(
-        default=0.002, gt=0, le=5, description="how often the outbox is checked for new commits"
+        default=0.002,
+        gt=0,
+        le=5,
+        description="Seconds between looks at the outbox when idle.",
     )
-    backoff_max: float = Field(default=30.0, gt=0, description="cap of the Redis retry backoff")
-    health_ttl: float = Field(default=30.0, gt=0, description="TTL of the relay's health key")
-    metrics_port: int | None = Field(default=None, ge=0, le=65535, description="Prometheus port")
+    backoff_max: float = Field(
+        default=30.0, gt=0, description="Cap of the Redis retry backoff, in seconds."
+    )
 
 
-class ConsumerSettings(CommonSettings):
+class ConsumerSettings(DaemonSettings, HubStoreSettings):
     """Settings of one hub consumer worker."""
 
-    hub_db: Path = Field(description="path of the hub SQLite database")
-    name: str | None = Field(default=None, description="consumer name; default host-pid")
-    batch_count: int = Field(default=500, ge=1, le=100_000, description="entries per XREADGROUP")
-    block_ms: int = Field(default=1000, ge=0, le=60_000, description="XREADGROUP block time")
+    name: str | None = Field(
+        default=None,
+        description="Consumer name in group 'hub' [default: <host>-<pid>]. Required with --check.",
+    )
+    read_count: int = Field(
+        default=500,
+        ge=1,
+        le=100_000,
+        description="Most entries read per stream per XREADGROUP (--batch-count is an older "
+        "spelling; HUBSYNC_BATCH_COUNT is the relay's).",
+        json_schema_extra={"cli_aliases": ["--batch-count"]},
+    )
+    block_ms: int = Field(
+        default=1000, ge=0, le=60_000, description="How long one read waits for new entries, in ms."
+    )
     reclaim_idle: float = Field(
-        default=60.0, gt=0, description="claim entries idle this many seconds in any consumer"
+        default=60.0,
+        gt=0,
+        description="Take over entries pending this many seconds in any consumer.",
     )
-    reclaim_interval: float = Field(default=15.0, gt=0, description="how often to reclaim")
+    reclaim_interval: float = Field(
+        default=15.0, gt=0, description="Seconds between reclaim and trim passes."
+    )
     max_deliveries: int = Field(
-        default=5, ge=1, description="dead-letter an entry delivered more often than this"
+        default=5, ge=1, description="Dead-letter an entry delivered more often than this."
     )
-    dead_maxlen: int = Field(default=100_000, ge=100, description="cap of the dead-letter stream")
-    alerts_maxlen: int = Field(default=100_000, ge=100, description="cap of the alert stream")
-    health_ttl: float = Field(default=30.0, gt=0, description="TTL of the consumer's health key")
-    metrics_port: int | None = Field(default=None, ge=0, le=65535, description="Prometheus port")
+    dead_maxlen: int = Field(
+        default=100_000, ge=100, description="Approximate cap of each dead-letter stream."
+    )
+    alerts_maxlen: int = Field(
+        default=100_000, ge=100, description="Approximate cap of each alert stream."
+    )
 
 
 def safe_url(url: str) -> str:

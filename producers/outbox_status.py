@@ -14,8 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from producers.errors import StateDirNotFoundError
-from producers.registry import REGISTRY_FILE, RuntimeRegistry
+from producers.registry import RuntimeRegistry
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,14 +53,8 @@ def local_status(state_dir: Path | str, now: float | None = None) -> LocalStatus
     registry rather than creating one: a typo must not look like an idle runtime.
     A project whose store file was never created shows zero rows.
     """
-    directory = Path(state_dir).expanduser()
-    if not (directory / REGISTRY_FILE).is_file():
-        raise StateDirNotFoundError(
-            f"{str(directory)!r} is not a hubsync state dir (no {REGISTRY_FILE} in it); "
-            "pass the --state-dir the runtime's relay uses"
-        )
     moment = time.time() if now is None else now
-    with RuntimeRegistry(directory) as registry:
+    with RuntimeRegistry(state_dir, create=False) as registry:
         status = LocalStatus(state_dir=str(registry.state_dir), runtime_id=registry.runtime_id)
         for registration in registry.projects():
             counts = dict.fromkeys(("pending", "attempted", "acked", "conflict", "rejected"), 0)

@@ -21,14 +21,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hubsync.clock import utc_now_iso
 from hubsync.names import MAX_NAME_LENGTH, validate_name
 from hubsync.sqlite import Database, split_statements
 from producers.derivation import StoreIdentity
-from producers.errors import RebindError
-from producers.event_store import RunEventStore
+from producers.errors import RebindError, StateDirNotFoundError
+
+if TYPE_CHECKING:
+    # Imported when a store is opened: reading the runtime id (relay --check) needs none.
+    from producers.event_store import RunEventStore
 
 REGISTRY_SCHEMA_VERSION = 1
 """``PRAGMA user_version`` of ``registry.sqlite``; any other version is refused at open."""
@@ -96,11 +99,25 @@ def _store_file_name(project_id: str) -> str:
 class RuntimeRegistry:
     """The registry of one runtime's state directory."""
 
-    def __init__(self, state_dir: Path | str, runtime_id: str | None = None) -> None:
-        """Open (creating if needed) the registry; ``runtime_id`` must match a recorded one."""
+    def __init__(
+        self, state_dir: Path | str, runtime_id: str | None = None, *, create: bool = True
+    ) -> None:
+        """Open the registry; ``runtime_id`` must match a recorded one.
+
+        With ``create`` (registration) a missing state dir and registry are
+        created; without it (the relay, status) a state dir holding no registry
+        is refused with ``StateDirNotFoundError``: a mistyped path must not
+        become a new, empty runtime.
+        """
         self.state_dir = Path(state_dir).expanduser().resolve()
         if runtime_id is not None:
             validate_name(runtime_id, "runtime id")
+        if not create and not (self.state_dir / REGISTRY_FILE).is_file():
+            raise StateDirNotFoundError(
+                f"{str(state_dir)!r} is not a hubsync state dir (no {REGISTRY_FILE} in it); "
+                "fix the path, or register a project there first (hubsync produce, or "
+                "RuntimeRegistry(...).register_project)"
+            )
         self._db = Database(self.state_dir / REGISTRY_FILE)
         try:
             self._db.ensure_schema(
@@ -214,6 +231,8 @@ class RuntimeRegistry:
                 f"project {registration.project_id} calls runtime {registration.home_runtime_id} "
                 f"home, not this runtime ({self._runtime_id})"
             )
+        from producers.event_store import RunEventStore
+
         return RunEventStore(registration.store_path, registration.identity, **options)
 
     def _bind_runtime(self, wanted: str | None) -> str:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from hubsync.errors import ConfigError, SchemaVersionError
-from producers.errors import RebindError
+from producers.errors import RebindError, StateDirNotFoundError
 from producers.registry import REGISTRY_FILE, RuntimeRegistry, sanitized_name
 
 
@@ -121,3 +121,13 @@ def test_a_registry_of_another_schema_version_is_refused(tmp_path: Path) -> None
     connection.close()
     with pytest.raises(SchemaVersionError, match="schema version 2"):
         RuntimeRegistry(tmp_path)
+
+
+def test_opening_without_create_refuses_a_state_dir_with_no_registry(tmp_path: Path) -> None:
+    with pytest.raises(StateDirNotFoundError, match="not a hubsync state dir"):
+        RuntimeRegistry(tmp_path / "typo", create=False)
+    assert not (tmp_path / "typo").exists()
+    with RuntimeRegistry(tmp_path / "state") as created:
+        runtime_id = created.runtime_id
+    with RuntimeRegistry(tmp_path / "state", create=False) as opened:
+        assert opened.runtime_id == runtime_id

@@ -20,7 +20,7 @@ from typing import Any
 import redis
 
 from consumers.worker import HubConsumer
-from hubstore.factory import hub_url_from_path, open_store
+from hubstore.factory import open_store
 from hubsync import keys
 from hubsync.benchmarks.workload import (
     HUB_PROJECT,
@@ -154,8 +154,8 @@ def raw_ingest_seconds(
 
 def consumer_seconds(client: redis.Redis, url: str, directory: Path) -> tuple[float, int]:
     """Seconds for ``HubConsumer`` to drain the stream; accepted rows."""
-    settings = ConsumerSettings(hub_db=directory / "hub.db", redis_url=url, batch_count=BATCH)
-    with open_store(hub_url_from_path(settings.hub_db), create_schema=True) as store:
+    settings = ConsumerSettings(hub_db=directory / "hub.db", redis_url=url, read_count=BATCH)
+    with open_store(settings.hub_url, create_schema=True) as store:
         worker = HubConsumer(client, store, settings, name="bench")
         worker.refresh_streams()
         started = time.perf_counter()

@@ -14,12 +14,14 @@ from consumers.projects import known_hub_projects, require_hub_project
 from hubstore.store import AlertRecord
 from hubsync.cli.options import (
     connect_redis,
-    hub_db_option,
+    hub_options,
     hub_project_filter,
     json_option,
     open_hub_store,
     redis_url_option,
+    shown_store,
 )
+from hubsync.settings import hub_url_of
 
 
 @click.group(
@@ -43,7 +45,7 @@ Examples:
 """,
 )
 @hub_project_filter
-@hub_db_option
+@hub_options
 @click.option(
     "--count",
     type=click.IntRange(1, 100_000),
@@ -56,9 +58,15 @@ Examples:
 @redis_url_option
 @json_option
 def list_alerts(
-    hub_project: str | None, hub_db: Path | None, count: int, redis_url: str, as_json: bool
+    hub_project: str | None,
+    hub_url: str | None,
+    hub_db: Path | None,
+    count: int,
+    redis_url: str,
+    as_json: bool,
 ) -> None:
     """List alerts from hubsync:{P}:alerts (and the hub database's sync_alerts with --hub-db)."""
+    store_url = hub_url_of(hub_url, hub_db)
     client = connect_redis(redis_url)
     try:
         if hub_project is not None:
@@ -68,7 +76,7 @@ def list_alerts(
         streamed = [alert for p in projects for alert in read_alerts(client, p, count)]
     finally:
         client.close()
-    recorded = _recorded(hub_db, projects if hub_project else None, count)
+    recorded = _recorded(store_url, projects if hub_project else None, count)
     if as_json:
         document: dict[str, Any] = {
             "hub_projects": projects,
@@ -87,7 +95,9 @@ def list_alerts(
             f"offered {_short(a.offered_hash)}  at {a.detected_at}"
         )
     if recorded is not None:
-        click.echo(f"hub database {hub_db}: {len(recorded)} alert(s), newest first")
+        click.echo(
+            f"hub store {shown_store(store_url or '')}: {len(recorded)} alert(s), newest first"
+        )
         for r in recorded:
             click.echo(
                 f"#{r.alert_id}  {r.hub_project}  {r.reason.value}  "
@@ -98,11 +108,11 @@ def list_alerts(
 
 
 def _recorded(
-    hub_db: Path | None, projects: list[str] | None, count: int
+    hub_url: str | None, projects: list[str] | None, count: int
 ) -> list[AlertRecord] | None:
-    if hub_db is None:
+    if hub_url is None:
         return None
-    with open_hub_store(hub_db) as store:
+    with open_hub_store(hub_url) as store:
         if projects is None:
             return store.alerts(limit=count)
         return [a for p in projects for a in store.alerts(p, limit=count)]

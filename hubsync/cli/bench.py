@@ -21,19 +21,14 @@ Examples:
 @click.option(
     "--quick",
     is_flag=True,
-    envvar="HUBSYNC_QUICK",
-    show_envvar=True,
-    help="Smaller sizes: about a minute instead of several.",
+    help="Smaller sizes: about a minute instead of several (no environment variable).",
 )
 @click.option(
     "--json",
     "json_file",
     type=click.Path(path_type=Path, dir_okay=False, allow_dash=True),
-    envvar="HUBSYNC_JSON",
-    show_envvar=True,
-    callback=lambda ctx, param, value: _json_target(value),
-    help="Write the report as JSON to this file ('-' = stdout, and the table goes to stderr). "
-    "HUBSYNC_JSON=true (as for the other commands) means stdout, false means no JSON.",
+    help="Write the report as JSON to this file ('-' = stdout, and the table goes to stderr; "
+    "no environment variable).",
 )
 def bench(quick: bool, json_file: Path | None) -> None:
     """Measure the pipeline against its ceilings and its peers, in one run.
@@ -64,17 +59,3 @@ def bench(quick: bool, json_file: Path | None) -> None:
         else:
             json_file.write_text(document + "\n")
             click.echo(f"wrote {json_file}", err=True)
-
-
-_TRUE = {"1", "true", "yes", "on"}
-_FALSE = {"0", "false", "no", "off", ""}
-
-
-def _json_target(value: Path | None) -> Path | None:
-    """``--json``'s file; the boolean spellings other commands' HUBSYNC_JSON uses mean stdout/none."""
-    if value is None:
-        return None
-    text = str(value).strip().lower()
-    if text in _TRUE:
-        return Path("-")
-    return None if text in _FALSE else value

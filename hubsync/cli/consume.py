@@ -6,17 +6,17 @@ import json
 import logging
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 import click
 import redis
 
 from hubsync.cli import exit_codes
-from hubsync.cli.options import build_settings, daemon_options
+from hubsync.cli.options import build_settings, hub_options, options_from
 from hubsync.connections import Role, connect, ping
 from hubsync.logs import configure_logging
-from hubsync.metrics import start_metrics_server
 from hubsync.names import validate_name
-from hubsync.settings import ConsumerSettings
+from hubsync.settings import ConsumerSettings, hub_url_of
 
 log = logging.getLogger("hubsync.consume")
 
@@ -30,99 +30,27 @@ Examples:
   HUBSYNC_RECLAIM_IDLE=5 hubsync consume --hub-db hub.db           take over stuck entries sooner
 """
 )
+@options_from(ConsumerSettings, exclude=["hub_url", "hub_db"])
+@hub_options
 @click.option(
-    "--hub-db",
-    type=click.Path(path_type=Path, dir_okay=False),
-    envvar="HUBSYNC_HUB_DB",
-    show_envvar=True,
-    required=True,
-    help="The hub SQLite database (created on first use; shared by every worker).",
-)
-@click.option(
-    "--name",
-    envvar="HUBSYNC_NAME",
-    show_envvar=True,
-    help="Consumer name in group 'hub' [default: <host>-<pid>]. Required with --check.",
-)
-@click.option(
-    "--once", is_flag=True, help="Do everything due now (read, ingest, reclaim), then exit 0."
+    "--once",
+    is_flag=True,
+    help="Do everything due now (read, ingest, reclaim), then exit 0 (no environment variable).",
 )
 @click.option(
     "--check",
     is_flag=True,
-    help="Exit 0 if consumer --name refreshed its health key recently, else 1.",
+    help="Exit 0 if consumer --name refreshed its health key recently, else 1 "
+    "(no environment variable).",
 )
 @click.option(
-    "--batch-count",
-    type=int,
-    envvar="HUBSYNC_BATCH_COUNT",
-    show_envvar=True,
-    help="Most entries read per stream per batch [default: 500].",
-)
-@click.option(
-    "--block-ms",
-    type=int,
-    envvar="HUBSYNC_BLOCK_MS",
-    show_envvar=True,
-    help="How long one read waits for new entries, in ms [default: 1000].",
-)
-@click.option(
-    "--reclaim-idle",
-    type=float,
-    envvar="HUBSYNC_RECLAIM_IDLE",
-    show_envvar=True,
-    help="Take over entries pending this many seconds in any consumer [default: 60].",
-)
-@click.option(
-    "--reclaim-interval",
-    type=float,
-    envvar="HUBSYNC_RECLAIM_INTERVAL",
-    show_envvar=True,
-    help="Seconds between reclaim and trim passes [default: 15].",
-)
-@click.option(
-    "--max-deliveries",
-    type=int,
-    envvar="HUBSYNC_MAX_DELIVERIES",
-    show_envvar=True,
-    help="Dead-letter an entry delivered more often than this [default: 5].",
-)
-@click.option(
-    "--dead-maxlen",
-    type=int,
-    envvar="HUBSYNC_DEAD_MAXLEN",
-    show_envvar=True,
-    help="Approximate cap of each dead-letter stream [default: 100000].",
-)
-@click.option(
-    "--alerts-maxlen",
-    type=int,
-    envvar="HUBSYNC_ALERTS_MAXLEN",
-    show_envvar=True,
-    help="Approximate cap of each alert stream [default: 100000].",
-)
-@daemon_options
-@click.option(
-    "--json", "as_json", is_flag=True, help="Print the final counts as one JSON document."
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print the final counts as one JSON document (no environment variable).",
 )
 def consume(
-    hub_db: Path,
-    redis_url: str | None,
-    name: str | None,
-    once: bool,
-    check: bool,
-    batch_count: int | None,
-    block_ms: int | None,
-    reclaim_idle: float | None,
-    reclaim_interval: float | None,
-    max_deliveries: int | None,
-    dead_maxlen: int | None,
-    alerts_maxlen: int | None,
-    health_ttl: float | None,
-    metrics_port: int | None,
-    log_format: str | None,
-    log_level: str | None,
-    as_json: bool,
+    hub_url: str | None, hub_db: Path | None, once: bool, check: bool, as_json: bool, **options: Any
 ) -> None:
     """Store every project's sync events in the hub database, exactly once.
 
@@ -134,23 +62,10 @@ def consume(
     are trimmed. SIGTERM or SIGINT finishes the batch and exits 0 with a
     summary; a second signal exits at once.
     """
-    settings = build_settings(
-        ConsumerSettings,
-        hub_db=hub_db,
-        redis_url=redis_url,
-        name=name,
-        batch_count=batch_count,
-        block_ms=block_ms,
-        reclaim_idle=reclaim_idle,
-        reclaim_interval=reclaim_interval,
-        max_deliveries=max_deliveries,
-        dead_maxlen=dead_maxlen,
-        alerts_maxlen=alerts_maxlen,
-        health_ttl=health_ttl,
-        metrics_port=metrics_port,
-        log_format=log_format,
-        log_level=log_level,
-    )
+    url = hub_url_of(hub_url, hub_db)
+    if url is None:
+        raise click.UsageError("--hub-url: missing; give --hub-url or --hub-db (HUBSYNC_HUB_URL)")
+    settings = build_settings(ConsumerSettings, hub_url=url, **options)
     configure_logging(settings.log_level, settings.log_format)
     if check:
         if settings.name is None:
@@ -158,14 +73,15 @@ def consume(
         raise SystemExit(_check(settings, validate_name(settings.name, "consumer name")))
 
     from consumers.worker import HubConsumer
-    from hubstore.factory import hub_url_from_path, open_store
+    from hubstore import open_store
+    from hubsync.metrics import start_metrics_server  # prometheus_client: daemons only
 
     client = connect(settings.redis_url, Role.BLOCKING, block_seconds=settings.block_ms / 1000)
     try:
         if once:
             ping(client, settings.redis_url)  # --once cannot wait: exit 3 now
         start_metrics_server(settings.metrics_port)
-        with open_store(hub_url_from_path(settings.hub_db), create_schema=True) as store:
+        with open_store(settings.hub_url, create_schema=True) as store:
             worker = HubConsumer(client, store, settings)
             stats = worker.run_once() if once else worker.run()
     finally:

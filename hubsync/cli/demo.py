@@ -6,23 +6,17 @@ import json
 import os
 import shutil
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 from hubsync.cli import exit_codes
-from hubsync.demo.scenario import HUB_PROJECT, DemoResult, DemoScenario
-from hubsync.embedded_redis import (
-    EmbeddedRedis,
-    FakeRedisTcpServer,
-    RedisServerProcess,
-    redis_server_binary,
-    start_embedded_redis,
-)
 from hubsync.errors import ConfigError
 from hubsync.logs import configure_logging
+
+if TYPE_CHECKING:
+    from hubsync.demo.scenario import DemoResult
+    from hubsync.embedded_redis import EmbeddedRedis
 
 
 @click.command(
@@ -38,7 +32,8 @@ Examples:
     "--redis-url",
     envvar="HUBSYNC_REDIS_URL",
     show_envvar=True,
-    help="Use this Redis instead of a private one (its demo keys are replaced).",
+    help="Use this Redis instead of a private one (its demo keys are replaced); REDIS_URL is "
+    "not read, so a shell's usual Redis is never touched by accident.",
 )
 @click.option(
     "--embedded",
@@ -70,11 +65,15 @@ Examples:
 @click.option(
     "--keep",
     is_flag=True,
-    envvar="HUBSYNC_KEEP",
-    show_envvar=True,
-    help="Keep the private Redis running and the work dir, to inspect them.",
+    help="Keep the private Redis running and the work dir, to inspect them (no environment "
+    "variable).",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON document.")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print the summary as one JSON document (no environment variable).",
+)
 def demo(
     redis_url: str | None,
     embedded: str,
@@ -92,6 +91,12 @@ def demo(
     effect's lease and the stale holder's commit is refused. The summary shows
     what arrived and what was refused; the exit code is 1 if any invariant broke.
     """
+    # Imported here: rich and the demo are heavy, and other commands never need them.
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from hubsync.demo.scenario import DemoScenario
+
     # the summary reports refusals itself; the daemons' own logs are in the work dir
     configure_logging("ERROR")
     console = Console(stderr=True)
@@ -134,6 +139,13 @@ def demo(
 
 
 def _start_redis(embedded: str, keep: bool) -> EmbeddedRedis:
+    from hubsync.embedded_redis import (
+        FakeRedisTcpServer,
+        RedisServerProcess,
+        redis_server_binary,
+        start_embedded_redis,
+    )
+
     if embedded == "fakeredis":
         if keep:
             raise ConfigError("--keep needs a redis-server; fakeredis lives inside this process")
@@ -146,6 +158,11 @@ def _start_redis(embedded: str, keep: bool) -> EmbeddedRedis:
 
 
 def _print_summary(result: DemoResult, keep: bool, private: bool) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from hubsync.demo.scenario import HUB_PROJECT
+
     console = Console()
     lease = result.lease
     table = Table(title="hubsync demo", show_header=True, header_style="bold")

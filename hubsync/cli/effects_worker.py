@@ -8,58 +8,50 @@ import click
 import redis
 
 from hubsync.cli import exit_codes
+from hubsync.cli.options import options_from
 from hubsync.connections import connect, ping
 from hubsync.keys import EFFECTS_QUEUE
 from hubsync.logs import configure_logging
 from hubsync.names import validate_name
-from hubsync.settings import DEFAULT_REDIS_URL
+from hubsync.settings import CommonSettings
 
 
 @click.command(
     "effects-worker",
     epilog=f"""\b
 Examples:
-  hubsync effects-worker --name effects-1                 run shared-effect jobs until SIGTERM
+  hubsync effects-worker --worker-name effects-1          run shared-effect jobs until SIGTERM
   hubsync effects-worker --burst                          run what is queued, then exit
-  hubsync effects-worker --name effects-1 --check         exit 0 if effects-1 is registered
+  hubsync effects-worker --worker-name effects-1 --check  exit 0 if effects-1 is registered
   rq worker {EFFECTS_QUEUE} --with-scheduler --name effects-1   the same worker, rq's own CLI
 """,
 )
+@options_from(CommonSettings)
 @click.option(
-    "--redis-url",
-    envvar=["HUBSYNC_REDIS_URL", "REDIS_URL"],
-    show_envvar=True,
-    help=f"Redis URL [default: {DEFAULT_REDIS_URL}].",
-)
-@click.option(
+    "--worker-name",
     "--name",
-    envvar="HUBSYNC_NAME",
+    "worker_name",
+    envvar="HUBSYNC_WORKER_NAME",
     show_envvar=True,
-    help="Worker name [default: rq's own]; with --check, the worker to look for.",
+    help="RQ worker name [default: rq's own]; with --check, the worker to look for "
+    "(--name is the same option).",
 )
-@click.option("--burst", is_flag=True, help="Run the jobs queued now, then exit 0.")
+@click.option(
+    "--burst", is_flag=True, help="Run the jobs queued now, then exit 0 (no environment variable)."
+)
 @click.option(
     "--check",
     is_flag=True,
-    help=f"Exit 0 if an RQ worker (named --name, if given) is registered on {EFFECTS_QUEUE}, else 1.",
-)
-@click.option(
-    "--log-format",
-    type=click.Choice(["text", "json"]),
-    envvar="HUBSYNC_LOG_FORMAT",
-    show_envvar=True,
-    help="Log format [default: text].",
-)
-@click.option(
-    "--log-level", envvar="HUBSYNC_LOG_LEVEL", show_envvar=True, help="Log level [default: INFO]."
+    help=f"Exit 0 if an RQ worker (named --worker-name, if given) is registered on "
+    f"{EFFECTS_QUEUE}, else 1 (no environment variable).",
 )
 def effects_worker(
-    redis_url: str | None,
-    name: str | None,
+    redis_url: str,
+    worker_name: str | None,
     burst: bool,
     check: bool,
-    log_format: str | None,
-    log_level: str | None,
+    log_format: str,
+    log_level: str,
 ) -> None:
     """Run shared-effect jobs from the RQ queue hubsync-effects (with RQ's scheduler).
 
@@ -70,10 +62,11 @@ def effects_worker(
     """
     from rq import Queue, Worker
 
-    url = redis_url or DEFAULT_REDIS_URL
+    url = redis_url
+    name = worker_name
     if name is not None:
         validate_name(name, "worker name")
-    configure_logging(log_level or "INFO", log_format or "text")
+    configure_logging(log_level, log_format)
     # RQ raises the socket timeout above its own blocking dequeue by itself
     client = connect(url)
     try:
@@ -82,7 +75,7 @@ def effects_worker(
             raise SystemExit(_check(client, queue, name))
         ping(client, url)
         worker = Worker([queue], connection=client, name=name)
-        worker.work(with_scheduler=True, burst=burst, logging_level=(log_level or "INFO").upper())
+        worker.work(with_scheduler=True, burst=burst, logging_level=log_level)
     finally:
         client.close()
 

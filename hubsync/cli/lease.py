@@ -17,8 +17,8 @@ from hubstore.leases import (
     LeaseReleased,
 )
 from hubsync.cli import exit_codes
+from hubsync.cli.options import json_option, redis_url_option
 from hubsync.connections import Role, connect
-from hubsync.settings import DEFAULT_REDIS_URL
 
 REFUSAL_EXIT_CODES = {
     LeaseRefusal.HELD: exit_codes.LEASE_HELD,
@@ -28,18 +28,8 @@ REFUSAL_EXIT_CODES = {
 }
 DEFAULT_TTL_MS = 30_000
 
-_redis_url = click.option(
-    "--redis-url",
-    envvar=["HUBSYNC_REDIS_URL", "REDIS_URL"],
-    show_envvar=True,
-    default=DEFAULT_REDIS_URL,
-    show_default=True,
-    help="Redis URL.",
-)
-_json = click.option(
-    "--json", "as_json", is_flag=True, envvar="HUBSYNC_JSON", show_envvar=True,
-    help="Print one JSON document on stdout.",
-)  # fmt: skip
+_redis_url = redis_url_option
+_json = json_option
 _holder = click.option(
     "--holder", envvar="HUBSYNC_HOLDER", show_envvar=True, required=True,
     help="Holder id (printable, at most 128 characters, no '{' or '}').",

@@ -2,25 +2,129 @@
 
 Exit codes (``hubsync.cli.exit_codes``): 0 ok, 1 failure, 2 usage error,
 3 cannot reach Redis. Errors are one clear line on stderr, never a traceback
-(set ``HUBSYNC_DEBUG=1`` to see one).
+(set ``HUBSYNC_DEBUG=1`` to see one); a usage error reads
+``error: --option: what was wrong``.
+
+Subcommands load lazily: ``hubsync --version`` or ``hubsync relay --check``
+imports only what it runs, not rich, the demo or the benchmarks.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 
 import click
-import redis
+from click.utils import make_default_short_help
 
 from hubsync import __version__
 from hubsync.cli import exit_codes
 from hubsync.errors import ConfigError, HubsyncError, RedisUnavailableError
 
+COMMANDS: dict[str, tuple[str, str]] = {
+    "alerts": (
+        "hubsync.cli.alerts:alerts",
+        "Conflicts: the same (project, run, sequence) offered with other bytes, or from the "
+        "wrong hub project or runtime.",
+    ),
+    "bench": (
+        "hubsync.cli.bench:bench",
+        "Measure the pipeline against its ceilings and its peers, in one run.",
+    ),
+    "consume": (
+        "hubsync.cli.consume:consume",
+        "Store every project's sync events in the hub database, exactly once.",
+    ),
+    "dead": (
+        "hubsync.cli.dead:dead",
+        "Dead letters: entries the hub refused (bad bytes) or gave up on (max_deliveries).",
+    ),
+    "demo": (
+        "hubsync.cli.demo:demo",
+        "Run the whole pipeline end to end and check its invariants.",
+    ),
+    "effects-worker": (
+        "hubsync.cli.effects_worker:effects_worker",
+        "Run shared-effect jobs from the RQ queue hubsync-effects (with RQ's scheduler).",
+    ),
+    "lease": (
+        "hubsync.cli.lease:lease",
+        "Fenced leases: tokens only grow, deadlines follow Redis TIME, proof kept as SHA-256.",
+    ),
+    "produce": (
+        "hubsync.cli.produce:produce",
+        "Append synthetic workflow-run events to a project's outbox.",
+    ),
+    "relay": (
+        "hubsync.cli.relay:relay",
+        "Move this runtime's outboxes onto Redis Streams and apply the hub's acks.",
+    ),
+    "status": (
+        "hubsync.cli.status:status",
+        "Show the pipeline: per hub project its stream, group lag and pending, consumers, "
+        "dead letters, alerts and runtimes; per local project its outbox.",
+    ),
+}
+"""Each subcommand: where it lives (``module:attribute``) and the first sentence of its help,
+which ``hubsync --help`` lists without importing it (a test checks they agree)."""
+
+
+class LazyGroup(click.Group):
+    """A click group that imports a subcommand's module only when that subcommand is used.
+
+    ``--help`` lists the subcommands from their recorded short help, without
+    importing them (click's "Lazily Loading Subcommands" pattern).
+    """
+
+    def __init__(self, *args: object, lazy: dict[str, tuple[str, str]], **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.lazy = lazy
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        """Every subcommand name, loaded or not, sorted."""
+        return sorted({*super().list_commands(ctx), *self.lazy})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        """The subcommand ``cmd_name``, importing its module on first use."""
+        if cmd_name not in self.commands and cmd_name in self.lazy:
+            module_name, attribute = self.lazy[cmd_name][0].split(":")
+            command = getattr(importlib.import_module(module_name), attribute)
+            if not isinstance(command, click.Command):
+                raise TypeError(f"{self.lazy[cmd_name][0]} is not a click command")
+            self.add_command(command, cmd_name)
+        return super().get_command(ctx, cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The command list of ``--help``, from the recorded short help (nothing imported)."""
+        names = self.list_commands(ctx)
+        if not names:
+            return
+        # click's own width rule, so the listing is the same loaded or not
+        limit = formatter.width - 6 - max(len(name) for name in names)
+        rows = []
+        for name in names:
+            loaded = self.commands.get(name)
+            if loaded is not None and loaded.hidden:
+                continue
+            short = (
+                loaded.get_short_help_str(limit)
+                if loaded is not None
+                else make_default_short_help(self.lazy[name][1], limit)
+            )
+            rows.append((name, short))
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
 
 @click.group(
+    cls=LazyGroup,
+    lazy=COMMANDS,
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
-    epilog="Every option also reads HUBSYNC_<OPTION>; the Redis URL also reads REDIS_URL. "
+    epilog="Options read HUBSYNC_<OPTION> (each --help shows the variable), except the "
+    "flags that choose what one call does (--json, --once, --check, --all, --burst, "
+    "--watch, --quick, --keep) and the --hub-project of status, dead and alerts. "
+    "HUBSYNC_REDIS_URL wins over REDIS_URL. "
     "Exit codes: 0 ok, 1 failure, 2 usage error, 3 cannot reach Redis.",
 )
 @click.version_option(__version__, prog_name="hubsync")
@@ -34,31 +138,28 @@ def cli() -> None:
     """
 
 
-def _register_commands() -> None:
-    from hubsync.cli.alerts import alerts
-    from hubsync.cli.bench import bench
-    from hubsync.cli.consume import consume
-    from hubsync.cli.dead import dead
-    from hubsync.cli.demo import demo
-    from hubsync.cli.effects_worker import effects_worker
-    from hubsync.cli.lease import lease
-    from hubsync.cli.produce import produce
-    from hubsync.cli.relay import relay
-    from hubsync.cli.status import status
-
-    cli.add_command(alerts)
-    cli.add_command(bench)
-    cli.add_command(consume)
-    cli.add_command(dead)
-    cli.add_command(demo)
-    cli.add_command(effects_worker)
-    cli.add_command(lease)
-    cli.add_command(produce)
-    cli.add_command(relay)
-    cli.add_command(status)
+def usage_line(error: click.UsageError) -> str:
+    """A usage error as one line: ``--option: what was wrong``."""
+    if isinstance(error, click.MissingParameter) and error.param is not None:
+        name = _param_name(error.param)
+        envvar = getattr(error.param, "envvar", None)
+        where = f" or set {envvar[0] if isinstance(envvar, list | tuple) else envvar}"
+        return f"{name}: missing; give {name}{where if envvar else ''}"
+    if isinstance(error, click.BadParameter) and error.param is not None:
+        line = f"{_param_name(error.param)}: {error.message}"
+    elif isinstance(error, click.NoSuchOption):
+        similar = sorted(error.possibilities or ())
+        hint = f" (did you mean {', '.join(similar)}?)" if similar else ""
+        line = f"{error.option_name}: no such option{hint}"
+    else:
+        line = error.message
+    return " ".join(line.split())
 
 
-_register_commands()
+def _param_name(param: click.Parameter) -> str:
+    if isinstance(param, click.Option) and param.opts:
+        return param.opts[0]  # the primary spelling, which names the variable
+    return param.human_readable_name
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -68,10 +169,14 @@ def main(argv: list[str] | None = None) -> None:
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         code = exit_codes.FAILURE
+    except click.UsageError as exc:
+        _debug_reraise()
+        click.echo(f"error: {usage_line(exc)}", err=True)
+        code = exit_codes.USAGE
     except click.ClickException as exc:
         exc.show()
         code = exc.exit_code
-    except (RedisUnavailableError, redis.ConnectionError, redis.TimeoutError) as exc:
+    except RedisUnavailableError as exc:
         _debug_reraise()
         click.echo(f"error: cannot reach Redis: {exc}", err=True)
         code = exit_codes.REDIS_UNREACHABLE
@@ -83,7 +188,19 @@ def main(argv: list[str] | None = None) -> None:
         _debug_reraise()
         click.echo(f"error: {exc}", err=True)
         code = exit_codes.FAILURE
+    except Exception as exc:
+        if not _is_redis_outage(exc):
+            raise
+        _debug_reraise()
+        click.echo(f"error: cannot reach Redis: {exc}", err=True)
+        code = exit_codes.REDIS_UNREACHABLE
     sys.exit(code if isinstance(code, int) else exit_codes.OK)
+
+
+def _is_redis_outage(exc: Exception) -> bool:
+    # redis is imported only by the commands that talk to it; none did if it is not loaded.
+    redis = sys.modules.get("redis")
+    return redis is not None and isinstance(exc, redis.ConnectionError | redis.TimeoutError)
 
 
 def _debug_reraise() -> None:

@@ -1,27 +1,31 @@
 """Options, argument types and helpers every ``hubsync`` command shares.
 
-Bad values become usage errors (exit 2, one line); an unreachable Redis
-becomes ``RedisUnavailableError`` (exit 3, one line).
+Options of settings come from the settings classes (``options_from``): flag,
+``HUBSYNC_<NAME>`` variable, type, bounds, help and shown default are each
+spelled once, on the field. Bad values become usage errors (exit 2, one
+line); an unreachable Redis becomes ``RedisUnavailableError`` (exit 3, one
+line).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from types import UnionType
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, Union, get_args, get_origin
 
 import click
 import redis
-from pydantic import ValidationError
+from pydantic import AliasChoices, ValidationError
+from pydantic.fields import FieldInfo
+from pydantic_core import PydanticUndefined
 from pydantic_settings import BaseSettings
 
-from hubstore.errors import StoreError
-from hubstore.factory import hub_url_from_path, open_store
 from hubsync.connections import probe
-from hubsync.errors import ConfigError, SchemaVersionError
+from hubsync.errors import ConfigError
 from hubsync.names import validate_name
-from hubsync.settings import DEFAULT_REDIS_URL
+from hubsync.settings import SQLITE_URL_PREFIX, CommonSettings, HubStoreSettings, safe_url
 
 if TYPE_CHECKING:
     from hubstore.store import HubStore
@@ -64,58 +68,98 @@ def duration_callback(
         raise click.BadParameter(str(exc), ctx, param) from None
 
 
-redis_url_option = click.option(
-    "--redis-url",
-    envvar=["HUBSYNC_REDIS_URL", "REDIS_URL"],
-    show_envvar=True,
-    default=DEFAULT_REDIS_URL,
-    show_default=True,
-    help="Redis URL of the pipeline.",
-)
+def _click_type(annotation: Any, metadata: list[Any]) -> Any:
+    """The click type of a settings field: its Python type with its numeric bounds."""
+    if get_origin(annotation) in (Union, UnionType):
+        annotation = next(a for a in get_args(annotation) if a is not type(None))
+    if get_origin(annotation) is Literal:
+        return click.Choice([str(a) for a in get_args(annotation)], case_sensitive=False)
+    if annotation is Path:
+        return click.Path(path_type=Path)
+    if annotation in (int, float):
+        bounds: dict[str, Any] = {}
+        for rule in metadata:
+            for name, key, is_open in (("ge", "min", False), ("gt", "min", True),
+                                       ("le", "max", False), ("lt", "max", True)):  # fmt: skip
+                if getattr(rule, name, None) is not None:
+                    bounds[key] = getattr(rule, name)
+                    bounds[f"{key}_open"] = is_open
+        if annotation is int:
+            return click.IntRange(**bounds) if bounds else click.INT
+        return click.FloatRange(**bounds) if bounds else click.FLOAT
+    return click.STRING
+
+
+def setting_envvars(name: str, field: FieldInfo) -> list[str]:
+    """The environment variables of a settings field, first one winning: HUBSYNC_<NAME>,
+    or the upper-case names of its validation aliases (``redis_url``: also ``REDIS_URL``)."""
+    alias = field.validation_alias
+    if isinstance(alias, AliasChoices):
+        return [c for c in alias.choices if isinstance(c, str) and c.isupper()]
+    return [f"HUBSYNC_{name.upper()}"]
+
+
+def setting_option(settings: type[BaseSettings], name: str, *, required: bool | None = None) -> Any:
+    """The click option of one settings field: ``--<name>``, its variables, type, help, default.
+
+    Click applies the same precedence as the settings (command line, then the
+    variables in order, then the field's default), so the value it hands the
+    command is the setting's value.
+    """
+    field = settings.model_fields[name]
+    default = None if field.default is PydanticUndefined else field.default
+    # No default at all when there is none: click treats an explicit None as a value
+    # and would let a required option go missing.
+    shown: dict[str, Any] = {} if default is None else {"default": default, "show_default": True}
+    extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
+    aliases = [str(alias) for alias in extra.get("cli_aliases", ())]  # type: ignore[union-attr]
+    return click.option(
+        "--" + name.replace("_", "-"),
+        *aliases,
+        name,
+        type=_click_type(field.annotation, field.metadata),
+        envvar=setting_envvars(name, field),
+        show_envvar=True,
+        required=field.is_required() if required is None else required,
+        help=field.description,
+        **shown,
+    )
+
+
+def options_from(
+    settings: type[BaseSettings],
+    *,
+    only: Collection[str] | None = None,
+    exclude: Collection[str] = (),
+    required: bool | None = None,
+) -> Callable[[F], F]:
+    """Decorate a command with one option per field of ``settings`` (``only`` those, if given).
+
+    ``required`` overrides the fields' own (a command may make a setting optional).
+    """
+    names = [n for n in settings.model_fields if (only is None or n in only) and n not in exclude]
+    unknown = set(only or ()) - set(names)
+    if unknown:
+        raise TypeError(f"{settings.__name__} has no field {sorted(unknown)}")
+
+    def decorate(command: F) -> F:
+        for name in reversed(names):
+            command = setting_option(settings, name, required=required)(command)
+        return command
+
+    return decorate
+
+
+redis_url_option = options_from(CommonSettings, only=["redis_url"])
+hub_options = options_from(HubStoreSettings, required=False)
+"""``--hub-url`` and its shorthand ``--hub-db``; resolve them with ``settings.hub_url_of``."""
+
 json_option = click.option(
     "--json",
     "as_json",
     is_flag=True,
-    envvar="HUBSYNC_JSON",
-    show_envvar=True,
-    help="Print one JSON document on stdout.",
+    help="Print one JSON document on stdout (no environment variable).",
 )
-
-
-health_ttl_option = click.option(
-    "--health-ttl",
-    type=float,
-    envvar="HUBSYNC_HEALTH_TTL",
-    show_envvar=True,
-    help="TTL of the health key in seconds [default: 30].",
-)
-metrics_port_option = click.option(
-    "--metrics-port",
-    type=int,
-    envvar="HUBSYNC_METRICS_PORT",
-    show_envvar=True,
-    help="Serve Prometheus metrics on this port at /metrics; 0 = off [default: off].",
-)
-log_format_option = click.option(
-    "--log-format",
-    type=click.Choice(["text", "json"]),
-    envvar="HUBSYNC_LOG_FORMAT",
-    show_envvar=True,
-    help="Log format [default: text].",
-)
-log_level_option = click.option(
-    "--log-level", envvar="HUBSYNC_LOG_LEVEL", show_envvar=True, help="Log level [default: INFO]."
-)
-
-
-def daemon_options(command: F) -> F:
-    """The options every daemon has: Redis URL, health TTL, metrics port, log format and level."""
-    for option in reversed(
-        [redis_url_option, health_ttl_option, metrics_port_option, log_format_option,
-         log_level_option]
-    ):  # fmt: skip
-        command = option(command)
-    return command
 
 
 def _valid_hub_project(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
@@ -127,37 +171,43 @@ def _valid_hub_project(ctx: click.Context, param: click.Parameter, value: str | 
         raise click.BadParameter(str(exc), ctx, param) from None
 
 
-hub_db_option = click.option(
-    "--hub-db",
-    type=click.Path(path_type=Path, dir_okay=False, exists=True),
-    envvar="HUBSYNC_HUB_DB",
-    show_envvar=True,
-    help="Hub database (read only here; must exist).",
-)
+# An operator command's hub project picks what this one call looks at, so it
+# reads no environment variable: HUBSYNC_HUB_PROJECT is produce's registration.
 hub_project_required = click.option(
     "--hub-project",
-    envvar="HUBSYNC_HUB_PROJECT",
-    show_envvar=True,
     required=True,
     callback=_valid_hub_project,
-    help="The hub project to work on.",
+    help="The hub project to work on (no environment variable).",
 )
 hub_project_filter = click.option(
     "--hub-project",
-    envvar="HUBSYNC_HUB_PROJECT",
-    show_envvar=True,
     callback=_valid_hub_project,
-    help="Only this hub project [default: every project in hubsync:projects].",
+    help="Only this hub project [default: every project in hubsync:projects] "
+    "(no environment variable).",
 )
 
 
-def open_hub_store(path: Path) -> HubStore:
-    """The hub database at ``path`` for reading, never creating it; a database that is not
-    one (or has no schema) is a usage error (2)."""
+def shown_store(hub_url: str) -> str:
+    """A hub store as shown to people: a SQLite file's path, or the URL without credentials."""
+    if hub_url.startswith(SQLITE_URL_PREFIX):
+        return hub_url.removeprefix(SQLITE_URL_PREFIX)
+    return safe_url(hub_url)
+
+
+def open_hub_store(hub_url: str) -> HubStore:
+    """The existing hub store at ``hub_url`` for reading, never creating it.
+
+    A missing store, one without the hub schema or a foreign file is a usage
+    error (exit 2); a busy one raises ``StoreBusyError`` (exit 1).
+    """
+    from hubstore import open_store
+    from hubstore.errors import StoreError
+    from hubsync.errors import SchemaVersionError
+
     try:
-        return open_store(hub_url_from_path(path), create_schema=False, busy_budget=10.0)
+        return open_store(hub_url, create_schema=False, busy_budget=10.0)
     except (StoreError, SchemaVersionError) as exc:
-        raise ConfigError(f"--hub-db (HUBSYNC_HUB_DB): {exc}") from None
+        raise ConfigError(f"--hub-url: {exc}") from None
 
 
 def connect_redis(url: str) -> redis.Redis:
@@ -175,7 +225,8 @@ def build_settings(cls: type[S], **options: Any) -> S:
     """Settings from the environment, overridden by the options the user gave.
 
     ``None`` means "not given on the command line"; a bad value becomes a
-    ``ConfigError`` naming the option (exit code 2), not a pydantic traceback.
+    ``ConfigError`` naming the option and its variable (exit code 2), not a
+    pydantic traceback.
     """
     given = {name: value for name, value in options.items() if value is not None}
     try:
@@ -184,4 +235,4 @@ def build_settings(cls: type[S], **options: Any) -> S:
         first = exc.errors(include_url=False, include_input=False)[0]
         name = ".".join(str(part) for part in first["loc"]) or "settings"
         option = "--" + name.replace("_", "-")
-        raise ConfigError(f"{option} (HUBSYNC_{name.upper()}): {first['msg']}") from None
+        raise ConfigError(f"{option}: {first['msg']} (HUBSYNC_{name.upper()})") from None

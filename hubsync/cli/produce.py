@@ -14,6 +14,8 @@ from typing import Any
 
 import click
 
+from hubsync.cli.options import options_from
+from hubsync.settings import RuntimeSettings
 from producers.event_store import NewEvent, RunEventStore
 from producers.registry import RuntimeRegistry
 from producers.synthetic import run_events
@@ -31,14 +33,7 @@ Examples:
       --runs 2 --events-per-run 5 --plant s3cr3t-value --plant ghp_<36 letters>
 """
 )
-@click.option(
-    "--state-dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    envvar="HUBSYNC_STATE_DIR",
-    show_envvar=True,
-    required=True,
-    help="The runtime's state directory (created if missing).",
-)
+@options_from(RuntimeSettings, only=["state_dir"])
 @click.option(
     "--project-root",
     type=click.Path(file_okay=False, path_type=Path),
@@ -47,17 +42,12 @@ Examples:
     required=True,
     help="Root of the project the events belong to (registered on first use).",
 )
-@click.option(
-    "--runtime-id",
-    envvar="HUBSYNC_RUNTIME_ID",
-    show_envvar=True,
-    help="Runtime id for a new state dir; refused if the state dir belongs to another.",
-)
+@options_from(RuntimeSettings, only=["runtime_id"])
 @click.option(
     "--hub-project",
     envvar="HUBSYNC_HUB_PROJECT",
     show_envvar=True,
-    help="Hub project of a new registration [default: the project root's name].",
+    help="Hub project of a new project registration [default: the project root's name].",
 )
 @click.option(
     "--runs",
@@ -111,9 +101,7 @@ Examples:
     "--json",
     "as_json",
     is_flag=True,
-    envvar="HUBSYNC_JSON",
-    show_envvar=True,
-    help="Print one JSON document on stdout instead of the summary line.",
+    help="Print one JSON document on stdout instead of the summary line (no environment variable).",
 )
 def produce(
     state_dir: Path,

@@ -6,18 +6,17 @@ import json
 import logging
 import os
 import signal
-from pathlib import Path
 from types import FrameType
+from typing import Any
 
 import click
 import redis
 
 from hubsync import keys
 from hubsync.cli import exit_codes
-from hubsync.cli.options import build_settings, daemon_options
+from hubsync.cli.options import build_settings, options_from
 from hubsync.connections import Role, connect, probe
 from hubsync.logs import configure_logging
-from hubsync.metrics import start_metrics_server
 from hubsync.settings import RelaySettings
 
 log = logging.getLogger("hubsync.relay")
@@ -31,92 +30,25 @@ Examples:
   hubsync relay --state-dir ~/.hubsync --check          exit 0 if this runtime's relay is alive
 """
 )
+@options_from(RelaySettings)
 @click.option(
-    "--state-dir",
-    type=click.Path(path_type=Path),
-    envvar="HUBSYNC_STATE_DIR",
-    show_envvar=True,
-    required=True,
-    help="The runtime's state directory.",
-)
-@click.option(
-    "--runtime-id",
-    envvar="HUBSYNC_RUNTIME_ID",
-    show_envvar=True,
-    help="Expected runtime id; refused if the state dir belongs to another.",
-)
-@click.option(
-    "--once", is_flag=True, help="Do everything due now (send, resend, acks), then exit 0."
+    "--once",
+    is_flag=True,
+    help="Do everything due now (send, resend, acks), then exit 0 (no environment variable).",
 )
 @click.option(
     "--check",
     is_flag=True,
-    help="Exit 0 if this runtime's relay refreshed its health key recently, else 1.",
+    help="Exit 0 if this runtime's relay refreshed its health key recently, else 1 "
+    "(no environment variable).",
 )
 @click.option(
-    "--batch-count",
-    type=int,
-    envvar="HUBSYNC_BATCH_COUNT",
-    show_envvar=True,
-    help="Most events per batch [default: 500].",
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print the final summary as one JSON document (no environment variable).",
 )
-@click.option(
-    "--batch-bytes",
-    type=int,
-    envvar="HUBSYNC_BATCH_BYTES",
-    show_envvar=True,
-    help="Most bytes per batch [default: 1048576].",
-)
-@click.option(
-    "--resend-timeout",
-    type=float,
-    envvar="HUBSYNC_RESEND_TIMEOUT",
-    show_envvar=True,
-    help="Seconds before an unacked row is resent; doubles per attempt [default: 30].",
-)
-@click.option(
-    "--resend-timeout-cap",
-    type=float,
-    envvar="HUBSYNC_RESEND_TIMEOUT_CAP",
-    show_envvar=True,
-    help="Cap of the doubled resend timeout [default: 600].",
-)
-@click.option(
-    "--presence-interval",
-    type=float,
-    envvar="HUBSYNC_PRESENCE_INTERVAL",
-    show_envvar=True,
-    help="Seconds between presence heartbeats [default: 10].",
-)
-@click.option(
-    "--poll-interval",
-    type=float,
-    envvar="HUBSYNC_POLL_INTERVAL",
-    show_envvar=True,
-    help="Seconds between looks at the outbox when idle [default: 0.002].",
-)
-@daemon_options
-@click.option(
-    "--json", "as_json", is_flag=True, help="Print the final summary as one JSON document."
-)
-def relay(
-    state_dir: Path,
-    redis_url: str | None,
-    runtime_id: str | None,
-    once: bool,
-    check: bool,
-    batch_count: int | None,
-    batch_bytes: int | None,
-    resend_timeout: float | None,
-    resend_timeout_cap: float | None,
-    presence_interval: float | None,
-    poll_interval: float | None,
-    health_ttl: float | None,
-    metrics_port: int | None,
-    log_format: str | None,
-    log_level: str | None,
-    as_json: bool,
-) -> None:
+def relay(once: bool, check: bool, as_json: bool, **options: Any) -> None:
     """Move this runtime's outboxes onto Redis Streams and apply the hub's acks.
 
     At start the relay opens every project registered in the state dir (restart
@@ -126,28 +58,17 @@ def relay(
     SIGTERM or SIGINT finishes the current batch and exits 0 with a summary; a
     second signal exits at once.
     """
-    settings = build_settings(
-        RelaySettings,
-        state_dir=state_dir,
-        redis_url=redis_url,
-        runtime_id=runtime_id,
-        batch_count=batch_count,
-        batch_bytes=batch_bytes,
-        resend_timeout=resend_timeout,
-        resend_timeout_cap=resend_timeout_cap,
-        presence_interval=presence_interval,
-        poll_interval=poll_interval,
-        health_ttl=health_ttl,
-        metrics_port=metrics_port,
-        log_format=log_format,
-        log_level=log_level,
-    )
+    settings = build_settings(RelaySettings, **options)
     configure_logging(settings.log_level, settings.log_format)
-    from producers.registry import RuntimeRegistry
+    if check:
+        from producers.registry import RuntimeRegistry
+
+        with RuntimeRegistry(settings.state_dir, create=False) as registry:
+            runtime_id = registry.runtime_id
+        raise SystemExit(_check(settings, runtime_id))
+    from hubsync.metrics import start_metrics_server  # prometheus_client: daemons only
     from producers.relay import Relay
 
-    if check:
-        raise SystemExit(_check(settings, RuntimeRegistry(settings.state_dir).runtime_id))
     daemon = Relay(settings)
     try:
         start_metrics_server(settings.metrics_port)

@@ -10,8 +10,6 @@ from pathlib import Path
 
 import click
 import redis
-from rich.console import Console
-from rich.live import Live
 
 from consumers.projects import known_hub_projects, require_hub_project
 from consumers.queue_status import health_keys, project_status, redis_now_ms
@@ -19,16 +17,18 @@ from hubstore.store import DEFAULT_STALE_AFTER, HubStore
 from hubsync.cli.options import (
     connect_redis,
     duration_callback,
-    hub_db_option,
+    hub_options,
     hub_project_filter,
     json_option,
     open_hub_store,
+    options_from,
     redis_url_option,
+    shown_store,
 )
 from hubsync.cli.status_view import StatusReport, render
 from hubsync.clock import utc_now_iso
 from hubsync.errors import RedisUnavailableError
-from hubsync.settings import safe_url
+from hubsync.settings import RuntimeSettings, hub_url_of, safe_url
 from producers.outbox_status import local_status
 
 
@@ -46,14 +46,8 @@ if asked for, is still printed first).
 """
 )
 @redis_url_option
-@hub_db_option
-@click.option(
-    "--state-dir",
-    type=click.Path(path_type=Path, file_okay=False),
-    envvar="HUBSYNC_STATE_DIR",
-    show_envvar=True,
-    help="A runtime's state dir: adds its outbox states per local project.",
-)
+@hub_options
+@options_from(RuntimeSettings, only=["state_dir"], required=False)
 @hub_project_filter
 @click.option(
     "--stale-after",
@@ -76,9 +70,7 @@ if asked for, is still printed first).
 @click.option(
     "--watch",
     is_flag=True,
-    envvar="HUBSYNC_WATCH",
-    show_envvar=True,
-    help="Redraw every --interval seconds until Ctrl-C (not with --json).",
+    help="Redraw every --interval seconds until Ctrl-C (not with --json; no environment variable).",
 )
 @click.option(
     "--interval",
@@ -94,6 +86,7 @@ if asked for, is still printed first).
 @json_option
 def status(
     redis_url: str,
+    hub_url: str | None,
     hub_db: Path | None,
     state_dir: Path | None,
     hub_project: str | None,
@@ -115,11 +108,12 @@ def status(
         raise click.UsageError("--watch redraws tables; use --json without --watch")
     if interval <= 0:
         raise click.UsageError("--interval must be more than 0 seconds")
-    if no_redis and (hub_db is not None or hub_project is not None):
-        raise click.UsageError("--hub-db and --hub-project need Redis (drop --no-redis)")
+    url = hub_url_of(hub_url, hub_db)
+    if no_redis and (url is not None or hub_project is not None):
+        raise click.UsageError("--hub-db, --hub-url and --hub-project need Redis (drop --no-redis)")
     if no_redis and state_dir is None:
         raise click.UsageError("--no-redis shows the local outbox only: give --state-dir")
-    gather = _Gatherer(redis_url, hub_db, state_dir, hub_project, stale_after, no_redis)
+    gather = _Gatherer(redis_url, url, state_dir, hub_project, stale_after, no_redis)
     with gather:
         if watch:
             _watch(gather, interval)
@@ -129,6 +123,8 @@ def status(
     if as_json:
         click.echo(json.dumps(report.as_dict(), sort_keys=True))
     elif report.local is not None or not unreachable:
+        from rich.console import Console
+
         Console(highlight=False).print(render(report))
     if unreachable:
         # main() prints the one error line and exits 3, after whatever local part was shown.
@@ -141,14 +137,14 @@ class _Gatherer:
     def __init__(
         self,
         redis_url: str,
-        hub_db: Path | None,
+        hub_url: str | None,
         state_dir: Path | None,
         hub_project: str | None,
         stale_after: float,
         no_redis: bool,
     ) -> None:
         self.redis_url = redis_url
-        self.hub_db = hub_db
+        self.hub_url = hub_url
         self.state_dir = state_dir
         self.hub_project = hub_project
         self.stale_after = timedelta(seconds=stale_after)
@@ -157,8 +153,8 @@ class _Gatherer:
         self._store: HubStore | None = None
 
     def __enter__(self) -> _Gatherer:
-        if self.hub_db is not None:
-            self._store = open_hub_store(self.hub_db)
+        if self.hub_url is not None:
+            self._store = open_hub_store(self.hub_url)
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -173,7 +169,7 @@ class _Gatherer:
             generated_at=utc_now_iso(),
             redis_url=safe_url(self.redis_url),
             redis_reachable=None if self.no_redis else False,
-            hub_db=None if self.hub_db is None else str(self.hub_db),
+            hub_db=None if self.hub_url is None else shown_store(self.hub_url),
         )
         # The local part first: it needs no network, so it shows even when Redis is down.
         if self.state_dir is not None:
@@ -214,6 +210,8 @@ class _Gatherer:
 
 def _watch(gather: _Gatherer, interval: float) -> None:
     """Redraw in place until Ctrl-C, which ends the command with exit code 0."""
+    from rich.live import Live
+
     with (
         contextlib.suppress(KeyboardInterrupt),
         Live(render(gather.report()), auto_refresh=False, screen=False) as live,

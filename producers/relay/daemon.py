@@ -90,7 +90,7 @@ class Relay:
 
     def __init__(self, settings: RelaySettings, registry: RuntimeRegistry | None = None) -> None:
         self.settings = settings
-        self.registry = registry or RuntimeRegistry(settings.state_dir)
+        self.registry = registry or RuntimeRegistry(settings.state_dir, create=False)
         self.runtime_id = self.registry.runtime_id
         if settings.runtime_id and settings.runtime_id != self.runtime_id:
             raise ConfigError(
