@@ -31,7 +31,7 @@ import redis
 from hubsync import keys
 from hubsync.benchmarks.stages import raw_xadd_seconds, relay_drain_seconds
 from hubsync.clock import parse_timestamp
-from hubsync.embedded_redis import RedisServerProcess
+from hubsync.demo.embedded_redis import RedisServerProcess
 from hubsync.entries import decode_fields, entry_kind
 from hubsync.settings import RelaySettings
 from producers.event_store import NewEvent, RunEventStore

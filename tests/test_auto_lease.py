@@ -12,9 +12,9 @@ from hubstore.errors import LeaseHeldError, LeaseLostError
 from hubstore.lease_types import LeaseRefusal, LeaseState
 from hubstore.leases import LeaseClient
 from hubsync import keys
-from hubsync.embedded_redis import RedisServerProcess
-from tests.lease_support import expire_lease
-from tests.support import wait_until
+from hubsync.demo.embedded_redis import RedisServerProcess
+from tests.helpers.lease_support import expire_lease
+from tests.helpers.support import wait_until
 
 
 @pytest.fixture

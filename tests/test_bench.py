@@ -12,7 +12,7 @@ from hubsync.benchmarks import report
 from hubsync.benchmarks.procs import percentiles
 from hubsync.benchmarks.workload import EVENT_BYTES, entries
 from hubsync.cli.main import cli
-from hubsync.embedded_redis import redis_server_binary
+from hubsync.demo.embedded_redis import redis_server_binary
 
 
 def test_workload_events_are_about_540_bytes_of_canonical_json() -> None:

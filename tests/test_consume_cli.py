@@ -15,9 +15,9 @@ import redis
 
 from hubstore.sqlite_store import SqliteHubStore
 from hubsync import keys
-from hubsync.embedded_redis import RedisServerProcess
-from tests.relay_player import HUB_PROJECT, send, sync_event
-from tests.support import wait_until
+from hubsync.demo.embedded_redis import RedisServerProcess
+from tests.helpers.relay_player import HUB_PROJECT, send, sync_event
+from tests.helpers.support import wait_until
 
 ROOT = Path(__file__).resolve().parents[1]
 EVENTS = keys.events_stream(HUB_PROJECT)

@@ -32,8 +32,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from hubstore.sqlite_store import SqliteHubStore
 from hubsync import keys
 from hubsync.canonical import canonical_json, content_hash
-from hubsync.embedded_redis import RedisServerProcess, redis_server_binary
-from tests.support import wait_until
+from hubsync.demo.embedded_redis import RedisServerProcess, redis_server_binary
+from tests.helpers.support import wait_until
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNS, PER_RUN = 3, 10

@@ -10,7 +10,7 @@ import sys
 import pytest
 import redis
 
-from hubsync.embedded_redis import RedisServerProcess
+from hubsync.demo.embedded_redis import RedisServerProcess
 
 DEMO = [sys.executable, "-m", "hubsync.cli.main", "demo"]
 

@@ -21,7 +21,7 @@ from producers.effects import (
     EffectStatus,
     lease_resource_for,
 )
-from tests.support import wait_until
+from tests.helpers.support import wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGET = "https://hooks.example.test/deploy"
@@ -35,7 +35,7 @@ def test_a_paused_holder_cannot_act_after_a_takeover_and_parks_blocked_uncertain
         [
             sys.executable,
             "-m",
-            "tests.effect_holder",
+            "tests.helpers.effect_holder",
             redis_url,
             str(ledger_path),
             TARGET,

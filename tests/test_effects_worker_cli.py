@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from hubsync.keys import EFFECTS_QUEUE
-from tests.support import wait_until
+from tests.helpers.support import wait_until
 
 ROOT = Path(__file__).resolve().parents[1]
 

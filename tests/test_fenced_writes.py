@@ -11,7 +11,7 @@ import redis
 from hubstore.errors import FencedWriteRefusedError, InvalidLeaseArgumentError
 from hubstore.fence import advance_fence, ensure_fence_table, fenced_transaction, highest_token
 from hubstore.leases import LeaseClient
-from tests.lease_support import expire_lease
+from tests.helpers.lease_support import expire_lease
 
 TTL = 30_000
 

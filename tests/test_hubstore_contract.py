@@ -18,7 +18,7 @@ from hubsync.canonical import content_hash
 from hubsync.clock import utc_now
 from hubsync.entries import ConflictReason, Outcome, PresenceBeat
 from hubsync.wire import parse_sync_event
-from tests.relay_player import event_entry, sync_event
+from tests.helpers.relay_player import event_entry, sync_event
 
 StoreFactory = Callable[[Path], HubStore]
 

@@ -10,7 +10,7 @@ import redis
 from hubstore.lease_types import LeaseGranted, LeaseRefused
 from hubstore.leases import LeaseClient
 from hubsync import clock
-from tests.lease_support import age_lease
+from tests.helpers.lease_support import age_lease
 
 
 def _redis_now_ms(client: redis.Redis) -> int:

@@ -26,10 +26,10 @@ from hubsync import keys, metrics
 from hubsync.canonical import content_hash
 from hubsync.settings import ConsumerSettings
 from producers.relay import Relay
-from tests.hub_double import ack_everything
-from tests.relay_player import HUB_PROJECT, entry_fields, send, send_fields, sync_event
-from tests.relay_support import append_many, make_runtime, relay_settings
-from tests.support import wait_until
+from tests.helpers.hub_double import ack_everything
+from tests.helpers.relay_player import HUB_PROJECT, entry_fields, send, send_fields, sync_event
+from tests.helpers.relay_support import append_many, make_runtime, relay_settings
+from tests.helpers.support import wait_until
 
 
 def sample(name: str, **labels: str) -> float:

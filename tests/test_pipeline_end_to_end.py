@@ -12,8 +12,8 @@ import redis
 from hubstore.sqlite_store import SqliteHubStore
 from hubsync import keys
 from producers.event_store import NewEvent
-from tests.relay_support import make_runtime, start_relay_process
-from tests.support import wait_until
+from tests.helpers.relay_support import make_runtime, start_relay_process
+from tests.helpers.support import wait_until
 from tests.test_consume_cli import Workers
 
 pytestmark = pytest.mark.redis

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from hubstore.errors import StoreSchemaError
 from hubstore.sqlite_store import SqliteHubStore
 from hubsync.entries import EventEntry, Outcome
-from tests.relay_player import event_entry, sync_event
+from tests.helpers.relay_player import event_entry, sync_event
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -105,7 +105,7 @@ WRITER = textwrap.dedent(
     """
     import sys
     from hubstore.sqlite_store import SqliteHubStore
-    from tests.relay_player import event_entry, sync_event
+    from tests.helpers.relay_player import event_entry, sync_event
 
     path, worker = sys.argv[1], int(sys.argv[2])
     store = SqliteHubStore(path)

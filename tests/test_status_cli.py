@@ -15,9 +15,9 @@ import pytest
 import redis
 
 from hubsync import keys
-from hubsync.embedded_redis import free_port
-from tests.operator_support import HUB_PROJECT, LivePipeline, error_lines, run_cli
-from tests.support import wait_until
+from hubsync.demo.embedded_redis import free_port
+from tests.helpers.operator_support import HUB_PROJECT, LivePipeline, error_lines, run_cli
+from tests.helpers.support import wait_until
 
 ROOT = Path(__file__).resolve().parents[1]
 NOT_A_DATABASE = str(ROOT / "pyproject.toml")

@@ -13,16 +13,17 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from hubsync.cli import exit_codes
-from hubsync.demo.scenario import HUB_PROJECT, DemoResult, DemoScenario
-from hubsync.embedded_redis import (
+from hubsync.demo.embedded_redis import (
     EmbeddedRedis,
     FakeRedisTcpServer,
     RedisServerProcess,
     redis_server_binary,
     start_embedded_redis,
 )
+from hubsync.demo.scenario import HUB_PROJECT, DemoResult, DemoScenario
 from hubsync.errors import ConfigError
 from hubsync.logs import configure_logging
+from hubsync.processes import ChildDied
 
 
 @click.command(
@@ -100,6 +101,7 @@ def demo(
         server = _start_redis(embedded, keep)
         redis_url = server.url
     scenario_dir: Path | None = None
+    keep_files = False
     try:
         with Progress(
             TextColumn("{task.description:<44}"), BarColumn(bar_width=16), MofNCompleteColumn(),
@@ -120,12 +122,14 @@ def demo(
             scenario_dir = scenario.workdir
             result = scenario.run()
             bar.update(task, description="done", completed=result.in_hub, acked=result.acked)
+    except ChildDied:
+        keep_files = True  # the dead daemon's whole log stays where the error says
+        raise
     finally:
-        if not keep:
-            if server is not None:
-                server.stop()
-            if scenario_dir is not None:
-                shutil.rmtree(scenario_dir, ignore_errors=True)
+        if server is not None and not keep:
+            server.stop()
+        if scenario_dir is not None and not (keep or keep_files):
+            shutil.rmtree(scenario_dir, ignore_errors=True)
     if as_json:
         click.echo(json.dumps(result.as_dict(), sort_keys=True))
     else:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import signal
 import tempfile
 import threading
 import time
@@ -29,9 +28,9 @@ from hubstore.leases import LeaseClient
 from hubstore.sqlite_store import SqliteHubStore
 from hubsync import keys
 from hubsync.canonical import content_hash
-from hubsync.demo.processes import Daemon
 from hubsync.demo.secrets_scan import files_containing, redis_keys_containing
 from hubsync.entries import event_entry_fields
+from hubsync.processes import PipelineProcesses
 from hubsync.settings import safe_url
 from hubsync.wire import parse_sync_event
 from producers.effects.kinds import EffectKind
@@ -142,7 +141,7 @@ class DemoScenario:
         self.logs = self.workdir / "logs"
         self.secrets = self._make_secrets()
         self.runtimes: list[Runtime] = []
-        self.daemons: dict[str, Daemon] = {}
+        self.daemons = PipelineProcesses(redis_url, self.logs)
         self.result = DemoResult(redis_url=safe_url(redis_url), workdir=self.workdir)
 
     # -- the whole run ---------------------------------------------------------
@@ -167,9 +166,7 @@ class DemoScenario:
             self._stop_daemons()
             self._collect(hub)
         finally:
-            for daemon in self.daemons.values():
-                if daemon.alive:
-                    daemon.kill()
+            self.daemons.kill_all()
             for runtime in self.runtimes:
                 runtime.store.close()
                 runtime.registry.close()
@@ -213,24 +210,18 @@ class DemoScenario:
 
     def _start_daemons(self) -> None:
         for index in (1, 2):
-            name = f"consumer-{index}"
             block_ms = DOOMED_BLOCK_MS if index == 1 else 100
-            self.daemons[name] = Daemon(
-                name,
-                ["consume", "--hub-db", str(self.hub_db),
-                 "--name", name, "--batch-count", "50", "--block-ms", str(block_ms),
-                 "--reclaim-idle", str(RECLAIM_IDLE_S), "--reclaim-interval", "0.5", "--json"],
-                self.logs,
-                env={"HUBSYNC_REDIS_URL": self.redis_url},
+            self.daemons.consumer(
+                f"consumer-{index}", self.hub_db,
+                "--batch-count", "50", "--block-ms", str(block_ms),
+                "--reclaim-idle", str(RECLAIM_IDLE_S), "--reclaim-interval", "0.5", "--json",
+                separate_stdout=True,
             )  # fmt: skip
         for runtime in self.runtimes:
-            name = f"relay-{runtime.name}"
-            self.daemons[name] = Daemon(
-                name,
-                ["relay", "--state-dir", str(runtime.state_dir),
-                 "--presence-interval", "1", "--resend-timeout", "3", "--json"],
-                self.logs,
-                env={"HUBSYNC_REDIS_URL": self.redis_url},
+            self.daemons.relay(
+                f"relay-{runtime.name}", runtime.state_dir,
+                "--presence-interval", "1", "--resend-timeout", "3", "--json",
+                separate_stdout=True,
             )  # fmt: skip
 
     def _wait_until_ready(self, hub: SqliteHubStore) -> None:
@@ -297,14 +288,14 @@ class DemoScenario:
                 return False
 
         def caught_holding_entries() -> bool:
-            os.kill(doomed.process.pid, signal.SIGSTOP)
+            doomed.pause()
             frozen_until = time.monotonic() + DOOMED_BLOCK_MS / 1000 + 0.2
             while time.monotonic() < frozen_until:
                 if pending_of_doomed():
                     doomed.kill()  # SIGKILL ends a stopped process too
                     return True
                 time.sleep(0.01)
-            os.kill(doomed.process.pid, signal.SIGCONT)
+            doomed.resume()
             return False
 
         self._wait("running: killing consumer-1 mid-batch", caught_holding_entries, 30, hub)
@@ -388,10 +379,7 @@ class DemoScenario:
         self._wait("draining: every event to the hub, every ack home", drained, 45, hub)
 
     def _stop_daemons(self) -> None:
-        for daemon in self.daemons.values():
-            daemon.terminate()  # all at once, then wait for each
-        for daemon in self.daemons.values():
-            daemon.stop()
+        self.daemons.stop_all()
 
     def _collect(self, hub: SqliteHubStore) -> None:
         result = self.result
@@ -442,6 +430,8 @@ class DemoScenario:
         deadline = time.monotonic() + timeout
         while True:
             self.progress(step, hub.count_events(), self._acked(), self.total)
+            # a daemon that died (a bad install, a crash) ends the demo now, with its log
+            self.daemons.check()
             if condition():
                 return
             if time.monotonic() > deadline:
