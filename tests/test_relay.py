@@ -24,8 +24,6 @@ from tests.helpers.relay_support import (
 )
 from tests.helpers.support import wait_until
 
-pytestmark = pytest.mark.redis
-
 
 def keys_on_stream(client: redis.Redis, hub_project: str) -> list[tuple[str, str, int]]:
     return [

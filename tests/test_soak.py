@@ -25,7 +25,7 @@ import pytest
 import redis
 
 from hubsync.demo.embedded_redis import redis_server_binary
-from tests import chaos_checks as checks
+from tests.helpers import chaos_checks as checks
 from tests.helpers.chaos import FaultScheduler, SoakCluster, wait_for
 from tests.helpers.chaos_inject import Injector
 
@@ -92,6 +92,7 @@ def run_soak(base: Path, seconds: float) -> dict[str, Any]:
         print(json.dumps(figures, indent=1, sort_keys=True))
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(600)
 def test_chaos_soak_short_loses_nothing_duplicates_nothing_and_leaks_nothing(
     tmp_path: Path,

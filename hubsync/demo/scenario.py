@@ -142,6 +142,7 @@ class DemoScenario:
         self.secrets = self._make_secrets()
         self.runtimes: list[Runtime] = []
         self.daemons = PipelineProcesses(redis_url, self.logs)
+        self._stop_producing = threading.Event()
         self.result = DemoResult(redis_url=safe_url(redis_url), workdir=self.workdir)
 
     # -- the whole run ---------------------------------------------------------
@@ -151,12 +152,12 @@ class DemoScenario:
         started = time.monotonic()
         self.logs.mkdir(parents=True, exist_ok=True)
         hub = SqliteHubStore(self.hub_db)  # created here so polling can start at once
+        producer = threading.Thread(target=self._produce, name="demo-produce", daemon=True)
         try:
             self._clean_redis()
             self._open_runtimes()
             self._start_daemons()
             self._wait_until_ready(hub)
-            producer = threading.Thread(target=self._produce, name="demo-produce", daemon=True)
             producer.start()
             self._kill_one_consumer(hub)
             self._inject_faults(hub)
@@ -166,6 +167,9 @@ class DemoScenario:
             self._stop_daemons()
             self._collect(hub)
         finally:
+            self._stop_producing.set()  # a dead daemon ends the run early: stop appending first
+            if producer.is_alive():
+                producer.join()
             self.daemons.kill_all()
             for runtime in self.runtimes:
                 runtime.store.close()
@@ -252,7 +256,7 @@ class DemoScenario:
         # interleave small batches from every run, spread over a couple of
         # seconds whatever the size, so the pipeline works while runs go on
         pause = max(0.005, PRODUCE_SECONDS / max(1, self.events_per_run // 10))
-        while streams:
+        while streams and not self._stop_producing.is_set():
             for item in list(streams):
                 store, run_id, events = item
                 batch = [
@@ -262,7 +266,7 @@ class DemoScenario:
                     store.append_events(batch)
                 if len(batch) < 10:
                     streams.remove(item)
-            time.sleep(pause)
+            self._stop_producing.wait(pause)
 
     def _kill_one_consumer(self, hub: SqliteHubStore) -> None:
         """SIGKILL consumer-1 while it holds delivered, unacknowledged entries.

@@ -12,9 +12,12 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
+from typing import TypeVar
 
 from hubsync.errors import HubsyncError
 from hubsync.processes.child import Child, hubsync_command
+
+T = TypeVar("T")
 
 
 class PipelineTimeout(HubsyncError):
@@ -85,14 +88,15 @@ class PipelineProcesses:
             child.check()
 
     def wait_until(
-        self, condition: Callable[[], object], timeout: float, what: str, interval: float = 0.05
-    ) -> None:
-        """Poll ``condition`` until truthy; ``ChildDied`` at once if a child dies meanwhile."""
+        self, condition: Callable[[], T], timeout: float, what: str, interval: float = 0.05
+    ) -> T:
+        """Poll ``condition`` until truthy (its value); ``ChildDied`` at once if a child dies."""
         deadline = time.monotonic() + timeout
         while True:
             self.check()
-            if condition():
-                return
+            value = condition()
+            if value:
+                return value
             if time.monotonic() > deadline:
                 raise PipelineTimeout(f"timed out after {timeout:.0f}s waiting for {what}")
             time.sleep(interval)
