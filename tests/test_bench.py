@@ -26,6 +26,7 @@ def test_percentiles_use_the_nearest_rank() -> None:
     assert percentiles([]) == {"p50": 0.0, "p95": 0.0, "p99": 0.0}
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(240)
 def test_bench_writes_a_report_with_every_section_and_prints_its_table(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
