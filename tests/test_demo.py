@@ -12,7 +12,7 @@ import pytest
 import redis
 
 from hubsync.demo.embedded_redis import RedisServerProcess
-from hubsync.processes import child_environment, hubsync_command, run_hubsync
+from hubsync.processes import Child, hubsync_command, run_hubsync
 from tests.helpers.support import wait_until
 
 SMALL = ("--runs-per-runtime", "2", "--events-per-run", "60")
@@ -101,26 +101,20 @@ def test_a_daemon_that_dies_ends_the_demo_at_once_with_its_name_code_and_log(
     tmp_path: Path,
 ) -> None:
     argv = hubsync_command("demo", "--embedded", "redis-server", "--events-per-run", "2000")
-    with (tmp_path / "err").open("w+") as err:
-        demo = subprocess.Popen(
-            argv, stdout=subprocess.DEVNULL, stderr=err, env=child_environment(), text=True
+    demo = Child("demo", argv, tmp_path / "demo.err", stdout=tmp_path / "demo.out").start()
+    try:
+        relay = wait_until(
+            lambda: next(
+                (pid for pid, line in children_of(demo.pid).items() if " relay " in line), None
+            ),
+            timeout=60,
+            what="the demo's first relay",
         )
-        try:
-            relay = wait_until(
-                lambda: next(
-                    (pid for pid, line in children_of(demo.pid).items() if " relay " in line), None
-                ),
-                timeout=60,
-                what="the demo's first relay",
-            )
-            os.kill(relay, signal.SIGKILL)  # as the OOM killer would
-            code = demo.wait(timeout=60)
-        finally:
-            if demo.poll() is None:
-                demo.kill()
-                demo.wait()
-        err.seek(0)
-        message = err.read()
+        os.kill(relay, signal.SIGKILL)  # as the OOM killer would
+        code = demo.wait(timeout=60)
+    finally:
+        demo.kill()
+    message = demo.log_text()
     assert code == 1, message[-2000:]
     assert "relay-runtime-" in message and "exited with code -9" in message
     assert "the end of its log" in message

@@ -151,8 +151,8 @@ class Child:
         return None if self.process is None else self.process.poll()
 
     def signal(self, signum: int) -> None:
-        """Send ``signum`` if the process still exists."""
-        if self.process is not None:
+        """Send ``signum`` if the process still runs (a reaped pid may belong to another)."""
+        if self.process is not None and self.process.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(self.process.pid, signum)
 
