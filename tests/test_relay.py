@@ -174,7 +174,7 @@ def test_kill_minus_nine_mid_drain_then_restart_delivers_everything(
 ) -> None:
     state_dir = tmp_path / "state"
     _registry, (store,) = make_runtime(state_dir, ["alpha"])
-    append_many(store, runs=4, per_run=5_000)
+    append_many(store, runs=4, per_run=2_000)
     total = store.outbox_counts()["total"]
 
     process = start_relay_process(state_dir, redis_url, "--batch-count", "200")
