@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 
 TIMESTAMP_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
+
+EpochClock = Callable[[], float]
+"""A source of UNIX epoch seconds: ``time.time`` in production, a settable fake in tests."""
+
+epoch_seconds: EpochClock = time.time
 
 
 def utc_now() -> datetime:

@@ -32,7 +32,7 @@ from hubsync.benchmarks.stages import BATCH, preload  # noqa: E402
 from hubsync.benchmarks.stages import consumer_seconds as consumer  # noqa: E402
 from hubsync.benchmarks.stages import raw_ingest_seconds as ceiling  # noqa: E402
 from hubsync.benchmarks.workload import HUB_PROJECT  # noqa: E402
-from hubsync.embedded_redis import RedisServerProcess  # noqa: E402
+from hubsync.demo.embedded_redis import RedisServerProcess  # noqa: E402
 from hubsync.entries import decode_fields, event_entry_fields, parse_event_entry  # noqa: E402
 from hubsync.wire import SyncEvent  # noqa: E402
 

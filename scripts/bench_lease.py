@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 import redis
 
-from hubsync.embedded_redis import RedisServerProcess
+from hubsync.demo.embedded_redis import RedisServerProcess
 
 
 def _ours(client: redis.Redis, pairs: int) -> float:

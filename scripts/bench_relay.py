@@ -19,7 +19,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -31,8 +30,9 @@ import redis
 from hubsync import keys
 from hubsync.benchmarks.stages import raw_xadd_seconds, relay_drain_seconds
 from hubsync.clock import parse_timestamp
-from hubsync.embedded_redis import RedisServerProcess
+from hubsync.demo.embedded_redis import RedisServerProcess
 from hubsync.entries import decode_fields, entry_kind
+from hubsync.processes import Child, hubsync_command
 from hubsync.settings import RelaySettings
 from producers.event_store import NewEvent, RunEventStore
 from producers.registry import RuntimeRegistry
@@ -100,32 +100,21 @@ def measure_rss(url: str, events: int) -> dict[str, float]:
         registry, store = make_store(Path(tmp), events)
         store.close()
         registry.close()
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "hubsync.cli.main",
-                "relay",
-                "--state-dir",
-                str(Path(tmp) / "state"),
-                "--redis-url",
-                url,
-                "--once",
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+        argv = hubsync_command(
+            "relay", "--state-dir", str(Path(tmp) / "state"), "--redis-url", url, "--once"
         )
+        relay = Child("relay", argv, Path(tmp) / "relay.log").start()
         samples = []
-        while process.poll() is None:
+        while relay.alive:
             try:
-                status = Path(f"/proc/{process.pid}/status").read_text()
+                status = Path(f"/proc/{relay.pid}/status").read_text()
             except FileNotFoundError:
                 break
             for line in status.splitlines():
                 if line.startswith("VmRSS:"):
                     samples.append(int(line.split()[1]) / 1024)
             time.sleep(0.2)
-        process.wait()
+        relay.wait()
     return {
         "events": events,
         "peak_rss_mb": round(max(samples, default=0.0), 1),

@@ -4,6 +4,10 @@ Nothing here touches the machine's Redis on 6379. ``redis_server`` is one
 server for the session; ``redis_url``/``redis_client`` hand each test a flushed
 database on it. ``private_redis`` is a server of the test's own, with AOF, for
 tests that stop, kill or restart it.
+
+Child processes the tests start run this checkout's code: its root goes first
+on their ``PYTHONPATH``, whatever copy of hubsync is installed. A test that
+uses a real-Redis fixture is marked ``redis`` here, from its fixtures.
 """
 
 from __future__ import annotations
@@ -16,7 +20,22 @@ import fakeredis
 import pytest
 import redis
 
-from hubsync.embedded_redis import RedisServerProcess, redis_server_binary
+from hubsync.demo.embedded_redis import RedisServerProcess, redis_server_binary
+
+ROOT = Path(__file__).resolve().parents[1]
+REAL_REDIS_FIXTURES = frozenset({"redis_server", "redis_url", "redis_client", "private_redis"})
+"""Using any of these makes a test a ``redis`` test."""
+
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    part for part in (str(ROOT), os.environ.get("PYTHONPATH")) if part
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark ``redis`` every test that uses a real-Redis fixture, however indirectly."""
+    for item in items:
+        if REAL_REDIS_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.redis)
 
 
 def _require_redis_server() -> None:

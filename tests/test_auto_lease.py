@@ -10,9 +10,9 @@ import redis
 from hubstore.errors import LeaseHeldError, LeaseLostError
 from hubstore.leases import AutoRenewingLease, LeaseClient, LeaseRefusal, LeaseState
 from hubsync import keys
-from hubsync.embedded_redis import RedisServerProcess
-from tests.lease_support import expire_lease
-from tests.support import wait_until
+from hubsync.demo.embedded_redis import RedisServerProcess
+from tests.helpers.lease_support import expire_lease
+from tests.helpers.support import wait_until
 
 
 @pytest.fixture

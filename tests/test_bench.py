@@ -12,7 +12,7 @@ from hubsync.benchmarks import report
 from hubsync.benchmarks.procs import percentiles
 from hubsync.benchmarks.workload import EVENT_BYTES, entries
 from hubsync.cli.main import cli
-from hubsync.embedded_redis import redis_server_binary
+from hubsync.demo.embedded_redis import redis_server_binary
 
 
 def test_workload_events_are_about_540_bytes_of_canonical_json() -> None:
@@ -26,6 +26,7 @@ def test_percentiles_use_the_nearest_rank() -> None:
     assert percentiles([]) == {"p50": 0.0, "p95": 0.0, "p99": 0.0}
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(240)
 def test_bench_writes_a_report_with_every_section_and_prints_its_table(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch

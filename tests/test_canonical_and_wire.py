@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 from hubsync.canonical import canonical_json, content_hash, verify_content_hash
 from hubsync.errors import WireError
-from hubsync.wire import MAX_EVENT_BYTES, SyncEvent, parse_sync_event
+from hubsync.wire import MAX_EVENT_BYTES, parse_sync_event
+from tests.helpers.events import make_event
 
 json_values = st.recursive(
     st.none()
@@ -24,21 +25,6 @@ json_values = st.recursive(
     ),
     max_leaves=20,
 )
-
-
-def make_event(**overrides: object) -> SyncEvent:
-    fields: dict[str, object] = {
-        "project_id": "proj-1",
-        "hub_project": "acme",
-        "home_runtime_id": "rt-1",
-        "run_id": "run-1",
-        "sequence": 1,
-        "event_type": "step.completed",
-        "occurred_at": "2026-11-29T16:38:54.123456Z",
-        "data": {"step": "build", "ok": True},
-    }
-    fields.update(overrides)
-    return SyncEvent.model_validate(fields)
 
 
 def test_canonical_json_sorts_keys_and_uses_compact_utf8() -> None:

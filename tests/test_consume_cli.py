@@ -6,7 +6,6 @@ import json
 import signal
 import sqlite3
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,67 +14,34 @@ import redis
 
 from hubstore.sqlite_store import SqliteHubStore
 from hubsync import keys
-from hubsync.embedded_redis import RedisServerProcess
-from tests.relay_player import HUB_PROJECT, send, sync_event
-from tests.support import wait_until
+from hubsync.demo.embedded_redis import RedisServerProcess
+from hubsync.processes import Child, PipelineProcesses, run_hubsync
+from tests.helpers.relay_player import HUB_PROJECT, send, sync_event
+from tests.helpers.support import wait_until
 
-ROOT = Path(__file__).resolve().parents[1]
 EVENTS = keys.events_stream(HUB_PROJECT)
 
 
-def consume_args(redis_url: str, hub_db: Path, *extra: str) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "hubsync.cli.main",
-        "consume",
-        "--hub-db",
-        str(hub_db),
-        "--redis-url",
-        redis_url,
-        *extra,
-    ]
-
-
 def run_consume(redis_url: str, hub_db: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        consume_args(redis_url, hub_db, *extra),
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return run_hubsync(["consume", "--hub-db", str(hub_db), "--redis-url", redis_url, *extra])
 
 
 class Workers:
-    """Background ``hubsync consume`` processes, their stderr in files, all killed at the end."""
+    """Background ``hubsync consume`` processes on one Redis, killed at the end of the test."""
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
-        self.procs: list[tuple[subprocess.Popen[bytes], Path]] = []
+        self.pipelines: dict[str, PipelineProcesses] = {}
 
-    def start(
-        self, redis_url: str, hub_db: Path, name: str, *extra: str
-    ) -> subprocess.Popen[bytes]:
-        log = self.directory / f"{name}.log"
-        with log.open("wb") as sink:
-            proc = subprocess.Popen(
-                consume_args(redis_url, hub_db, "--name", name, "--block-ms", "100", *extra),
-                cwd=ROOT,
-                stdout=subprocess.DEVNULL,
-                stderr=sink,
-            )
-        self.procs.append((proc, log))
-        return proc
-
-    def log_of(self, proc: subprocess.Popen[bytes]) -> str:
-        return next(log for p, log in self.procs if p is proc).read_text()
+    def start(self, redis_url: str, hub_db: Path, name: str, *extra: str) -> Child:
+        if redis_url not in self.pipelines:
+            logs = self.directory / f"logs-{len(self.pipelines)}"
+            self.pipelines[redis_url] = PipelineProcesses(redis_url, logs)
+        return self.pipelines[redis_url].consumer(name, hub_db, "--block-ms", "100", *extra)
 
     def kill_all(self) -> None:
-        for proc, _ in self.procs:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+        for pipeline in self.pipelines.values():
+            pipeline.kill_all()
 
 
 @pytest.fixture
@@ -112,8 +78,7 @@ def test_a_killed_consumers_pending_entries_are_reclaimed_by_another(
     blocker.execute("BEGIN IMMEDIATE")
     victim = workers.start(redis_url, hub_db, "victim")
     wait_until(lambda: pending_of(redis_client, "victim") == 50, timeout=20, what="victim read")
-    victim.send_signal(signal.SIGKILL)
-    victim.wait()
+    victim.kill()
     blocker.execute("ROLLBACK")
     blocker.close()
     assert count_rows(hub_db) == 0
@@ -132,6 +97,7 @@ def test_a_killed_consumers_pending_entries_are_reclaimed_by_another(
     assert pending_of(redis_client) == 0
 
 
+@pytest.mark.e2e
 def test_several_worker_processes_share_one_hub_database(
     redis_client: redis.Redis, redis_url: str, tmp_path: Path, workers: Workers
 ) -> None:
@@ -144,12 +110,12 @@ def test_several_worker_processes_share_one_hub_database(
     wait_until(lambda: count_rows(hub_db) == 1200, timeout=60, interval=0.1, what="all rows")
     # on a loaded machine a worker may still be starting when the others are done;
     # SIGTERM before its handler is installed would kill it rather than stop it
-    wait_until(lambda: all("started" in workers.log_of(p) for p in procs), what="all started")
+    wait_until(lambda: all("started" in p.log_text() for p in procs), what="all started")
     for proc in procs:
-        proc.send_signal(signal.SIGTERM)
+        proc.signal(signal.SIGTERM)
     for proc in procs:
-        assert proc.wait(timeout=20) == 0, workers.log_of(proc)
-        log = workers.log_of(proc)
+        assert proc.wait(timeout=20) == 0, proc.log_text()
+        log = proc.log_text()
         assert "locked" not in log
         assert "stopped after" in log
     assert all(
@@ -165,7 +131,7 @@ def test_check_is_healthy_only_while_the_named_consumer_runs(
     proc = workers.start(redis_url, hub_db, "hub-1")
     wait_until(lambda: redis_client.exists(keys.consumer_health("hub-1")), what="health key")
     assert run_consume(redis_url, hub_db, "--name", "hub-1", "--check").returncode == 0
-    proc.send_signal(signal.SIGTERM)
+    proc.signal(signal.SIGTERM)
     assert proc.wait(timeout=20) == 0
     assert run_consume(redis_url, hub_db, "--name", "hub-1", "--check").returncode == 1
 
@@ -193,9 +159,9 @@ def test_a_second_signal_exits_at_once(
     try:
         proc = workers.start(redis_url, hub_db, "stuck")
         wait_until(lambda: pending_of(redis_client, "stuck") == 1, what="batch read")
-        proc.send_signal(signal.SIGTERM)
-        wait_until(lambda: "finishing the current batch" in workers.log_of(proc), what="warm stop")
-        proc.send_signal(signal.SIGTERM)
+        proc.signal(signal.SIGTERM)
+        wait_until(lambda: "finishing the current batch" in proc.log_text(), what="warm stop")
+        proc.signal(signal.SIGTERM)
         assert proc.wait(timeout=10) == 128 + signal.SIGTERM
     finally:
         blocker.execute("ROLLBACK")
@@ -234,17 +200,16 @@ def test_a_worker_started_while_redis_is_down_waits_for_it_then_ingests(
     hub_db = tmp_path / "hub.db"
     proc = workers.start(private_redis.url, hub_db, "early")
     unreachable = f"Redis unreachable at {private_redis.url}"
-    wait_until(lambda: unreachable in workers.log_of(proc), what="the outage logged")
-    assert proc.poll() is None, "a daemon waits for Redis rather than exiting 3"
+    wait_until(lambda: unreachable in proc.log_text(), what="the outage logged")
+    assert proc.alive, "a daemon waits for Redis rather than exiting 3"
     private_redis.start()
     client = redis.Redis.from_url(private_redis.url)
     send(client, sync_event(1))
     wait_until(lambda: count_rows(hub_db) == 1, timeout=30, what="the event ingested")
-    log = workers.log_of(proc)
+    log = proc.log_text()
     assert log.count("Redis unreachable") == 1, "one line per change of state, not per retry"
     assert f"Redis reachable at {private_redis.url}" in log
-    proc.send_signal(signal.SIGTERM)
-    assert proc.wait(timeout=20) == 0
+    assert proc.stop(timeout=20) == 0
     client.close()
 
 
@@ -257,13 +222,13 @@ def test_a_worker_rides_out_a_redis_restart(
     proc = workers.start(private_redis.url, hub_db, "steady")
     wait_until(lambda: count_rows(hub_db) == 1, what="first event")
     private_redis.kill()
-    wait_until(lambda: "Redis unreachable" in workers.log_of(proc), what="outage noticed")
+    wait_until(lambda: "Redis unreachable" in proc.log_text(), what="outage noticed")
     private_redis.start()
     send(client, sync_event(2))
     wait_until(lambda: count_rows(hub_db) == 2, timeout=30, what="event after restart")
     # the step logs its recovery after it returns, a moment after the row commits
-    wait_until(lambda: "Redis reachable again" in workers.log_of(proc), what="recovery logged")
-    assert workers.log_of(proc).count("Redis unreachable") == 1  # once per change, not per retry
-    proc.send_signal(signal.SIGTERM)
+    wait_until(lambda: "Redis reachable again" in proc.log_text(), what="recovery logged")
+    assert proc.log_text().count("Redis unreachable") == 1  # once per change, not per retry
+    proc.signal(signal.SIGTERM)
     assert proc.wait(timeout=20) == 0
     client.close()

@@ -10,7 +10,7 @@ from consumers.publishing import (
 )
 from hubsync.canonical import content_hash
 from hubsync.entries import Outcome, decode_fields
-from tests.relay_player import entry_fields, sync_event
+from tests.helpers.relay_player import entry_fields, sync_event
 
 
 def letter(original: dict[str, bytes], **extra: object) -> dict[str, bytes]:

@@ -31,7 +31,7 @@ from hubsync.entries import (
     parse_outcomes_entry,
 )
 from hubsync.settings import ConsumerSettings
-from tests.relay_player import (
+from tests.helpers.relay_player import (
     HUB_PROJECT,
     entry_fields,
     send,
@@ -39,7 +39,7 @@ from tests.relay_player import (
     send_presence,
     sync_event,
 )
-from tests.support import wait_until
+from tests.helpers.support import wait_until
 
 EVENTS = keys.events_stream(HUB_PROJECT)
 GROUP = keys.CONSUMER_GROUP

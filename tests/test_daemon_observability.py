@@ -12,12 +12,8 @@ contain the marker (so no event bytes, valid or not, reach a log record).
 from __future__ import annotations
 
 import json
-import os
-import signal
 import socket
 import sqlite3
-import subprocess
-import sys
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -32,10 +28,11 @@ from prometheus_client.parser import text_string_to_metric_families
 from hubstore.sqlite_store import SqliteHubStore
 from hubsync import keys
 from hubsync.canonical import canonical_json, content_hash
-from hubsync.embedded_redis import RedisServerProcess, redis_server_binary
-from tests.support import wait_until
+from hubsync.demo.embedded_redis import RedisServerProcess, redis_server_binary
+from hubsync.processes import PipelineProcesses, hubsync_command, run_hubsync
 
-ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.e2e
+
 RUNS, PER_RUN = 3, 10
 EVENTS = RUNS * PER_RUN
 
@@ -62,14 +59,6 @@ def scrape(port: int) -> Samples:
 
 def value(samples: Samples, name: str, **labels: str) -> float:
     return samples.get((name, frozenset(labels.items())), 0.0)
-
-
-def hubsync(*args: str) -> list[str]:
-    return [sys.executable, "-m", "hubsync.cli.main", *args]
-
-
-def clean_env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if not k.startswith("HUBSYNC_")}
 
 
 @dataclass
@@ -126,22 +115,18 @@ def pipeline(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pipeline]:
     server = RedisServerProcess(directory=work / "redis")
     server.directory.mkdir()
     server.start()
-    procs: list[subprocess.Popen[bytes]] = []
     try:
-        yield run_pipeline(work, server.url, procs)
+        with PipelineProcesses(server.url, work / "logs") as processes:
+            yield run_pipeline(work, processes)
     finally:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
         server.cleanup()
 
 
-def run_pipeline(work: Path, redis_url: str, procs: list[subprocess.Popen[bytes]]) -> Pipeline:
+def run_pipeline(work: Path, processes: PipelineProcesses) -> Pipeline:
     marker = f"obs-marker-{uuid.uuid4().hex}"
     state_dir, hub_db = work / "state", work / "hub.db"
-    produced = subprocess.run(
-        hubsync(
+    produced = run_hubsync(
+        [
             "produce",
             "--state-dir",
             str(state_dir),
@@ -154,65 +139,44 @@ def run_pipeline(work: Path, redis_url: str, procs: list[subprocess.Popen[bytes]
             "--plant",
             marker,
             "--json",
-        ),
-        capture_output=True,
-        check=True,
-        env=clean_env(),
-        cwd=ROOT,
+        ],
         timeout=60,
     )
+    assert produced.returncode == 0, produced.stderr
     report = json.loads(produced.stdout)
     hub_project = report["hub_project"]
-    client = redis.Redis.from_url(redis_url)
+    client = redis.Redis.from_url(processes.redis_url)
     client.sadd(keys.PROJECTS, hub_project)
     for fields in malformed_entries(hub_project, marker):
         client.xadd(keys.events_stream(hub_project), fields)  # type: ignore[arg-type]
 
     relay_port, consumer_port = free_port(), free_port()
     logging_args = ("--log-format", "json", "--log-level", "DEBUG")
-    relay_log, consumer_log = work / "relay.log", work / "consumer.log"
-    with relay_log.open("wb") as sink:
-        relay = subprocess.Popen(
-            hubsync(
-                "relay",
-                "--state-dir",
-                str(state_dir),
-                "--redis-url",
-                redis_url,
-                "--metrics-port",
-                str(relay_port),
-                "--presence-interval",
-                "0.2",
-                *logging_args,
-            ),
-            stdout=sink,
-            stderr=sink,
-            env=clean_env(),
-            cwd=ROOT,
-        )
-    procs.append(relay)
-    with consumer_log.open("wb") as sink:
-        consumer = subprocess.Popen(
-            hubsync(
-                "consume",
-                "--hub-db",
-                str(hub_db),
-                "--redis-url",
-                redis_url,
-                "--name",
-                "hub-obs",
-                "--block-ms",
-                "100",
-                "--reclaim-interval",
-                "0.2",
-                *logging_args,
-            ),
-            stdout=sink,
-            stderr=sink,
-            env=clean_env() | {"HUBSYNC_METRICS_PORT": str(consumer_port)},  # via the env var
-            cwd=ROOT,
-        )
-    procs.append(consumer)
+    relay = processes.relay(
+        "relay",
+        state_dir,
+        "--metrics-port",
+        str(relay_port),
+        "--presence-interval",
+        "0.2",
+        *logging_args,
+    )
+    consumer = processes.start(
+        "consumer",
+        hubsync_command(
+            "consume",
+            "--hub-db",
+            str(hub_db),
+            "--name",
+            "hub-obs",
+            "--block-ms",
+            "100",
+            "--reclaim-interval",
+            "0.2",
+            *logging_args,
+        ),
+        env={"HUBSYNC_METRICS_PORT": str(consumer_port)},  # via the env var
+    )
 
     def settled() -> tuple[Samples, Samples] | None:
         try:
@@ -229,12 +193,11 @@ def run_pipeline(work: Path, redis_url: str, procs: list[subprocess.Popen[bytes]
         )
         return (relay_now, consumer_now) if done else None
 
-    relay_metrics, consumer_metrics = wait_until(
+    relay_metrics, consumer_metrics = processes.wait_until(
         settled, timeout=60, interval=0.1, what="every event acked and the lag at 0"
     )
-    for proc in (relay, consumer):
-        proc.send_signal(signal.SIGTERM)
-    codes = (relay.wait(timeout=30), consumer.wait(timeout=30))
+    stopped = processes.stop_all()
+    codes = (stopped["relay"], stopped["consumer"])
     client.close()
     with SqliteHubStore(hub_db) as store:
         rows = store.count_events()
@@ -248,8 +211,8 @@ def run_pipeline(work: Path, redis_url: str, procs: list[subprocess.Popen[bytes]
         hub_project=hub_project,
         relay_metrics=relay_metrics,
         consumer_metrics=consumer_metrics,
-        relay_log=relay_log.read_text(),
-        consumer_log=consumer_log.read_text(),
+        relay_log=relay.log_text(),
+        consumer_log=consumer.log_text(),
         hub_rows=rows,
         hub_rows_with_marker=int(marked),
         exit_codes=codes,

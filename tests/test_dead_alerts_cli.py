@@ -12,9 +12,9 @@ import redis
 
 from consumers.dead_letters import DeadLetters
 from hubsync import keys
-from hubsync.embedded_redis import free_port
-from tests.operator_support import HUB_PROJECT, LivePipeline, error_lines, run_cli
-from tests.support import wait_until
+from hubsync.demo.embedded_redis import free_port
+from tests.helpers.operator_support import HUB_PROJECT, LivePipeline, error_lines, run_cli
+from tests.helpers.support import wait_until
 
 DEAD = keys.dead_stream(HUB_PROJECT)
 NOT_A_DATABASE = str(Path(__file__).resolve().parents[1] / "pyproject.toml")

@@ -4,29 +4,38 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
-import sys
+from pathlib import Path
 
 import pytest
 import redis
 
-from hubsync.embedded_redis import RedisServerProcess
+from hubsync.demo.embedded_redis import RedisServerProcess
+from hubsync.processes import Child, hubsync_command, run_hubsync
+from tests.helpers.support import wait_until
 
-DEMO = [sys.executable, "-m", "hubsync.cli.main", "demo"]
-
-
-def run_demo(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("HUBSYNC_")}
-    env.pop("REDIS_URL", None)
-    return subprocess.run(
-        [*DEMO, "--runs-per-runtime", "2", "--events-per-run", "60", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-    )
+SMALL = ("--runs-per-runtime", "2", "--events-per-run", "60")
 
 
+def run_demo(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return run_hubsync(["demo", *SMALL, *args], cwd=cwd)
+
+
+def children_of(pid: int) -> dict[int, str]:
+    """The command lines of ``pid``'s child processes, by pid (from /proc)."""
+    found = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parent = int(stat.read_text().rpartition(")")[2].split()[1])
+            if parent == pid:
+                found[int(stat.parent.name)] = (stat.parent / "cmdline").read_text()
+        except (OSError, ValueError):
+            continue  # gone meanwhile
+    return {child: line.replace("\0", " ") for child, line in found.items()}
+
+
+@pytest.mark.e2e
 @pytest.mark.parametrize("embedded", ["redis-server", "fakeredis"])
 def test_demo_runs_the_pipeline_end_to_end_and_every_invariant_holds(embedded: str) -> None:
     result = run_demo("--embedded", embedded, "--json")
@@ -42,6 +51,7 @@ def test_demo_runs_the_pipeline_end_to_end_and_every_invariant_holds(embedded: s
     assert all(check["held"] for check in summary["invariants"])
 
 
+@pytest.mark.e2e
 def test_demo_prints_a_summary_table_and_the_redis_cli_commands() -> None:
     result = run_demo()
     assert result.returncode == 0, result.stderr[-2000:]
@@ -59,21 +69,53 @@ def test_demo_refuses_bad_arguments_with_a_usage_error() -> None:
     assert keep_fake.returncode == 2 and "--keep needs a redis-server" in keep_fake.stderr
 
 
+@pytest.mark.e2e
 def test_demo_on_a_given_redis_keeps_its_password_out_of_output_and_command_lines(
     private_redis: RedisServerProcess,
 ) -> None:
     password = "demo-pass-" + "7" * 12
     redis.Redis.from_url(private_redis.url).config_set("requirepass", password)
     url = f"redis://:{password}@127.0.0.1:{private_redis.port}/0"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("HUBSYNC_")}
-    env["HUBSYNC_REDIS_URL"] = url
-    result = subprocess.run(
-        [*DEMO, "--runs-per-runtime", "1", "--events-per-run", "30"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
+    result = run_hubsync(
+        ["demo", "--runs-per-runtime", "1", "--events-per-run", "30"],
+        env={"HUBSYNC_REDIS_URL": url},
     )
     assert result.returncode == 0, result.stderr[-2000:]
     assert f"127.0.0.1:{private_redis.port}" in result.stdout
     assert password not in result.stdout + result.stderr
+
+
+@pytest.mark.e2e
+def test_demo_runs_from_a_directory_whose_hubsync_folder_is_not_hubsync(tmp_path: Path) -> None:
+    # the parent directory of a clone, or a clone itself: ``hubsync/`` right in the cwd
+    shadow = tmp_path / "hubsync"
+    shadow.mkdir()
+    (shadow / "__init__.py").write_text('raise ImportError("this hubsync/ is not the package")\n')
+    result = run_demo("--embedded", "fakeredis", "--json", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert json.loads(result.stdout)["ok"] is True
+
+
+@pytest.mark.e2e
+def test_a_daemon_that_dies_ends_the_demo_at_once_with_its_name_code_and_log(
+    tmp_path: Path,
+) -> None:
+    argv = hubsync_command("demo", "--embedded", "redis-server", "--events-per-run", "2000")
+    demo = Child("demo", argv, tmp_path / "demo.err", stdout=tmp_path / "demo.out").start()
+    try:
+        relay = wait_until(
+            lambda: next(
+                (pid for pid, line in children_of(demo.pid).items() if " relay " in line), None
+            ),
+            timeout=60,
+            what="the demo's first relay",
+        )
+        os.kill(relay, signal.SIGKILL)  # as the OOM killer would
+        code = demo.wait(timeout=60)
+    finally:
+        demo.kill()
+    message = demo.log_text()
+    assert code == 1, message[-2000:]
+    assert "relay-runtime-" in message and "exited with code -9" in message
+    assert "the end of its log" in message
+    assert "Traceback" not in message

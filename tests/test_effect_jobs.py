@@ -18,8 +18,8 @@ from hubstore.sqlite_store import SqliteHubStore
 from hubsync import keys
 from hubsync.entries import PresenceBeat
 from producers.effects import AttemptState, EffectKind, EffectsLedger, EffectSpec, EffectStatus
-from tests.support import wait_until
-from tests.webhook_server import webhook_server
+from tests.helpers.support import wait_until
+from tests.helpers.webhook_server import webhook_server
 
 ROOT = Path(__file__).resolve().parent.parent
 

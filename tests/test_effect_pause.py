@@ -4,15 +4,12 @@ release or commit, its effect parks blocked_uncertain, and the taker's token is 
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import redis
 
 from hubstore.leases import LeaseClient, LeaseState
+from hubsync.processes import Child, python_command
 from producers.effects import (
     AttemptState,
     EffectKind,
@@ -20,9 +17,8 @@ from producers.effects import (
     EffectStatus,
     lease_resource_for,
 )
-from tests.support import wait_until
+from tests.helpers.support import wait_until
 
-ROOT = Path(__file__).resolve().parent.parent
 TARGET = "https://hooks.example.test/deploy"
 
 
@@ -30,23 +26,15 @@ def test_a_paused_holder_cannot_act_after_a_takeover_and_parks_blocked_uncertain
     redis_url: str, redis_client: redis.Redis, tmp_path: Path
 ) -> None:
     ledger_path = tmp_path / "effects.db"
-    holder = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "tests.effect_holder",
-            redis_url,
-            str(ledger_path),
-            TARGET,
-            str(tmp_path),
-        ],
-        cwd=ROOT,
+    argv = python_command(
+        "tests.helpers.effect_holder", redis_url, str(ledger_path), TARGET, str(tmp_path)
     )
+    holder = Child("effect-holder", argv, tmp_path / "holder.log").start()
     try:
         claimed = tmp_path / "claimed.json"
         wait_until(claimed.exists, timeout=30, what="the holder to claim")
         old_token = json.loads(claimed.read_text())["token"]
-        os.kill(holder.pid, signal.SIGSTOP)
+        holder.pause()
 
         leases = LeaseClient(redis_client)
         resource = lease_resource_for(EffectKind.WEBHOOK, TARGET)
@@ -58,14 +46,11 @@ def test_a_paused_holder_cannot_act_after_a_takeover_and_parks_blocked_uncertain
         taker = leases.acquire_or_raise(resource, "box-b", 60_000)
         assert taker.lease.token > old_token
 
-        os.kill(holder.pid, signal.SIGCONT)
+        holder.resume()
         (tmp_path / "go").touch()
-        assert holder.wait(timeout=30) == 0
+        assert holder.wait(timeout=30) == 0, holder.tail()
     finally:
-        if holder.poll() is None:
-            os.kill(holder.pid, signal.SIGCONT)
-            holder.kill()
-            holder.wait()
+        holder.kill()
 
     result = json.loads((tmp_path / "result.json").read_text())
     assert result["renew"] == "superseded"

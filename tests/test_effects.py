@@ -12,7 +12,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from hubstore.leases import LeaseClient
-from hubsync.embedded_redis import RedisServerProcess
+from hubsync.demo.embedded_redis import RedisServerProcess
 from producers.effects import (
     AttemptState,
     EffectClaim,
@@ -29,7 +29,7 @@ from producers.effects import (
     requires_lease,
 )
 from producers.effects.errors import InvalidEffectError
-from tests.lease_support import expire_lease
+from tests.helpers.lease_support import expire_lease
 
 HOOK = "https://hooks.example.test/deploy?env=prod"
 

@@ -3,49 +3,32 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from hubsync.keys import EFFECTS_QUEUE
-from tests.support import wait_until
-
-ROOT = Path(__file__).resolve().parents[1]
+from hubsync.processes import Child, run_hubsync
+from tests.helpers.support import wait_until
 
 
 def hubsync(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("HUBSYNC_")}
-    return subprocess.run(
-        [sys.executable, "-m", "hubsync.cli.main", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=ROOT,
-        timeout=60,
-    )
+    return run_hubsync(args, timeout=60)
 
 
 @pytest.fixture
-def rq_worker(redis_url: str, tmp_path: Path) -> Iterator[subprocess.Popen[bytes]]:
+def rq_worker(redis_url: str, tmp_path: Path) -> Iterator[Child]:
     """``rq worker hubsync-effects`` exactly as docker-compose runs it."""
-    with (tmp_path / "rq.log").open("wb") as sink:
-        proc = subprocess.Popen(
-            ["rq", "worker", EFFECTS_QUEUE, "--url", redis_url, "--name", "effects-t"],
-            stdout=sink,
-            stderr=sink,
-            cwd=ROOT,
-        )
-    yield proc
-    proc.kill()  # rq may sleep through SIGTERM; its registration is the redis_url fixture's
-    proc.wait()
+    argv = ["rq", "worker", EFFECTS_QUEUE, "--url", redis_url, "--name", "effects-t"]
+    worker = Child("rq-worker", argv, tmp_path / "rq.log").start()
+    yield worker
+    worker.kill()  # rq may sleep through SIGTERM; its registration is the redis_url fixture's
 
 
 def test_check_passes_for_a_registered_rq_worker_and_fails_for_an_absent_one(
-    redis_url: str, rq_worker: subprocess.Popen[bytes]
+    redis_url: str, rq_worker: Child
 ) -> None:
     absent = hubsync("effects-worker", "--redis-url", redis_url, "--check", "--name", "nobody")
     assert absent.returncode == 1

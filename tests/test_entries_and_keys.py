@@ -17,7 +17,7 @@ from hubsync.entries import (
     parse_presence_entry,
 )
 from hubsync.errors import ConfigError, WireError
-from tests.test_canonical_and_wire import make_event
+from tests.helpers.events import make_event
 
 
 def entry() -> dict[str, bytes]:

@@ -227,7 +227,7 @@ def test_two_processes_appending_concurrently_lose_and_duplicate_nothing(tmp_pat
         subprocess.Popen(
             [
                 sys.executable,
-                str(REPO / "tests" / "append_worker.py"),
+                str(REPO / "tests" / "helpers" / "append_worker.py"),
                 str(path),
                 str(go),
                 name,

@@ -13,7 +13,7 @@ from hubstore.errors import FencedWriteRefusedError, InvalidLeaseArgumentError
 from hubstore.fence import advance_fence, ensure_fence_table, fenced_write, highest_token
 from hubstore.leases import LeaseClient
 from hubsync.sqlite import Database
-from tests.lease_support import expire_lease
+from tests.helpers.lease_support import expire_lease
 
 TTL = 30_000
 

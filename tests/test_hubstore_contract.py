@@ -25,7 +25,7 @@ from hubsync.canonical import content_hash
 from hubsync.clock import utc_now
 from hubsync.entries import ConflictReason, EventEntry, Outcome, PresenceBeat
 from hubsync.wire import parse_sync_event
-from tests.relay_player import event_entry, sync_event
+from tests.helpers.relay_player import event_entry, sync_event
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -49,7 +49,7 @@ WRITER = textwrap.dedent(
     """
     import sys
     from hubstore import open_store
-    from tests.relay_player import event_entry, sync_event
+    from tests.helpers.relay_player import event_entry, sync_event
 
     url = sys.argv[1]
     store = open_store(url, create_schema=False)

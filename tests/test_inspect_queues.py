@@ -13,8 +13,8 @@ import pytest
 from hubstore.leases import LeaseClient
 from hubsync import keys
 from hubsync.connections import connect
-from hubsync.embedded_redis import free_port
-from tests.operator_support import HUB_PROJECT, LivePipeline
+from hubsync.demo.embedded_redis import free_port
+from tests.helpers.operator_support import HUB_PROJECT, LivePipeline
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "inspect-queues.sh"

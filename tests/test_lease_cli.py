@@ -9,7 +9,7 @@ import pytest
 import redis
 
 from hubsync.cli.main import main
-from tests.lease_support import expire_lease
+from tests.helpers.lease_support import expire_lease
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

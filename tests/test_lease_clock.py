@@ -9,7 +9,7 @@ import redis
 
 from hubstore.leases import LeaseClient, LeaseGranted, LeaseRefused
 from hubsync import clock
-from tests.lease_support import age_lease
+from tests.helpers.lease_support import age_lease
 
 
 def _redis_now_ms(client: redis.Redis) -> int:

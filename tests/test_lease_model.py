@@ -2,7 +2,7 @@
 run against the real Lua scripts on a real Redis and compared with a reference model.
 
 Redis TIME cannot be advanced, so a clock advance of D ms moves the stored deadline D ms
-into the past (``tests.lease_support.age_lease``); the scripts still compare with the
+into the past (``tests.helpers.lease_support.age_lease``); the scripts still compare with the
 real TIME. TTLs and advances are multiples of 5 s, so the few milliseconds an example
 really takes never move a deadline across "now".
 """
@@ -24,7 +24,7 @@ from hypothesis.stateful import (
 )
 
 from hubstore.leases import Lease, LeaseClient, LeaseGranted, LeaseRefused, LeaseReleased
-from tests.lease_support import age_lease
+from tests.helpers.lease_support import age_lease
 
 HOLDERS = st.sampled_from(["h0", "h1", "h2"])
 TTLS = st.sampled_from([5_000, 10_000, 20_000])

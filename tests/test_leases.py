@@ -28,8 +28,8 @@ from hubstore.leases import (
     LeaseTransition,
 )
 from hubsync import keys
-from hubsync.embedded_redis import RedisServerProcess
-from tests.lease_support import expire_lease
+from hubsync.demo.embedded_redis import RedisServerProcess
+from tests.helpers.lease_support import expire_lease
 
 TTL = 30_000
 

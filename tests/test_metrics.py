@@ -6,10 +6,8 @@ each test reads a counter before acting and checks the difference.
 
 from __future__ import annotations
 
-import os
 import socket
 import subprocess
-import sys
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -24,12 +22,13 @@ from hubstore.leases import LeaseClient
 from hubstore.sqlite_store import SqliteHubStore
 from hubsync import keys, metrics
 from hubsync.canonical import content_hash
+from hubsync.processes import run_hubsync
 from hubsync.settings import ConsumerSettings
 from producers.relay import Relay
-from tests.hub_double import ack_everything
-from tests.relay_player import HUB_PROJECT, entry_fields, send, send_fields, sync_event
-from tests.relay_support import append_many, make_runtime, relay_settings
-from tests.support import wait_until
+from tests.helpers.hub_double import ack_everything
+from tests.helpers.relay_player import HUB_PROJECT, entry_fields, send, send_fields, sync_event
+from tests.helpers.relay_support import append_many, make_runtime, relay_settings
+from tests.helpers.support import wait_until
 
 
 def sample(name: str, **labels: str) -> float:
@@ -210,14 +209,7 @@ def test_metrics_server_serves_the_registry_over_http() -> None:
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("HUBSYNC_")}
-    return subprocess.run(
-        [sys.executable, "-m", "hubsync.cli.main", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=60,
-    )
+    return run_hubsync(args, timeout=60)
 
 
 @pytest.mark.parametrize("port", ["70000", "-1", "nine"])

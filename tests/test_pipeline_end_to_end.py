@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import signal
 from pathlib import Path
 
 import pytest
@@ -11,12 +9,11 @@ import redis
 
 from hubstore.sqlite_store import SqliteHubStore
 from hubsync import keys
+from hubsync.processes import PipelineProcesses
 from producers.event_store import NewEvent
-from tests.relay_support import make_runtime, start_relay_process
-from tests.support import wait_until
-from tests.test_consume_cli import Workers
+from tests.helpers.relay_support import make_runtime
 
-pytestmark = pytest.mark.redis
+pytestmark = pytest.mark.e2e
 
 HUB_PROJECT = "acme"
 RUNTIMES = 3
@@ -58,44 +55,39 @@ def test_twenty_thousand_events_from_three_runtimes_survive_a_killed_consumer(
     assert sum(store.outbox_counts()["total"] for _, _, store in runtimes) == EVENTS
 
     hub_db = tmp_path / "hub.db"
-    workers = Workers(tmp_path)
-    relays = []
-    try:
-        consumer_args = ("--batch-count", "50", "--reclaim-idle", str(RECLAIM_IDLE),
-                         "--reclaim-interval", "0.5")  # fmt: skip
-        doomed = workers.start(redis_url, hub_db, "doomed", *consumer_args)
-        survivor = workers.start(redis_url, hub_db, "survivor", *consumer_args)
-        relays = [start_relay_process(state_dir, redis_url) for state_dir, _, _ in runtimes]
+    with PipelineProcesses(redis_url, tmp_path / "logs") as pipeline:
+        consumer_args = ("--batch-count", "50", "--block-ms", "100",
+                         "--reclaim-idle", str(RECLAIM_IDLE), "--reclaim-interval", "0.5")  # fmt: skip
+        doomed = pipeline.consumer("doomed", hub_db, *consumer_args)
+        pipeline.consumer("survivor", hub_db, *consumer_args)
+        for index, (state_dir, _, _) in enumerate(runtimes):
+            pipeline.relay(f"relay-{index}", state_dir)
 
         # kill the first consumer while it holds delivered but unacknowledged entries
-        wait_until(
+        pipeline.wait_until(
             lambda: hub_rows(hub_db) > 1_000 and group_pending(redis_client, "doomed") > 0,
             timeout=60,
             interval=0.002,
             what="the doomed consumer mid-batch",
         )
-        os.kill(doomed.pid, signal.SIGKILL)
-        doomed.wait()
+        doomed.kill()
         assert hub_rows(hub_db) < EVENTS, "killed mid-run, not after"
 
-        wait_until(lambda: hub_rows(hub_db) == EVENTS, timeout=120, what="every event in the hub")
-        wait_until(
+        pipeline.wait_until(
+            lambda: hub_rows(hub_db) == EVENTS, timeout=120, what="every event in the hub"
+        )
+        pipeline.wait_until(
             lambda: all(store.outbox_counts()["pending"] == 0 for _, _, store in runtimes),
             timeout=60,
             what="every outbox row acknowledged",
         )
-        wait_until(
+        pipeline.wait_until(
             lambda: group_pending(redis_client) == 0,
             timeout=RECLAIM_IDLE * 5 + 5,
             what="the pending list empty within the reclaim time",
-        )
-        assert survivor.poll() is None
-    finally:
-        for relay in relays:
-            relay.send_signal(signal.SIGTERM)
-        for relay in relays:
-            relay.wait(timeout=30)
-        workers.kill_all()
+        )  # the survivor and every relay are still running: wait_until checks each poll
+        codes = pipeline.stop_all()
+    assert all(code == 0 for name, code in codes.items() if name != "doomed"), codes
 
     for _, _registry, store in runtimes:
         counts = store.outbox_counts()

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
+from hubsync.processes import run_hubsync
 from hubsync.wire import parse_sync_event
 from producers.outbox import OutboxEntry
 from producers.registry import RuntimeRegistry
@@ -17,16 +16,7 @@ GITHUB_TOKEN = "ghp_" + "Zx8Yw7Vu6Ts5Rq4Po3Nm2Lk1Jh0Gf9Ed8Cb7"  # 36 after the p
 
 
 def produce(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    environ = {k: v for k, v in os.environ.items() if not k.startswith("HUBSYNC_")}
-    environ.update(env or {})
-    return subprocess.run(
-        [sys.executable, "-m", "hubsync.cli.main", "produce", *args],
-        capture_output=True,
-        text=True,
-        env=environ,
-        timeout=120,
-        check=False,
-    )
+    return run_hubsync(["produce", *args], env=env)
 
 
 def stored_rows(state: Path, run_id: str) -> list[OutboxEntry]:

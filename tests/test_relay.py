@@ -3,10 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -14,19 +10,19 @@ import pytest
 import redis
 
 from hubsync import keys
-from hubsync.embedded_redis import RedisServerProcess
+from hubsync.demo.embedded_redis import RedisServerProcess
 from hubsync.entries import Outcome, OutcomeRecord, outcomes_entry_fields
+from hubsync.processes import run_hubsync
 from producers.relay import Relay
-from tests.hub_double import ack_everything, stream_events
-from tests.relay_support import (
+from tests.helpers.clock import FakeClock
+from tests.helpers.hub_double import ack_everything, stream_events
+from tests.helpers.relay_support import (
     append_many,
     make_runtime,
     relay_settings,
     start_relay_process,
 )
-from tests.support import wait_until
-
-pytestmark = pytest.mark.redis
+from tests.helpers.support import wait_until
 
 
 def keys_on_stream(client: redis.Redis, hub_project: str) -> list[tuple[str, str, int]]:
@@ -101,10 +97,10 @@ def test_conflict_and_rejected_rows_are_counted_and_never_resent(
     state_dir = tmp_path / "state"
     registry, (store,) = make_runtime(state_dir, ["alpha"])
     append_many(store, runs=1, per_run=6)
-    settings = relay_settings(state_dir, redis_url, resend_timeout=0.05, resend_timeout_cap=0.05)
-    relay = Relay(settings, registry)
+    settings = relay_settings(state_dir, redis_url, resend_timeout=5, resend_timeout_cap=5)
+    clock = FakeClock()
+    relay = Relay(settings, registry, clock=clock)
     relay.run_once()
-    sent_at = time.time()
 
     def judge(project_id: str, run_id: str, sequence: int) -> tuple[Outcome, str | None]:
         if sequence == 2:
@@ -123,7 +119,7 @@ def test_conflict_and_rejected_rows_are_counted_and_never_resent(
     assert relay.ack_stats.conflict == 1 and relay.ack_stats.rejected == 1
 
     # past the resend timeout: pending rows would be due now, these must not be
-    wait_until(lambda: time.time() > sent_at + 0.2, timeout=2)
+    clock.advance(60)
     summary = relay.run_once()
     relay.close()
     assert summary.sender.resent == 0
@@ -178,13 +174,12 @@ def test_kill_minus_nine_mid_drain_then_restart_delivers_everything(
 ) -> None:
     state_dir = tmp_path / "state"
     _registry, (store,) = make_runtime(state_dir, ["alpha"])
-    append_many(store, runs=4, per_run=5_000)
+    append_many(store, runs=4, per_run=2_000)
     total = store.outbox_counts()["total"]
 
     process = start_relay_process(state_dir, redis_url, "--batch-count", "200")
     wait_until(lambda: len(stream_events(redis_client, "alpha")) > 1_000, timeout=30)
-    os.kill(process.pid, signal.SIGKILL)
-    process.wait()
+    process.kill()
     assert len(stream_events(redis_client, "alpha")) < total, "killed before the drain finished"
 
     restarted = start_relay_process(state_dir, redis_url, "--resend-timeout", "1")
@@ -197,8 +192,7 @@ def test_kill_minus_nine_mid_drain_then_restart_delivers_everything(
         ack_everything(redis_client, "alpha")
         wait_until(lambda: store.outbox_counts()["pending"] == 0, timeout=30, what="all acked")
     finally:
-        restarted.send_signal(signal.SIGTERM)
-        assert restarted.wait(timeout=30) == 0
+        assert restarted.stop(timeout=30) == 0
     assert store.outbox_counts()["acked"] == total
 
 
@@ -232,8 +226,7 @@ def test_redis_outage_while_appending_loses_nothing_and_never_blocks_appends(
         ack_everything(client, "alpha")
         wait_until(lambda: store.outbox_counts()["pending"] == 0, timeout=30)
     finally:
-        process.send_signal(signal.SIGTERM)
-        exit_code = process.wait(timeout=30)
+        exit_code = process.stop(timeout=30)
         client.close()
     assert exit_code == 0
     assert slowest < 0.5, f"an append waited {slowest:.3f}s while Redis was down"
@@ -253,24 +246,12 @@ def test_a_running_relay_sends_new_commits_and_reports_health(
         wait_until(lambda: len(stream_events(redis_client, "alpha")) == 1, timeout=10)
         health = wait_until(lambda: redis_client.get(keys.relay_health(registry.runtime_id)))
         assert json.loads(health)["runtime_id"] == registry.runtime_id
-        check = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "hubsync.cli.main",
-                "relay",
-                "--state-dir",
-                str(state_dir),
-                "--redis-url",
-                redis_url,
-                "--check",
-            ],
-            capture_output=True,
+        check = run_hubsync(
+            ["relay", "--state-dir", str(state_dir), "--redis-url", redis_url, "--check"]
         )
         assert check.returncode == 0
     finally:
-        process.send_signal(signal.SIGTERM)
-        assert process.wait(timeout=30) == 0
+        assert process.stop(timeout=30) == 0
     assert not redis_client.exists(keys.relay_health(registry.runtime_id)), "a clean stop says so"
     assert b"sent 1" in (state_dir / "relay.log").read_bytes()
 
@@ -288,12 +269,11 @@ def test_a_relay_started_while_redis_is_down_waits_for_it_then_delivers(
     try:
         unreachable = f"Redis unreachable at {private_redis.url}"
         wait_until(lambda: unreachable in log.read_text(), what="the outage logged")
-        assert process.poll() is None, "a daemon waits for Redis rather than exiting 3"
+        assert process.alive, "a daemon waits for Redis rather than exiting 3"
         private_redis.start()
         wait_until(lambda: len(stream_events(client, "alpha")) == 1, timeout=30, what="delivery")
     finally:
-        process.send_signal(signal.SIGTERM)
-        exit_code = process.wait(timeout=30)
+        exit_code = process.stop(timeout=30)
         client.close()
     assert exit_code == 0
     text = log.read_text()
@@ -306,13 +286,11 @@ def test_check_fails_without_a_live_relay_and_bad_arguments_are_usage_errors(
 ) -> None:
     state_dir = tmp_path / "state"
     make_runtime(state_dir, ["alpha"])
-    base = [sys.executable, "-m", "hubsync.cli.main", "relay", "--state-dir", str(state_dir)]
-    check = subprocess.run([*base, "--redis-url", redis_url, "--check"], capture_output=True)
+    base = ["relay", "--state-dir", str(state_dir)]
+    check = run_hubsync([*base, "--redis-url", redis_url, "--check"])
     assert check.returncode == 1
-    bad = subprocess.run([*base, "--batch-count", "0", "--once"], capture_output=True)
+    bad = run_hubsync([*base, "--batch-count", "0", "--once"])
     assert bad.returncode == 2
-    assert b"--batch-count" in bad.stderr and b"Traceback" not in bad.stderr
-    down = subprocess.run(
-        [*base, "--redis-url", "redis://127.0.0.1:1/0", "--once"], capture_output=True
-    )
-    assert down.returncode == 3 and b"cannot reach Redis" in down.stderr
+    assert "--batch-count" in bad.stderr and "Traceback" not in bad.stderr
+    down = run_hubsync([*base, "--redis-url", "redis://127.0.0.1:1/0", "--once"])
+    assert down.returncode == 3 and "cannot reach Redis" in down.stderr

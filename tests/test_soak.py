@@ -3,7 +3,7 @@
 Real processes on a private redis-server with AOF everysec: 3 runtimes
 appending continuously (secrets planted in their payloads), one relay each,
 3 hub consumers with a short reclaim time, and a seeded fault scheduler
-(``tests.chaos``). Once everything has drained, ``tests.chaos_checks`` proves:
+(``tests.helpers.chaos``). Once everything has drained, ``tests.helpers.chaos_checks`` proves:
 no loss, no duplicate, conflicts alerted, garbage dead-lettered, no secret
 anywhere. The figures are printed (run with ``-s`` to see them).
 
@@ -24,10 +24,10 @@ from typing import Any
 import pytest
 import redis
 
-from hubsync.embedded_redis import redis_server_binary
-from tests import chaos_checks as checks
-from tests.chaos import FaultScheduler, SoakCluster, wait_for
-from tests.chaos_inject import Injector
+from hubsync.demo.embedded_redis import redis_server_binary
+from tests.helpers import chaos_checks as checks
+from tests.helpers.chaos import FaultScheduler, SoakCluster, wait_for
+from tests.helpers.chaos_inject import Injector
 
 RECLAIM_IDLE = 3.0
 RATE_PER_RUNTIME = 120.0
@@ -92,6 +92,7 @@ def run_soak(base: Path, seconds: float) -> dict[str, Any]:
         print(json.dumps(figures, indent=1, sort_keys=True))
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(600)
 def test_chaos_soak_short_loses_nothing_duplicates_nothing_and_leaks_nothing(
     tmp_path: Path,

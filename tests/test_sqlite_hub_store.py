@@ -15,8 +15,8 @@ from hubstore import hub_url_from_path, open_store
 from hubstore.sqlite_store import SqliteHubStore, sqlite_path
 from hubsync.entries import Outcome
 from hubsync.errors import ConfigError, SchemaVersionError, StoreBusyError
-from tests.relay_player import event_entry, sync_event
-from tests.support import wait_until
+from tests.helpers.relay_player import event_entry, sync_event
+from tests.helpers.support import wait_until
 
 
 def test_three_slashes_then_a_relative_path_four_for_an_absolute_one(tmp_path: Path) -> None:

@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,9 +12,10 @@ import pytest
 import redis
 
 from hubsync import keys
-from hubsync.embedded_redis import free_port
-from tests.operator_support import HUB_PROJECT, LivePipeline, error_lines, run_cli
-from tests.support import wait_until
+from hubsync.demo.embedded_redis import free_port
+from hubsync.processes import Child, hubsync_command
+from tests.helpers.operator_support import HUB_PROJECT, LivePipeline, error_lines, run_cli
+from tests.helpers.support import wait_until
 
 ROOT = Path(__file__).resolve().parents[1]
 NOT_A_DATABASE = str(ROOT / "pyproject.toml")
@@ -192,7 +190,7 @@ def test_redis_password_never_appears_in_status_output(
 
 
 def test_watch_redraws_until_interrupted_and_exits_0(
-    pipeline: LivePipeline, redis_client: redis.Redis
+    pipeline: LivePipeline, redis_client: redis.Redis, tmp_path: Path
 ) -> None:
     pipeline.relay_once()
     redis_client.config_resetstat()
@@ -201,28 +199,19 @@ def test_watch_redraws_until_interrupted_and_exits_0(
         stats = redis_client.info("commandstats").get("cmdstat_xinfo|stream", {})
         return int(stats.get("calls", 0))
 
-    env = {k: v for k, v in os.environ.items() if not k.startswith("HUBSYNC_")}
-    proc = subprocess.Popen(
-        [
-            *(sys.executable, "-m", "hubsync.cli.main", "status"),
-            *("--watch", "--interval", "0.2", "--redis-url", pipeline.redis_url),
-        ],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+    argv = hubsync_command(
+        "status", "--watch", "--interval", "0.2", "--redis-url", pipeline.redis_url
     )
+    watch = Child("status", argv, tmp_path / "status.log", stdout=tmp_path / "status.out").start()
     try:
         # One XINFO STREAM per snapshot: two mean the first table is drawn and it is redrawing.
         wait_until(lambda: redraws() >= 2, timeout=20, what="two snapshots")
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=20)
+        watch.signal(signal.SIGINT)
+        code = watch.wait(timeout=20)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert proc.returncode == 0, err
+        watch.kill()
+    out, err = watch.output(), watch.log_text()
+    assert code == 0, err
     assert "hub projects" in out and HUB_PROJECT in out
 
 

@@ -22,13 +22,10 @@ from typing import Any
 from hubsync import keys
 from hubsync.benchmarks.procs import (
     BenchError,
-    children_stopped,
     cpu_seconds,
-    hubsync_process,
     peak_rss_mb,
     percentiles,
     redis_cpu_seconds,
-    wait_for,
 )
 from hubsync.benchmarks.workload import (
     EVENTS_PER_RUN,
@@ -38,6 +35,7 @@ from hubsync.benchmarks.workload import (
 )
 from hubsync.clock import parse_timestamp
 from hubsync.connections import connect
+from hubsync.processes import Child, PipelineProcesses
 from producers.event_store import NewEvent, RunEventStore
 
 CONSUMERS = 2
@@ -45,35 +43,25 @@ TICK_SECONDS = 0.005
 WARMUP_SECONDS = 1.0
 
 
-def _consumer_args(url: str, directory: Path, index: int) -> list[str]:
-    return [
-        "consume", "--hub-db", str(directory / "hub.db"), "--redis-url", url,
-        "--name", f"bench-{index}", "--block-ms", "100",
-    ]  # fmt: skip
-
-
-def _start_consumers(url: str, directory: Path, count: int) -> list[Any]:
-    procs = [
-        hubsync_process(_consumer_args(url, directory, i), directory / f"consumer-{i}.log")
-        for i in range(count)
+def _start_consumers(pipeline: PipelineProcesses, directory: Path, count: int) -> list[Child]:
+    names = [f"bench-{i}" for i in range(count)]
+    consumers = [
+        pipeline.consumer(name, directory / "hub.db", "--block-ms", "100") for name in names
     ]
-    client = connect(url)
+    client = connect(pipeline.redis_url)
     try:
-        wait_for(
-            lambda: all(client.exists(keys.consumer_health(f"bench-{i}")) for i in range(count)),
+        pipeline.wait_until(
+            lambda: all(client.exists(keys.consumer_health(name)) for name in names),
             30,
             "the hub consumers to start",
         )
     finally:
         client.close()
-    return procs
+    return consumers
 
 
-def _start_relay(url: str, directory: Path) -> Any:
-    return hubsync_process(
-        ["relay", "--state-dir", str(directory / "state"), "--redis-url", url],
-        directory / "relay.log",
-    )
+def _start_relay(pipeline: PipelineProcesses, directory: Path) -> Child:
+    return pipeline.relay("relay", directory / "state")
 
 
 def _hub_rows(hub_db: Path) -> int:
@@ -96,33 +84,34 @@ def measure_end_to_end(url: str, events: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="hubsync-bench-e2e-") as tmp:
         directory = Path(tmp)
         registry, store = runtime_with_backlog(directory, events)
-        consumers = _start_consumers(url, directory, CONSUMERS)
-        with children_stopped(consumers):
-            consumer_cpu = sum(cpu_seconds(p.pid) for p in consumers)
+        with PipelineProcesses(url, directory / "logs") as pipeline:
+            consumers = _start_consumers(pipeline, directory, CONSUMERS)
+            consumer_cpu = sum(cpu_seconds(c.pid) for c in consumers)
             redis_cpu = redis_cpu_seconds(client)
-            relay = _start_relay(url, directory)
-            with children_stopped([relay]):
-                first_ms = None
-                deadline = time.monotonic() + 60 + events / 1000
-                while True:
-                    if first_ms is None:
-                        head: Any = client.xrange(stream, count=1)
-                        if head:
-                            first_ms = int(head[0][0].split(b"-")[0])
-                    if first_ms is not None and store.oldest_pending_age(time.time()) is None:
-                        finished = time.time()
-                        break
-                    if time.monotonic() > deadline or relay.poll() is not None:
-                        raise BenchError(f"end-to-end drain did not finish; see {directory}")
-                    time.sleep(0.005)
-                relay_rss = peak_rss_mb(relay.pid)
-                consumer_rss = max(peak_rss_mb(p.pid) for p in consumers)
-                # Where the CPU went (the machine has few cores: it is the budget).
-                cpu = {
-                    "relay": cpu_seconds(relay.pid),
-                    "consumers": sum(cpu_seconds(p.pid) for p in consumers) - consumer_cpu,
-                    "redis": redis_cpu_seconds(client) - redis_cpu,
-                }
+            relay = _start_relay(pipeline, directory)
+            first_ms = None
+            deadline = time.monotonic() + 60 + events / 1000
+            while True:
+                pipeline.check()  # a dead daemon ends the benchmark with its log
+                if first_ms is None:
+                    head: Any = client.xrange(stream, count=1)
+                    if head:
+                        first_ms = int(head[0][0].split(b"-")[0])
+                if first_ms is not None and store.oldest_pending_age(time.time()) is None:
+                    finished = time.time()
+                    break
+                if time.monotonic() > deadline:
+                    raise BenchError(f"end-to-end drain did not finish; see {directory}")
+                time.sleep(0.005)
+            relay_rss = peak_rss_mb(relay.pid)
+            consumer_rss = max(peak_rss_mb(c.pid) for c in consumers)
+            # Where the CPU went (the machine has few cores: it is the budget).
+            cpu = {
+                "relay": cpu_seconds(relay.pid),
+                "consumers": sum(cpu_seconds(c.pid) for c in consumers) - consumer_cpu,
+                "redis": redis_cpu_seconds(client) - redis_cpu,
+            }
+            pipeline.stop_all()
         counts = store.outbox_counts()
         store.close()
         registry.close()
@@ -181,16 +170,16 @@ def measure_latency(url: str, rate: int, seconds: float) -> dict[str, Any]:
         directory = Path(tmp)
         registry, store = runtime_with_backlog(directory, 0)
         hub_db = directory / "hub.db"
-        consumers = _start_consumers(url, directory, CONSUMERS)
-        with children_stopped(consumers):
-            relay = _start_relay(url, directory)
-            with children_stopped([relay]):
-                runtime = registry.runtime_id
-                wait_for(lambda: client.exists(keys.relay_health(runtime)), 30, "the relay")
-                started = time.perf_counter()
-                committed = _offer(store, rate, seconds)
-                offered_for = time.perf_counter() - started
-                wait_for(lambda: _hub_rows(hub_db) >= len(committed), 60, "the hub", every=0.05)
+        with PipelineProcesses(url, directory / "logs") as pipeline:
+            _start_consumers(pipeline, directory, CONSUMERS)
+            _start_relay(pipeline, directory)
+            runtime = registry.runtime_id
+            pipeline.wait_until(lambda: client.exists(keys.relay_health(runtime)), 30, "the relay")
+            started = time.perf_counter()
+            committed = _offer(store, rate, seconds)
+            offered_for = time.perf_counter() - started
+            pipeline.wait_until(lambda: _hub_rows(hub_db) >= len(committed), 60, "the hub")
+            pipeline.stop_all()
         store.close()
         registry.close()
         db = sqlite3.connect(f"file:{hub_db}?mode=ro", uri=True)

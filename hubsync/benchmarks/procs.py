@@ -1,4 +1,4 @@
-"""Processes and facts the benchmarks need: child processes, peak RSS, a private NATS, the machine.
+"""Facts the benchmarks need: peak RSS, CPU time, percentiles, a private NATS, the machine.
 
 Nothing here touches a server the machine already runs: Redis and NATS are
 private children on free loopback ports, in temporary directories.
@@ -10,48 +10,20 @@ import contextlib
 import os
 import platform
 import shutil
-import signal
 import sqlite3
 import subprocess
-import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from hubsync.embedded_redis import free_port
+from hubsync.demo.embedded_redis import free_port
 from hubsync.errors import HubsyncError
+from hubsync.processes import Child
 
 
 class BenchError(HubsyncError):
     """A benchmark could not run (a child failed, a server did not start, a count is wrong)."""
-
-
-def hubsync_process(
-    args: Sequence[str], log: Path, env: dict[str, str] | None = None
-) -> subprocess.Popen[bytes]:
-    """``hubsync ARGS`` as a child process (this interpreter), its output appended to ``log``."""
-    child_env = {k: v for k, v in os.environ.items() if not k.startswith("HUBSYNC_")}
-    child_env.update(env or {})
-    with log.open("ab") as sink:
-        return subprocess.Popen(
-            [sys.executable, "-m", "hubsync.cli.main", *args],
-            stdout=sink,
-            stderr=subprocess.STDOUT,
-            env=child_env,
-        )
-
-
-def stop_process(proc: subprocess.Popen[bytes], timeout: float = 15.0) -> int:
-    """SIGTERM, wait, then SIGKILL if needed; the exit code."""
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-    return int(proc.returncode)
 
 
 def peak_rss_mb(pid: int) -> float:
@@ -118,7 +90,7 @@ class NatsServer:
         self.binary = binary
         self.directory = directory
         self.port = free_port()
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.child: Child | None = None
 
     @property
     def url(self) -> str:
@@ -127,22 +99,17 @@ class NatsServer:
 
     def __enter__(self) -> NatsServer:
         self.directory.mkdir(parents=True, exist_ok=True)
-        log = (self.directory / "nats.log").open("ab")
-        self.proc = subprocess.Popen(
-            [
-                self.binary,
-                "-js",
-                "-a",
-                "127.0.0.1",
-                "-p",
-                str(self.port),
-                "-sd",
-                str(self.directory),
-            ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        log.close()
+        argv = [
+            self.binary,
+            "-js",
+            "-a",
+            "127.0.0.1",
+            "-p",
+            str(self.port),
+            "-sd",
+            str(self.directory),
+        ]
+        self.child = Child("nats-server", argv, self.directory / "nats.log").start()
         import socket
 
         def listening() -> bool:
@@ -153,20 +120,8 @@ class NatsServer:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self.proc is not None:
-            stop_process(self.proc)
-
-
-@contextlib.contextmanager
-def children_stopped(
-    procs: list[subprocess.Popen[bytes]],
-) -> Iterator[list[subprocess.Popen[bytes]]]:
-    """Yield ``procs``; whatever happens, stop every one of them afterwards."""
-    try:
-        yield procs
-    finally:
-        for proc in procs:
-            stop_process(proc)
+        if self.child is not None:
+            self.child.stop(timeout=15)
 
 
 def _version(args: list[str]) -> str:

@@ -19,7 +19,7 @@ from typing import Any
 from hubsync.benchmarks import peers, pipeline, stages
 from hubsync.benchmarks.procs import machine
 from hubsync.benchmarks.workload import EVENT_BYTES
-from hubsync.embedded_redis import RedisServerProcess
+from hubsync.demo.embedded_redis import RedisServerProcess
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,7 @@ def bench(quick: bool, json_file: Path | None) -> None:
     the naive, RQ-per-event and NATS JetStream peers, all with ~540-byte events.
     """
     from hubsync.benchmarks import report
-    from hubsync.embedded_redis import redis_server_binary
+    from hubsync.demo.embedded_redis import redis_server_binary
 
     if redis_server_binary() is None:
         raise ConfigError("hubsync bench needs redis-server (apt-get install -y redis-server)")

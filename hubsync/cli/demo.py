@@ -15,8 +15,8 @@ from hubsync.errors import ConfigError
 from hubsync.logs import configure_logging
 
 if TYPE_CHECKING:
+    from hubsync.demo.embedded_redis import EmbeddedRedis
     from hubsync.demo.scenario import DemoResult
-    from hubsync.embedded_redis import EmbeddedRedis
 
 
 @click.command(
@@ -96,6 +96,7 @@ def demo(
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from hubsync.demo.scenario import DemoScenario
+    from hubsync.processes import ChildDied
 
     # the summary reports refusals itself; the daemons' own logs are in the work dir
     configure_logging("ERROR")
@@ -105,6 +106,7 @@ def demo(
         server = _start_redis(embedded, keep)
         redis_url = server.url
     scenario_dir: Path | None = None
+    keep_files = False
     try:
         with Progress(
             TextColumn("{task.description:<44}"), BarColumn(bar_width=16), MofNCompleteColumn(),
@@ -125,12 +127,14 @@ def demo(
             scenario_dir = scenario.workdir
             result = scenario.run()
             bar.update(task, description="done", completed=result.in_hub, acked=result.acked)
+    except ChildDied:
+        keep_files = True  # the dead daemon's whole log stays where the error says
+        raise
     finally:
-        if not keep:
-            if server is not None:
-                server.stop()
-            if scenario_dir is not None:
-                shutil.rmtree(scenario_dir, ignore_errors=True)
+        if server is not None and not keep:
+            server.stop()
+        if scenario_dir is not None and not (keep or keep_files):
+            shutil.rmtree(scenario_dir, ignore_errors=True)
     if as_json:
         click.echo(json.dumps(result.as_dict(), sort_keys=True))
     else:
@@ -139,7 +143,7 @@ def demo(
 
 
 def _start_redis(embedded: str, keep: bool) -> EmbeddedRedis:
-    from hubsync.embedded_redis import (
+    from hubsync.demo.embedded_redis import (
         FakeRedisTcpServer,
         RedisServerProcess,
         redis_server_binary,

@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import signal
 import tempfile
 import threading
 import time
@@ -31,9 +30,9 @@ from hubstore.store import HubStore
 from hubsync import keys
 from hubsync.canonical import content_hash
 from hubsync.connections import connect
-from hubsync.demo.processes import Daemon
 from hubsync.demo.secrets_scan import files_containing, redis_keys_containing
 from hubsync.entries import event_entry_fields
+from hubsync.processes import PipelineProcesses
 from hubsync.settings import safe_url
 from hubsync.wire import parse_sync_event
 from producers.effects.kinds import EffectKind
@@ -144,7 +143,8 @@ class DemoScenario:
         self.logs = self.workdir / "logs"
         self.secrets = self._make_secrets()
         self.runtimes: list[Runtime] = []
-        self.daemons: dict[str, Daemon] = {}
+        self.daemons = PipelineProcesses(redis_url, self.logs)
+        self._stop_producing = threading.Event()
         self.result = DemoResult(redis_url=safe_url(redis_url), workdir=self.workdir)
 
     # -- the whole run ---------------------------------------------------------
@@ -153,14 +153,15 @@ class DemoScenario:
         """Stage everything, wait for the drain, check the invariants."""
         started = time.monotonic()
         self.logs.mkdir(parents=True, exist_ok=True)
-        # created here so polling can start at once
-        hub = open_store(hub_url_from_path(self.hub_db), create_schema=True)
+        hub = open_store(
+            hub_url_from_path(self.hub_db), create_schema=True
+        )  # created here so polling can start at once
+        producer = threading.Thread(target=self._produce, name="demo-produce", daemon=True)
         try:
             self._clean_redis()
             self._open_runtimes()
             self._start_daemons()
             self._wait_until_ready(hub)
-            producer = threading.Thread(target=self._produce, name="demo-produce", daemon=True)
             producer.start()
             self._kill_one_consumer(hub)
             self._inject_faults(hub)
@@ -170,9 +171,10 @@ class DemoScenario:
             self._stop_daemons()
             self._collect(hub)
         finally:
-            for daemon in self.daemons.values():
-                if daemon.alive:
-                    daemon.kill()
+            self._stop_producing.set()  # a dead daemon ends the run early: stop appending first
+            if producer.is_alive():
+                producer.join()
+            self.daemons.kill_all()
             for runtime in self.runtimes:
                 runtime.store.close()
                 runtime.registry.close()
@@ -216,24 +218,18 @@ class DemoScenario:
 
     def _start_daemons(self) -> None:
         for index in (1, 2):
-            name = f"consumer-{index}"
             block_ms = DOOMED_BLOCK_MS if index == 1 else 100
-            self.daemons[name] = Daemon(
-                name,
-                ["consume", "--hub-db", str(self.hub_db),
-                 "--name", name, "--batch-count", "50", "--block-ms", str(block_ms),
-                 "--reclaim-idle", str(RECLAIM_IDLE_S), "--reclaim-interval", "0.5", "--json"],
-                self.logs,
-                env={"HUBSYNC_REDIS_URL": self.redis_url},
+            self.daemons.consumer(
+                f"consumer-{index}", self.hub_db,
+                "--batch-count", "50", "--block-ms", str(block_ms),
+                "--reclaim-idle", str(RECLAIM_IDLE_S), "--reclaim-interval", "0.5", "--json",
+                separate_stdout=True,
             )  # fmt: skip
         for runtime in self.runtimes:
-            name = f"relay-{runtime.name}"
-            self.daemons[name] = Daemon(
-                name,
-                ["relay", "--state-dir", str(runtime.state_dir),
-                 "--presence-interval", "1", "--resend-timeout", "3", "--json"],
-                self.logs,
-                env={"HUBSYNC_REDIS_URL": self.redis_url},
+            self.daemons.relay(
+                f"relay-{runtime.name}", runtime.state_dir,
+                "--presence-interval", "1", "--resend-timeout", "3", "--json",
+                separate_stdout=True,
             )  # fmt: skip
 
     def _wait_until_ready(self, hub: HubStore) -> None:
@@ -264,7 +260,7 @@ class DemoScenario:
         # interleave small batches from every run, spread over a couple of
         # seconds whatever the size, so the pipeline works while runs go on
         pause = max(0.005, PRODUCE_SECONDS / max(1, self.events_per_run // 10))
-        while streams:
+        while streams and not self._stop_producing.is_set():
             for item in list(streams):
                 store, run_id, events = item
                 batch = [
@@ -274,7 +270,7 @@ class DemoScenario:
                     store.append_events(batch)
                 if len(batch) < 10:
                     streams.remove(item)
-            time.sleep(pause)
+            self._stop_producing.wait(pause)
 
     def _kill_one_consumer(self, hub: HubStore) -> None:
         """SIGKILL consumer-1 while it holds delivered, unacknowledged entries.
@@ -300,14 +296,14 @@ class DemoScenario:
                 return False
 
         def caught_holding_entries() -> bool:
-            os.kill(doomed.process.pid, signal.SIGSTOP)
+            doomed.pause()
             frozen_until = time.monotonic() + DOOMED_BLOCK_MS / 1000 + 0.2
             while time.monotonic() < frozen_until:
                 if pending_of_doomed():
                     doomed.kill()  # SIGKILL ends a stopped process too
                     return True
                 time.sleep(0.01)
-            os.kill(doomed.process.pid, signal.SIGCONT)
+            doomed.resume()
             return False
 
         self._wait("running: killing consumer-1 mid-batch", caught_holding_entries, 30, hub)
@@ -391,10 +387,7 @@ class DemoScenario:
         self._wait("draining: every event to the hub, every ack home", drained, 45, hub)
 
     def _stop_daemons(self) -> None:
-        for daemon in self.daemons.values():
-            daemon.terminate()  # all at once, then wait for each
-        for daemon in self.daemons.values():
-            daemon.stop()
+        self.daemons.stop_all()
 
     def _collect(self, hub: HubStore) -> None:
         result = self.result
@@ -445,6 +438,8 @@ class DemoScenario:
         deadline = time.monotonic() + timeout
         while True:
             self.progress(step, hub.count_events(), self._acked(), self.total)
+            # a daemon that died (a bad install, a crash) ends the demo now, with its log
+            self.daemons.check()
             if condition():
                 return
             if time.monotonic() > deadline:

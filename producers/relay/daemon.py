@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import redis
 
 from hubsync import __version__, keys, metrics
-from hubsync.clock import utc_now_iso
+from hubsync.clock import EpochClock, epoch_seconds, utc_now_iso
 from hubsync.connections import Role, connect, wait_until_reachable
 from hubsync.entries import PresenceBeat
 from hubsync.errors import ConfigError
@@ -88,8 +88,14 @@ class RelaySummary:
 class Relay:
     """Moves every registered project's outbox to Redis and applies the hub's acks."""
 
-    def __init__(self, settings: RelaySettings, registry: RuntimeRegistry | None = None) -> None:
+    def __init__(
+        self,
+        settings: RelaySettings,
+        registry: RuntimeRegistry | None = None,
+        clock: EpochClock = epoch_seconds,
+    ) -> None:
         self.settings = settings
+        self.clock = clock  # when rows were attempted and when their resend falls due
         self.registry = registry or RuntimeRegistry(settings.state_dir, create=False)
         self.runtime_id = self.registry.runtime_id
         if settings.runtime_id and settings.runtime_id != self.runtime_id:
@@ -162,7 +168,7 @@ class Relay:
             for sender in self._senders.values():
                 while sender.send_unsent(client):
                     pass
-                while sender.send_due_resends(client, time.time()):
+                while sender.send_due_resends(client, self.clock()):
                     pass
             self.marker.flush()
             while reader.read(client, block_ms=None, count=500):
@@ -206,7 +212,7 @@ class Relay:
                 continue
             store = self.registry.open_store(registration)
             self._senders[registration.project_id] = OutboxSender(
-                store, self.settings, self.sender_stats, self.marker
+                store, self.settings, self.sender_stats, self.marker, self.clock
             )
             with self._registrations_lock:
                 self._registrations[registration.project_id] = registration
@@ -240,7 +246,7 @@ class Relay:
                     worked = self._send_new(client)
                     if now >= next_resend:
                         for sender in self._senders.values():
-                            worked += sender.send_due_resends(client, time.time())
+                            worked += sender.send_due_resends(client, self.clock())
                         next_resend = now + RESEND_CHECK_SECONDS
                     self._beat_presence(client)
                     if now >= next_health:

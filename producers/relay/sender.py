@@ -10,13 +10,13 @@ would risk a row recorded as sent that never left.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import redis
 
 from hubsync import keys, metrics
+from hubsync.clock import EpochClock, epoch_seconds
 from hubsync.entries import raw_event_entry_fields
 from hubsync.settings import RelaySettings
 from hubsync.wire import MAX_EVENT_BYTES
@@ -65,8 +65,10 @@ class OutboxSender:
         settings: RelaySettings,
         stats: SenderStats,
         marker: AttemptMarker,
+        clock: EpochClock = epoch_seconds,
     ) -> None:
         self.store = store
+        self.clock = clock  # stamps attempts; resends fall due by the same clock
         self.marker = marker
         self.settings = settings
         self.stats = stats
@@ -130,7 +132,7 @@ class OutboxSender:
         if oversized:
             # append_event refuses such rows, so only an older or foreign writer can
             # leave one; it must never block the rows behind it.
-            self.store.mark_rejected(oversized, "too_large", time.time())
+            self.store.mark_rejected(oversized, "too_large", self.clock())
             self.stats.rejected_locally += len(oversized)
             log.error(
                 "%s: %d outbox rows exceed %d bytes and were marked rejected locally (first seq %d)",
@@ -148,6 +150,6 @@ class OutboxSender:
         for row in rows:
             pipe.xadd(self.stream, outbox_entry_fields(store, row))  # type: ignore[arg-type]
         pipe.execute()
-        self.marker.submit(store.project_id, [row.seq for row in rows], time.time())
+        self.marker.submit(store.project_id, [row.seq for row in rows], self.clock())
         self.stats.batches += 1
         return len(rows)

@@ -22,8 +22,8 @@ from hubsync.settings import ConsumerSettings
 from producers.event_store import RunEventStore
 from producers.registry import RuntimeRegistry
 from producers.relay import Relay
-from tests.relay_player import send, send_fields, sync_event
-from tests.relay_support import relay_settings
+from tests.helpers.relay_player import send, send_fields, sync_event
+from tests.helpers.relay_support import relay_settings
 
 HUB_PROJECT = "acme"
 

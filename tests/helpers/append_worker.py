@@ -1,6 +1,6 @@
 """A separate process that appends to one event store (for the concurrency tests).
 
-Usage: python tests/append_worker.py STORE_PATH GO_FILE WORKER_NAME RUNS EVENTS BUSY_TIMEOUT
+Usage: python tests/helpers/append_worker.py STORE_PATH GO_FILE WORKER_NAME RUNS EVENTS BUSY_TIMEOUT
 
 Waits until GO_FILE exists (so that several workers start together), then
 appends EVENTS events to each of RUNS shared runs (``run-0`` ...), alternating

@@ -23,6 +23,7 @@ from typing import Protocol
 
 import redis
 
+from hubsync.connections import Role, connect
 from hubsync.errors import HubsyncError
 
 
@@ -95,7 +96,7 @@ class RedisServerProcess:
             args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
         )
         deadline = time.monotonic() + timeout
-        client = redis.Redis.from_url(self.url, socket_timeout=1)
+        client = connect(self.url, Role.PROBE)
         try:
             while True:
                 if self.process.poll() is not None:

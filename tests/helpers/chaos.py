@@ -6,22 +6,17 @@ processes sharing one hub database, and a ``redis-server`` with AOF everysec.
 ``FaultScheduler`` then, at seeded random times, kill -9s a relay or a consumer
 and restarts it, SIGSTOPs one for longer than the reclaim time, restarts
 redis-server, and injects duplicates, conflicting bytes and garbage entries
-(``tests.chaos_inject``). The end checks live in ``tests.chaos_checks``.
+(``tests.helpers.chaos_inject``). The end checks live in ``tests.helpers.chaos_checks``.
 """
 
 from __future__ import annotations
 
-import contextlib
 import heapq
 import itertools
 import json
-import os
 import random
 import secrets
-import signal
 import string
-import subprocess
-import sys
 import threading
 import time
 from collections import Counter
@@ -29,14 +24,21 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hubsync.embedded_redis import RedisServerProcess
+from hubsync.demo.embedded_redis import RedisServerProcess
+from hubsync.processes import Child, PipelineProcesses, python_command
 from producers.registry import RuntimeRegistry
-from tests.chaos_inject import GARBAGE_KINDS, Injector
-from tests.support import wait_until
+from tests.helpers.chaos_inject import GARBAGE_KINDS, Injector
+from tests.helpers.support import wait_until
 
-ROOT = Path(__file__).resolve().parents[1]
 HUB_PROJECTS = ("chaos-a", "chaos-a", "chaos-b")
 """Hub project of each runtime: two runtimes share a stream, the third has its own."""
+RELAY_ARGS = (
+    "--resend-timeout", "5",
+    "--resend-timeout-cap", "20",
+    "--presence-interval", "2",
+    "--health-ttl", "10",
+)  # fmt: skip
+"""Short resend and presence periods, so a lost ack or a restart shows within the soak."""
 
 
 @dataclass(frozen=True)
@@ -60,76 +62,6 @@ class PlantedSecrets:
             out.append(value.encode())
             out.append(value[-20:].encode())
         return out
-
-
-class Child:
-    """A real child process that may be killed with -9, stopped, continued and restarted."""
-
-    def __init__(self, name: str, kind: str, argv: list[str], env: dict[str, str], log: Path):
-        self.name = name
-        self.kind = kind
-        self.argv = argv
-        self.env = env
-        self.log = log
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.paused = False
-        self.starts = 0
-
-    @property
-    def alive(self) -> bool:
-        """Started and not exited."""
-        return self.proc is not None and self.proc.poll() is None
-
-    def start(self) -> None:
-        """Start (again), appending its output to its log file."""
-        with self.log.open("ab") as sink:  # the child keeps its own descriptor
-            self.proc = subprocess.Popen(
-                [sys.executable, *self.argv],
-                cwd=ROOT,
-                env=self.env,
-                stdout=sink,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        self.paused = False
-        self.starts += 1
-
-    def signal(self, signum: int) -> None:
-        """Send ``signum`` if the process still exists."""
-        if self.proc is not None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(self.proc.pid, signum)
-
-    def kill9(self) -> None:
-        """kill -9, as a crash would, and reap it."""
-        if self.proc is None:
-            return
-        self.signal(signal.SIGKILL)
-        self.proc.wait()
-        self.paused = False
-
-    def pause(self) -> None:
-        """SIGSTOP: the process holds whatever it holds and does nothing."""
-        self.signal(signal.SIGSTOP)
-        self.paused = True
-
-    def resume(self) -> None:
-        """SIGCONT."""
-        self.signal(signal.SIGCONT)
-        self.paused = False
-
-    def terminate(self, timeout: float = 20.0) -> int | None:
-        """SIGTERM (after SIGCONT), wait, then -9 if it did not exit; its exit code."""
-        if self.proc is None:
-            return None
-        if self.proc.poll() is None:
-            self.resume()
-            self.signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                self.kill9()
-        return self.proc.returncode
 
 
 @dataclass
@@ -166,6 +98,7 @@ class SoakCluster:
         self.stop_file = self.base / "stop-appending"
         self.redis = RedisServerProcess(directory=self.base / "redis", appendonly=True)
         self.redis.directory.mkdir(parents=True, exist_ok=True)
+        self.processes = PipelineProcesses(self.redis.url, self.logs)
 
     @property
     def redis_url(self) -> str:
@@ -179,10 +112,6 @@ class SoakCluster:
     def start(self, consumers: int = 3) -> None:
         """Start redis, register the runtimes, then every appender, relay and consumer."""
         self.redis.start()
-        base_env = {
-            k: v for k, v in os.environ.items() if not k.startswith("HUBSYNC_") and k != "REDIS_URL"
-        }
-        base_env["PYTHONPATH"] = str(ROOT)
         for index, hub_project in enumerate(HUB_PROJECTS):
             state_dir = self.base / f"runtime-{index}" / "state"
             root = self.base / f"runtime-{index}" / f"shop-{index}"
@@ -198,73 +127,33 @@ class SoakCluster:
                 registration.store_path,
             )
             self.runtimes.append(runtime)
-            appender_env = base_env | {
+            appender_env = {
                 "CHAOS_API_KEY": self.planted.api_key,
                 "CHAOS_PLANTED": f"{self.planted.api_key} {self.planted.github_token}",
             }
+            appender = python_command(
+                "tests.helpers.chaos_appender",
+                str(state_dir),
+                runtime.project_id,
+                str(self.rate_per_runtime),
+                str(self.seed * 10 + index),
+                str(self.stop_file),
+                str(self.summary_path(index)),
+            )
             self.appenders.append(
-                Child(
-                    f"appender-{index}",
-                    "appender",
-                    [
-                        "-m",
-                        "tests.chaos_appender",
-                        str(state_dir),
-                        runtime.project_id,
-                        str(self.rate_per_runtime),
-                        str(self.seed * 10 + index),
-                        str(self.stop_file),
-                        str(self.summary_path(index)),
-                    ],
-                    appender_env,
-                    self.logs / f"appender-{index}.log",
-                )
+                self.processes.start(f"appender-{index}", appender, env=appender_env)
             )
-            self.relays.append(
-                Child(
-                    f"relay-{index}",
-                    "relay",
-                    self._relay_argv(state_dir),
-                    base_env,
-                    self.logs / f"relay-{index}.log",
-                )
-            )
-        for index in range(consumers):
-            self.consumers.append(
-                Child(
-                    f"hub-{index}",
-                    "consumer",
-                    self._consumer_argv(f"hub-{index}"),
-                    base_env,
-                    self.logs / f"hub-{index}.log",
-                )
-            )
-        for child in self.children():
-            child.start()
-
-    def _relay_argv(self, state_dir: Path) -> list[str]:
-        # Short resend and presence periods so a lost ack or a restart shows within the soak.
-        return [
-            "-m", "hubsync.cli.main", "relay",
-            "--state-dir", str(state_dir),
-            "--redis-url", self.redis_url,
-            "--resend-timeout", "5",
-            "--resend-timeout-cap", "20",
-            "--presence-interval", "2",
-            "--health-ttl", "10",
-        ]  # fmt: skip
-
-    def _consumer_argv(self, name: str) -> list[str]:
-        return [
-            "-m", "hubsync.cli.main", "consume",
-            "--hub-db", str(self.hub_db),
-            "--redis-url", self.redis_url,
-            "--name", name,
+            self.relays.append(self.processes.relay(f"relay-{index}", state_dir, *RELAY_ARGS))
+        consumer_args = (
             "--block-ms", "200",
             "--reclaim-idle", str(self.reclaim_idle),
             "--reclaim-interval", "1",
             "--health-ttl", "10",
-        ]  # fmt: skip
+        )  # fmt: skip
+        for index in range(consumers):
+            self.consumers.append(
+                self.processes.consumer(f"hub-{index}", self.hub_db, *consumer_args)
+            )
 
     def summary_path(self, index: int) -> Path:
         """Where appender ``index`` writes its JSON summary when it stops."""
@@ -274,8 +163,7 @@ class SoakCluster:
         """Tell every appender to stop; their summaries."""
         self.stop_file.touch()
         for child in self.appenders:
-            assert child.proc is not None
-            code = child.proc.wait(timeout=timeout)
+            code = child.wait(timeout=timeout)
             assert code == 0, f"{child.name} exited {code}; see {child.log}"
         return [json.loads(self.summary_path(r.index).read_text()) for r in self.runtimes]
 
@@ -289,15 +177,12 @@ class SoakCluster:
 
     def stop_daemons(self) -> dict[str, int | None]:
         """SIGTERM every relay and consumer (each finishes its batch); their exit codes."""
-        return {c.name: c.terminate() for c in itertools.chain(self.relays, self.consumers)}
+        return {c.name: c.stop() for c in itertools.chain(self.relays, self.consumers)}
 
     def teardown(self) -> None:
         """kill -9 whatever still runs and stop redis (a failed test leaves nothing behind)."""
         self.stop_file.touch()
-        for child in self.children():
-            if child.alive:
-                child.resume()
-                child.kill9()
+        self.processes.kill_all()
         self.redis.stop()
 
 
@@ -391,7 +276,7 @@ class FaultScheduler:
         child = self._target(pool)
         if child is None:
             return None
-        child.kill9()
+        child.kill()
         self._busy.add(child.name)
 
         def restart() -> None:

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
+from hubsync.processes import Child, hubsync_command
 from hubsync.settings import RelaySettings
 from producers.event_store import RunEventStore
 from producers.registry import RuntimeRegistry
@@ -40,23 +38,7 @@ def relay_settings(state_dir: Path, redis_url: str, **overrides: object) -> Rela
     return RelaySettings(**values)  # type: ignore[arg-type]
 
 
-def start_relay_process(state_dir: Path, redis_url: str, *extra: str) -> subprocess.Popen[bytes]:
-    """``hubsync relay`` as a real child process, its logs in the state dir."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("HUBSYNC_")}
-    with open(state_dir / "relay.log", "ab") as log:  # the child keeps its own copy
-        return subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "hubsync.cli.main",
-                "relay",
-                "--state-dir",
-                str(state_dir),
-                "--redis-url",
-                redis_url,
-                *extra,
-            ],
-            stdout=log,
-            stderr=log,
-            env=env,
-        )
+def start_relay_process(state_dir: Path, redis_url: str, *extra: str) -> Child:
+    """``hubsync relay`` as a real child process, its log ``relay.log`` in the state dir."""
+    argv = hubsync_command("relay", "--state-dir", str(state_dir), "--redis-url", redis_url, *extra)
+    return Child("relay", argv, state_dir / "relay.log").start()

@@ -1,6 +1,6 @@
 """One runtime of the chaos soak: appends synthetic run events continuously until told to stop.
 
-Usage: python -m tests.chaos_appender STATE_DIR PROJECT_ID RATE SEED STOP_FILE SUMMARY_FILE
+Usage: python -m tests.helpers.chaos_appender STATE_DIR PROJECT_ID RATE SEED STOP_FILE SUMMARY_FILE
 
 Appends to the already-registered project PROJECT_ID of the runtime in
 STATE_DIR at about RATE events/s, through the real ``append_event`` path (every

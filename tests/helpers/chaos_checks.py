@@ -26,8 +26,8 @@ import redis
 
 from hubsync import keys
 from hubsync.entries import decode_fields
-from tests.chaos import SoakCluster
-from tests.chaos_inject import Injector, Key
+from tests.helpers.chaos import SoakCluster
+from tests.helpers.chaos_inject import Injector, Key
 
 Row = tuple[str, bytes]
 

@@ -1,6 +1,6 @@
 """A real holder process for the pause test: claims a shared effect, waits, then tries to commit.
 
-Run as ``python -m tests.effect_holder REDIS_URL LEDGER TARGET WORKDIR``. It writes
+Run as ``python -m tests.helpers.effect_holder REDIS_URL LEDGER TARGET WORKDIR``. It writes
 ``claimed.json`` once it holds the lease, waits for ``go`` to appear in WORKDIR,
 then tries renew, commit and release and writes ``result.json``.
 """
