@@ -15,7 +15,7 @@ from hubsync.connections import (
     probe,
     wait_until_reachable,
 )
-from hubsync.embedded_redis import RedisServerProcess, free_port
+from hubsync.demo.embedded_redis import RedisServerProcess, free_port
 from hubsync.errors import ConfigError, RedisUnavailableError
 
 
