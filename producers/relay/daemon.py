@@ -28,6 +28,7 @@ from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
 
 from hubsync import __version__, keys, metrics
+from hubsync.backoff import Backoff
 from hubsync.clock import utc_now_iso
 from hubsync.entries import PresenceBeat
 from hubsync.errors import ConfigError
@@ -35,7 +36,7 @@ from hubsync.settings import RelaySettings
 from producers.event_store import RunEventStore
 from producers.registry import ProjectRegistration, RuntimeRegistry
 from producers.relay.acks import AckReader, AckStats
-from producers.relay.faults import UNAVAILABLE_ERRORS, Backoff, RedisHealth
+from producers.relay.faults import UNAVAILABLE_ERRORS, RedisHealth
 from producers.relay.marker import AttemptMarker
 from producers.relay.sender import OutboxSender, SenderStats
 
