@@ -35,7 +35,6 @@ from producers.outbox import (
     OutboxQueries,
     OutboxRow,
     OutcomeApplication,
-    RowOutcome,
 )
 from producers.redaction import Redactor
 from producers.sqlite_files import DEFAULT_BUSY_TIMEOUT, DEFAULT_LOCK_DEADLINE, Database
@@ -310,7 +309,6 @@ __all__ = [
     "OutboxEntry",
     "OutboxRow",
     "OutcomeApplication",
-    "RowOutcome",
     "RunEvent",
     "RunEventStore",
     "open_store_file",

@@ -140,9 +140,8 @@ class AckReader:
     def _apply(
         self, store: RunEventStore, records: list[OutcomeRecord], now: float, last_id: str
     ) -> None:
-        items = [(r.run_id, r.sequence, r.content_hash, r.outcome.value, r.reason) for r in records]
         result = store.apply_outcomes(
-            items, now, position=(position_name(store.hub_project), last_id)
+            records, now, position=(position_name(store.hub_project), last_id)
         )
         self.stats.acked += result.acked
         self.stats.conflict += result.conflict
