@@ -15,6 +15,7 @@ from typing import Any
 import redis
 
 from hubsync import keys, metrics
+from hubsync.redis_values import as_text
 
 
 @dataclass(frozen=True)
@@ -29,12 +30,8 @@ class StreamLag:
     """0 when nothing is pending."""
 
 
-def _text(value: Any) -> str:
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
-
-
 def _entry_millis(entry_id: Any) -> int:
-    return int(_text(entry_id).partition("-")[0])
+    return int(as_text(entry_id).partition("-")[0])
 
 
 def read_lag(client: redis.Redis, streams: Sequence[str]) -> list[StreamLag]:
@@ -54,7 +51,7 @@ def read_lag(client: redis.Redis, streams: Sequence[str]) -> list[StreamLag]:
         groups, summary = replies[1 + 2 * index], replies[2 + 2 * index]
         if isinstance(groups, Exception) or isinstance(summary, Exception):
             continue  # the stream or group vanished since the last refresh
-        group = next((g for g in groups if _text(g.get("name")) == keys.CONSUMER_GROUP), None)
+        group = next((g for g in groups if as_text(g.get("name")) == keys.CONSUMER_GROUP), None)
         if group is None:
             continue
         lag = group.get("lag")

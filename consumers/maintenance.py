@@ -28,6 +28,7 @@ from consumers.reclaim import remove_idle_consumers
 from consumers.scripts import StreamScripts
 from hubstore.sqlite_store import SqliteHubStore
 from hubsync import keys
+from hubsync.redis_values import as_text
 from producers.effects.ledger import EffectsLedger
 
 logger = logging.getLogger(__name__)
@@ -86,7 +87,7 @@ def run_maintenance(
     client = _connection(redis_url)
     scripts = StreamScripts.register(client)
     for raw in sorted(client.smembers(keys.PROJECTS)):
-        project = raw.decode() if isinstance(raw, bytes) else str(raw)
+        project = as_text(raw)
         stream = keys.events_stream(project)
         try:
             removed = remove_idle_consumers(

@@ -26,6 +26,7 @@ import redis
 
 from hubsync import keys
 from hubsync.entries import decode_fields
+from hubsync.redis_values import as_text
 from tests.chaos import SoakCluster
 from tests.chaos_inject import Injector, Key
 
@@ -84,7 +85,7 @@ def streams_settled(client: redis.Redis, hub_projects: Iterable[str]) -> bool:
         info = client.xinfo_stream(stream)
         last = _id(info["last-generated-id"])
         for group in client.xinfo_groups(stream):
-            if _text(group["name"]) != keys.CONSUMER_GROUP:
+            if as_text(group["name"]) != keys.CONSUMER_GROUP:
                 continue
             if group["pending"] or _id(group["last-delivered-id"]) < last:
                 return False
@@ -219,7 +220,7 @@ def redis_contents(client: redis.Redis) -> tuple[bytes, int]:
         dumped = client.dump(key)
         if dumped:
             parts.append(bytes(dumped))  # type: ignore[arg-type]
-        kind = _text(client.type(key))
+        kind = as_text(client.type(key))
         if kind == "string":
             parts.append(bytes(client.get(key) or b""))  # type: ignore[arg-type]
         elif kind == "hash":
@@ -291,10 +292,6 @@ def check_redaction_happened(cluster: SoakCluster) -> dict[str, int]:
     return {f"hub_rows_redacted_{kind}": n for kind, n in counts.items()}
 
 
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
 def _id(value: Any) -> tuple[int, int]:
-    ms, _, seq = _text(value).partition("-")
+    ms, _, seq = as_text(value).partition("-")
     return int(ms), int(seq or 0)

@@ -22,6 +22,7 @@ import redis
 from hubsync import keys, metrics
 from hubsync.entries import Outcome, OutcomeRecord, decode_fields, parse_outcomes_entry
 from hubsync.errors import WireError
+from hubsync.redis_values import as_text
 from producers.event_store import RunEventStore
 
 log = logging.getLogger("hubsync.relay")
@@ -90,7 +91,7 @@ class AckReader:
         reply: Any = client.xread(streams, count=count, block=block_ms)
         entries = 0
         for raw_key, raw_entries in reply or []:
-            key = raw_key.decode() if isinstance(raw_key, bytes) else str(raw_key)
+            key = as_text(raw_key)
             last_id = self._apply_entries(key, raw_entries)
             entries += len(raw_entries)
             if last_id is not None:
@@ -105,7 +106,7 @@ class AckReader:
         by_project: dict[str, list[OutcomeRecord]] = defaultdict(list)
         last_id: str | None = None
         for raw_id, raw_fields in raw_entries:
-            last_id = raw_id.decode() if isinstance(raw_id, bytes) else str(raw_id)
+            last_id = as_text(raw_id)
             try:
                 records = parse_outcomes_entry(decode_fields(raw_fields))
             except WireError as exc:

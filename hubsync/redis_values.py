@@ -1,0 +1,33 @@
+"""Values as redis-py returns them, made into plain Python: text, and stream entries.
+
+A client made without ``decode_responses`` (every client hubsync builds, since
+event bytes must stay bytes) answers names, ids and statuses as ``bytes``; one
+made with it, or a test double, answers ``str``. These helpers accept both, so
+no caller needs to know which client it was given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+RawEntry = tuple[str, dict[bytes, bytes] | None]
+"""``(entry id, raw fields)``; fields are None for an entry deleted from the stream."""
+
+
+def as_text(value: object) -> str:
+    """``bytes`` decoded as UTF-8 (an invalid byte becomes U+FFFD, never an error); else ``str``."""
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+def stream_entries(raw: Iterable[Any] | None) -> list[RawEntry]:
+    """XREAD/XREADGROUP/XCLAIM/XAUTOCLAIM entries as ``(id text, fields or None)``.
+
+    Fields that are not a mapping (``None``: an entry deleted while pending,
+    as XCLAIM on Redis before 7 returns it) become ``None``; the entry is kept
+    so that the caller can still acknowledge its id.
+    """
+    return [
+        (as_text(entry_id), fields if isinstance(fields, dict) else None)
+        for entry_id, fields in raw or ()
+    ]
