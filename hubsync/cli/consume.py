@@ -17,7 +17,7 @@ from hubsync.metrics import start_metrics_server
 from hubsync.names import validate_name
 from hubsync.settings import ConsumerSettings
 
-log = logging.getLogger("hubsync.consume")
+log = logging.getLogger(__name__)
 
 
 @click.command(

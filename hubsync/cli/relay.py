@@ -19,7 +19,7 @@ from hubsync.logs import configure_logging
 from hubsync.metrics import start_metrics_server
 from hubsync.settings import RelaySettings
 
-log = logging.getLogger("hubsync.relay")
+log = logging.getLogger(__name__)
 
 
 @click.command(

@@ -25,7 +25,7 @@ from hubsync.errors import WireError
 from hubsync.redis_values import as_text
 from producers.event_store import RunEventStore
 
-log = logging.getLogger("hubsync.relay")
+log = logging.getLogger(__name__)
 
 START_POSITION = "0-0"
 

@@ -40,7 +40,7 @@ from producers.relay.faults import UNAVAILABLE_ERRORS, RedisHealth
 from producers.relay.marker import AttemptMarker
 from producers.relay.sender import OutboxSender, SenderStats
 
-log = logging.getLogger("hubsync.relay")
+log = logging.getLogger(__name__)
 
 PROJECT_REFRESH_SECONDS = 1.0
 RESEND_CHECK_SECONDS = 0.5

@@ -13,7 +13,7 @@ import threading
 
 import redis
 
-log = logging.getLogger("hubsync.relay")
+log = logging.getLogger(__name__)
 
 UNAVAILABLE_ERRORS: tuple[type[BaseException], ...] = (
     redis.ConnectionError,  # includes BusyLoadingError (LOADING)
