@@ -28,7 +28,7 @@ from hubstore.lua_scripts import lua_source
 from hubsync import keys
 from hubsync.entries import decode_fields
 from hubsync.errors import ConfigError
-from hubsync.redis_values import as_text
+from hubsync.redis_values import as_text, redis_now_ms
 
 STREAM_ID = re.compile(r"[0-9]{1,20}-[0-9]{1,20}")
 """A full stream entry id, ``<milliseconds>-<sequence>``."""
@@ -195,8 +195,7 @@ class DeadLetters:
 
     def purge_older_than(self, seconds: float) -> int:
         """Delete letters dead-lettered more than ``seconds`` ago (Redis's clock); how many."""
-        now_s, now_us = self.client.time()
-        cutoff_ms = now_s * 1000 + now_us // 1000 - int(seconds * 1000)
+        cutoff_ms = redis_now_ms(self.client) - int(seconds * 1000)
         if cutoff_ms <= 0:
             return 0
         # An entry id starts with the Redis time it was added at: MINID keeps the newer ones.

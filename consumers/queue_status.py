@@ -21,7 +21,7 @@ from hubsync import keys
 from hubsync.clock import parse_timestamp, utc_now
 from hubsync.entries import KIND_PRESENCE, decode_fields, entry_kind, parse_presence_entry
 from hubsync.errors import WireError
-from hubsync.redis_values import as_text
+from hubsync.redis_values import as_text, entry_id_ms
 
 PRESENCE_SCAN = 500
 """Newest events-stream entries searched for presence beats when there is no hub database."""
@@ -108,17 +108,6 @@ class HealthKey:
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
         return asdict(self)
-
-
-def redis_now_ms(client: redis.Redis) -> int:
-    """Redis's clock in milliseconds."""
-    seconds, micros = client.time()
-    return int(seconds) * 1000 + int(micros) // 1000
-
-
-def id_ms(entry_id: str) -> int:
-    """The millisecond timestamp part of a stream entry id."""
-    return int(entry_id.partition("-")[0])
 
 
 def project_status(
@@ -221,7 +210,7 @@ def _group(client: redis.Redis, stream: str, now_ms: int) -> GroupInfo | None:
         pending=int(summary.get("pending") or 0),
         oldest_pending_id=oldest,
         oldest_pending_age_seconds=(
-            None if oldest is None else max(0, now_ms - id_ms(oldest)) / 1000
+            None if oldest is None else max(0, now_ms - entry_id_ms(oldest)) / 1000
         ),
         last_delivered_id=as_text(group["last-delivered-id"]),
         consumers=sorted(consumers, key=lambda c: c.name),
@@ -266,7 +255,7 @@ def _presence_from_stream(
             continue
         if beat.runtime_id in latest:
             continue  # newest first: the first beat seen is the runtime's latest
-        age = max(0, now_ms - id_ms(as_text(raw_id))) / 1000
+        age = max(0, now_ms - entry_id_ms(raw_id)) / 1000
         latest[beat.runtime_id] = RuntimeInfo(
             runtime_id=beat.runtime_id,
             host=beat.host,

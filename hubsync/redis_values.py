@@ -1,15 +1,20 @@
-"""Values as redis-py returns them, made into plain Python: text, and stream entries.
+"""Values as redis-py returns them, made into plain Python: text, stream entries, times.
 
 A client made without ``decode_responses`` (every client hubsync builds, since
 event bytes must stay bytes) answers names, ids and statuses as ``bytes``; one
 made with it, or a test double, answers ``str``. These helpers accept both, so
 no caller needs to know which client it was given.
+
+Times read from Redis are whole milliseconds (names end in ``_ms``), the unit
+of its ``TIME``-derived clocks, stream entry ids and ``PX``/``PTTL``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from typing import Any
+
+import redis
 
 RawEntry = tuple[str, dict[bytes, bytes] | None]
 """``(entry id, raw fields)``; fields are None for an entry deleted from the stream."""
@@ -31,3 +36,19 @@ def stream_entries(raw: Iterable[Any] | None) -> list[RawEntry]:
         (as_text(entry_id), fields if isinstance(fields, dict) else None)
         for entry_id, fields in raw or ()
     ]
+
+
+def time_reply_ms(reply: Any) -> int:
+    """A ``TIME`` reply ``(seconds, microseconds)`` as whole milliseconds."""
+    seconds, micros = reply
+    return int(seconds) * 1000 + int(micros) // 1000
+
+
+def redis_now_ms(client: redis.Redis) -> int:
+    """Redis's own clock in milliseconds (``TIME``): the clock stream ids and ages use."""
+    return time_reply_ms(client.time())
+
+
+def entry_id_ms(entry_id: object) -> int:
+    """The millisecond timestamp part of a stream entry id (``<ms>-<seq>``)."""
+    return int(as_text(entry_id).partition("-")[0])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import redis
 
-from hubsync.redis_values import as_text, stream_entries
+from hubsync.redis_values import as_text, entry_id_ms, redis_now_ms, stream_entries, time_reply_ms
 
 
 def test_bytes_are_decoded_as_utf8_and_str_passes_through() -> None:
@@ -44,3 +44,18 @@ def test_a_real_xreadgroup_reply_becomes_text_ids_with_field_dicts(
         (first.decode(), {b"kind": b"event"}),
         (second.decode(), {b"kind": b"presence"}),
     ]
+
+
+def test_a_time_reply_becomes_whole_milliseconds() -> None:
+    assert time_reply_ms((1_700_000_000, 999_999)) == 1_700_000_000_999
+    assert time_reply_ms((b"12", b"3456")) == 12_003
+
+
+def test_redis_now_is_the_servers_clock_in_milliseconds(redis_client: redis.Redis) -> None:
+    seconds, micros = redis_client.time()
+    assert 0 <= redis_now_ms(redis_client) - (seconds * 1000 + micros // 1000) < 1_000
+
+
+def test_an_entry_id_gives_its_millisecond_part() -> None:
+    assert entry_id_ms(b"1700000000123-7") == 1_700_000_000_123
+    assert entry_id_ms("42-0") == 42
