@@ -1,0 +1,13 @@
+"""hubstore: the hub's durable state, the hub store of sync events and the Redis leases.
+
+* ``store``: the ``HubStore`` contract every hub database keeps (``sqlite_store``
+  implements it). A batch is ingested in one transaction; the dedupe key is
+  ``(project_id, run_id, sequence)``; the same bytes again are a
+  ``duplicate``, other bytes under a used key a ``conflict`` that is recorded
+  and never overwritten. Verdicts are reached in ``decide``, apart from SQL,
+  so every backend judges alike.
+* ``leases``: fenced leases in Redis, each operation decided inside one Lua
+  script, deadlines on Redis's own clock, fencing tokens that only grow per
+  resource; ``fence`` makes a store refuse, at commit, a write under a token
+  smaller than one it has already seen (a holder that lost its lease).
+"""

@@ -2,7 +2,16 @@
 
 Every field reads ``HUBSYNC_<FIELD>``; the Redis URL also reads ``REDIS_URL``.
 The CLI passes the options a user gave explicitly as keyword arguments, which
-win over the environment. Durations are in seconds, sizes in bytes.
+win over the environment. Sizes are in bytes.
+
+Durations follow one rule across the code and the settings: a duration is in
+seconds, a ``float``, under a plain name (``resend_timeout``, ``reclaim_idle``,
+``health_ttl``); a name ending in ``_ms`` holds whole milliseconds, an
+``int``, and is kept for what Redis counts in milliseconds (``block_ms``,
+``--ttl-ms``, ``PX``, ``TIME``-derived clocks and stream ids). Where no type
+is visible (JSON fields, Prometheus metric names) seconds are spelled
+``_seconds``. No other unit suffix (``_s``, ``_secs``, ``_millis``) is used,
+and a value is converted at the one call that needs the other unit.
 """
 
 from __future__ import annotations
