@@ -52,3 +52,9 @@ def redis_now_ms(client: redis.Redis) -> int:
 def entry_id_ms(entry_id: object) -> int:
     """The millisecond timestamp part of a stream entry id (``<ms>-<seq>``)."""
     return int(as_text(entry_id).partition("-")[0])
+
+
+def entry_id_order(entry_id: object) -> tuple[int, int]:
+    """``(milliseconds, sequence)`` of a stream entry id: compares as the stream orders ids."""
+    millis, _, sequence = as_text(entry_id).partition("-")
+    return int(millis), int(sequence or 0)

@@ -20,13 +20,12 @@ import sqlite3
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
 import redis
 
 from hubsync import keys
 from hubsync.entries import decode_fields
-from hubsync.redis_values import as_text
+from hubsync.redis_values import as_text, entry_id_order
 from tests.chaos import SoakCluster
 from tests.chaos_inject import Injector, Key
 
@@ -83,11 +82,11 @@ def streams_settled(client: redis.Redis, hub_projects: Iterable[str]) -> bool:
     for hub_project in hub_projects:
         stream = keys.events_stream(hub_project)
         info = client.xinfo_stream(stream)
-        last = _id(info["last-generated-id"])
+        last = entry_id_order(info["last-generated-id"])
         for group in client.xinfo_groups(stream):
             if as_text(group["name"]) != keys.CONSUMER_GROUP:
                 continue
-            if group["pending"] or _id(group["last-delivered-id"]) < last:
+            if group["pending"] or entry_id_order(group["last-delivered-id"]) < last:
                 return False
     return True
 
@@ -290,8 +289,3 @@ def check_redaction_happened(cluster: SoakCluster) -> dict[str, int]:
         db.close()
     assert all(counts.values()), f"planted secrets never reached a crossing field: {counts}"
     return {f"hub_rows_redacted_{kind}": n for kind, n in counts.items()}
-
-
-def _id(value: Any) -> tuple[int, int]:
-    ms, _, seq = as_text(value).partition("-")
-    return int(ms), int(seq or 0)

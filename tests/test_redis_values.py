@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import redis
 
-from hubsync.redis_values import as_text, entry_id_ms, redis_now_ms, stream_entries, time_reply_ms
+from hubsync.redis_values import (
+    as_text,
+    entry_id_ms,
+    entry_id_order,
+    redis_now_ms,
+    stream_entries,
+    time_reply_ms,
+)
 
 
 def test_bytes_are_decoded_as_utf8_and_str_passes_through() -> None:
@@ -59,3 +66,9 @@ def test_redis_now_is_the_servers_clock_in_milliseconds(redis_client: redis.Redi
 def test_an_entry_id_gives_its_millisecond_part() -> None:
     assert entry_id_ms(b"1700000000123-7") == 1_700_000_000_123
     assert entry_id_ms("42-0") == 42
+
+
+def test_entry_ids_order_by_milliseconds_then_sequence_not_as_text() -> None:
+    assert entry_id_order(b"9-5") < entry_id_order("10-0")  # as text "10-0" < "9-5"
+    assert entry_id_order("10-2") < entry_id_order("10-11")
+    assert entry_id_order("7") == (7, 0)

@@ -22,7 +22,7 @@ import redis
 from hubsync import keys, metrics
 from hubsync.entries import Outcome, OutcomeRecord, decode_fields, parse_outcomes_entry
 from hubsync.errors import WireError
-from hubsync.redis_values import as_text
+from hubsync.redis_values import as_text, entry_id_order
 from producers.event_store import RunEventStore
 
 log = logging.getLogger(__name__)
@@ -38,11 +38,6 @@ _APPLIED_FOREIGN = metrics.RELAY_OUTCOMES.labels("foreign")
 def position_name(hub_project: str) -> str:
     """Name of the ack-stream read position kept in a project's ``relay_state``."""
     return f"acks:{hub_project}"
-
-
-def _stream_id(value: str) -> tuple[int, int]:
-    millis, _, seq = value.partition("-")
-    return int(millis), int(seq or 0)
 
 
 @dataclass
@@ -80,7 +75,7 @@ class AckReader:
         # stream; resume from the earliest position any of them saved, since
         # re-applying an outcome is harmless and skipping one is not.
         current = self._positions.get(key)
-        if current is None or _stream_id(saved) < _stream_id(current):
+        if current is None or entry_id_order(saved) < entry_id_order(current):
             self._positions[key] = saved
 
     def read(self, client: redis.Redis, block_ms: int | None, count: int = 100) -> int:
