@@ -15,6 +15,7 @@ import redis
 
 from hubsync import keys
 from hubsync.entries import decode_fields
+from hubsync.redis_values import as_text
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +51,7 @@ def _alert(hub_project: str, raw_id: bytes | str, fields: Mapping[str, bytes]) -
 
     sequence = text("sequence")
     return StreamAlert(
-        id=raw_id.decode() if isinstance(raw_id, bytes) else str(raw_id),
+        id=as_text(raw_id),
         hub_project=hub_project,
         reason=text("reason"),
         project_id=text("project_id"),

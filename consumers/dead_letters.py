@@ -28,6 +28,7 @@ from hubstore.lua_scripts import scripts_for
 from hubsync import keys
 from hubsync.entries import decode_fields
 from hubsync.errors import ConfigError
+from hubsync.redis_values import as_text, redis_now_ms
 
 STREAM_ID = re.compile(r"[0-9]{1,20}-[0-9]{1,20}")
 """A full stream entry id, ``<milliseconds>-<sequence>``."""
@@ -194,8 +195,7 @@ class DeadLetters:
 
     def purge_older_than(self, seconds: float) -> int:
         """Delete letters dead-lettered more than ``seconds`` ago (Redis's clock); how many."""
-        now_s, now_us = self.client.time()
-        cutoff_ms = now_s * 1000 + now_us // 1000 - int(seconds * 1000)
+        cutoff_ms = redis_now_ms(self.client) - int(seconds * 1000)
         if cutoff_ms <= 0:
             return 0
         # An entry id starts with the Redis time it was added at: MINID keeps the newer ones.
@@ -219,9 +219,9 @@ class DeadLetters:
         result = ReplayResult()
         reply = self._replay(keys=[self.stream, self.events_stream], args=ids)
         for entry_id, (status, new_id) in zip(ids, reply, strict=True):
-            status_text = _text(status)
+            status_text = as_text(status)
             if status_text == "replayed":
-                result.replayed.append((entry_id, _text(new_id)))
+                result.replayed.append((entry_id, as_text(new_id)))
             else:
                 result.skipped.append((entry_id, status_text))
         return result
@@ -234,17 +234,13 @@ class DeadLetters:
                 yield _listed(raw_id, raw)
             if len(page) < PAGE:
                 return
-            start = "(" + _text(page[-1][0])
+            start = "(" + as_text(page[-1][0])
 
 
 def _listed(raw_id: bytes | str, raw: Any) -> ListedDeadLetter:
-    return ListedDeadLetter(_text(raw_id), parse_dead_letter(decode_fields(raw or {})))
+    return ListedDeadLetter(as_text(raw_id), parse_dead_letter(decode_fields(raw or {})))
 
 
 def _merge(into: ReplayResult, other: ReplayResult) -> None:
     into.replayed.extend(other.replayed)
     into.skipped.extend(other.skipped)
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)

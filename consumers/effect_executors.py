@@ -32,7 +32,7 @@ from producers.effects.errors import (
 )
 from producers.effects.records import EffectClaim
 
-DEFAULT_WEBHOOK_TIMEOUT_S = 10.0
+DEFAULT_WEBHOOK_TIMEOUT = 10.0
 NOT_PROCESSED_STATUSES = frozenset({429, 503})
 """HTTP statuses by which a server says it did not process the request: safe to retry."""
 
@@ -65,8 +65,8 @@ class WebhookExecutor:
     status and a hash of the response body, never the body (it may hold secrets).
     """
 
-    def __init__(self, timeout_s: float = DEFAULT_WEBHOOK_TIMEOUT_S) -> None:
-        self.timeout_s = timeout_s
+    def __init__(self, timeout: float = DEFAULT_WEBHOOK_TIMEOUT) -> None:
+        self.timeout = timeout
 
     def execute(self, context: ExecutionContext) -> dict[str, Any]:
         """POST once; map the outcome onto the executor errors."""
@@ -86,7 +86,7 @@ class WebhookExecutor:
         )
         where = f"{parts.hostname}:{parts.port or ''}"
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:  # noqa: S310
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:  # noqa: S310
                 body = response.read()
                 status = int(response.status)
         except urllib.error.HTTPError as exc:

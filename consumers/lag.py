@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import redis
 
 from hubsync import keys, metrics
+from hubsync.redis_values import as_text, entry_id_ms, time_reply_ms
 
 
 @dataclass(frozen=True)
@@ -29,14 +29,6 @@ class StreamLag:
     """0 when nothing is pending."""
 
 
-def _text(value: Any) -> str:
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
-
-
-def _entry_millis(entry_id: Any) -> int:
-    return int(_text(entry_id).partition("-")[0])
-
-
 def read_lag(client: redis.Redis, streams: Sequence[str]) -> list[StreamLag]:
     """Lag, pending count and oldest pending age of group ``hub`` on each of ``streams``."""
     if not streams:
@@ -47,20 +39,19 @@ def read_lag(client: redis.Redis, streams: Sequence[str]) -> list[StreamLag]:
         pipe.xinfo_groups(stream)
         pipe.xpending(stream, keys.CONSUMER_GROUP)
     replies = pipe.execute(raise_on_error=False)
-    seconds, micros = replies[0]
-    now_ms = int(seconds) * 1000 + int(micros) // 1000
+    now_ms = time_reply_ms(replies[0])
     found: list[StreamLag] = []
     for index, stream in enumerate(streams):
         groups, summary = replies[1 + 2 * index], replies[2 + 2 * index]
         if isinstance(groups, Exception) or isinstance(summary, Exception):
             continue  # the stream or group vanished since the last refresh
-        group = next((g for g in groups if _text(g.get("name")) == keys.CONSUMER_GROUP), None)
+        group = next((g for g in groups if as_text(g.get("name")) == keys.CONSUMER_GROUP), None)
         if group is None:
             continue
         lag = group.get("lag")
         pending = int(summary.get("pending") or 0)
         oldest = summary.get("min")
-        age = max(0, now_ms - _entry_millis(oldest)) / 1000 if pending and oldest else 0.0
+        age = max(0, now_ms - entry_id_ms(oldest)) / 1000 if pending and oldest else 0.0
         found.append(
             StreamLag(
                 hub_project=keys.hub_project_of(stream),

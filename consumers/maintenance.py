@@ -29,6 +29,7 @@ from hubstore.factory import hub_url_from_path, open_store
 from hubstore.lua_scripts import scripts_for
 from hubsync import keys
 from hubsync.connections import connect
+from hubsync.redis_values import as_text
 from producers.effects.ledger import EffectsLedger
 
 logger = logging.getLogger(__name__)
@@ -61,11 +62,11 @@ class MaintenanceSettings(BaseSettings):
 
 def run_maintenance(
     ledger_path: str | None = None,
-    retention_s: float = 30 * 86_400.0,
-    dead_consumer_idle_s: float = 3_600.0,
+    effects_retention: float = 30 * 86_400.0,
+    dead_consumer_idle: float = 3_600.0,
     redis_url: str | None = None,
     hub_db: str | None = None,
-    hub_retention_s: float = 90 * 86_400.0,
+    hub_retention: float = 90 * 86_400.0,
 ) -> dict[str, Any]:
     """Purge old committed effects, old hub alerts and presence, dead consumers; report it."""
     report: dict[str, Any] = {
@@ -76,22 +77,22 @@ def run_maintenance(
     }
     if hub_db:
         with open_store(hub_url_from_path(hub_db), create_schema=False) as store:
-            purged = store.purge(timedelta(seconds=hub_retention_s))
+            purged = store.purge(timedelta(seconds=hub_retention))
         report["purged_alerts"], report["purged_presence"] = purged.alerts, purged.presence
     if ledger_path:
         ledger = EffectsLedger(Path(ledger_path))
         try:
-            report["purged_effects"] = ledger.purge_committed(retention_s)
+            report["purged_effects"] = ledger.purge_committed(effects_retention)
         finally:
             ledger.close()
     client = _connection(redis_url)
     scripts = scripts_for(client)
     for raw in sorted(client.smembers(keys.PROJECTS)):
-        project = raw.decode() if isinstance(raw, bytes) else str(raw)
+        project = as_text(raw)
         stream = keys.events_stream(project)
         try:
             removed = remove_idle_consumers(
-                client, scripts, stream, me="", idle_ms=int(dead_consumer_idle_s * 1000)
+                client, scripts, stream, me="", idle_ms=int(dead_consumer_idle * 1000)
             )
         except redis.ResponseError as exc:  # no stream or no group yet
             logger.debug("maintenance: %s skipped: %s", stream, exc)

@@ -24,10 +24,10 @@ cron.register(
     queue_name=EFFECTS_QUEUE,
     kwargs={
         "ledger_path": str(_settings.effects_ledger) if _settings.effects_ledger else None,
-        "retention_s": _settings.effects_retention,
-        "dead_consumer_idle_s": _settings.dead_consumer_idle,
+        "effects_retention": _settings.effects_retention,
+        "dead_consumer_idle": _settings.dead_consumer_idle,
         "hub_db": str(_settings.hub_db) if _settings.hub_db else None,
-        "hub_retention_s": _settings.hub_retention,
+        "hub_retention": _settings.hub_retention,
     },
     interval=_settings.maintenance_interval,
     name="hubsync-maintenance",

@@ -8,10 +8,7 @@ from consumers.errors import UnknownHubProjectError
 from hubsync import keys
 from hubsync.errors import ConfigError
 from hubsync.names import validate_name
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+from hubsync.redis_values import as_text
 
 
 def known_hub_projects(client: redis.Redis) -> list[str]:
@@ -19,7 +16,7 @@ def known_hub_projects(client: redis.Redis) -> list[str]:
     names = []
     for member in client.smembers(keys.PROJECTS):
         try:
-            names.append(validate_name(_text(member), "hub project"))
+            names.append(validate_name(as_text(member), "hub project"))
         except ConfigError:
             continue  # a stray member no worker reads either; never put it in a key
     return sorted(names)

@@ -21,6 +21,7 @@ from hubsync import keys
 from hubsync.clock import parse_timestamp, utc_now
 from hubsync.entries import KIND_PRESENCE, decode_fields, entry_kind, parse_presence_entry
 from hubsync.errors import WireError
+from hubsync.redis_values import as_text, entry_id_ms
 
 PRESENCE_SCAN = 500
 """Newest events-stream entries searched for presence beats when there is no hub database."""
@@ -109,17 +110,6 @@ class HealthKey:
         return asdict(self)
 
 
-def redis_now_ms(client: redis.Redis) -> int:
-    """Redis's clock in milliseconds."""
-    seconds, micros = client.time()
-    return int(seconds) * 1000 + int(micros) // 1000
-
-
-def id_ms(entry_id: str) -> int:
-    """The millisecond timestamp part of a stream entry id."""
-    return int(entry_id.partition("-")[0])
-
-
 def project_status(
     client: redis.Redis,
     hub_project: str,
@@ -148,7 +138,7 @@ def project_status(
         info = client.xinfo_stream(stream)
         status.length = int(info["length"])
         status.entries_added = int(info.get("entries-added") or 0)
-        status.last_id = _text(info["last-generated-id"])
+        status.last_id = as_text(info["last-generated-id"])
         status.group = _group(client, stream, now_ms)
     if store is not None:
         status.runtimes = _presence_from_store(store, hub_project, stale_after)
@@ -170,7 +160,7 @@ def health_keys(client: redis.Redis) -> list[HealthKey]:
     ):
         prefix = pattern.rstrip("*")
         for key in client.scan_iter(match=pattern, count=500):
-            name = _text(key)
+            name = as_text(key)
             found.append((kind, name[len(prefix) :], name))
     found.sort()
     if not found:
@@ -197,15 +187,15 @@ def health_keys(client: redis.Redis) -> list[HealthKey]:
 
 
 def _group(client: redis.Redis, stream: str, now_ms: int) -> GroupInfo | None:
-    groups = {_text(g["name"]): g for g in client.xinfo_groups(stream)}
+    groups = {as_text(g["name"]): g for g in client.xinfo_groups(stream)}
     group = groups.get(keys.CONSUMER_GROUP)
     if group is None:
         return None
     summary = client.xpending(stream, keys.CONSUMER_GROUP)
-    oldest = _text(summary["min"]) if summary.get("pending") and summary.get("min") else None
+    oldest = as_text(summary["min"]) if summary.get("pending") and summary.get("min") else None
     consumers = [
         ConsumerInfo(
-            name=_text(c["name"]),
+            name=as_text(c["name"]),
             pending=int(c["pending"]),
             idle_seconds=int(c["idle"]) / 1000,
         )
@@ -220,9 +210,9 @@ def _group(client: redis.Redis, stream: str, now_ms: int) -> GroupInfo | None:
         pending=int(summary.get("pending") or 0),
         oldest_pending_id=oldest,
         oldest_pending_age_seconds=(
-            None if oldest is None else max(0, now_ms - id_ms(oldest)) / 1000
+            None if oldest is None else max(0, now_ms - entry_id_ms(oldest)) / 1000
         ),
-        last_delivered_id=_text(group["last-delivered-id"]),
+        last_delivered_id=as_text(group["last-delivered-id"]),
         consumers=sorted(consumers, key=lambda c: c.name),
     )
 
@@ -265,7 +255,7 @@ def _presence_from_stream(
             continue
         if beat.runtime_id in latest:
             continue  # newest first: the first beat seen is the runtime's latest
-        age = max(0, now_ms - id_ms(_text(raw_id))) / 1000
+        age = max(0, now_ms - entry_id_ms(raw_id)) / 1000
         latest[beat.runtime_id] = RuntimeInfo(
             runtime_id=beat.runtime_id,
             host=beat.host,
@@ -284,7 +274,3 @@ def _record(raw: bytes | str) -> dict[str, Any]:
     except ValueError:
         return {"unreadable": True}
     return value if isinstance(value, dict) else {"value": value}
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)

@@ -11,19 +11,15 @@ as poison, to be dead-lettered and acked, so one bad entry never stalls a stream
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import redis
 
 from hubstore.lua_scripts import RedisScripts
 from hubsync import keys
+from hubsync.redis_values import RawEntry, as_text, stream_entries
 
 StreamId = int | bytes | str | memoryview
-
-RawEntry = tuple[str, dict[bytes, bytes] | None]
-"""``(entry id, raw fields)``; fields are None for an entry deleted from the stream."""
 
 
 @dataclass
@@ -33,14 +29,6 @@ class Reclaimed:
     retry: list[RawEntry] = field(default_factory=list)
     poison: list[tuple[str, dict[bytes, bytes] | None, int]] = field(default_factory=list)
     deleted: list[str] = field(default_factory=list)
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
-def _entries(raw: Sequence[Any] | None) -> list[RawEntry]:
-    return [(_text(entry_id), fields) for entry_id, fields in raw or ()]
 
 
 def reclaim_stream(
@@ -70,7 +58,7 @@ def reclaim_stream(
         idle=min_idle_ms or None,
     )
     over = {
-        _text(p["message_id"]): int(p["times_delivered"])
+        as_text(p["message_id"]): int(p["times_delivered"])
         for p in pending
         if int(p["times_delivered"]) >= max_deliveries
     }
@@ -79,25 +67,25 @@ def reclaim_stream(
         # first, its idle time was reset and this claim skips it.
         ids: list[StreamId] = list(over)
         claimed = client.xclaim(stream, keys.CONSUMER_GROUP, consumer, min_idle_ms, ids)
-        for entry_id, fields in _entries(claimed):
+        for entry_id, fields in stream_entries(claimed):
             found.poison.append((entry_id, fields, over[entry_id]))
     if owner is not None:
         others: list[StreamId] = [
-            _text(p["message_id"]) for p in pending if _text(p["message_id"]) not in over
+            as_text(p["message_id"]) for p in pending if as_text(p["message_id"]) not in over
         ]
         if others:
-            found.retry = _entries(
+            found.retry = stream_entries(
                 client.xclaim(stream, keys.CONSUMER_GROUP, consumer, min_idle_ms, others)
             )
         return found
     reply = client.xautoclaim(
         stream, keys.CONSUMER_GROUP, consumer, min_idle_ms, start_id="0-0", count=count
     )
-    found.retry = _entries(reply[1])
+    found.retry = stream_entries(reply[1])
     if len(reply) > 2:
         # Entries trimmed or deleted while pending: XAUTOCLAIM already removed
         # them from the pending list; there is nothing left to process.
-        found.deleted = [_text(entry_id) for entry_id in reply[2]]
+        found.deleted = [as_text(entry_id) for entry_id in reply[2]]
     return found
 
 
@@ -107,7 +95,7 @@ def remove_idle_consumers(
     """Remove consumers idle at least ``idle_ms`` that own no pending entry; their names."""
     removed: list[str] = []
     for info in client.xinfo_consumers(stream, keys.CONSUMER_GROUP):
-        name = _text(info["name"])
+        name = as_text(info["name"])
         if name == me or int(info["pending"]) > 0 or int(info["idle"]) < idle_ms:
             continue
         if (

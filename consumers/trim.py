@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from hubstore.lua_scripts import RedisScripts
 from hubsync import keys
+from hubsync.redis_values import as_text
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +30,7 @@ class TrimResult:
 def trim_acknowledged(scripts: RedisScripts, stream: str) -> TrimResult:
     """Remove the entries of an events stream that group ``hub`` has acknowledged."""
     removed, threshold = scripts.stream_trim_acked(keys=[stream], args=[keys.CONSUMER_GROUP])
-    text = threshold.decode() if isinstance(threshold, bytes) else str(threshold)
+    text = as_text(threshold)
     if removed:
         log.debug("trimmed %s entries of %s below %s", removed, stream, text)
     return TrimResult(removed=int(removed), threshold=text)

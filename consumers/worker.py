@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import random
 import signal
 import socket
 import threading
@@ -28,12 +27,13 @@ import redis
 from consumers.health import write_health
 from consumers.lag import export_lag
 from consumers.publishing import MAX_DELIVERIES_REASON, Publication
-from consumers.reclaim import RawEntry, reclaim_stream, remove_idle_consumers
+from consumers.reclaim import reclaim_stream, remove_idle_consumers
 from consumers.trim import trim_acknowledged
 from hubstore.errors import StoreError
 from hubstore.lua_scripts import scripts_for
 from hubstore.store import HubStore
 from hubsync import keys, metrics
+from hubsync.backoff import Backoff
 from hubsync.connections import wait_until_reachable
 from hubsync.entries import (
     KIND_EVENT,
@@ -49,6 +49,7 @@ from hubsync.entries import (
 )
 from hubsync.errors import ConfigError, StoreBusyError, WireError
 from hubsync.names import validate_name
+from hubsync.redis_values import RawEntry, as_text, stream_entries
 from hubsync.settings import ConsumerSettings
 
 log = logging.getLogger(__name__)
@@ -61,8 +62,8 @@ _INGESTED_DUPLICATE = metrics.EVENTS_INGESTED.labels(Outcome.DUPLICATE.value)
 _INGESTED_CONFLICT = metrics.EVENTS_INGESTED.labels(Outcome.CONFLICT.value)
 
 _REDIS_DOWN = (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError)
-_BACKOFF_START = 0.1
-_BACKOFF_MAX = 10.0
+_BACKOFF_BASE = 0.1
+_BACKOFF_CAP = 10.0
 _ONCE_MAX_BATCHES = 10_000
 
 
@@ -121,7 +122,7 @@ class HubConsumer:
         self._next_refresh = 0.0
         self._next_health = 0.0
         self._redis_ok = True
-        self._backoff = _BACKOFF_START
+        self._backoff = Backoff(base=_BACKOFF_BASE, cap=_BACKOFF_CAP)
 
     # ----- lifecycle -----
 
@@ -210,16 +211,14 @@ class HubConsumer:
         if not self._redis_ok:
             log.info("Redis reachable again; consumer %s resumes", self.name)
             self._redis_ok = True
-        self._backoff = _BACKOFF_START
+        self._backoff.reset()
 
     def _after_failure(self) -> None:
         # Whatever was read but not acked is in our own pending list: pick it up
         # again first thing, without waiting for reclaim_idle.
         self._recover_own = True
         self._next_refresh = 0.0
-        delay = random.uniform(0, self._backoff)
-        self._backoff = min(self._backoff * 2, _BACKOFF_MAX)
-        self._stop.wait(delay)
+        self._stop.wait(self._backoff.next_delay())
 
     # ----- streams and reading -----
 
@@ -228,7 +227,7 @@ class HubConsumer:
         members = self.client.smembers(keys.PROJECTS)
         known = set(self.streams)
         for member in sorted(members):
-            project = member.decode("utf-8", "replace") if isinstance(member, bytes) else member
+            project = as_text(member)
             try:
                 stream = keys.events_stream(project)
             except ConfigError:
@@ -266,10 +265,7 @@ class HubConsumer:
             count=self.settings.read_count,
             block=block_ms,
         )
-        batch = [
-            (s.decode() if isinstance(s, bytes) else str(s), _entries(entries))
-            for s, entries in reply or ()
-        ]
+        batch = [(as_text(s), stream_entries(entries)) for s, entries in reply or ()]
         return self.process(batch)
 
     def recover_own_pending(self) -> int:
@@ -402,7 +398,7 @@ class HubConsumer:
         pub.send(self.client)
         if pub.dead_letters:
             metrics.count_by_label(
-                metrics.DEAD_LETTERS, (_text(letter["reason"]) for _, letter in pub.dead_letters)
+                metrics.DEAD_LETTERS, (as_text(letter["reason"]) for _, letter in pub.dead_letters)
             )
         self.stats.read += count
         self.stats.presence += len(beats)
@@ -504,15 +500,3 @@ def _same_project(claimed: str, stream_project: str) -> None:
             "wrong_stream",
             f"entry names hub project {claimed!r} but arrived on the stream of {stream_project!r}",
         )
-
-
-def _text(value: object) -> str:
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
-
-
-def _entries(raw: Sequence[tuple[object, object]] | None) -> list[RawEntry]:
-    out: list[RawEntry] = []
-    for entry_id, fields in raw or ():
-        text = entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
-        out.append((text, fields if isinstance(fields, dict) else None))
-    return out

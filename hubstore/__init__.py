@@ -1,4 +1,19 @@
-"""Hub persistence: the hub store (opened by URL with ``open_store``) and the Redis leases."""
+"""hubstore: the hub's durable state, the hub store of sync events and the Redis leases.
+
+* ``store``: the ``HubStore`` contract every hub database keeps (``sqlite_store``
+  implements it). A batch is ingested in one transaction; the dedupe key is
+  ``(project_id, run_id, sequence)``; the same bytes again are a
+  ``duplicate``, other bytes under a used key a ``conflict`` that is recorded
+  and never overwritten. Verdicts are reached in ``decide``, apart from SQL,
+  so every backend judges alike.
+* ``leases``: fenced leases in Redis, each operation decided inside one Lua
+  script, deadlines on Redis's own clock, fencing tokens that only grow per
+  resource; ``fence`` makes a store refuse, at commit, a write under a token
+  smaller than one it has already seen (a holder that lost its lease).
+
+``open_store(url)`` opens the hub store a URL names (``factory``: ``sqlite:///PATH``,
+``memory://``); ``memory_store`` is the in-process backend tests use.
+"""
 
 from hubstore.factory import hub_url_from_path, open_store
 

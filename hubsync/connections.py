@@ -34,9 +34,10 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 import redis
-from redis.backoff import ExponentialBackoff, FullJitterBackoff, NoBackoff
+from redis.backoff import ExponentialBackoff, NoBackoff
 from redis.retry import Retry
 
+from hubsync.backoff import Backoff
 from hubsync.errors import ConfigError, RedisUnavailableError
 from hubsync.settings import safe_url
 
@@ -146,7 +147,7 @@ def wait_until_reachable(client: redis.Redis, url: str, stop: threading.Event) -
     unreachable and one when it answers, never a line per retry. A wrong user
     or password is not waited out: it raises.
     """
-    backoff = FullJitterBackoff(cap=START_WAIT_CAP_SECONDS, base=0.05)
+    backoff = Backoff(base=0.05, cap=START_WAIT_CAP_SECONDS)
     failures = 0
     while not stop.is_set():
         try:
@@ -161,7 +162,7 @@ def wait_until_reachable(client: redis.Redis, url: str, stop: threading.Event) -
                     type(exc).__name__,
                 )
             failures += 1
-            stop.wait(backoff.compute(failures))
+            stop.wait(backoff.next_delay())
             continue
         if failures:
             log.info("Redis reachable at %s", safe_url(url))

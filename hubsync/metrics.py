@@ -20,7 +20,7 @@ from prometheus_client import Counter, Gauge, Histogram, start_http_server
 from hubsync.entries import ConflictReason, Outcome
 from hubsync.errors import HubsyncError
 
-log = logging.getLogger("hubsync.metrics")
+log = logging.getLogger(__name__)
 
 DEFAULT_METRICS_ADDR = "0.0.0.0"  # noqa: S104 - scraped from outside a container
 """Where the metrics server listens by default (every interface, as Prometheus scrapes remotely)."""

@@ -5,8 +5,16 @@ it into the command-line option ``--<field>`` reading ``HUBSYNC_<FIELD>``,
 with the field's type, constraints, default and description. One variable has
 one meaning in every command that reads it. The Redis URL also reads
 ``REDIS_URL``; ``HUBSYNC_REDIS_URL`` wins when both are set. Options given on
-the command line win over the environment. Durations are in seconds, sizes in
-bytes.
+the command line win over the environment. Sizes are in bytes.
+
+Durations follow one rule across the code and the settings: a duration is in
+seconds, a ``float``, under a plain name (``resend_timeout``, ``reclaim_idle``,
+``health_ttl``); a name ending in ``_ms`` holds whole milliseconds, an
+``int``, and is kept for what Redis counts in milliseconds (``block_ms``,
+``--ttl-ms``, ``PX``, ``TIME``-derived clocks and stream ids). Where no type
+is visible (JSON fields, Prometheus metric names) seconds are spelled
+``_seconds``. No other unit suffix (``_s``, ``_secs``, ``_millis``) is used,
+and a value is converted at the one call that needs the other unit.
 """
 
 from __future__ import annotations

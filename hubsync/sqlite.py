@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import logging
 import os
-import random
 import sqlite3
 import threading
 import time
@@ -32,6 +31,7 @@ from pathlib import Path
 from typing import TypeVar
 from urllib.parse import quote
 
+from hubsync.backoff import Backoff
 from hubsync.errors import SchemaVersionError, StoreBusyError
 
 log = logging.getLogger(__name__)
@@ -151,7 +151,7 @@ class Database:
     def retrying(self, operation: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``operation`` on the connection, retrying while the file is busy, up to the budget."""
         deadline = time.monotonic() + self.busy_budget
-        delay = FIRST_RETRY_DELAY
+        backoff = Backoff(base=FIRST_RETRY_DELAY, cap=MAX_RETRY_DELAY)
         attempts = 0
         while True:
             attempts += 1
@@ -169,8 +169,7 @@ class Database:
                     f"over {attempts} attempts; check for a stuck process holding it"
                 ) from None
             log.debug("%s busy (attempt %s); retrying", self.path, attempts)
-            time.sleep(delay * (0.5 + random.random()))  # jitter, not crypto
-            delay = min(delay * 2, MAX_RETRY_DELAY)
+            time.sleep(backoff.next_delay())
 
     def write(self, work: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``work`` in one ``BEGIN IMMEDIATE`` transaction, re-run whole while busy."""

@@ -36,7 +36,6 @@ from producers.outbox import (
     OutboxQueries,
     OutboxRow,
     OutcomeApplication,
-    RowOutcome,
 )
 from producers.redaction import Redactor
 
@@ -310,7 +309,6 @@ __all__ = [
     "OutboxEntry",
     "OutboxRow",
     "OutcomeApplication",
-    "RowOutcome",
     "RunEvent",
     "RunEventStore",
     "open_store_file",

@@ -17,24 +17,14 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import NamedTuple
 
+from hubsync.entries import Outcome, OutcomeRecord
 from hubsync.sqlite import Database
 from producers.errors import ProducerError
 
-
-class RowOutcome(StrEnum):
-    """Hub outcomes an outbox row can carry (the acks-stream values)."""
-
-    ACCEPTED = "accepted"
-    DUPLICATE = "duplicate"
-    CONFLICT = "conflict"
-    REJECTED = "rejected"
-
-
-ACKING = frozenset({RowOutcome.ACCEPTED, RowOutcome.DUPLICATE})
-PARKING = frozenset({RowOutcome.CONFLICT, RowOutcome.REJECTED})
+ACKING = frozenset({Outcome.ACCEPTED, Outcome.DUPLICATE})
+"""Hub outcomes that ack a row; the others (``conflict``, ``rejected``) park it."""
 
 
 class OutboxRow(NamedTuple):
@@ -196,34 +186,35 @@ class OutboxQueries:
 
     def apply_outcomes(
         self,
-        outcomes: Sequence[tuple[str, int, str, str, str | None]],
+        outcomes: Sequence[OutcomeRecord],
         now: float,
         position: tuple[str, str] | None = None,
     ) -> OutcomeApplication:
-        """Apply hub outcomes ``(run_id, sequence, content_hash, outcome, reason)`` in one txn.
+        """Apply hub outcomes, as parsed from the acks stream, in one transaction.
 
-        Only rows whose own hash is named and that are not acked yet change;
-        ``position`` (name, value) is saved to ``relay_state`` in the same
-        transaction, so a crash can never apply the same ack entry twice
-        differently nor lose one.
+        The caller has matched each record's ``project_id`` to this store; each
+        names its row by ``(run_id, sequence)``. Only rows whose own hash is
+        named and that are not acked yet change; ``position`` (name, value) is
+        saved to ``relay_state`` in the same transaction, so a crash can never
+        apply the same ack entry twice differently nor lose one.
         """
-        parsed = [(r, s, h, _outcome(o), reason) for r, s, h, o, reason in outcomes]
 
         def apply(c: sqlite3.Connection) -> OutcomeApplication:
             # Set-based: one lookup per chunk of keys, then range updates by seq,
             # instead of a SELECT and an UPDATE per outcome (acks arrive by the
             # thousand during a drain).
-            rows = _rows_by_key(c, [(run_id, sequence) for run_id, sequence, *_ in parsed])
+            rows = _rows_by_key(c, [(o.run_id, o.sequence) for o in outcomes])
             result = OutcomeApplication()
-            acked: dict[RowOutcome, list[int]] = {}
-            parked: dict[tuple[RowOutcome, str | None], list[int]] = {}
-            for run_id, sequence, digest, outcome, reason in parsed:
+            acked: dict[Outcome, list[int]] = {}
+            parked: dict[tuple[Outcome, str | None], list[int]] = {}
+            for record in outcomes:
+                run_id, sequence, outcome = record.run_id, record.sequence, record.outcome
                 found = rows.get((run_id, sequence))
                 if found is None:
                     result.unknown += 1
                     continue
                 seq, own_hash, settled = found
-                if own_hash != digest:
+                if own_hash != record.content_hash:
                     result.foreign.append((run_id, sequence))
                     continue
                 if settled:
@@ -234,8 +225,8 @@ class OutboxQueries:
                     acked.setdefault(outcome, []).append(seq)
                     result.acked += 1
                 else:
-                    parked.setdefault((outcome, reason), []).append(seq)
-                    if outcome is RowOutcome.CONFLICT:
+                    parked.setdefault((outcome, record.reason), []).append(seq)
+                    if outcome is Outcome.CONFLICT:
                         result.conflict += 1
                     else:
                         result.rejected += 1
@@ -259,11 +250,11 @@ class OutboxQueries:
 
     def mark_acked(self, seqs: Sequence[int], now: float) -> int:
         """Ack rows by outbox seq; returns how many were newly acked."""
-        return self.mark_outcome(seqs, RowOutcome.ACCEPTED, None, now)
+        return self.mark_outcome(seqs, Outcome.ACCEPTED, None, now)
 
     def mark_rejected(self, seqs: Sequence[int], reason: str, now: float) -> None:
         """Park rows as ``rejected`` locally (e.g. too large to send); never resent."""
-        self.mark_outcome(seqs, RowOutcome.REJECTED, reason, now)
+        self.mark_outcome(seqs, Outcome.REJECTED, reason, now)
 
     def mark_outcome(
         self, seqs: Sequence[int], outcome: str, reason: str | None, now: float
@@ -398,9 +389,9 @@ def _rows_by_key(
     return found
 
 
-def _outcome(value: str) -> RowOutcome:
+def _outcome(value: str) -> Outcome:
     try:
-        return RowOutcome(value)
+        return Outcome(value)
     except ValueError:
         raise ProducerError(
             f"unknown outcome {str(value)[:40]!r}; expected accepted, duplicate, conflict or "

@@ -30,6 +30,7 @@ from hubsync.entries import (
     decode_fields,
     parse_outcomes_entry,
 )
+from hubsync.redis_values import as_text
 from hubsync.settings import ConsumerSettings
 from tests.helpers.relay_player import (
     HUB_PROJECT,
@@ -344,7 +345,7 @@ def test_trimming_removes_acknowledged_entries_but_never_pending_ones(
     for s in range(9, 13):
         send(redis_client, sync_event(s))
     stats = worker.run_once()
-    remaining = [i.decode() if isinstance(i, bytes) else i for i, _ in redis_client.xrange(EVENTS)]
+    remaining = [as_text(i) for i, _ in redis_client.xrange(EVENTS)]
     assert stats.trimmed >= 4
     assert set(held) <= set(remaining)
     assert remaining[0] == held[0]

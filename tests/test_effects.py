@@ -104,7 +104,7 @@ def test_ledger_claim_commit_and_refusals(ledger: EffectsLedger) -> None:
 
 
 def test_a_dead_attempt_may_be_reclaimed_but_a_blocked_one_never(tmp_path: Path) -> None:
-    ledger = EffectsLedger(tmp_path / "e.db", stale_after_s=0)
+    ledger = EffectsLedger(tmp_path / "e.db", stale_after=0)
     key = ledger.claim(spec(EffectKind.GIT_COMMIT, "x"))
     assert isinstance(key, str)
     assert ledger.claim(spec(EffectKind.GIT_COMMIT, "x", "a2")) == key
@@ -123,8 +123,8 @@ def test_retention_purge_drops_only_old_committed_rows(ledger: EffectsLedger) ->
     assert isinstance(done, str)
     ledger.commit(done, "a1", {})
     pending = ledger.claim(spec(EffectKind.GIT_COMMIT, "pending"))
-    assert ledger.purge_committed(older_than_s=3600) == 0
-    assert ledger.purge_committed(older_than_s=-1) == 1
+    assert ledger.purge_committed(older_than=3600) == 0
+    assert ledger.purge_committed(older_than=-1) == 1
     assert ledger.get(done) is None
     assert ledger.get(str(pending)) is not None
 
@@ -271,7 +271,7 @@ def test_a_stale_token_is_refused_by_the_ledger_fence_even_if_redis_forgot(
     # Redis lost its dataset (no AOF) and tokens restart at 1: the ledger has seen
     # token 2 for this resource, so a claim under a smaller token is refused.
     leases = LeaseClient(redis_client)
-    ledger = EffectsLedger(tmp_path / "a.db", stale_after_s=0)
+    ledger = EffectsLedger(tmp_path / "a.db", stale_after=0)
     effects = SharedEffects(ledger, leases, holder="box-a")
     first = claimed(effects.claim(spec()))
     effects.abandon(first)

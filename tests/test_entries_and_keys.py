@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from hubsync import keys
@@ -83,6 +85,15 @@ def test_outcomes_travel_many_to_an_entry() -> None:
     assert parse_outcomes_entry(fields) == records
     with pytest.raises(WireError):
         parse_outcomes_entry({"kind": b"outcomes", "outcomes": b"[[1]]"})
+
+
+def test_an_outcome_value_the_protocol_does_not_know_makes_the_entry_malformed() -> None:
+    good = OutcomeRecord("p", "r", 1, Outcome.ACCEPTED, "a" * 64).to_wire()
+    unknown = [*good[:3], "maybe", *good[4:]]
+    fields = {"kind": b"outcomes", "outcomes": json.dumps([good, unknown]).encode()}
+    with pytest.raises(WireError, match="malformed") as refused:
+        parse_outcomes_entry(fields)
+    assert refused.value.reason == "bad_outcomes"
 
 
 def test_presence_beat_round_trips_and_refuses_garbage() -> None:

@@ -9,12 +9,8 @@ import redis
 
 from hubstore.leases import LeaseClient, LeaseGranted, LeaseRefused
 from hubsync import clock
+from hubsync.redis_values import redis_now_ms
 from tests.helpers.lease_support import age_lease
-
-
-def _redis_now_ms(client: redis.Redis) -> int:
-    seconds, micros = client.time()
-    return seconds * 1000 + micros // 1000
 
 
 def _scenario(client: redis.Redis, resource: str) -> list[object]:
@@ -24,7 +20,7 @@ def _scenario(client: redis.Redis, resource: str) -> list[object]:
     first = leases.acquire(resource, "box-a", 10_000)
     assert isinstance(first, LeaseGranted)
     # The deadline is Redis's now + TTL, within the few ms of this call.
-    assert abs(first.lease.deadline_ms - (_redis_now_ms(client) + 10_000)) < 1_000
+    assert abs(first.lease.deadline_ms - (redis_now_ms(client) + 10_000)) < 1_000
     outcomes.append((first.transition, first.lease.token))
     rival = leases.acquire(resource, "box-b", 10_000)
     assert isinstance(rival, LeaseRefused)

@@ -141,13 +141,15 @@ def test_an_outcome_for_other_bytes_under_our_key_leaves_the_row_alone(
         keys.acks_stream("alpha", registry.runtime_id),
         outcomes_entry_fields("alpha", [forged]),  # type: ignore[arg-type]
     )
-    with caplog.at_level("WARNING", logger="hubsync.relay"):
+    with caplog.at_level("WARNING", logger="producers.relay.acks"):
         relay.run_once()
     relay.close()
     counts = store.outbox_counts()
     assert counts["conflict"] == 0 and counts["pending"] == 1
     assert relay.ack_stats.foreign == 1
-    assert any("security" in r.getMessage() for r in caplog.records)
+    assert any(
+        r.name == "producers.relay.acks" and "security" in r.getMessage() for r in caplog.records
+    )
 
 
 def test_rows_left_unacked_past_the_resend_timeout_are_sent_again(

@@ -51,6 +51,7 @@ from hubstore.leases.types import (
 )
 from hubstore.lua_scripts import scripts_for
 from hubsync import keys, metrics
+from hubsync.redis_values import as_text
 
 logger = logging.getLogger(__name__)
 
@@ -69,14 +70,10 @@ _REFUSED_ERRORS: dict[LeaseRefusal, type[LeaseRefusedError]] = {
 T = TypeVar("T")
 
 
-def _text(value: Any) -> str:
-    return value.decode("utf-8") if isinstance(value, bytes) else str(value)
-
-
 def _int_or_none(value: Any) -> int | None:
     if value is None:
         return None
-    text = _text(value)
+    text = as_text(value)
     return int(text) if text.isdigit() else None
 
 
@@ -263,7 +260,7 @@ class LeaseClient:
             reply = self._scripts.fenced_write(
                 keys=[keys.lease(resource), key], args=[token, value]
             )
-        written = FencedWrite(resource, name, token, _text(reply[0]), int(reply[1]))
+        written = FencedWrite(resource, name, token, as_text(reply[0]), int(reply[1]))
         if not written.ok:
             # A stale commit refused at the storage side: the refusal fencing exists for.
             metrics.LEASE_REFUSALS.labels(f"fenced_{written.status}").inc()
@@ -278,7 +275,7 @@ class LeaseClient:
         if value is None or token is None:
             return None
         raw = value if isinstance(value, bytes) else str(value).encode("utf-8")
-        return raw, int(_text(token))
+        return raw, int(as_text(token))
 
     # -- reading -------------------------------------------------------------------------
 
@@ -297,7 +294,7 @@ class LeaseClient:
         found: builtins.list[str] = []
         with _redis_errors("*"):
             for key in self.redis.scan_iter(match=keys.LEASE_SCAN_PATTERN, count=500):
-                found.append(_text(key))
+                found.append(as_text(key))
                 if len(found) >= limit:
                     break
             # CROSSSLOT in a cluster: one MULTI over every lease key spans many
@@ -323,7 +320,7 @@ class LeaseClient:
         with _redis_errors(resource):
             entries: Any = self.redis.xrevrange(keys.lease_log(resource), count=count)
         return [
-            {"id": _text(entry_id)} | {_text(k): _text(v) for k, v in fields.items()}
+            {"id": as_text(entry_id)} | {as_text(k): as_text(v) for k, v in fields.items()}
             for entry_id, fields in reversed(entries)
         ]
 
@@ -339,11 +336,11 @@ class LeaseClient:
     @staticmethod
     def _parse(reply: Any) -> tuple[str, int, int, int, str]:
         status, token, deadline, now, holder = reply
-        return _text(status), int(token), int(deadline), int(now), _text(holder)
+        return as_text(status), int(token), int(deadline), int(now), as_text(holder)
 
     @staticmethod
     def _info(resource: str, raw: dict[Any, Any], now: int) -> LeaseInfo:
-        fields = {_text(k): _text(v) for k, v in raw.items()}
+        fields = {as_text(k): as_text(v) for k, v in raw.items()}
         holder = fields.get("holder")
         token = _int_or_none(fields.get("token"))
         deadline = _int_or_none(fields.get("deadline_ms"))

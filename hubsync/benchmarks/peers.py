@@ -33,6 +33,7 @@ from typing import Any
 from hubsync.benchmarks.procs import BenchError, NatsServer
 from hubsync.benchmarks.workload import INSERT_ROW, entries, iter_rows, raw_hub_table
 from hubsync.connections import connect
+from hubsync.redis_values import as_text
 
 STREAM = "bench:peer:events"
 GROUP = "peer"
@@ -137,7 +138,7 @@ async def _jetstream_publish(url: str, events: int) -> float:
     started = time.time()
     for start in range(0, len(batch), BATCH):
         for fields in batch[start : start + BATCH]:
-            key = f"{_text(fields['project_id'])}:{_text(fields['run_id'])}:{_text(fields['sequence'])}"
+            key = f"{as_text(fields['project_id'])}:{as_text(fields['run_id'])}:{as_text(fields['sequence'])}"
             await js.publish_async(
                 NATS_SUBJECT, _bytes(fields["event"]), headers={"Nats-Msg-Id": key}
             )
@@ -202,10 +203,6 @@ async def _jetstream_stream(url: str) -> None:
 
 
 # ----- the harness -----
-
-
-def _text(value: str | bytes) -> str:
-    return value.decode() if isinstance(value, bytes) else value
 
 
 def _bytes(value: str | bytes) -> bytes:

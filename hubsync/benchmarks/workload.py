@@ -16,6 +16,7 @@ from typing import Any
 
 from hubstore.sqlite_schema import SCHEMA_STATEMENTS
 from hubsync.entries import event_entry_fields
+from hubsync.redis_values import as_text
 from hubsync.wire import SyncEvent
 from producers.event_store import NewEvent, RunEventStore
 from producers.registry import RuntimeRegistry
@@ -99,20 +100,16 @@ def iter_rows(batch: list[dict[str, str | bytes]]) -> Iterator[tuple[Any, ...]]:
     """``sync_events`` rows of a batch of entries (the raw ceilings' and peers' insert)."""
     for f in batch:
         yield (
-            _text(f["project_id"]),
-            _text(f["run_id"]),
+            as_text(f["project_id"]),
+            as_text(f["run_id"]),
             int(f["sequence"]),
-            _text(f["hub_project"]),
-            _text(f["runtime_id"]),
-            _text(f["event_type"]),
-            _text(f["content_hash"]),
+            as_text(f["hub_project"]),
+            as_text(f["runtime_id"]),
+            as_text(f["event_type"]),
+            as_text(f["content_hash"]),
             OCCURRED_AT,
-            _text(f["event"]),
+            as_text(f["event"]),
         )
-
-
-def _text(value: str | bytes) -> str:
-    return value.decode() if isinstance(value, bytes) else value
 
 
 def raw_hub_table(path: Path) -> sqlite3.Connection:

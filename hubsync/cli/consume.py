@@ -18,7 +18,7 @@ from hubsync.logs import configure_logging
 from hubsync.names import validate_name
 from hubsync.settings import ConsumerSettings, hub_url_of
 
-log = logging.getLogger("hubsync.consume")
+log = logging.getLogger(__name__)
 
 
 @click.command(

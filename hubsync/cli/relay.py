@@ -19,7 +19,7 @@ from hubsync.connections import Role, connect, probe
 from hubsync.logs import configure_logging
 from hubsync.settings import RelaySettings
 
-log = logging.getLogger("hubsync.relay")
+log = logging.getLogger(__name__)
 
 
 @click.command(

@@ -12,7 +12,7 @@ import click
 import redis
 
 from consumers.projects import known_hub_projects, require_hub_project
-from consumers.queue_status import health_keys, project_status, redis_now_ms
+from consumers.queue_status import health_keys, project_status
 from hubstore.store import DEFAULT_STALE_AFTER, HubStore
 from hubsync.cli.options import (
     connect_redis,
@@ -28,6 +28,7 @@ from hubsync.cli.options import (
 from hubsync.cli.status_view import StatusReport, render
 from hubsync.clock import utc_now_iso
 from hubsync.errors import RedisUnavailableError
+from hubsync.redis_values import redis_now_ms
 from hubsync.settings import RuntimeSettings, hub_url_of, safe_url
 from producers.outbox_status import local_status
 

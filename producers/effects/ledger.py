@@ -38,7 +38,7 @@ from producers.effects.records import (
 
 SCHEMA_VERSION = 1
 MAX_TARGET_LENGTH = 2048
-DEFAULT_STALE_AFTER_S = 120.0
+DEFAULT_STALE_AFTER = 120.0
 """An in-flight row not heartbeated for this long belongs to a dead attempt and may be
 re-claimed (unless it was parked blocked_uncertain)."""
 
@@ -126,9 +126,9 @@ def _record(row: sqlite3.Row | tuple[Any, ...]) -> EffectRecord:
 class EffectsLedger:
     """The ``external_effects`` table of one runtime, in its own SQLite file."""
 
-    def __init__(self, path: Path, *, stale_after_s: float = DEFAULT_STALE_AFTER_S) -> None:
+    def __init__(self, path: Path, *, stale_after: float = DEFAULT_STALE_AFTER) -> None:
         self.path = Path(path)
-        self.stale_after = timedelta(seconds=stale_after_s)
+        self.stale_after = timedelta(seconds=stale_after)
         self.db = Database(self.path)
         try:
             self.db.ensure_schema(
@@ -277,12 +277,12 @@ class EffectsLedger:
 
         return self.db.write(work)
 
-    def purge_committed(self, older_than_s: float) -> int:
-        """Delete committed rows older than ``older_than_s``; return how many.
+    def purge_committed(self, older_than: float) -> int:
+        """Delete committed rows older than ``older_than``; return how many.
 
         In-flight and blocked rows are never purged: they are what an operator must see.
         """
-        cutoff = format_timestamp(utc_now() - timedelta(seconds=older_than_s))
+        cutoff = format_timestamp(utc_now() - timedelta(seconds=older_than))
 
         def work(conn: sqlite3.Connection) -> int:
             cursor = conn.execute(

@@ -109,7 +109,7 @@ class SharedEffects:
 
     def heartbeat(self, claim: EffectClaim) -> EffectBeat | EffectRefused:
         """Renew the lease under the same token, then refresh the ledger row."""
-        deadline: int | None = None
+        deadline_ms: int | None = None
         if claim.lease is not None:
             if self.leases is None:
                 return EffectRefused(
@@ -128,11 +128,11 @@ class SharedEffects:
                     EffectRefusalCode.LEASE_SUPERSEDED,
                     f"lease {renewed.refusal.value} at heartbeat: {renewed.describe()}",
                 )
-            deadline = renewed.lease.deadline_ms
+            deadline_ms = renewed.lease.deadline_ms
         beat = self.ledger.heartbeat(claim.effect_key, claim.spec.attempt_id)
         if isinstance(beat, EffectRefused):
             return beat
-        return EffectBeat(claim.effect_key, beat, deadline)
+        return EffectBeat(claim.effect_key, beat, deadline_ms)
 
     def keep_alive(
         self, claim: EffectClaim, *, on_lost: LostCallback | None = None

@@ -22,9 +22,10 @@ import redis
 from hubsync import keys, metrics
 from hubsync.entries import Outcome, OutcomeRecord, decode_fields, parse_outcomes_entry
 from hubsync.errors import WireError
+from hubsync.redis_values import as_text, entry_id_order
 from producers.event_store import RunEventStore
 
-log = logging.getLogger("hubsync.relay")
+log = logging.getLogger(__name__)
 
 START_POSITION = "0-0"
 
@@ -37,11 +38,6 @@ _APPLIED_FOREIGN = metrics.RELAY_OUTCOMES.labels("foreign")
 def position_name(hub_project: str) -> str:
     """Name of the ack-stream read position kept in a project's ``relay_state``."""
     return f"acks:{hub_project}"
-
-
-def _stream_id(value: str) -> tuple[int, int]:
-    millis, _, seq = value.partition("-")
-    return int(millis), int(seq or 0)
 
 
 @dataclass
@@ -79,7 +75,7 @@ class AckReader:
         # stream; resume from the earliest position any of them saved, since
         # re-applying an outcome is harmless and skipping one is not.
         current = self._positions.get(key)
-        if current is None or _stream_id(saved) < _stream_id(current):
+        if current is None or entry_id_order(saved) < entry_id_order(current):
             self._positions[key] = saved
 
     def read(self, client: redis.Redis, block_ms: int | None, count: int = 100) -> int:
@@ -90,7 +86,7 @@ class AckReader:
         reply: Any = client.xread(streams, count=count, block=block_ms)
         entries = 0
         for raw_key, raw_entries in reply or []:
-            key = raw_key.decode() if isinstance(raw_key, bytes) else str(raw_key)
+            key = as_text(raw_key)
             last_id = self._apply_entries(key, raw_entries)
             entries += len(raw_entries)
             if last_id is not None:
@@ -105,7 +101,7 @@ class AckReader:
         by_project: dict[str, list[OutcomeRecord]] = defaultdict(list)
         last_id: str | None = None
         for raw_id, raw_fields in raw_entries:
-            last_id = raw_id.decode() if isinstance(raw_id, bytes) else str(raw_id)
+            last_id = as_text(raw_id)
             try:
                 records = parse_outcomes_entry(decode_fields(raw_fields))
             except WireError as exc:
@@ -140,9 +136,8 @@ class AckReader:
     def _apply(
         self, store: RunEventStore, records: list[OutcomeRecord], now: float, last_id: str
     ) -> None:
-        items = [(r.run_id, r.sequence, r.content_hash, r.outcome.value, r.reason) for r in records]
         result = store.apply_outcomes(
-            items, now, position=(position_name(store.hub_project), last_id)
+            records, now, position=(position_name(store.hub_project), last_id)
         )
         self.stats.acked += result.acked
         self.stats.conflict += result.conflict

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 import redis
 
 from hubsync import __version__, keys, metrics
+from hubsync.backoff import Backoff
 from hubsync.clock import EpochClock, epoch_seconds, utc_now_iso
 from hubsync.connections import Role, connect, wait_until_reachable
 from hubsync.entries import PresenceBeat
@@ -34,11 +35,11 @@ from hubsync.settings import RelaySettings
 from producers.event_store import RunEventStore
 from producers.registry import ProjectRegistration, RuntimeRegistry
 from producers.relay.acks import AckReader, AckStats
-from producers.relay.faults import UNAVAILABLE_ERRORS, Backoff, RedisHealth
+from producers.relay.faults import UNAVAILABLE_ERRORS, RedisHealth
 from producers.relay.marker import AttemptMarker
 from producers.relay.sender import OutboxSender, SenderStats
 
-log = logging.getLogger("hubsync.relay")
+log = logging.getLogger(__name__)
 
 PROJECT_REFRESH_SECONDS = 1.0
 RESEND_CHECK_SECONDS = 0.5

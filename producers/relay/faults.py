@@ -1,19 +1,19 @@
-"""Living with an unreachable Redis: exponential backoff with jitter, one log line per change.
+"""Living with an unreachable Redis: which errors mean "retry later", one log line per change.
 
 The relay must never fail or block an append because Redis is down; it simply
-keeps rows pending and retries. Operators need to know when the state changes,
-not a line per retry, so ``RedisHealth`` logs transitions only.
+keeps rows pending and retries, waiting ``hubsync.backoff.Backoff`` delays in
+between. Operators need to know when the state changes, not a line per retry,
+so ``RedisHealth`` logs transitions only.
 """
 
 from __future__ import annotations
 
 import logging
-import random
 import threading
 
 import redis
 
-log = logging.getLogger("hubsync.relay")
+log = logging.getLogger(__name__)
 
 UNAVAILABLE_ERRORS: tuple[type[BaseException], ...] = (
     redis.ConnectionError,  # includes BusyLoadingError (LOADING)
@@ -21,25 +21,6 @@ UNAVAILABLE_ERRORS: tuple[type[BaseException], ...] = (
     redis.ReadOnlyError,  # a replica, or a primary being failed over
 )
 """Redis errors that mean "try again later", as opposed to a bug in our request."""
-
-
-class Backoff:
-    """Exponential backoff with full jitter, capped; ``reset`` after a success."""
-
-    def __init__(self, base: float = 0.05, cap: float = 30.0) -> None:
-        self.base = base
-        self.cap = cap
-        self.failures = 0
-
-    def next_delay(self) -> float:
-        """Record one more failure and return how long to wait before the next try."""
-        self.failures += 1
-        ceiling = min(self.cap, self.base * 2 ** min(self.failures, 30))
-        return random.uniform(ceiling / 2, ceiling)
-
-    def reset(self) -> None:
-        """Forget past failures."""
-        self.failures = 0
 
 
 class RedisHealth:

@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 
 from producers.event_store import RunEventStore
 
-log = logging.getLogger("hubsync.relay")
+log = logging.getLogger(__name__)
 
 _STOP = object()
 Job = tuple[str, list[int], float]

@@ -23,7 +23,7 @@ from hubsync.wire import MAX_EVENT_BYTES
 from producers.event_store import OutboxRow, RunEventStore
 from producers.relay.marker import AttemptMarker
 
-log = logging.getLogger("hubsync.relay")
+log = logging.getLogger(__name__)
 
 ENTRY_OVERHEAD_BYTES = 256
 """Flat fields and stream bookkeeping per entry, counted against the batch's byte budget."""

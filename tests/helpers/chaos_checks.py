@@ -20,12 +20,12 @@ import sqlite3
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
 import redis
 
 from hubsync import keys
 from hubsync.entries import decode_fields
+from hubsync.redis_values import as_text, entry_id_order
 from tests.helpers.chaos import SoakCluster
 from tests.helpers.chaos_inject import Injector, Key
 
@@ -82,11 +82,11 @@ def streams_settled(client: redis.Redis, hub_projects: Iterable[str]) -> bool:
     for hub_project in hub_projects:
         stream = keys.events_stream(hub_project)
         info = client.xinfo_stream(stream)
-        last = _id(info["last-generated-id"])
+        last = entry_id_order(info["last-generated-id"])
         for group in client.xinfo_groups(stream):
-            if _text(group["name"]) != keys.CONSUMER_GROUP:
+            if as_text(group["name"]) != keys.CONSUMER_GROUP:
                 continue
-            if group["pending"] or _id(group["last-delivered-id"]) < last:
+            if group["pending"] or entry_id_order(group["last-delivered-id"]) < last:
                 return False
     return True
 
@@ -219,7 +219,7 @@ def redis_contents(client: redis.Redis) -> tuple[bytes, int]:
         dumped = client.dump(key)
         if dumped:
             parts.append(bytes(dumped))  # type: ignore[arg-type]
-        kind = _text(client.type(key))
+        kind = as_text(client.type(key))
         if kind == "string":
             parts.append(bytes(client.get(key) or b""))  # type: ignore[arg-type]
         elif kind == "hash":
@@ -289,12 +289,3 @@ def check_redaction_happened(cluster: SoakCluster) -> dict[str, int]:
         db.close()
     assert all(counts.values()), f"planted secrets never reached a crossing field: {counts}"
     return {f"hub_rows_redacted_{kind}": n for kind, n in counts.items()}
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
-def _id(value: Any) -> tuple[int, int]:
-    ms, _, seq = _text(value).partition("-")
-    return int(ms), int(seq or 0)

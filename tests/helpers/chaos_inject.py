@@ -26,6 +26,7 @@ import redis
 from hubsync import keys
 from hubsync.canonical import content_hash
 from hubsync.entries import decode_fields, entry_kind, event_entry_fields
+from hubsync.redis_values import as_text
 from hubsync.wire import SyncEvent
 
 T = TypeVar("T")
@@ -109,7 +110,7 @@ class Injector:
 
     def _xadd(self, hub_project: str, fields: dict[str, Any]) -> str:
         entry_id = self._redis(lambda: self.client.xadd(keys.events_stream(hub_project), fields))
-        text = entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
+        text = as_text(entry_id)
         self.injected_ids.add(text)
         return text
 
@@ -122,7 +123,7 @@ class Injector:
         recent = self._redis(lambda: self.client.xrevrange(stream, count=400))
         genuine = []
         for raw_id, raw in recent:
-            entry_id = raw_id.decode() if isinstance(raw_id, bytes) else str(raw_id)
+            entry_id = as_text(raw_id)
             fields = decode_fields(raw)
             if entry_id not in self.injected_ids and entry_kind(fields) == "event":
                 genuine.append(fields)
@@ -235,7 +236,7 @@ class Injector:
             lambda: self.client.xrevrange(keys.events_stream(hub_project), count=200)
         )
         for raw_id, raw in recent:
-            entry_id = raw_id.decode() if isinstance(raw_id, bytes) else str(raw_id)
+            entry_id = as_text(raw_id)
             fields = decode_fields(raw)
             if entry_id not in self.injected_ids and entry_kind(fields) == "event":
                 return dict(fields)

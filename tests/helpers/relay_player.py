@@ -14,6 +14,7 @@ import redis
 from hubsync import keys
 from hubsync.entries import EventEntry, PresenceBeat, event_entry_fields, parse_event_entry
 from hubsync.entries import decode_fields as _decode
+from hubsync.redis_values import as_text
 from hubsync.wire import SyncEvent
 
 HUB_PROJECT = "acme"
@@ -69,7 +70,7 @@ def send_fields(
     if register:
         client.sadd(keys.PROJECTS, hub_project)
     entry_id = client.xadd(keys.events_stream(hub_project), dict(fields))  # type: ignore[arg-type]
-    return entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
+    return as_text(entry_id)
 
 
 def send_presence(client: redis.Redis, beat: PresenceBeat) -> str:
