@@ -23,8 +23,8 @@ from rq import Queue, Retry
 from rq.job import Job, get_current_job
 
 from consumers.effect_executors import ExecutionContext, resolve_executor
+from consumers.job_connection import job_connection
 from hubstore.leases import LeaseClient
-from hubsync.connections import connect
 from hubsync.keys import EFFECTS_QUEUE
 from producers.effects.errors import (
     EffectFailedError,
@@ -89,7 +89,7 @@ def run_effect(
         target=spec["target"],
         payload=dict(spec.get("payload") or {}),
     )
-    connection = _connection(redis_url)
+    connection = job_connection(redis_url, "run_effect")
     ledger = EffectsLedger(Path(ledger_path))
     try:
         effects = SharedEffects(ledger, LeaseClient(connection), lease_ttl_ms=lease_ttl_ms)
@@ -99,16 +99,6 @@ def run_effect(
         return _execute_and_commit(effects, claim, executor)
     finally:
         ledger.close()
-
-
-def _connection(redis_url: str | None) -> redis.Redis:
-    if redis_url:
-        return connect(redis_url)
-    job = get_current_job()
-    if job is None:
-        raise EffectFailedError("run_effect needs redis_url when called outside an RQ job")
-    connection: redis.Redis = job.connection
-    return connection
 
 
 def _refused_at_claim(refused: EffectRefused) -> dict[str, Any]:

@@ -22,13 +22,12 @@ from typing import Any
 import redis
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
-from rq.job import get_current_job
 
+from consumers.job_connection import job_connection
 from consumers.reclaim import remove_idle_consumers
 from hubstore.factory import hub_url_from_path, open_store
 from hubstore.lua_scripts import scripts_for
 from hubsync import keys
-from hubsync.connections import connect
 from hubsync.redis_values import as_text
 from producers.effects.ledger import EffectsLedger
 
@@ -85,7 +84,7 @@ def run_maintenance(
             report["purged_effects"] = ledger.purge_committed(effects_retention)
         finally:
             ledger.close()
-    client = _connection(redis_url)
+    client = job_connection(redis_url, "run_maintenance")
     scripts = scripts_for(client)
     for raw in sorted(client.smembers(keys.PROJECTS)):
         project = as_text(raw)
@@ -107,13 +106,3 @@ def run_maintenance(
         report["removed_consumers"],
     )
     return report
-
-
-def _connection(redis_url: str | None) -> redis.Redis:
-    if redis_url:
-        return connect(redis_url)
-    job = get_current_job()
-    if job is None:
-        raise ValueError("run_maintenance needs redis_url when called outside an RQ job")
-    connection: redis.Redis = job.connection
-    return connection

@@ -14,6 +14,7 @@ from consumers.projects import known_hub_projects, require_hub_project
 from hubstore.store import AlertRecord
 from hubsync.cli.options import (
     connect_redis,
+    count_option,
     hub_options,
     hub_project_filter,
     json_option,
@@ -46,15 +47,7 @@ Examples:
 )
 @hub_project_filter
 @hub_options
-@click.option(
-    "--count",
-    type=click.IntRange(1, 100_000),
-    default=50,
-    show_default=True,
-    envvar="HUBSYNC_COUNT",
-    show_envvar=True,
-    help="Most alerts listed per project and source (newest first).",
-)
+@count_option("alerts listed per project and source (newest first)")
 @redis_url_option
 @json_option
 def list_alerts(

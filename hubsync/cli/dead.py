@@ -11,6 +11,7 @@ import click
 from consumers.dead_letters import DeadLetters, ListedDeadLetter, ReplayResult, validate_entry_id
 from hubsync.cli.options import (
     connect_redis,
+    count_option,
     duration_callback,
     hub_project_required,
     json_option,
@@ -64,15 +65,7 @@ Examples:
 """,
 )
 @_project
-@click.option(
-    "--count",
-    type=click.IntRange(1, 100_000),
-    default=50,
-    show_default=True,
-    envvar="HUBSYNC_COUNT",
-    show_envvar=True,
-    help="Most letters to list (oldest first).",
-)
+@count_option("letters to list (oldest first)")
 @click.option(
     "--reason", envvar="HUBSYNC_REASON", show_envvar=True, help="Only letters of this reason."
 )

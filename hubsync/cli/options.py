@@ -154,6 +154,20 @@ redis_url_option = options_from(CommonSettings, only=["redis_url"])
 hub_options = options_from(HubStoreSettings, required=False)
 """``--hub-url`` and its shorthand ``--hub-db``; resolve them with ``settings.hub_url_of``."""
 
+
+def count_option(listed: str) -> Callable[[F], F]:
+    """``--count N`` (``HUBSYNC_COUNT``, default 50): how many ``listed`` a list command shows."""
+    return click.option(
+        "--count",
+        type=click.IntRange(1, 100_000),
+        default=50,
+        show_default=True,
+        envvar="HUBSYNC_COUNT",
+        show_envvar=True,
+        help=f"Most {listed}.",
+    )
+
+
 json_option = click.option(
     "--json",
     "as_json",
