@@ -179,10 +179,14 @@ def test_kill_minus_nine_mid_drain_then_restart_delivers_everything(
     append_many(store, runs=4, per_run=2_000)
     total = store.outbox_counts()["total"]
 
-    process = start_relay_process(state_dir, redis_url, "--batch-count", "200")
-    wait_until(lambda: len(stream_events(redis_client, "alpha")) > 1_000, timeout=30)
+    # small batches keep the drain long next to the moment between seeing 1,000
+    # entries (XLEN, cheap) and freezing the relay, so the kill lands mid-drain
+    process = start_relay_process(state_dir, redis_url, "--batch-count", "50")
+    stream = keys.events_stream("alpha")
+    wait_until(lambda: redis_client.xlen(stream) > 1_000, timeout=30, interval=0.001)
+    process.pause()
+    assert redis_client.xlen(stream) < total, "frozen before the drain finished"
     process.kill()
-    assert len(stream_events(redis_client, "alpha")) < total, "killed before the drain finished"
 
     restarted = start_relay_process(state_dir, redis_url, "--resend-timeout", "1")
     try:
