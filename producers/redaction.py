@@ -21,8 +21,9 @@ overlapping span is replaced, so no fragment of any secret survives. Numbers
 whose text is a secret are replaced too (a numeric PIN is still a secret).
 
 Hot path: ``redact_json`` serialises a payload once and runs ONE combined
-regular expression over the text; a clean payload (the common case) costs that
-one scan. Only a payload with a hit is walked value by value.
+regular expression over the text, plus a lowercase substring test for the
+patterns that need a key name (``CredentialPattern.hint``); a clean payload (the
+common case) costs that. Only a payload with a hit is walked value by value.
 """
 
 from __future__ import annotations
