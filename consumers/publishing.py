@@ -93,11 +93,7 @@ def parse_dead_letter(fields: Mapping[str, bytes]) -> DeadLetter:
     def text(name: str) -> str:
         return fields.get(name, b"").decode("utf-8", "replace")
 
-    truncated: dict[str, int] = {}
-    for item in filter(None, text("truncated").split(",")):
-        name, _, size = item.rpartition(":")
-        truncated[name] = int(size) if size.isdigit() else -1
-    deliveries = text("deliveries")
+    deliveries = _count(text("deliveries"))
     return DeadLetter(
         reason=text("reason"),
         detail=text("detail"),
@@ -105,14 +101,38 @@ def parse_dead_letter(fields: Mapping[str, bytes]) -> DeadLetter:
         source_id=text("source_id"),
         consumer=text("consumer"),
         dead_at=text("dead_at"),
-        deliveries=int(deliveries) if deliveries.isdigit() else None,
-        truncated=truncated,
+        deliveries=deliveries,
+        truncated=_truncated_sizes(text("truncated")),
         fields={
             name[len(ORIGINAL_PREFIX) :]: value
             for name, value in fields.items()
             if name.startswith(ORIGINAL_PREFIX)
         },
     )
+
+
+def _count(text: str) -> int | None:
+    # str.isdigit() also accepts '²' and other digits int() refuses: ASCII only.
+    return int(text) if text.isascii() and text.isdigit() else None
+
+
+def _truncated_sizes(text: str) -> dict[str, int]:
+    """The ``name:size,...`` list of a letter's ``truncated`` field, whatever its names hold.
+
+    A field name may itself hold ',' and ':', so pieces are joined back until one
+    ends in ``:<size>``; text that never does is kept under size -1.
+    """
+    sizes: dict[str, int] = {}
+    pieces: list[str] = []
+    for piece in text.split(",") if text else []:
+        pieces.append(piece)
+        name, colon, size = ",".join(pieces).rpartition(":")
+        if colon and (count := _count(size)) is not None:
+            sizes[name] = count
+            pieces = []
+    if pieces:
+        sizes[",".join(pieces)] = -1
+    return sizes
 
 
 def rejected_outcome(fields: Mapping[str, bytes], reason: str) -> tuple[str, OutcomeRecord] | None:

@@ -21,24 +21,30 @@ EVENT_TYPE_PATTERN = re.compile(r"[a-z][a-z0-9_.-]{0,63}")
 
 
 def validate_name(value: str, what: str = "name") -> str:
-    """Return ``value`` if it is a usable id, else raise ``ConfigError`` saying why."""
+    """Return ``value`` if it is a usable id, else raise ``ConfigError`` saying why.
+
+    The message never repeats the value: a refused id may be a pasted credential.
+    """
     if not isinstance(value, str) or not value:
         raise ConfigError(f"{what} must be a non-empty string")
     if len(value) > MAX_NAME_LENGTH:
         raise ConfigError(f"{what} is {len(value)} characters long; the limit is {MAX_NAME_LENGTH}")
     if not _NAME.fullmatch(value):
         raise ConfigError(
-            f"{what} {value[:40]!r} may hold only letters, digits and . _ : @ / + = - "
+            f"{what} may hold only letters, digits and . _ : @ / + = - "
             "and must start with a letter or digit"
         )
     return value
 
 
 def validate_event_type(value: str) -> str:
-    """Event types are short lowercase dotted words such as ``step.completed``."""
+    """Event types are short lowercase dotted words such as ``step.completed``.
+
+    Like ``validate_name``, the message never repeats the value.
+    """
     if not isinstance(value, str) or not EVENT_TYPE_PATTERN.fullmatch(value):
         raise ConfigError(
-            f"event type {str(value)[:40]!r} must be 1-64 lowercase letters, digits, '_', "
+            "event type must be 1-64 lowercase letters, digits, '_', "
             "'.' or '-', starting with a letter"
         )
     return value

@@ -153,8 +153,10 @@ def _require_canonical(data: bytes, event: SyncEvent) -> None:
 
 def _wire_error_from(exc: ValidationError) -> WireError:
     errors = exc.errors(include_url=False, include_input=False)
-    if any(e["type"] == "json_invalid" for e in errors):
-        return WireError("bad_json", "event is not valid JSON")
+    if bad := [e for e in errors if e["type"] == "json_invalid"]:
+        # The parser's own words (a position, or "recursion limit exceeded"), no input.
+        why = (bad[0].get("ctx") or {}).get("error")
+        return WireError("bad_json", "event is not valid JSON" + (f" ({why})" if why else ""))
     if any(e["loc"] == ("schema",) or "'schema'" in e["msg"] for e in errors):
         return WireError("unknown_schema", f"event schema must be {SYNC_EVENT_SCHEMA!r}")
     problems = "; ".join(

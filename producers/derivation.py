@@ -14,7 +14,7 @@ and content hash are computed here, once, on the runtime (``hubsync.wire``).
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -23,8 +23,8 @@ from hubsync.canonical import canonical_json, content_hash
 from hubsync.clock import format_timestamp
 from hubsync.errors import ConfigError, WireError
 from hubsync.names import validate_event_type, validate_name
-from hubsync.wire import MAX_EVENT_BYTES, SYNC_EVENT_SCHEMA, SyncEvent
-from producers.errors import DerivationError, EventTooLargeError
+from hubsync.wire import MAX_EVENT_BYTES, SYNC_EVENT_SCHEMA, SyncEvent, parse_sync_event
+from producers.errors import DerivationError, EventTooLargeError, SecretInIdError
 from producers.redaction import Redactor
 
 DEFAULT_ALLOWLIST: Mapping[str, tuple[str, ...]] = {
@@ -154,8 +154,10 @@ class EventDeriver:
         self.allowlist = allowlist
         self.redactor = redactor
         # Ids repeat across a run's events; validating each once keeps append cheap.
+        # A secret registered since an id was checked voids every check made before it.
         self._valid_runs: set[str] = set()
         self._valid_types: set[str] = set()
+        self._checked_against = redactor.secret_count
 
     def prepare(
         self,
@@ -177,6 +179,11 @@ class EventDeriver:
             raise DerivationError(
                 f"the payload of a {event_type} event is not JSON ({exc}); "
                 "use only objects, arrays, strings, finite numbers, booleans and null"
+            ) from None
+        except RecursionError:
+            raise DerivationError(
+                f"the payload of a {event_type} event is nested too deeply to encode; "
+                "flatten it (the hub accepts events nested up to about 200 levels)"
             ) from None
         data = self.allowlist.select(event_type, redacted)
         return PreparedEvent(run_id, event_type, _timestamp(occurred_at), local_json, data)
@@ -207,23 +214,44 @@ class EventDeriver:
                 f"the limit is {MAX_EVENT_BYTES} (shorten the allowlisted fields of its payload "
                 "or narrow the event type's allowlist)"
             )
+        # The hub's own check of what it receives: an event it would refuse must be
+        # refused here, before commit, not lost later as `rejected`.
+        try:
+            parse_sync_event(data)
+        except WireError as exc:
+            raise DerivationError(
+                f"the {event.event_type} sync event of run {event.run_id} would be refused by "
+                f"the hub ({exc}); nothing was written (flatten or shorten its allowlisted fields)"
+            ) from None
         return data, content_hash(data)
 
     def _check_ids(self, run_id: str, event_type: str) -> None:
+        secrets = self.redactor.secret_count
+        if secrets != self._checked_against:
+            self._valid_runs.clear()
+            self._valid_types.clear()
+            self._checked_against = secrets
         if run_id not in self._valid_runs:
-            try:
-                validate_name(run_id, "run id")
-            except ConfigError as exc:
-                raise DerivationError(str(exc)) from None
+            self._check_id(run_id, "run id", lambda: validate_name(run_id, "run id"))
             if len(self._valid_runs) > 10_000:
                 self._valid_runs.clear()
             self._valid_runs.add(run_id)
         if event_type not in self._valid_types:
-            try:
-                validate_event_type(event_type)
-            except ConfigError as exc:
-                raise DerivationError(str(exc)) from None
+            self._check_id(event_type, "event type", lambda: validate_event_type(event_type))
             self._valid_types.add(event_type)
+
+    def _check_id(self, value: str, what: str, validate: Callable[[], str]) -> None:
+        # Neither message repeats the value: a refused id may be a credential.
+        try:
+            validate()
+        except ConfigError as exc:
+            raise DerivationError(str(exc)) from None
+        if self.redactor.contains_secret(value):
+            raise SecretInIdError(
+                f"the {what} holds a secret (a credential format, or a registered or "
+                f"environment secret); a {what} reaches the hub as it is, never redacted, "
+                "so the event was refused and nothing was written: use one that holds no secret"
+            )
 
 
 def _timestamp(occurred_at: datetime | str | None) -> str:

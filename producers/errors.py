@@ -32,6 +32,10 @@ class DerivationError(ProducerError):
     """A local event cannot be turned into a sync event (not JSON, bad id, bad time)."""
 
 
+class SecretInIdError(DerivationError):
+    """A run id or event type holds a secret; ids are never redacted, so the event is refused."""
+
+
 class EventTooLargeError(DerivationError):
     """The derived sync event exceeds ``hubsync.wire.MAX_EVENT_BYTES``."""
 

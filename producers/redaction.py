@@ -4,12 +4,12 @@ Three kinds of secret are recognised, in every string value and every key, at
 any depth:
 
 * values registered by the runtime (``Redactor.register``, kind ``registered``);
-* values of environment variables whose names end in ``_TOKEN``, ``_SECRET``,
-  ``_PASSWORD``, ``_API_KEY`` or ``_KEY`` (``register_environment``, kind
-  ``env``), registered when a store opens, before its first append;
+* values of environment variables named like secrets (``ENV_SECRET_NAMES``,
+  ``ENV_SECRET_SUFFIXES``; ``register_environment``, kind ``env``), registered
+  when a store opens, before its first append;
 * well-known credential formats (``CREDENTIAL_PATTERNS``): GitHub tokens, AWS
-  access key ids, Slack tokens, PEM private-key blocks, JWTs, and the
-  ``user:password`` part of URLs.
+  access key ids, AWS secret access keys (after a key name that says so), Slack
+  tokens, PEM private-key blocks, JWTs, and the ``user:password`` part of URLs.
 
 Secret values live only in this object's memory. A registered value must be at
 least ``MIN_SECRET_LENGTH`` characters: a short one would redact ordinary text
@@ -21,8 +21,9 @@ overlapping span is replaced, so no fragment of any secret survives. Numbers
 whose text is a secret are replaced too (a numeric PIN is still a secret).
 
 Hot path: ``redact_json`` serialises a payload once and runs ONE combined
-regular expression over the text; a clean payload (the common case) costs that
-one scan. Only a payload with a hit is walked value by value.
+regular expression over the text, plus a lowercase substring test for the
+patterns that need a key name (``CredentialPattern.hint``); a clean payload (the
+common case) costs that. Only a payload with a hit is walked value by value.
 """
 
 from __future__ import annotations
@@ -44,8 +45,31 @@ log = logging.getLogger(__name__)
 MIN_SECRET_LENGTH = 6
 """Shortest value ``Redactor.register`` accepts."""
 
-ENV_SECRET_SUFFIXES = ("_TOKEN", "_SECRET", "_PASSWORD", "_API_KEY", "_KEY")
-"""Environment variables whose names end in one of these (any case) hold secrets."""
+ENV_SECRET_SUFFIXES = (
+    "_TOKEN",
+    "_SECRET",
+    "_PASSWORD",
+    "_PASSWD",
+    "_PASS",
+    "_PWD",
+    "_PASSPHRASE",
+    "_KEY",  # also _API_KEY, _PRIVATE_KEY, _SECRET_KEY, _ACCESS_KEY
+    "_APIKEY",
+    "_CREDENTIALS",
+    "_CREDENTIAL",
+    "_AUTH",
+    "_CONN_STR",
+    "_CONNECTION_STRING",
+)
+"""Environment variables whose names end in one of these (any case) hold secrets.
+
+Each starts with ``_`` so that ``PWD`` and ``OLDPWD`` (the shell's directories)
+and words such as ``KEYBOARD`` or ``BYPASS`` are not taken for secrets."""
+
+ENV_SECRET_NAMES = frozenset(
+    {"PASSWORD", "PASSWD", "TOKEN", "SECRET", "PGPASSWORD", "HUBSYNC_PROOF"}
+)
+"""Environment variables with exactly one of these names (any case) hold secrets too."""
 
 KIND_REGISTERED = "registered"
 KIND_ENV = "env"
@@ -60,14 +84,21 @@ class CredentialPattern:
 
     ``regex`` finds it in a raw string; ``group`` is the part replaced (0 = the
     whole match). ``detect`` must match wherever ``regex`` does, in a raw string
-    AND in its JSON-escaped form, so that one scan of serialised JSON can prove
-    a payload clean.
+    AND in its JSON-escaped form, and in a serialised ``"key":"value"`` pair when
+    ``keyed``, so that one scan of serialised JSON can prove a payload clean.
     """
 
     kind: str
     regex: str
     detect: str
     group: int = 0
+    keyed: bool = False
+    """Also tried on each mapping entry as the text ``key:value``, so a value whose
+    key names it (``{"SecretAccessKey": "..."}``) is found as it would be in text."""
+    hint: str | None = None
+    """A lowercase ASCII word every match holds, in any case. Such a pattern is
+    searched only in text holding the word, not in the combined scan: a
+    case-insensitive branch there would slow the scan of every payload."""
 
 
 def _same(kind: str, regex: str) -> CredentialPattern:
@@ -75,11 +106,31 @@ def _same(kind: str, regex: str) -> CredentialPattern:
     return CredentialPattern(kind, regex, regex)
 
 
+# A 40-character AWS secret access key looks like any base64 text (a git commit id
+# too), so it is recognised only after a key name that says what it is, as written in
+# credentials files, environment dumps, JSON, YAML and XML: `aws_secret_access_key = `,
+# `"SecretAccessKey": "`, `<SecretAccessKey>`, and any `secret_key`. The name stays;
+# only the value goes.
+_AWS_KEY_LABEL = r"(?ai:secret[_.-]?(?:access[_.-]?)?key)"
+_AWS_KEY_BODY = r"[A-Za-z0-9/+]{40,}"
+
+
 CREDENTIAL_PATTERNS: tuple[CredentialPattern, ...] = (
     # GitHub's classic tokens have 36 characters after the prefix; 30 also catches
-    # a token cut short, which is still mostly secret.
-    _same("github_token", r"gh[pousr]_[A-Za-z0-9]{30,255}|github_pat_[A-Za-z0-9_]{22,255}"),
-    _same("aws_access_key_id", r"(?:AKIA|ASIA)[A-Z0-9]{16}"),
+    # a token cut short, which is still mostly secret. No format has an upper bound
+    # here: a longer token is replaced whole, never leaving a tail behind.
+    _same("github_token", r"gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{22,}"),
+    _same("aws_access_key_id", r"(?:AKIA|ASIA)[A-Z0-9]{16,}"),
+    # Separators are spaces and quotes (escaped inside JSON text: the detector allows
+    # the backslash) around '=', '=>', ':' or an XML tag's '>'.
+    CredentialPattern(
+        "aws_secret_access_key",
+        _AWS_KEY_LABEL + rf"[ \"']*(?:=>?|:|>)[ \"']*({_AWS_KEY_BODY})",
+        _AWS_KEY_LABEL + rf"[ \"'\\]*(?:=>?|:|>)[ \"'\\]*{_AWS_KEY_BODY}",
+        group=1,
+        keyed=True,
+        hint="secret",
+    ),
     _same("slack_token", r"xox[abprs]-[A-Za-z0-9-]{10,}"),
     # A block cut short (no END line) is still key material: redact to the end.
     CredentialPattern(
@@ -90,12 +141,13 @@ CREDENTIAL_PATTERNS: tuple[CredentialPattern, ...] = (
     _same("jwt", r"eyJ[A-Za-z0-9_-]+\.eyJ[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*"),
     # Only the userinfo is replaced, so the host stays readable. The password part
     # is greedy up to the LAST '@' of the authority: an unencoded '@' in a password
-    # must not leave its tail behind. A user name cannot hold '[' (RFC 3986), which
-    # also keeps the pattern from matching its own marker.
+    # must not leave its tail behind. The user may be empty (`redis://:password@host`).
+    # A user name cannot hold '[' (RFC 3986), which also keeps the pattern from
+    # matching its own marker.
     CredentialPattern(
         "url_credentials",
-        r"://([^\s/?#@:\[\]]+:[^\s/?#]+)@",
-        r"://[^\s/?#@:\[\]]+:[^\s/?#]+@",
+        r"://([^\s/?#@:\[\]]*:[^\s/?#]+)@",
+        r"://[^\s/?#@:\[\]]*:[^\s/?#]+@",
         group=1,
     ),
 )
@@ -111,13 +163,31 @@ _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=F
 
 
 @dataclass(frozen=True, slots=True)
+class _Detector:
+    """Whether a text may hold a secret: one combined scan, then the hinted patterns."""
+
+    combined: re.Pattern[str]
+    hinted: tuple[tuple[str, re.Pattern[str]], ...]  # (hint, detect regex)
+
+    def search(self, text: str) -> bool:
+        """True if any secret or credential format may be in ``text``."""
+        if self.combined.search(text) is not None:
+            return True
+        if not self.hinted:
+            return False
+        lowered = text.lower()
+        return any(hint in lowered and rx.search(text) for hint, rx in self.hinted)
+
+
+@dataclass(frozen=True, slots=True)
 class _Matchers:
     """Everything ``redact`` needs, swapped as one object when registrations change."""
 
     secrets: tuple[tuple[str, str], ...]  # (value, kind), longest first
     patterns: tuple[tuple[re.Pattern[str], int, str], ...]
-    text_detector: re.Pattern[str]
-    json_detector: re.Pattern[str]
+    keyed: tuple[tuple[re.Pattern[str], int, str], ...]  # also tried on "key:value"
+    text_detector: _Detector
+    json_detector: _Detector
 
 
 class Redactor:
@@ -177,7 +247,7 @@ class Redactor:
         source = os.environ if environ is None else environ
         registered: list[str] = []
         for name, value in source.items():
-            if not name.upper().endswith(ENV_SECRET_SUFFIXES) or not value:
+            if not is_secret_variable(name) or not value:
                 continue
             candidates = {value, value.strip()}
             usable = [c for c in candidates if len(c) >= MIN_SECRET_LENGTH]
@@ -199,16 +269,16 @@ class Redactor:
 
     def contains_secret(self, text: str) -> bool:
         """Whether ``text`` holds any registered value or credential format."""
-        return self._matchers.text_detector.search(text) is not None
+        return self._matchers.text_detector.search(text)
 
     def redact_text(self, text: str) -> str:
         """``text`` with every secret replaced."""
         matchers = self._matchers
-        if matchers.text_detector.search(text) is None:
+        if not matchers.text_detector.search(text):
             return text
         for _ in range(_MAX_PASSES):
             text = _replace_spans(text, matchers)
-            if matchers.text_detector.search(text) is None:
+            if not matchers.text_detector.search(text):
                 return text
         # A replacement glued pieces into a new secret more than once: give up on
         # precision rather than risk a leak.
@@ -236,14 +306,14 @@ class Redactor:
         ``TypeError`` if the payload is not JSON (NaN, sets, ...).
         """
         text = _dumps(payload)
-        if self._matchers.json_detector.search(text) is None:
+        if not self._matchers.json_detector.search(text):
             return payload, text
         redacted = self.redact(payload)
         return redacted, _dumps(redacted)
 
     def _redact_mapping(self, mapping: Mapping[Any, Any]) -> dict[Any, Any]:
         items = [
-            (self.redact_text(k) if isinstance(k, str) else k, k, self.redact(v))
+            (self.redact_text(k) if isinstance(k, str) else k, k, self._redact_entry(k, v))
             for k, v in mapping.items()
         ]
         result: dict[Any, Any] = {}
@@ -265,6 +335,21 @@ class Redactor:
             result[key] = value
         return result
 
+    def _redact_entry(self, key: Any, value: Any) -> Any:
+        # The value of a mapping entry, also checked with its key as context: some
+        # secrets are recognisable only by the name they are stored under.
+        redacted = self.redact(value)
+        keyed = self._matchers.keyed
+        if not keyed or not isinstance(key, str) or not isinstance(redacted, str):
+            return redacted
+        offset = len(key) + 1
+        spans = [
+            (start - offset, end - offset, kind)
+            for start, end, kind in _pattern_spans(f"{key}:{redacted}", keyed)
+            if start >= offset
+        ]
+        return _splice(redacted, spans)
+
     def _build(self) -> _Matchers:
         secrets = tuple(sorted(self._kinds.items(), key=lambda kv: -len(kv[0])))
         raw = [re.escape(value) for value, _ in secrets]
@@ -273,12 +358,15 @@ class Redactor:
             for value, _ in secrets
             if (form := _dumps(value)[1:-1]) != value  # its spelling inside JSON text
         ]
-        detect = [p.detect for p in self._patterns]
+        detect = [p.detect for p in self._patterns if p.hint is None]
+        hinted = tuple((p.hint, re.compile(p.detect)) for p in self._patterns if p.hint)
+        patterns = tuple((re.compile(p.regex), p.group, p.kind) for p in self._patterns)
         return _Matchers(
             secrets=secrets,
-            patterns=tuple((re.compile(p.regex), p.group, p.kind) for p in self._patterns),
-            text_detector=_alternation([*raw, *detect]),
-            json_detector=_alternation([*raw, *escaped, *detect]),
+            patterns=patterns,
+            keyed=tuple(m for m, p in zip(patterns, self._patterns, strict=True) if p.keyed),
+            text_detector=_Detector(_alternation([*raw, *detect]), hinted),
+            json_detector=_Detector(_alternation([*raw, *escaped, *detect]), hinted),
         )
 
 
@@ -287,17 +375,38 @@ def _alternation(branches: list[str]) -> re.Pattern[str]:
     return re.compile("|".join(branches) if branches else "(?!)")
 
 
+def is_secret_variable(name: str) -> bool:
+    """Whether an environment variable of this name holds a secret (see ``ENV_SECRET_*``)."""
+    upper = name.upper()
+    return upper in ENV_SECRET_NAMES or upper.endswith(ENV_SECRET_SUFFIXES)
+
+
+_Span = tuple[int, int, str]
+
+
+def _pattern_spans(
+    text: str, patterns: tuple[tuple[re.Pattern[str], int, str], ...]
+) -> list[_Span]:
+    return [
+        (*match.span(group), kind)
+        for regex, group, kind in patterns
+        for match in regex.finditer(text)
+    ]
+
+
 def _replace_spans(text: str, matchers: _Matchers) -> str:
-    spans: list[tuple[int, int, str]] = []
+    spans: list[_Span] = []
     for value, kind in matchers.secrets:
         start = text.find(value)
         while start != -1:
             spans.append((start, start + len(value), kind))
             start = text.find(value, start + 1)
-    for regex, group, kind in matchers.patterns:
-        for match in regex.finditer(text):
-            start, end = match.span(group)
-            spans.append((start, end, kind))
+    spans.extend(_pattern_spans(text, matchers.patterns))
+    return _splice(text, spans)
+
+
+def _splice(text: str, spans: list[_Span]) -> str:
+    # Each span becomes one marker; overlapping spans merge into one.
     if not spans:
         return text
     spans.sort(key=lambda s: (s[0], -(s[1] - s[0])))

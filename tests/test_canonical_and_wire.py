@@ -110,6 +110,11 @@ def _raw() -> bytes:
         ),
         (lambda raw: raw.replace(b'"ok":true', b'"ok":NaN'), "not_canonical", "canonical"),
         (lambda raw: b"[]", "invalid_event", "object"),
+        (
+            lambda raw: raw.replace(b'"ok":true', b'"ok":' + b"[" * 300 + b"]" * 300),
+            "bad_json",
+            "recursion limit",
+        ),
     ],
 )
 def test_malformed_wire_input_is_refused_with_an_error_naming_the_problem(

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -268,6 +271,49 @@ def test_malformed_dead_and_alerts_input_exits_2_with_one_error_line(
     assert out == ""
     assert len(error_lines(err)) == 1, err
     assert "Traceback" not in err
+
+
+def hubsync_process(p: LivePipeline, *argv: str) -> subprocess.CompletedProcess[str]:
+    """``hubsync dead ARGV`` as its own process: exit code and output as an operator sees them."""
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("HUBSYNC_")}
+    options = ["--hub-project", HUB_PROJECT, "--redis-url", p.redis_url]
+    return subprocess.run(
+        [sys.executable, "-m", "hubsync.cli.main", "dead", argv[0], *options, *argv[1:]],
+        capture_output=True,
+        text=True,
+        env=environ,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_letters_with_odd_field_name_bytes_list_and_replay(pipeline: LivePipeline) -> None:
+    # '²' is a digit to str.isdigit() but not to int(); ',' and ':' separate the names
+    # in a letter's `truncated` field; b"\xff" is not UTF-8 at all.
+    big = b"x" * 5000
+    cut = {b"kind": b"event", "a:²,b".encode(): big, b"\xff:\xb2,": big}
+    whole = {b"kind": b"event", "x:²,y:³".encode(): b"\x00\xff:\xb2"}
+    for fields in (cut, whole):
+        pipeline.client.sadd(keys.PROJECTS, HUB_PROJECT)
+        pipeline.client.xadd(pipeline.events, fields)  # type: ignore[arg-type]
+    pipeline.consume_once()
+    assert pipeline.client.xlen(DEAD) == 2
+
+    for argv in (("list",), ("list", "--json")):
+        shown = hubsync_process(pipeline, *argv)
+        assert shown.returncode == 0 and "Traceback" not in shown.stderr, shown.stderr
+    letters = json.loads(hubsync_process(pipeline, "list", "--json").stdout)["dead_letters"]
+    assert [x["replayable"] for x in letters] == [False, True]
+    # a name that is not UTF-8 was recorded with U+FFFD when it was dead-lettered
+    assert letters[0]["truncated"] == {"a:²,b": 5000, "\ufffd:\ufffd,": 5000}
+
+    replayed = hubsync_process(pipeline, "replay", "--all", "--json")
+    assert replayed.returncode == 0 and "Traceback" not in replayed.stderr, replayed.stderr
+    result = json.loads(replayed.stdout)
+    assert [r["id"] for r in result["replayed"]] == [letters[1]["id"]]
+    assert result["skipped"] == [{"id": letters[0]["id"], "why": "truncated"}]
+    reply: Any = pipeline.client.xrange(pipeline.events, result["replayed"][0]["new_id"], "+")
+    assert reply[0][1] == whole  # the very bytes, names and values, are back
 
 
 @pytest.mark.parametrize(

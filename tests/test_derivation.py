@@ -17,7 +17,7 @@ from producers.derivation import (
     StoreIdentity,
     derive_sync_event,
 )
-from producers.errors import DerivationError, EventTooLargeError
+from producers.errors import DerivationError, EventTooLargeError, SecretInIdError
 from producers.redaction import Redactor
 
 IDENTITY = StoreIdentity("proj-1", "acme", "rt-host-0001")
@@ -185,3 +185,31 @@ def test_local_json_keeps_every_field_but_redacted() -> None:
     prepared = deriver.prepare("r", "run.started", {"env": {"K": "local-secret-99"}, "x": 1})
     assert json.loads(prepared.local_json) == {"env": {"K": "[REDACTED:registered]"}, "x": 1}
     assert prepared.data == {}
+
+
+@pytest.mark.parametrize(
+    ("run_id", "event_type", "field", "offending"),
+    [
+        ("bad run id", "run.started", "run id", "bad run"),
+        ("r", "Bad Type", "event type", "Bad Type"),
+        ("ghp_" + "Q" * 150, "run.started", "run id", "ghp_"),  # too long AND a token
+        ("xoxb-1234567890-abcdef", "run.started", "run id", "xoxb"),
+        ("r", "xoxb-1234567890-abcdef", "event type", "xoxb"),
+    ],
+)
+def test_an_error_about_an_id_names_the_field_but_never_repeats_the_value(
+    run_id: str, event_type: str, field: str, offending: str
+) -> None:
+    with pytest.raises(DerivationError) as info:
+        derive_sync_event(IDENTITY, run_id, 1, event_type, {})
+    assert field in str(info.value)
+    assert offending not in str(info.value)
+
+
+def test_an_id_cleared_before_a_secret_was_registered_is_checked_again() -> None:
+    redactor = Redactor()
+    deriver = EventDeriver(IDENTITY, Allowlist(), redactor)
+    deriver.prepare("run-with-secret-77", "run.started", {})
+    redactor.register("secret-77")
+    with pytest.raises(SecretInIdError):
+        deriver.prepare("run-with-secret-77", "run.started", {})

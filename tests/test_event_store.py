@@ -16,6 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from hubsync.entries import decode_fields, parse_event_entry, raw_event_entry_fields
 from hubsync.errors import SchemaVersionError
 from hubsync.wire import MAX_EVENT_BYTES, parse_sync_event
 from producers.derivation import StoreIdentity
@@ -23,6 +24,7 @@ from producers.errors import (
     DerivationError,
     EventTooLargeError,
     RebindError,
+    SecretInIdError,
     StoreClosedError,
 )
 from producers.event_store import (
@@ -140,6 +142,73 @@ def test_a_bad_event_in_a_batch_fails_the_whole_batch_before_writing(
             [NewEvent("run-1", "run.started", {}), NewEvent("bad id!", "run.started", {})]
         )
     assert table_counts(store.path) == (0, 0)
+
+
+ENV_ID_SECRET = "run-env-secret-4242"
+REGISTERED_ID_SECRET = "run-registered-secret-77"
+
+
+@pytest.mark.parametrize(
+    ("run_id", "event_type", "secret"),
+    [
+        ("ghp_" + "Zx8Yw7Vu6Ts5Rq4Po3Nm2Lk1Jh0Gf9Ed8Cb7", "run.started", "ghp_"),
+        ("run-1", "xoxb-123456789012-abcdefabcdef", "xoxb-"),
+        (ENV_ID_SECRET, "run.started", ENV_ID_SECRET),
+        (f"deploy/{REGISTERED_ID_SECRET}", "run.started", REGISTERED_ID_SECRET),
+    ],
+)
+def test_an_id_or_event_type_holding_a_secret_is_refused_and_never_written(
+    tmp_path: Path, run_id: str, event_type: str, secret: str
+) -> None:
+    path = tmp_path / "s.sqlite"
+    with RunEventStore(path, IDENTITY, environ={"CI_DEPLOY_PASS": ENV_ID_SECRET}) as opened:
+        opened.redactor.register(REGISTERED_ID_SECRET)
+        with pytest.raises(SecretInIdError) as info:
+            opened.append_event(run_id, event_type, {})
+        with pytest.raises(SecretInIdError):
+            opened.append_events([NewEvent("run-ok", "run.started", {}), (run_id, event_type, {})])
+        assert table_counts(path) == (0, 0)
+        opened.append_event("run-ok", "run.started", {})  # only the secret is refused
+        on_disk = _files_bytes(tmp_path)
+    assert secret not in str(info.value)
+    assert ("run id" if run_id != "run-1" else "event type") in str(info.value)
+    assert table_counts(path) == (1, 1)
+    assert secret.encode() not in on_disk
+
+
+def _nested(depth: int) -> dict[str, object]:
+    deep: dict[str, object] = {}
+    for _ in range(depth - 1):
+        deep = {"a": deep}
+    return deep
+
+
+@pytest.mark.parametrize("depth", [300, 100_000])
+def test_a_payload_nested_deeper_than_the_hub_accepts_is_refused_and_nothing_written(
+    store: RunEventStore, depth: int
+) -> None:
+    with pytest.raises(DerivationError) as info:
+        store.append_event("run-1", "run.completed", {"outputs": _nested(depth)})
+    assert "nested too deeply" in str(info.value) or "refused by the hub" in str(info.value)
+    assert table_counts(store.path) == (0, 0)
+    assert store.append_event("run-1", "run.completed", {}).sequence == 1
+
+
+def test_a_nested_payload_the_runtime_accepts_the_hub_accepts(store: RunEventStore) -> None:
+    store.append_event("run-1", "run.completed", {"outputs": _nested(150)})
+    [row] = store.outbox_for_run("run-1")
+    fields = raw_event_entry_fields(
+        project_id=IDENTITY.project_id,
+        hub_project=IDENTITY.hub_project,
+        run_id="run-1",
+        sequence=1,
+        event_type="run.completed",
+        runtime_id=IDENTITY.home_runtime_id,
+        digest=row.content_hash,
+        data=row.sync_event,
+    )
+    entry = parse_event_entry(decode_fields(fields))  # the hub's parse of a stream entry
+    assert entry.event.data == {"outputs": _nested(150)}
 
 
 def test_environment_secrets_are_registered_when_the_store_opens(tmp_path: Path) -> None:

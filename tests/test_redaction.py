@@ -223,3 +223,103 @@ def test_a_secret_that_is_part_of_a_marker_is_refused() -> None:
     redactor.register("custom_secret")
     with pytest.raises(UnsafeSecretError):
         redactor.register("another-value", kind="xcustom_secretx")
+
+
+def test_the_environment_rule_covers_every_documented_secret_name() -> None:
+    secret_names = [
+        "PGPASSWORD",
+        "HUBSYNC_PROOF",
+        "PASSWORD",
+        "DB_PASS",
+        "LDAP_PASSWD",
+        "MYSQL_PWD",
+        "GPG_PASSPHRASE",
+        "GOOGLE_CREDENTIALS",
+        "AZURE_CREDENTIAL",
+        "GCP_PRIVATE_KEY",
+        "AWS_SECRET_ACCESS_KEY",
+        "DJANGO_SECRET_KEY",
+        "OPENAI_APIKEY",
+        "REDISCLI_AUTH",
+        "DB_CONN_STR",
+        "AZURE_STORAGE_CONNECTION_STRING",
+    ]
+    ordinary = ["PWD", "OLDPWD", "KEYBOARD", "BYPASS", "PASSAGE", "AUTHOR", "TOKENIZER"]
+    environ = {name: f"value-of-{name.lower()}" for name in [*secret_names, *ordinary]}
+    redactor = Redactor()
+    assert sorted(redactor.register_environment(environ)) == sorted(secret_names)
+    for name in secret_names:
+        assert redactor.redact_text(environ[name]) == marker("env")
+    for name in ordinary:
+        assert redactor.redact_text(environ[name]) == environ[name]
+
+
+def test_a_short_value_under_a_newly_covered_name_is_still_skipped() -> None:
+    redactor = Redactor()
+    assert redactor.register_environment({"DB_PASS": "abc", "PGPASSWORD": "12345"}) == []
+    assert redactor.secret_count == 0
+
+
+AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f"aws_secret_access_key = {AWS_SECRET}",
+        f"export AWS_SECRET_ACCESS_KEY={AWS_SECRET}",
+        f'{{"SecretAccessKey": "{AWS_SECRET}"}}',
+        f"secretAccessKey: '{AWS_SECRET}'",
+        f"<SecretAccessKey>{AWS_SECRET}</SecretAccessKey>",
+        f"aws_secret_key => {AWS_SECRET}",
+    ],
+)
+def test_an_aws_secret_access_key_after_its_key_name_is_redacted(text: str) -> None:
+    redactor = Redactor()
+    redacted = redactor.redact_text(text)
+    assert AWS_SECRET not in redacted and marker("aws_secret_access_key") in redacted
+    assert AWS_SECRET not in redactor.redact_json({"log": text})[1]
+
+
+def test_an_aws_secret_access_key_stored_under_its_key_name_is_redacted() -> None:
+    payload = {"Credentials": {"AccessKeyId": AWS, "SecretAccessKey": AWS_SECRET}}
+    redacted, text = Redactor().redact_json(payload)
+    assert AWS_SECRET not in text
+    assert redacted["Credentials"]["SecretAccessKey"] == marker("aws_secret_access_key")
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        {"note": AWS_SECRET},  # base64 with no key name saying what it is
+        {"commit": "da39a3ee5e6b4b0d3255bfef95601890afd80709"},
+        {"secret_access_key_id": AWS_SECRET},
+        {"secret_access_key": "not-set"},
+        {"text": "rotate the secret access key soon"},
+        {"pair": ["secret_access_key", AWS_SECRET]},
+    ],
+)
+def test_base64_without_a_secret_key_name_before_it_is_left_alone(
+    payload: dict[str, object],
+) -> None:
+    assert Redactor().redact_json(payload)[0] == payload
+
+
+@pytest.mark.parametrize(
+    ("token", "kind"),
+    [
+        ("ghp_" + "a1B2" * 100, "github_token"),
+        ("github_pat_" + "a1_B" * 100, "github_token"),
+        ("AKIA" + "A1B2" * 20, "aws_access_key_id"),
+        ("xoxb-" + "1a-B" * 100, "slack_token"),
+    ],
+    ids=["ghp", "github_pat", "akia", "xoxb"],
+)
+def test_a_token_of_any_length_is_replaced_whole(token: str, kind: str) -> None:
+    assert Redactor().redact_text(f"[{token}]") == f"[{marker(kind)}]"
+
+
+def test_url_credentials_with_an_empty_user_are_replaced() -> None:
+    assert Redactor().redact_text("redis://:hunter2-pass@cache:6379/0") == (
+        "redis://[REDACTED:url_credentials]@cache:6379/0"
+    )
