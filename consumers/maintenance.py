@@ -25,10 +25,11 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from consumers.job_connection import job_connection
 from consumers.reclaim import remove_idle_consumers
-from hubstore.factory import hub_url_from_path, open_store
+from hubstore.factory import open_store
 from hubstore.lua_scripts import scripts_for
 from hubsync import keys
 from hubsync.redis_values import as_text
+from hubsync.settings import hub_url_of
 from producers.effects.ledger import EffectsLedger
 
 logger = logging.getLogger(__name__)
@@ -45,8 +46,11 @@ class MaintenanceSettings(BaseSettings):
     effects_retention: float = Field(
         default=30 * 86_400.0, ge=0, description="keep committed effects this many seconds"
     )
+    hub_url: str | None = Field(
+        default=None, description="hub store whose old alerts and presence to purge (a URL)"
+    )
     hub_db: Path | None = Field(
-        default=None, description="hub store whose old alerts and presence to purge"
+        default=None, description="shorthand of hub_url: a hub SQLite file (sqlite:///<path>)"
     )
     hub_retention: float = Field(
         default=90 * 86_400.0, ge=0, description="keep hub alerts and presence this many seconds"
@@ -66,16 +70,22 @@ def run_maintenance(
     redis_url: str | None = None,
     hub_db: str | None = None,
     hub_retention: float = 90 * 86_400.0,
+    hub_url: str | None = None,
 ) -> dict[str, Any]:
-    """Purge old committed effects, old hub alerts and presence, dead consumers; report it."""
+    """Purge old committed effects, old hub alerts and presence, dead consumers; report it.
+
+    The hub store is ``hub_url`` or its shorthand ``hub_db`` (a SQLite path);
+    with neither, hub rows are not purged. The store is never created here.
+    """
     report: dict[str, Any] = {
         "purged_effects": 0,
         "purged_alerts": 0,
         "purged_presence": 0,
         "removed_consumers": {},
     }
-    if hub_db:
-        with open_store(hub_url_from_path(hub_db), create_schema=False) as store:
+    store_url = hub_url_of(hub_url, hub_db)
+    if store_url:
+        with open_store(store_url, create_schema=False) as store:
             purged = store.purge(timedelta(seconds=hub_retention))
         report["purged_alerts"], report["purged_presence"] = purged.alerts, purged.presence
     if ledger_path:

@@ -7,7 +7,7 @@ Start the scheduler with rq's own CLI, and any ``rq worker hubsync-effects`` run
 
 Settings: ``HUBSYNC_MAINTENANCE_INTERVAL`` (seconds, default 3600),
 ``HUBSYNC_EFFECTS_RETENTION``, ``HUBSYNC_DEAD_CONSUMER_IDLE``, ``HUBSYNC_EFFECTS_LEDGER``,
-``HUBSYNC_HUB_DB`` and ``HUBSYNC_HUB_RETENTION`` (seconds, default 90 days).
+``HUBSYNC_HUB_URL`` (or its shorthand ``HUBSYNC_HUB_DB``) and ``HUBSYNC_HUB_RETENTION`` (seconds, default 90 days).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ cron.register(
         "ledger_path": str(_settings.effects_ledger) if _settings.effects_ledger else None,
         "effects_retention": _settings.effects_retention,
         "dead_consumer_idle": _settings.dead_consumer_idle,
+        "hub_url": _settings.hub_url,
         "hub_db": str(_settings.hub_db) if _settings.hub_db else None,
         "hub_retention": _settings.hub_retention,
     },

@@ -14,9 +14,11 @@ from rq import Retry, SimpleWorker
 from rq.job import Job, JobStatus
 
 from consumers.effect_jobs import effects_queue, enqueue_effect, run_effect
+from consumers.maintenance import run_maintenance
 from hubstore.sqlite_store import SqliteHubStore
 from hubsync import keys
 from hubsync.entries import PresenceBeat
+from hubsync.errors import ConfigError, SchemaVersionError
 from producers.effects import AttemptState, EffectKind, EffectsLedger, EffectSpec, EffectStatus
 from tests.helpers.support import wait_until
 from tests.helpers.webhook_server import webhook_server
@@ -156,9 +158,7 @@ def test_nothing_executed_is_retried_and_then_commits(
 
 
 def test_run_effect_outside_rq_needs_a_redis_url(tmp_path: Path) -> None:
-    from producers.effects.errors import EffectFailedError
-
-    with pytest.raises(EffectFailedError, match="redis_url"):
+    with pytest.raises(ConfigError, match="run_effect needs redis_url"):
         run_effect(
             {
                 "run_id": "r",
@@ -212,3 +212,23 @@ def test_maintenance_runs_from_rq_cron_and_an_rq_worker(
     with SqliteHubStore(hub_db) as hub:
         assert hub.presence("proj") == [], "presence older than the hub retention is purged"
     assert redis_client.xinfo_consumers(stream, keys.CONSUMER_GROUP) == []
+
+
+def test_maintenance_purges_the_hub_store_its_url_names_and_never_creates_one(
+    redis_url: str, tmp_path: Path
+) -> None:
+    hub_db = tmp_path / "hub.db"
+    with SqliteHubStore(hub_db) as hub:
+        hub.record_presence(
+            [PresenceBeat("rt-old", "proj", "host", 1, "0", 0, "2020-01-01T00:00:00.000000Z")]
+        )
+    report = run_maintenance(redis_url=redis_url, hub_url=f"sqlite:///{hub_db}", hub_retention=0)
+    assert report["purged_presence"] == 1
+    with SqliteHubStore(hub_db) as hub:
+        assert hub.presence("proj") == []
+    missing = tmp_path / "typo.db"
+    with pytest.raises(SchemaVersionError, match="hubsync consume"):
+        run_maintenance(redis_url=redis_url, hub_db=str(missing))
+    assert not missing.exists(), "maintenance never creates a hub database"
+    with pytest.raises(ConfigError, match="not both"):
+        run_maintenance(redis_url=redis_url, hub_url=f"sqlite:///{hub_db}", hub_db=str(hub_db))
