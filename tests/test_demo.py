@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 from pathlib import Path
@@ -52,13 +53,22 @@ def test_demo_runs_the_pipeline_end_to_end_and_every_invariant_holds(embedded: s
 
 
 @pytest.mark.e2e
-def test_demo_prints_a_summary_table_and_the_redis_cli_commands() -> None:
+def test_demo_prints_a_summary_table_and_redis_cli_commands_only_for_a_redis_it_keeps() -> None:
     result = run_demo()
     assert result.returncode == 0, result.stderr[-2000:]
     assert "events in the hub" in result.stdout
     assert "secrets found in hub, Redis, state, logs" in result.stdout
-    assert "redis-cli -u redis://127.0.0.1:" in result.stdout
     assert "FAIL" not in result.stdout
+    # the private Redis is gone when the summary prints: no commands against it
+    assert "redis-cli -u" not in result.stdout and "hubsync demo --keep" in result.stdout
+    kept = run_demo("--embedded", "redis-server", "--keep")
+    url = re.search(r"redis-cli -u (redis://127\.0\.0\.1:[0-9]+/0) XRANGE", kept.stdout)
+    assert kept.returncode == 0 and url, kept.stdout[-2000:]
+    client = redis.Redis.from_url(url.group(1))
+    try:
+        assert client.xlen("hubsync:{demo}:events") > 0, "the printed commands reach its data"
+    finally:
+        client.shutdown(nosave=True)
 
 
 def test_demo_refuses_bad_arguments_with_a_usage_error() -> None:

@@ -195,11 +195,14 @@ def _print_summary(result: DemoResult, keep: bool, private: bool) -> None:
         detail = f" ({check.detail})" if check.detail and not check.held else ""
         console.print(f"{mark} {check.name}{detail}")
     url = result.redis_url
-    console.print(
-        "\nLook at what it left"
-        + ("" if keep or not private else " (run with --keep to keep it)")
-        + ":"
-    )
+    if private and not keep:
+        # the private Redis is already stopped: commands against it would only fail
+        click.echo(
+            "\nThe private Redis is stopped. To look at what the demo leaves, run "
+            "hubsync demo --keep (needs redis-server) and the redis-cli commands it prints."
+        )
+        return
+    console.print("\nLook at what it left:")
     for command in (
         f"redis-cli -u {url} XRANGE 'hubsync:{{{HUB_PROJECT}}}:events' - + COUNT 5",
         f"redis-cli -u {url} XINFO GROUPS 'hubsync:{{{HUB_PROJECT}}}:events'",
