@@ -84,8 +84,8 @@ def _redis_errors(resource: str) -> Iterator[None]:
         yield
     except (redis.ConnectionError, redis.TimeoutError, redis.ReadOnlyError) as exc:
         raise LeaseUnavailableError(
-            f"cannot reach Redis for lease {resource!r} ({type(exc).__name__}); whether the "
-            "lease is still held is unknown until Redis answers"
+            f"Redis did not answer about lease {resource!r} ({type(exc).__name__}); whether "
+            "it is still held is unknown until Redis answers"
         ) from exc
     except redis.ResponseError as exc:
         if "hubsync corrupt fence" in str(exc):
