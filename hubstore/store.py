@@ -14,8 +14,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from types import TracebackType
 
+from hubsync.closing import ClosesOnExit
 from hubsync.entries import ConflictReason, EventEntry, OutcomeRecord, PresenceBeat
 
 DEFAULT_STALE_AFTER = timedelta(seconds=60)
@@ -89,7 +89,7 @@ EventPosition = tuple[str, int]
 """A position in a hub project's event listing: ``(run_id, sequence)``."""
 
 
-class HubStore(ABC):
+class HubStore(ClosesOnExit, ABC):
     """The hub's persistence of sync events, runtime presence and conflicts.
 
     Implementations must be safe to share between processes (several consumer
@@ -169,14 +169,3 @@ class HubStore(ABC):
     @abstractmethod
     def close(self) -> None:
         """Release the database connection."""
-
-    def __enter__(self) -> HubStore:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()

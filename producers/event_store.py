@@ -24,9 +24,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from types import TracebackType
 from typing import Any, NamedTuple
 
+from hubsync.closing import ClosesOnExit
 from hubsync.sqlite import DEFAULT_BUSY_BUDGET, DEFAULT_BUSY_TIMEOUT, Database, split_statements
 from producers.derivation import Allowlist, EventDeriver, PreparedEvent, StoreIdentity
 from producers.errors import RebindError, StoreClosedError
@@ -96,7 +96,7 @@ class RunEvent:
     payload: str
 
 
-class RunEventStore(OutboxQueries):
+class RunEventStore(ClosesOnExit, OutboxQueries):
     """The event store and outbox of one project (see the module docstring)."""
 
     def __init__(
@@ -145,17 +145,6 @@ class RunEventStore(OutboxQueries):
         self.hub_project = bound.hub_project
         self.home_runtime_id = bound.home_runtime_id
         self._deriver = EventDeriver(bound, self.allowlist, self.redactor)
-
-    def __enter__(self) -> RunEventStore:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def close(self) -> None:
         """Close the file (idempotent)."""

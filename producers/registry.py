@@ -20,10 +20,10 @@ import sqlite3
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from hubsync.clock import utc_now_iso
+from hubsync.closing import ClosesOnExit
 from hubsync.names import MAX_NAME_LENGTH, validate_name
 from hubsync.sqlite import Database, split_statements
 from producers.derivation import StoreIdentity
@@ -96,7 +96,7 @@ def _store_file_name(project_id: str) -> str:
     return f"{sanitized_name(project_id)[:80]}-{digest}.sqlite"
 
 
-class RuntimeRegistry:
+class RuntimeRegistry(ClosesOnExit):
     """The registry of one runtime's state directory."""
 
     def __init__(
@@ -127,17 +127,6 @@ class RuntimeRegistry:
         except BaseException:
             self._db.close()
             raise
-
-    def __enter__(self) -> RuntimeRegistry:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     @property
     def runtime_id(self) -> str:

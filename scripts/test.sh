@@ -31,7 +31,13 @@ echo "== mypy (strict)"
 "$PYTHON" -m mypy
 
 echo "== pytest"
-if [ "$#" -eq 0 ]; then
-  set -- -m "not slow"
+# Slow soak tests stay out unless the arguments choose markers themselves
+# (scripts/test.sh -m slow, or -m "not e2e and not slow" for the inner loop).
+marker_given=false
+for arg in "$@"; do
+  case "$arg" in -m|-m*) marker_given=true ;; esac
+done
+if [ "$marker_given" = false ]; then
+  set -- -m "not slow" "$@"
 fi
 "$PYTHON" -m pytest "$@"

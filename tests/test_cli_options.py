@@ -3,7 +3,6 @@ one-line usage errors, lazy subcommands, and a relay that refuses a missing stat
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -17,20 +16,12 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from hubsync.cli.main import COMMANDS, cli
 from hubsync.cli.options import options_from
+from hubsync.processes import run_hubsync
 
 
 def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """``hubsync ARGS`` in a child process with no HUBSYNC_* or REDIS_URL of this machine."""
-    environ = {
-        k: v for k, v in os.environ.items() if not k.startswith("HUBSYNC_") and k != "REDIS_URL"
-    }
-    return subprocess.run(
-        [sys.executable, "-m", "hubsync.cli.main", *args],
-        env=environ | (env or {}),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    return run_hubsync(args, env=env, timeout=60)
 
 
 def every_command() -> list[tuple[str, click.Command]]:

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,6 +14,7 @@ import redis
 from consumers.dead_letters import DeadLetters
 from hubsync import keys
 from hubsync.demo.embedded_redis import free_port
+from hubsync.processes import run_hubsync
 from tests.helpers.operator_support import HUB_PROJECT, LivePipeline, error_lines, run_cli
 from tests.helpers.support import wait_until
 
@@ -275,16 +274,8 @@ def test_malformed_dead_and_alerts_input_exits_2_with_one_error_line(
 
 def hubsync_process(p: LivePipeline, *argv: str) -> subprocess.CompletedProcess[str]:
     """``hubsync dead ARGV`` as its own process: exit code and output as an operator sees them."""
-    environ = {k: v for k, v in os.environ.items() if not k.startswith("HUBSYNC_")}
     options = ["--hub-project", HUB_PROJECT, "--redis-url", p.redis_url]
-    return subprocess.run(
-        [sys.executable, "-m", "hubsync.cli.main", "dead", argv[0], *options, *argv[1:]],
-        capture_output=True,
-        text=True,
-        env=environ,
-        timeout=60,
-        check=False,
-    )
+    return run_hubsync(["dead", argv[0], *options, *argv[1:]], timeout=60)
 
 
 def test_letters_with_odd_field_name_bytes_list_and_replay(pipeline: LivePipeline) -> None:

@@ -13,11 +13,12 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from types import TracebackType
+from typing import Self
 
 from hubstore.errors import LeaseLostError
 from hubstore.leases.client import LeaseClient
 from hubstore.leases.types import FencedWrite, Lease, LeaseRefused
+from hubsync.closing import ClosesOnExit
 from hubsync.errors import HubsyncError
 
 logger = logging.getLogger(__name__)
@@ -28,7 +29,7 @@ DEFAULT_RENEW_FRACTION = 1 / 3
 LostCallback = Callable[[LeaseLostError], None]
 
 
-class AutoRenewingLease:
+class AutoRenewingLease(ClosesOnExit):
     """A granted lease plus the thread that renews it; use as a context manager.
 
     ``on_lost(error)`` is called once, from the renewal thread, the moment a
@@ -125,7 +126,7 @@ class AutoRenewingLease:
 
     # -- lifecycle -----------------------------------------------------------------------
 
-    def start(self) -> AutoRenewingLease:
+    def start(self) -> Self:
         """Start the renewal thread (``__enter__`` does this)."""
         self._thread.start()
         return self
@@ -146,16 +147,8 @@ class AutoRenewingLease:
                     # The deadline frees it on Redis's clock; nothing the owner can do now.
                     logger.warning("lease %s: release failed: %s", self._lease.resource, exc)
 
-    def __enter__(self) -> AutoRenewingLease:
+    def __enter__(self) -> Self:
         return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     # -- internals -----------------------------------------------------------------------
 

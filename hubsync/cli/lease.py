@@ -75,6 +75,13 @@ def _refused(as_json: bool, refused: LeaseRefused) -> None:
     raise SystemExit(REFUSAL_EXIT_CODES[refused.refusal])
 
 
+def _granted_or_refused(as_json: bool, result: LeaseGranted | LeaseRefused) -> None:
+    if isinstance(result, LeaseRefused):
+        _refused(as_json, result)
+    else:
+        _granted(as_json, result)
+
+
 def _granted(as_json: bool, granted: LeaseGranted) -> None:
     lease = granted.lease
     _emit(
@@ -124,11 +131,7 @@ def acquire(
     resource: str, holder: str, ttl_ms: int, proof: str | None, as_json: bool, redis_url: str
 ) -> None:
     """Take RESOURCE: prints the token and the proof secret (keep it: renew/release need it)."""
-    result = _client(redis_url).acquire(resource, holder, ttl_ms, proof=proof)
-    if isinstance(result, LeaseRefused):
-        _refused(as_json, result)
-        return
-    _granted(as_json, result)
+    _granted_or_refused(as_json, _client(redis_url).acquire(resource, holder, ttl_ms, proof=proof))
 
 
 @lease.command()
@@ -143,11 +146,9 @@ def renew(
     resource: str, holder: str, token: int, proof: str, ttl_ms: int, as_json: bool, redis_url: str
 ) -> None:
     """Extend your live lease on RESOURCE (same token, new deadline = Redis now + TTL)."""
-    result = _client(redis_url).renew(Lease(resource, holder, token, proof, 0, ttl_ms))
-    if isinstance(result, LeaseRefused):
-        _refused(as_json, result)
-        return
-    _granted(as_json, result)
+    _granted_or_refused(
+        as_json, _client(redis_url).renew(Lease(resource, holder, token, proof, 0, ttl_ms))
+    )
 
 
 @lease.command()
