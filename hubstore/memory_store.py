@@ -22,6 +22,8 @@ from hubstore.store import (
     HubStore,
     PresenceRecord,
     PurgeResult,
+    RunPosition,
+    RunSummary,
     StoredEvent,
 )
 from hubsync.clock import format_timestamp, utc_now, utc_now_iso
@@ -126,13 +128,7 @@ class MemoryHubStore(HubStore):
         """Missing ranges ``(first, last)`` below the run's highest sequence."""
         with self._lock:
             sequences = self._sequences(project_id, run_id)
-        found: list[tuple[int, int]] = []
-        previous = 0
-        for sequence in sequences:
-            if sequence - previous > 1:
-                found.append((previous + 1, sequence - 1))
-            previous = sequence
-        return found[:limit]
+        return _gap_ranges(sequences)[:limit]
 
     def events(
         self,
@@ -140,18 +136,43 @@ class MemoryHubStore(HubStore):
         run_id: str | None = None,
         after: EventPosition | None = None,
         limit: int = 1000,
+        *,
+        project_id: str | None = None,
     ) -> list[StoredEvent]:
-        """Events of a hub project by run then sequence, after ``after``."""
+        """Events of a hub project by run, project, then sequence, after ``after``."""
         with self._lock:
             chosen = [
                 e
                 for e in self._events.values()
                 if e.hub_project == hub_project
                 and (run_id is None or e.run_id == run_id)
-                and (after is None or (e.run_id, e.sequence) > after)
+                and (project_id is None or e.project_id == project_id)
+                and (after is None or e.position > after)
             ]
-        chosen.sort(key=lambda e: (e.run_id, e.sequence, e.project_id))
+        chosen.sort(key=lambda e: e.position)
         return chosen[:limit]
+
+    def runs(
+        self,
+        hub_project: str,
+        after: RunPosition | None = None,
+        limit: int = 1000,
+        *,
+        project_id: str | None = None,
+        gaps_per_run: int = 10,
+    ) -> list[RunSummary]:
+        """The runs of a hub project by run then project, after ``after``."""
+        by_run: dict[RunPosition, list[StoredEvent]] = {}
+        with self._lock:
+            for e in self._events.values():
+                position = RunPosition(e.run_id, e.project_id)
+                if (
+                    e.hub_project == hub_project
+                    and (project_id is None or e.project_id == project_id)
+                    and (after is None or position > after)
+                ):
+                    by_run.setdefault(position, []).append(e)
+        return [_summary(by_run[position], gaps_per_run) for position in sorted(by_run)[:limit]]
 
     def count_events(
         self,
@@ -243,6 +264,36 @@ class MemoryHubStore(HubStore):
 
     def _sequences(self, project_id: str, run_id: str) -> list[int]:
         return sorted(s for (p, r, s) in self._events if p == project_id and r == run_id)
+
+
+def _gap_ranges(sequences: list[int]) -> list[tuple[int, int]]:
+    """Missing ranges ``(first, last)`` below the highest of ``sequences`` (sorted)."""
+    found: list[tuple[int, int]] = []
+    previous = 0
+    for sequence in sequences:
+        if sequence - previous > 1:
+            found.append((previous + 1, sequence - 1))
+        previous = sequence
+    return found
+
+
+def _summary(events: list[StoredEvent], gaps_per_run: int) -> RunSummary:
+    """One run's summary from all its stored events."""
+    sequences = sorted(e.sequence for e in events)
+    gaps = _gap_ranges(sequences)
+    first = events[0]
+    return RunSummary(
+        run_id=first.run_id,
+        project_id=first.project_id,
+        hub_project=first.hub_project,
+        home_runtime_id=first.home_runtime_id,
+        events=len(sequences),
+        highest_sequence=sequences[-1],
+        sync_cursor=gaps[0][0] - 1 if gaps else sequences[-1],
+        missing=sequences[-1] - len(sequences),
+        gaps=tuple(gaps[:gaps_per_run]),
+        last_received_at=max(e.received_at for e in events),
+    )
 
 
 def open_hub_store(url: str, *, create_schema: bool, busy_budget: float | None) -> HubStore:

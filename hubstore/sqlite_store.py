@@ -32,6 +32,8 @@ from hubstore.store import (
     HubStore,
     PresenceRecord,
     PurgeResult,
+    RunPosition,
+    RunSummary,
     StoredEvent,
 )
 from hubsync.clock import format_timestamp, utc_now, utc_now_iso
@@ -89,6 +91,41 @@ _UPSERT_PRESENCE = """
     VALUES (?, ?, ?, ?, ?)
     ON CONFLICT (hub_project, runtime_id) DO UPDATE SET
         host = excluded.host, heartbeat = excluded.heartbeat, record = excluded.record
+"""
+# One page of runs in one statement (one snapshot, no query per run). Sequences
+# start at 1 and are unique, so a run has a gap exactly when it holds fewer
+# events than its highest sequence: only those runs are walked for their gaps,
+# each through the primary key.
+_RUNS_PAGE = """
+    WITH page AS MATERIALIZED (
+        SELECT run_id, project_id, MIN(home_runtime_id) AS home, COUNT(*) AS events,
+               MAX(sequence) AS highest, MAX(received_at) AS last_received
+        FROM sync_events WHERE {where}
+        GROUP BY run_id, project_id ORDER BY run_id, project_id LIMIT ?
+    ),
+    steps AS (
+        SELECT e.run_id, e.project_id, e.sequence,
+               LAG(e.sequence, 1, 0) OVER (
+                   PARTITION BY e.run_id, e.project_id ORDER BY e.sequence
+               ) AS previous
+        FROM page AS p CROSS JOIN sync_events AS e
+        ON e.project_id = p.project_id AND e.run_id = p.run_id
+        WHERE p.events < p.highest
+    ),
+    gaps AS (
+        SELECT run_id, project_id, previous + 1 AS first, sequence - 1 AS last,
+               ROW_NUMBER() OVER (PARTITION BY run_id, project_id ORDER BY sequence) AS n
+        FROM steps WHERE sequence - previous > 1
+    ),
+    gap_lists AS (
+        SELECT run_id, project_id, MIN(first) AS first_gap,
+               json_group_array(json_array(first, last)) FILTER (WHERE n <= ?) AS ranges
+        FROM gaps GROUP BY run_id, project_id
+    )
+    SELECT p.run_id, p.project_id, p.home, p.events, p.highest, p.last_received,
+           g.first_gap, g.ranges
+    FROM page AS p LEFT JOIN gap_lists AS g USING (run_id, project_id)
+    ORDER BY p.run_id, p.project_id
 """
 _ALERT_COLUMNS = (
     "alert_id, reason, hub_project, runtime_id, project_id, run_id, sequence, existing_hash, "
@@ -187,19 +224,23 @@ class SqliteHubStore(HubStore):
         run_id: str | None = None,
         after: EventPosition | None = None,
         limit: int = 1000,
+        *,
+        project_id: str | None = None,
     ) -> list[StoredEvent]:
-        """Events of a hub project by run then sequence, after ``after``."""
+        """Events of a hub project by run, project, then sequence, after ``after``."""
         where = ["hub_project = ?"]
         args: list[object] = [hub_project]
-        if run_id is not None:
-            where.append("run_id = ?")
-            args.append(run_id)
+        for column, value in (("run_id", run_id), ("project_id", project_id)):
+            if value is not None:
+                where.append(f"{column} = ?")
+                args.append(value)
         if after is not None:
-            where.append("(run_id, sequence) > (?, ?)")
+            # A row-value comparison, so SQLite seeks the index instead of scanning.
+            where.append("(run_id, project_id, sequence) > (?, ?, ?)")
             args.extend(after)
         sql = (
             f"SELECT {_EVENT_COLUMNS} FROM sync_events WHERE {' AND '.join(where)} "
-            "ORDER BY run_id, sequence, project_id LIMIT ?"
+            "ORDER BY run_id, project_id, sequence LIMIT ?"
         )
         args.append(limit)
         rows = self._read(lambda conn: conn.execute(sql, args).fetchall())
@@ -217,6 +258,46 @@ class SqliteHubStore(HubStore):
             )
             for r in rows
         ]
+
+    def runs(
+        self,
+        hub_project: str,
+        after: RunPosition | None = None,
+        limit: int = 1000,
+        *,
+        project_id: str | None = None,
+        gaps_per_run: int = 10,
+    ) -> list[RunSummary]:
+        """The runs of a hub project by run then project, after ``after``: one statement."""
+        where = ["hub_project = ?"]
+        args: list[object] = [hub_project]
+        if project_id is not None:
+            where.append("project_id = ?")
+            args.append(project_id)
+        if after is not None:
+            where.append("(run_id, project_id) > (?, ?)")
+            args.extend(after)
+        sql = _RUNS_PAGE.format(where=" AND ".join(where))
+        args.extend((limit, gaps_per_run))
+        rows = self._read(lambda conn: conn.execute(sql, args).fetchall())
+        summaries = []
+        for run, project, home, count, highest, last_received, first_gap, ranges in rows:
+            gaps = sorted((int(a), int(b)) for a, b in json.loads(ranges or "[]"))
+            summaries.append(
+                RunSummary(
+                    run_id=run,
+                    project_id=project,
+                    hub_project=hub_project,
+                    home_runtime_id=home,
+                    events=count,
+                    highest_sequence=highest,
+                    sync_cursor=highest if first_gap is None else first_gap - 1,
+                    missing=highest - count,
+                    gaps=tuple(gaps),
+                    last_received_at=last_received,
+                )
+            )
+        return summaries
 
     def count_events(
         self,

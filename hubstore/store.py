@@ -14,6 +14,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import NamedTuple
 
 from hubsync.closing import ClosesOnExit
 from hubsync.entries import ConflictReason, EventEntry, OutcomeRecord, PresenceBeat
@@ -35,6 +36,11 @@ class StoredEvent:
     content_hash: str
     received_at: str
     record: bytes
+
+    @property
+    def position(self) -> EventPosition:
+        """Where a listing resumes after this event."""
+        return EventPosition(self.run_id, self.project_id, self.sequence)
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,8 +91,52 @@ class PurgeResult:
     presence: int
 
 
-EventPosition = tuple[str, int]
-"""A position in a hub project's event listing: ``(run_id, sequence)``."""
+class EventPosition(NamedTuple):
+    """A position in a hub project's event listing, unique per event.
+
+    Events are listed in this order: run, then project (two projects of one
+    hub project may use the same run id), then sequence. ``project_id`` must be
+    part of the position, or a page ending inside one project's run would skip
+    the other project's rows of that run id.
+    """
+
+    run_id: str
+    project_id: str
+    sequence: int
+
+
+class RunPosition(NamedTuple):
+    """A position in a hub project's run listing: runs are listed by run, then project."""
+
+    run_id: str
+    project_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class RunSummary:
+    """One run of a hub project as stored: how many events, how far it is complete, what is missing.
+
+    ``sync_cursor`` is the highest sequence with no gap below it; ``missing``
+    counts every absent sequence below ``highest_sequence``; ``gaps`` holds the
+    first missing ranges ``(first, last)`` (inclusive), at most the
+    ``gaps_per_run`` asked for, so one badly holed run cannot swell a listing.
+    """
+
+    run_id: str
+    project_id: str
+    hub_project: str
+    home_runtime_id: str
+    events: int
+    highest_sequence: int
+    sync_cursor: int
+    missing: int
+    gaps: tuple[tuple[int, int], ...]
+    last_received_at: str
+
+    @property
+    def position(self) -> RunPosition:
+        """Where a listing resumes after this run."""
+        return RunPosition(self.run_id, self.project_id)
 
 
 class HubStore(ClosesOnExit, ABC):
@@ -133,8 +183,31 @@ class HubStore(ClosesOnExit, ABC):
         run_id: str | None = None,
         after: EventPosition | None = None,
         limit: int = 1000,
+        *,
+        project_id: str | None = None,
     ) -> list[StoredEvent]:
-        """Events of a hub project ordered by run then sequence, after ``after`` (keyset paging)."""
+        """Events of a hub project (of one run, one project, if given) after ``after``.
+
+        Ordered by ``EventPosition``: run, project, sequence. Keyset paging:
+        pass the last event's ``position`` as ``after`` to get the next page;
+        every row comes exactly once whatever the page size.
+        """
+
+    @abstractmethod
+    def runs(
+        self,
+        hub_project: str,
+        after: RunPosition | None = None,
+        limit: int = 1000,
+        *,
+        project_id: str | None = None,
+        gaps_per_run: int = 10,
+    ) -> list[RunSummary]:
+        """The runs of a hub project (of one project, if given) after ``after``, by run then project.
+
+        Keyset paging as ``events``. A backend computes a page in a bounded
+        number of queries, however many runs or events the hub holds.
+        """
 
     @abstractmethod
     def count_events(

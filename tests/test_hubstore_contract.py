@@ -11,6 +11,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -20,7 +21,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hubstore import hub_url_from_path, open_store
-from hubstore.store import HubStore
+from hubstore.sqlite_store import SqliteHubStore
+from hubstore.store import EventPosition, HubStore, RunPosition, RunSummary
 from hubsync.canonical import content_hash
 from hubsync.clock import utc_now
 from hubsync.entries import ConflictReason, EventEntry, Outcome, PresenceBeat
@@ -38,6 +40,14 @@ EVENTS: list[EventEntry] = [
     )
     for seq in range(1, 6)
 ]
+
+# Every key the paging properties draw from: three projects sharing run ids.
+PAGED: dict[tuple[str, str, int], EventEntry] = {
+    (project, run, seq): event_entry(sync_event(seq, run_id=run, project_id=project))
+    for project in ("p1", "p2", "p3")
+    for run in ("run-1", "run-2", "run-3")
+    for seq in range(1, 7)
+}
 
 deliveries = st.lists(
     st.lists(st.integers(min_value=0, max_value=len(EVENTS) - 1), min_size=1, max_size=12),
@@ -64,6 +74,23 @@ WRITER = textwrap.dedent(
     store.close()
     """
 )
+
+
+BIG_RUNS = 1000
+BIG_EVENTS_PER_RUN = 10
+
+
+def ingest_big_hub(store: HubStore) -> None:
+    """10,000 events: 1,000 runs of 10 across 4 projects, every tenth run missing sequence 2."""
+    for start in range(0, BIG_RUNS, 100):
+        store.ingest(
+            [
+                event_entry(sync_event(seq, run_id=f"run-{n:04d}", project_id=f"p{n % 4}"))
+                for n in range(start, start + 100)
+                for seq in range(1, BIG_EVENTS_PER_RUN + 1)
+                if not (n % 10 == 0 and seq == 2)
+            ]
+        )
 
 
 def beat(runtime_id: str = "rt-1", hub_project: str = "acme") -> PresenceBeat:
@@ -209,7 +236,7 @@ class HubStoreContract:
         assert store.sync_cursor("proj-1", "run-1") == 8
         assert store.gaps("proj-1", "run-1") == []
 
-    def test_events_are_listed_by_run_and_sequence_and_page_by_position(
+    def test_events_are_listed_by_run_project_and_sequence_and_page_by_position(
         self, store: HubStore
     ) -> None:
         store.ingest(
@@ -217,12 +244,150 @@ class HubStoreContract:
         )
         listed = [(e.run_id, e.sequence) for e in store.events("acme")]
         assert listed == [("run-a", 1), ("run-a", 2), ("run-b", 1), ("run-b", 2)]
-        page = store.events("acme", after=("run-a", 2), limit=1)
+        page = store.events("acme", after=EventPosition("run-a", "proj-1", 2), limit=1)
         assert [(e.run_id, e.sequence) for e in page] == [("run-b", 1)]
         only_b = store.events("acme", run_id="run-b")
         assert [e.sequence for e in only_b] == [1, 2]
         assert store.count_events(hub_project="acme", run_id="run-a") == 2
         assert store.count_events(project_id="nope") == 0
+
+    def test_paging_one_by_one_keeps_two_projects_sharing_a_run_id(self, store: HubStore) -> None:
+        store.ingest(
+            [
+                event_entry(sync_event(1, project_id="p1")),
+                event_entry(sync_event(1, project_id="p2")),
+                event_entry(sync_event(2, project_id="p1")),
+            ]
+        )
+        seen, after = [], None
+        while page := store.events("acme", after=after, limit=1):
+            seen.append((page[0].project_id, page[0].sequence))
+            after = page[0].position
+        assert seen == [("p1", 1), ("p1", 2), ("p2", 1)]
+
+    def test_events_of_one_project_only(self, store: HubStore) -> None:
+        store.ingest(
+            [event_entry(sync_event(s, project_id=p)) for p in ("p1", "p2") for s in (1, 2)]
+        )
+        listed = store.events("acme", project_id="p2")
+        assert [(e.project_id, e.sequence) for e in listed] == [("p2", 1), ("p2", 2)]
+        assert store.events("acme", project_id="p2", after=listed[0].position)[0].sequence == 2
+
+    @settings(
+        max_examples=40,
+        deadline=None,
+        suppress_health_check=[
+            HealthCheck.function_scoped_fixture,
+            HealthCheck.differing_executors,
+        ],
+    )
+    @given(
+        keys=st.sets(st.sampled_from(sorted(PAGED)), max_size=30),
+        page_size=st.integers(min_value=1, max_value=12),
+        project=st.sampled_from([None, "p1", "p2"]),
+        run=st.sampled_from([None, "run-1"]),
+    )
+    def test_paging_returns_every_row_exactly_once_in_order_for_any_page_size(
+        self,
+        tmp_path_factory: pytest.TempPathFactory,
+        keys: set[tuple[str, str, int]],
+        page_size: int,
+        project: str | None,
+        run: str | None,
+    ) -> None:
+        with self.open_new(tmp_path_factory.mktemp("paging")) as store:
+            store.ingest([PAGED[k] for k in sorted(keys)])
+            paged: list[EventPosition] = []
+            after: EventPosition | None = None
+            while page := store.events(
+                "acme", run_id=run, after=after, limit=page_size, project_id=project
+            ):
+                assert len(page) <= page_size
+                paged += [e.position for e in page]
+                after = page[-1].position
+            expected = sorted(
+                EventPosition(r, p, s)
+                for p, r, s in keys
+                if project in (None, p) and run in (None, r)
+            )
+            assert paged == expected
+
+    def test_runs_count_events_and_give_cursor_gaps_and_last_received(
+        self, store: HubStore
+    ) -> None:
+        store.ingest([event_entry(sync_event(s, project_id="p1")) for s in (1, 2, 3)])
+        store.ingest([event_entry(sync_event(s, project_id="p2")) for s in (1, 3, 4, 7, 9)])
+        store.ingest([event_entry(sync_event(s, run_id="run-0", project_id="p2")) for s in (2,)])
+        runs = store.runs("acme")
+        assert [r.position for r in runs] == [
+            RunPosition("run-0", "p2"),
+            RunPosition("run-1", "p1"),
+            RunPosition("run-1", "p2"),
+        ]
+        holed, whole, gapped = runs
+        assert (holed.events, holed.sync_cursor, holed.missing, holed.gaps) == (1, 0, 1, ((1, 1),))
+        assert (whole.events, whole.highest_sequence, whole.sync_cursor) == (3, 3, 3)
+        assert (whole.missing, whole.gaps) == (0, ())
+        assert (gapped.events, gapped.highest_sequence, gapped.sync_cursor) == (5, 9, 1)
+        assert gapped.missing == 4
+        assert gapped.gaps == ((2, 2), (5, 6), (8, 8))
+        assert gapped.sync_cursor == store.sync_cursor("p2", "run-1")
+        assert list(gapped.gaps) == store.gaps("p2", "run-1")
+        assert gapped.last_received_at == max(e.received_at for e in store.events("acme", "run-1"))
+        assert (gapped.hub_project, gapped.home_runtime_id) == ("acme", "rt-1")
+        assert store.runs("acme", gaps_per_run=2)[2].gaps == ((2, 2), (5, 6))
+        assert store.runs("acme", after=RunPosition("run-1", "p1")) == [gapped]
+        assert store.runs("acme", limit=1) == [holed]
+        assert [r.run_id for r in store.runs("acme", project_id="p2")] == ["run-0", "run-1"]
+        assert store.runs("elsewhere") == []
+
+    @settings(
+        max_examples=30,
+        deadline=None,
+        suppress_health_check=[
+            HealthCheck.function_scoped_fixture,
+            HealthCheck.differing_executors,
+        ],
+    )
+    @given(
+        keys=st.sets(st.sampled_from(sorted(PAGED)), max_size=30),
+        page_size=st.integers(min_value=1, max_value=10),
+    )
+    def test_runs_page_every_run_exactly_once_and_agree_with_the_events(
+        self,
+        tmp_path_factory: pytest.TempPathFactory,
+        keys: set[tuple[str, str, int]],
+        page_size: int,
+    ) -> None:
+        with self.open_new(tmp_path_factory.mktemp("runs")) as store:
+            store.ingest([PAGED[k] for k in sorted(keys)])
+            paged: list[RunSummary] = []
+            after: RunPosition | None = None
+            while page := store.runs("acme", after=after, limit=page_size):
+                assert len(page) <= page_size
+                paged += page
+                after = page[-1].position
+            assert [r.position for r in paged] == sorted({RunPosition(r, p) for p, r, _ in keys})
+            for summary in paged:
+                sequences = {s for p, r, s in keys if summary.position == (r, p)}
+                assert summary.events == len(sequences)
+                assert summary.highest_sequence == max(sequences)
+                assert summary.sync_cursor == store.sync_cursor(summary.project_id, summary.run_id)
+                assert list(summary.gaps) == store.gaps(summary.project_id, summary.run_id)
+
+    def test_runs_of_a_big_hub_page_quickly(self, store: HubStore) -> None:
+        ingest_big_hub(store)
+        started = time.perf_counter()
+        paged: list[RunSummary] = []
+        after: RunPosition | None = None
+        while page := store.runs("acme", after=after, limit=1000):
+            paged += page
+            after = page[-1].position
+        elapsed = time.perf_counter() - started
+        assert len(paged) == BIG_RUNS
+        assert sum(r.events for r in paged) == BIG_RUNS * BIG_EVENTS_PER_RUN - BIG_RUNS // 10
+        assert sum(1 for r in paged if r.gaps == ((2, 2),)) == BIG_RUNS // 10
+        assert elapsed < 5.0, f"listing {BIG_RUNS} runs took {elapsed:.2f}s"
 
     def test_presence_is_upserted_per_runtime_and_flagged_stale(self, store: HubStore) -> None:
         store.record_presence([beat("rt-1"), beat("rt-2")])
@@ -304,6 +469,19 @@ class TestSqliteHubStore(HubStoreContract):
 
     def shared_url(self, directory: Path) -> str | None:
         return hub_url_from_path(directory / "hub.db")
+
+    def test_a_page_of_runs_is_one_statement_however_many_runs(self, tmp_path: Path) -> None:
+        with SqliteHubStore(tmp_path / "hub.db") as store:
+            ingest_big_hub(store)
+            statements: list[str] = []
+            store._db.connection.set_trace_callback(statements.append)
+            page = store.runs("acme", after=RunPosition("run-0500", "p0"), limit=1000)
+            store._db.connection.set_trace_callback(None)
+        assert len(page) == BIG_RUNS - 501
+        assert [s for s in statements if s.lstrip().upper().startswith(("SELECT", "WITH"))] == [
+            statements[-1]
+        ]
+        assert len(statements) == 1
 
 
 class TestMemoryHubStore(HubStoreContract):

@@ -48,6 +48,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "hubsync.cli.effects_worker:effects_worker",
         "Run shared-effect jobs from the RQ queue hubsync-effects (with RQ's scheduler).",
     ),
+    "events": (
+        "hubsync.cli.events:events",
+        "List the events the hub stored, as JSON lines, in order of run, project and sequence.",
+    ),
     "lease": (
         "hubsync.cli.lease:lease",
         "Fenced leases: tokens only grow, deadlines follow Redis TIME, proof kept as SHA-256.",
@@ -59,6 +63,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "relay": (
         "hubsync.cli.relay:relay",
         "Move this runtime's outboxes onto Redis Streams and apply the hub's acks.",
+    ),
+    "runs": (
+        "hubsync.cli.runs:runs",
+        "List the runs the hub stored, as JSON lines: events, sync cursor, gaps, last received.",
     ),
     "status": (
         "hubsync.cli.status:status",
@@ -123,7 +131,8 @@ class LazyGroup(click.Group):
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
     epilog="Options read HUBSYNC_<OPTION> (each --help shows the variable), except the "
     "flags that choose what one call does (--json, --once, --check, --all, --burst, "
-    "--watch, --quick, --keep) and the --hub-project of status, dead and alerts. "
+    "--watch, --quick, --keep), the --hub-project of status, dead and alerts, and what "
+    "events and runs list (--hub-project, --project-id, --run, --after, --limit). "
     "HUBSYNC_REDIS_URL wins over REDIS_URL. "
     "Exit codes: 0 ok, 1 failure, 2 usage error, 3 cannot reach Redis.",
 )
