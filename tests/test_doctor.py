@@ -20,7 +20,8 @@ import redis
 from hubstore import open_store
 from hubsync import keys
 from hubsync.demo.embedded_redis import RedisServerProcess, free_port
-from hubsync.doctor_checks import Check, Status, judge_aof, judge_eviction, judge_version
+from hubsync.doctor import Check, Status
+from hubsync.doctor.redis_checks import judge_aof, judge_eviction, judge_version
 from hubsync.processes import run_hubsync
 from hubsync.settings import hub_url_from_path
 from producers.registry import RuntimeRegistry
@@ -132,7 +133,7 @@ def test_a_good_deployment_passes_every_check_and_exits_0(
     assert "Redis 7." in checks["redis-version"]
     assert "appendonly yes, appendfsync everysec: " in checks["aof"]
     assert "up to about 1 s" in checks["aof"]
-    assert "all 1 projects" in checks["consumer-group"]
+    assert "every project (1 project)" in checks["consumer-group"]
     assert checks["hub-identity"].endswith("hubsync:hub = hub-main")
     assert str(hub_db) in checks["hub-store"]
     assert "2 projects" in checks["state-dir"]

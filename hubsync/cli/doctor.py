@@ -52,7 +52,7 @@ def doctor(
     """
     # The checks import Redis, the hub store and the runtime: loaded only when doctor runs.
     from hubstore.factory import url_scheme
-    from hubsync.doctor_checks import run_checks
+    from hubsync.doctor import run_checks
 
     url = hub_url_of(hub_url, hub_db)
     if url is not None:

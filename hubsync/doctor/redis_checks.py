@@ -1,38 +1,26 @@
-"""What ``hubsync doctor`` checks in a deployment, one verdict per check.
+"""The Redis checks: reachable, version 7.0 or later, noeviction, AOF, group ``hub``, hub id.
 
-Each check reads what it needs (INFO and CONFIG GET on Redis, the hub store
-opened without creating it, the runtime's registry and stores) and gives a
-``Check``: ok, warn (works, with a stated risk), FAIL with what to change, or
-skip when its input was not given. The verdicts on Redis's settings are pure
-functions of what was read (``judge_*``), so every configuration is testable
-without a server configured that way.
-
-Only Redis is always checked (its URL has a default, as in every command); an
-unreachable Redis is a failed check, not an error, so the other checks still
-run and the report stays one line per check.
+Settings are read from INFO where INFO has them (managed Redis services often
+refuse CONFIG); only the fsync policy needs CONFIG GET, and a refusal makes it
+"unknown", a warning. The verdicts on what was read (``judge_*``) are pure
+functions, testable for configurations no test server has.
 """
 
 from __future__ import annotations
 
 import re
-import sqlite3
 from collections.abc import Callable
-from dataclasses import dataclass, replace
-from enum import StrEnum
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import redis
 
 from consumers.projects import known_hub_projects
 from hubsync import keys
 from hubsync.connections import Role, connect, ping
-from hubsync.errors import HubsyncError, RedisUnavailableError, SchemaVersionError
+from hubsync.doctor.check import Check, Status, counted
+from hubsync.errors import RedisUnavailableError
 from hubsync.redis_values import as_text
-from hubsync.settings import SQLITE_URL_PREFIX, safe_url
-
-if TYPE_CHECKING:
-    from producers.registry import ProjectRegistration, RuntimeRegistry
+from hubsync.settings import safe_url
 
 MIN_REDIS_VERSION = (7, 0)
 """Reclaim relies on XAUTOCLAIM reporting entries deleted while pending, and lag on
@@ -45,73 +33,8 @@ doctor shows it when present and says nothing when it is absent."""
 REDIS_CHECKS = ("redis-version", "maxmemory-policy", "aof", "consumer-group")
 """The checks that need Redis, skipped when it cannot be reached."""
 
-STORE_BUSY_BUDGET = 10.0
-"""Seconds a check waits for a store locked by a writer before failing its line."""
-
 T = TypeVar("T")
 _VERSION = re.compile(r"(\d+)\.(\d+)")
-_OPEN_ERRORS = (HubsyncError, sqlite3.Error, OSError)
-
-
-class Status(StrEnum):
-    """A check's verdict; only ``FAIL`` makes doctor exit 1."""
-
-    OK = "ok"
-    WARN = "warn"
-    FAIL = "fail"
-    SKIP = "skip"
-
-
-_LABELS = {Status.OK: "ok", Status.WARN: "warn", Status.FAIL: "FAIL", Status.SKIP: "skip"}
-
-
-@dataclass(frozen=True, slots=True)
-class Check:
-    """One check: its name, verdict, what was found and, when not ok, what to do."""
-
-    name: str
-    status: Status
-    detail: str
-    fix: str = ""
-
-    @property
-    def failed(self) -> bool:
-        """Whether this check makes the deployment unhealthy."""
-        return self.status is Status.FAIL
-
-    def line(self) -> str:
-        """``ok   name: detail`` / ``FAIL name: what is wrong; what to do`` / ``skip name: why``."""
-        text = f"{self.detail}; {self.fix}" if self.fix else self.detail
-        return f"{_LABELS[self.status]:<4} {self.name}: {text}"
-
-    def as_dict(self) -> dict[str, str | None]:
-        """JSON-ready form (``fix`` is null when there is nothing to do)."""
-        return {
-            "name": self.name,
-            "status": self.status.value,
-            "detail": self.detail,
-            "fix": self.fix or None,
-        }
-
-
-def from_error(name: str, exc: BaseException, fallback_fix: str) -> Check:
-    """A failed check from a hubsync error, whose message reads ``what was wrong; what to do``."""
-    what, _, todo = str(exc).partition("; ")
-    return Check(name, Status.FAIL, what, todo or fallback_fix)
-
-
-def run_checks(
-    redis_url: str, hub_url: str | None, shown_hub: str, state_dir: Path | None
-) -> list[Check]:
-    """Every check, in report order: Redis, the hub store, the runtime's state dir."""
-    return [
-        *redis_checks(redis_url),
-        hub_store_check(hub_url, shown_hub),
-        *state_dir_checks(state_dir),
-    ]
-
-
-# ----- Redis -----
 
 
 def redis_checks(redis_url: str) -> list[Check]:
@@ -173,7 +96,7 @@ def _guarded(name: str, check: Callable[[], T]) -> T | Check:
 
 
 _PERMISSIONS_FIX = (
-    "let doctor's Redis user run INFO, CONFIG GET, SMEMBERS, XINFO and GET, or run it as an admin"
+    "if it is NOPERM, let doctor's Redis user run INFO, CONFIG GET, SMEMBERS, XINFO and GET"
 )
 _RETRY_FIX = "check that Redis is up and answering, then run hubsync doctor again"
 
@@ -321,14 +244,15 @@ def consumer_group_check(client: redis.Redis) -> Check:
             "consumer-group",
             Status.FAIL,
             f"no group {keys.CONSUMER_GROUP} on the events stream of {len(missing)} of "
-            f"{len(projects)} projects ({shown}): nothing reads their events",
+            f"{counted(len(projects), 'project')} ({shown}): nothing reads their events",
             "start a hub consumer (hubsync consume); it creates the group on every project "
             f"in {keys.PROJECTS}",
         )
     return Check(
         "consumer-group",
         Status.OK,
-        f"group {keys.CONSUMER_GROUP} on the events stream of all {len(projects)} projects",
+        f"group {keys.CONSUMER_GROUP} on the events stream of every project "
+        f"({counted(len(projects), 'project')})",
     )
 
 
@@ -340,75 +264,3 @@ def hub_identity_check(client: redis.Redis) -> Check | None:
     text = as_text(value)
     shown = text if text.isprintable() and len(text) <= 200 else repr(text[:200])
     return Check("hub-identity", Status.OK, f"{HUB_IDENTITY_KEY} = {shown}")
-
-
-# ----- stores -----
-
-
-def hub_store_check(hub_url: str | None, shown: str) -> Check:
-    """The hub store opens without being created, at this hubsync's schema version.
-
-    ``shown`` is the store as shown to people (a path, or the URL without credentials).
-    """
-    if hub_url is None:
-        return Check("hub-store", Status.SKIP, "no --hub-url or --hub-db given")
-    from hubstore import open_store
-
-    try:
-        store = open_store(hub_url, create_schema=False, busy_budget=STORE_BUSY_BUDGET)
-    except SchemaVersionError as exc:
-        check = from_error("hub-store", exc, f"check {shown}")
-        sqlite = hub_url.startswith(SQLITE_URL_PREFIX)
-        if sqlite and not Path(shown).exists():
-            return check  # nothing to upgrade: its message says how to create one
-        option = f"--hub-db {shown}" if sqlite else f"--hub-url {shown}"
-        upgrade = (
-            f"a store of an older schema version is upgraded by `hubsync hub migrate {option}`"
-        )
-        return replace(check, fix=f"{check.fix}; {upgrade}")
-    except _OPEN_ERRORS as exc:
-        return from_error("hub-store", exc, f"check {shown} and its permissions")
-    store.close()
-    return Check("hub-store", Status.OK, f"{shown} opens, at this hubsync's schema version")
-
-
-def state_dir_checks(state_dir: Path | None) -> list[Check]:
-    """The runtime's registry opens, then one check per registered project: does its store open."""
-    if state_dir is None:
-        return [Check("state-dir", Status.SKIP, "no --state-dir given")]
-    from producers.registry import RuntimeRegistry
-
-    try:
-        registry = RuntimeRegistry(state_dir, create=False)
-    except _OPEN_ERRORS as exc:
-        return [from_error("state-dir", exc, _ACCESS_FIX)]
-    with registry:
-        try:
-            projects = registry.projects()
-        except _OPEN_ERRORS as exc:
-            return [from_error("state-dir", exc, _ACCESS_FIX)]
-        found = Check(
-            "state-dir",
-            Status.OK,
-            f"{registry.state_dir}: runtime {registry.runtime_id}, "
-            f"{len(projects)} project{'' if len(projects) == 1 else 's'}",
-        )
-        return [found, *(_project_check(registry, p) for p in projects)]
-
-
-_ACCESS_FIX = "check the path and that this user may read and write it (as the relay does)"
-
-
-def _project_check(registry: RuntimeRegistry, project: ProjectRegistration) -> Check:
-    name = f"project {project.project_id}"
-    where = f"hub project {project.hub_project}, store {project.store_path}"
-    if not project.store_path.is_file():
-        # Opening would create it; a project with nothing appended has no store yet.
-        return Check(name, Status.OK, f"{where}: no store yet (nothing appended)")
-    try:
-        with registry.open_store(project, busy_budget=STORE_BUSY_BUDGET) as store:
-            counts = store.outbox_counts()
-    except _OPEN_ERRORS as exc:
-        return from_error(name, exc, _ACCESS_FIX)
-    states = ", ".join(f"{counts[s]} {s}" for s in ("pending", "acked", "conflict", "rejected"))
-    return Check(name, Status.OK, f"{where}: opens; outbox {states}")
