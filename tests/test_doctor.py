@@ -35,7 +35,7 @@ def doctor(redis_url: str, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def lines_by_check(output: str) -> dict[str, str]:
-    """Each output line under its check's name (``FAIL aof: ...`` -> ``{"aof": "FAIL aof: ..."}``)."""
+    """Each output line under its check's name: ``{"aof": "FAIL aof: ..."}``."""
     return {line[5:].partition(":")[0]: line for line in output.splitlines()}
 
 

@@ -76,7 +76,10 @@ def state_dir_checks(state_dir: Path | None) -> list[Check]:
         return [found, *(_project_check(registry, p) for p in projects)]
 
 
-_ACCESS_FIX = "check that it is this runtime's file and that this user may read and write it, as the relay does"
+_ACCESS_FIX = (
+    "check that it is this runtime's file and that this user may read and write it, "
+    "as the relay does"
+)
 
 
 def _project_check(registry: RuntimeRegistry, project: ProjectRegistration) -> Check:
