@@ -21,7 +21,12 @@ from hubstore import open_store
 from hubsync import keys
 from hubsync.demo.embedded_redis import RedisServerProcess, free_port
 from hubsync.doctor import Check, Status
-from hubsync.doctor.redis_checks import judge_aof, judge_eviction, judge_version
+from hubsync.doctor.redis_checks import (
+    HUB_IDENTITY_KEY,
+    judge_aof,
+    judge_eviction,
+    judge_version,
+)
 from hubsync.processes import run_hubsync
 from hubsync.settings import hub_url_from_path
 from producers.registry import RuntimeRegistry
@@ -120,7 +125,7 @@ def test_a_good_deployment_passes_every_check_and_exits_0(
 ) -> None:
     hub_db = make_hub_db(tmp_path / "hub.db")
     make_state_dir(tmp_path / "runtime", projects=2)
-    good_redis.set("hubsync:hub", "hub-main")
+    good_redis.set(HUB_IDENTITY_KEY, "hub-main")
 
     result = doctor(
         private_redis.url, "--hub-db", str(hub_db), "--state-dir", str(tmp_path / "runtime")
@@ -243,6 +248,20 @@ def test_unreachable_redis_is_a_failed_line_not_exit_3_and_never_shows_the_passw
     assert lines["hub-store"] == "skip hub-store: no --hub-url or --hub-db given"
     assert lines["state-dir"].startswith("FAIL state-dir: ")  # the other checks still ran
     assert "s3cret-pass" not in result.stdout + result.stderr
+
+
+def test_refused_credentials_are_a_failed_line_that_never_shows_the_password(
+    private_redis: RedisServerProcess, good_redis: redis.Redis
+) -> None:
+    good_redis.config_set("requirepass", "the-right-one")
+    url = private_redis.url.replace("redis://", "redis://default:s3cret-wrong@")
+
+    result = doctor(url)
+
+    assert result.returncode == 1, result.stderr
+    line = lines_by_check(result.stdout)["redis"]
+    assert line.startswith(f"FAIL redis: {private_redis.url} refused the credentials")
+    assert "s3cret-wrong" not in result.stdout + result.stderr
 
 
 def test_a_malformed_hub_url_is_a_usage_error(redis_url: str) -> None:
