@@ -44,6 +44,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "hubsync.cli.demo:demo",
         "Run the whole pipeline end to end and check its invariants.",
     ),
+    "doctor": (
+        "hubsync.cli.doctor:doctor",
+        "Check a deployment: Redis's version, eviction policy, AOF and consumer groups, the hub "
+        "store's schema and the runtime's state dir, one line per check.",
+    ),
     "effects-worker": (
         "hubsync.cli.effects_worker:effects_worker",
         "Run shared-effect jobs from the RQ queue hubsync-effects (with RQ's scheduler).",

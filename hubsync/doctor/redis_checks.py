@@ -1,0 +1,266 @@
+"""The Redis checks: reachable, version 7.0 or later, noeviction, AOF, group ``hub``, hub id.
+
+Settings are read from INFO where INFO has them (managed Redis services often
+refuse CONFIG); only the fsync policy needs CONFIG GET, and a refusal makes it
+"unknown", a warning. The verdicts on what was read (``judge_*``) are pure
+functions, testable for configurations no test server has.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import redis
+
+from consumers.projects import known_hub_projects
+from hubsync import keys
+from hubsync.connections import Role, connect, ping
+from hubsync.doctor.check import Check, Status, counted
+from hubsync.errors import RedisUnavailableError
+from hubsync.redis_values import as_text
+from hubsync.settings import safe_url
+
+MIN_REDIS_VERSION = (7, 0)
+"""Reclaim relies on XAUTOCLAIM reporting entries deleted while pending, and lag on
+XINFO GROUPS ``lag``: both Redis 7.0."""
+
+HUB_IDENTITY_KEY = f"{keys.PREFIX}:hub"
+"""The hub id owning the namespace's consumer group, written by hub trust when enabled;
+doctor shows it when present and says nothing when it is absent."""
+
+REDIS_CHECKS = ("redis-version", "maxmemory-policy", "aof", "consumer-group")
+"""The checks that need Redis, skipped when it cannot be reached."""
+
+T = TypeVar("T")
+_VERSION = re.compile(r"(\d+)\.(\d+)")
+
+
+def redis_checks(redis_url: str) -> list[Check]:
+    """Reachability, version, eviction policy, AOF, consumer groups and hub identity.
+
+    A malformed URL raises ``ConfigError`` (a usage error, before any check).
+    """
+    client = connect(redis_url, Role.PROBE)
+    try:
+        reached = _reach(client, redis_url)
+        if reached.failed:
+            skipped = [Check(n, Status.SKIP, "Redis unreachable") for n in REDIS_CHECKS]
+            return [reached, *skipped]
+        checks = [
+            reached,
+            _guarded(
+                "redis-version", lambda: judge_version(_info(client, "server")["redis_version"])
+            ),
+            _guarded("maxmemory-policy", lambda: judge_eviction(_eviction_policy(client))),
+            _guarded("aof", lambda: _aof(client)),
+            _guarded("consumer-group", lambda: consumer_group_check(client)),
+        ]
+        identity = _guarded("hub-identity", lambda: hub_identity_check(client))
+        return checks if identity is None else [*checks, identity]
+    finally:
+        client.close()
+
+
+def _reach(client: redis.Redis, redis_url: str) -> Check:
+    shown = safe_url(redis_url)
+    try:
+        ping(client, redis_url)
+    except RedisUnavailableError as exc:
+        return Check(
+            "redis",
+            Status.FAIL,
+            f"cannot reach {exc}",
+            "start Redis, or fix --redis-url (HUBSYNC_REDIS_URL)",
+        )
+    except (redis.AuthenticationError, redis.exceptions.AuthorizationError) as exc:
+        return Check(
+            "redis",
+            Status.FAIL,
+            f"{shown} refused the credentials ({type(exc).__name__})",
+            "fix the user and password in --redis-url (HUBSYNC_REDIS_URL)",
+        )
+    return Check("redis", Status.OK, f"{shown} answered PING")
+
+
+def _guarded(name: str, check: Callable[[], T]) -> T | Check:
+    """Run one Redis check; a Redis error (lost connection, NOPERM, renamed command) fails it."""
+    try:
+        return check()
+    except redis.ResponseError as exc:
+        # Redis's own words (NOPERM ...): never holds the URL or a password.
+        return Check(name, Status.FAIL, f"Redis refused it: {exc}", _PERMISSIONS_FIX)
+    except redis.RedisError as exc:
+        return Check(name, Status.FAIL, f"Redis failed it ({type(exc).__name__})", _RETRY_FIX)
+
+
+_PERMISSIONS_FIX = (
+    "if it is NOPERM, let doctor's Redis user run INFO, CONFIG GET, SMEMBERS, XINFO and GET"
+)
+_RETRY_FIX = "check that Redis is up and answering, then run hubsync doctor again"
+
+
+def _info(client: redis.Redis, section: str) -> dict[str, Any]:
+    return dict(client.info(section))
+
+
+def _eviction_policy(client: redis.Redis) -> str:
+    # INFO, not CONFIG GET: managed Redis services often refuse CONFIG.
+    return str(_info(client, "memory")["maxmemory_policy"])
+
+
+def _aof(client: redis.Redis) -> Check:
+    persistence = _info(client, "persistence")
+    fsync: str | None
+    try:
+        fsync = as_text(client.config_get("appendfsync").get("appendfsync")) or None
+    except redis.ResponseError:
+        fsync = None  # CONFIG refused (managed Redis, ACL): the policy is stated as unknown
+    return judge_aof(
+        bool(int(persistence.get("aof_enabled", 0))),
+        fsync,
+        str(persistence.get("aof_last_write_status", "ok")),
+    )
+
+
+def judge_version(version: str) -> Check:
+    """Redis ``version`` (INFO server ``redis_version``) against ``MIN_REDIS_VERSION``."""
+    match = _VERSION.match(version)
+    if match is None:
+        return Check(
+            "redis-version",
+            Status.WARN,
+            f"Redis reports version {version[:40]!r}, which is not MAJOR.MINOR",
+            "make sure it is Redis 7.0 or later",
+        )
+    if (int(match.group(1)), int(match.group(2))) >= MIN_REDIS_VERSION:
+        return Check("redis-version", Status.OK, f"Redis {version} (7.0 or later)")
+    return Check(
+        "redis-version",
+        Status.FAIL,
+        f"Redis {version} is older than 7.0: hub consumers rely on XAUTOCLAIM reporting "
+        "entries deleted while pending and on XINFO GROUPS lag",
+        "upgrade Redis to 7.0 or later",
+    )
+
+
+def judge_eviction(policy: str) -> Check:
+    """``maxmemory-policy``: anything but noeviction may drop fences and streams."""
+    if policy == "noeviction":
+        return Check(
+            "maxmemory-policy",
+            Status.OK,
+            "noeviction: at maxmemory, writes are refused (and retried), never a key dropped",
+        )
+    return Check(
+        "maxmemory-policy",
+        Status.FAIL,
+        f"{policy}: under memory pressure Redis may evict a lease's fence (tokens could "
+        "repeat, letting two holders both act) or an events stream (entries lost before "
+        "the hub stored them)",
+        "run `CONFIG SET maxmemory-policy noeviction` and put `maxmemory-policy noeviction` "
+        "in redis.conf",
+    )
+
+
+_FSYNC_RISKS = {
+    "everysec": (
+        Status.OK,
+        "a power cut or OS crash can lose up to about 1 s of acknowledged writes "
+        "(a crash of Redis alone loses none)",
+    ),
+    "always": (
+        Status.OK,
+        "no acknowledged write is lost; every write waits for its fsync (slowest)",
+    ),
+    "no": (
+        Status.WARN,
+        "the OS flushes when it chooses (about every 30 s on Linux): a power cut or OS crash "
+        "can lose that much of acknowledged writes, lease grants and stream entries included",
+    ),
+}
+_AOF_CONF = "`appendonly yes` and `appendfsync everysec` in redis.conf"
+
+
+def judge_aof(enabled: bool, fsync: str | None, last_write: str = "ok") -> Check:
+    """AOF: off fails (an acknowledged write may vanish on restart); the fsync policy's risk."""
+    if not enabled:
+        return Check(
+            "aof",
+            Status.FAIL,
+            "appendonly no: a Redis restart loses what was written since the last snapshot, "
+            "acknowledged lease grants (tokens could repeat) and stream entries included",
+            f"run `CONFIG SET appendonly yes` and put {_AOF_CONF}",
+        )
+    if last_write != "ok":
+        return Check(
+            "aof",
+            Status.FAIL,
+            f"appendonly yes, but the last AOF write failed (aof_last_write_status:{last_write})",
+            "free disk space where Redis keeps its AOF, then check the Redis log",
+        )
+    if fsync is None:
+        return Check(
+            "aof",
+            Status.WARN,
+            "appendonly yes; the fsync policy is unknown (CONFIG GET appendfsync refused)",
+            "make sure redis.conf says `appendfsync everysec` (or always)",
+        )
+    status, risk = _FSYNC_RISKS.get(
+        fsync, (Status.WARN, "an fsync policy doctor does not know; its risk is unknown")
+    )
+    fix = (
+        ""
+        if status is Status.OK
+        else "run `CONFIG SET appendfsync everysec` and put it in redis.conf"
+    )
+    return Check("aof", status, f"appendonly yes, appendfsync {fsync}: {risk}", fix)
+
+
+def consumer_group_check(client: redis.Redis) -> Check:
+    """Group ``hub`` on the events stream of every project in ``hubsync:projects``."""
+    projects = known_hub_projects(client)
+    if not projects:
+        return Check(
+            "consumer-group",
+            Status.OK,
+            f"no projects yet in {keys.PROJECTS} (a relay adds its project on its first send)",
+        )
+    pipe = client.pipeline(transaction=False)
+    for project in projects:
+        pipe.xinfo_groups(keys.events_stream(project))
+    missing = []
+    for project, reply in zip(projects, pipe.execute(raise_on_error=False), strict=True):
+        if isinstance(reply, redis.ResponseError) and "no such key" in str(reply).lower():
+            missing.append(project)
+        elif isinstance(reply, Exception):
+            raise reply
+        elif not any(as_text(group.get("name")) == keys.CONSUMER_GROUP for group in reply):
+            missing.append(project)
+    if missing:
+        shown = ", ".join(missing[:10]) + (" ..." if len(missing) > 10 else "")
+        return Check(
+            "consumer-group",
+            Status.FAIL,
+            f"no group {keys.CONSUMER_GROUP} on the events stream of {len(missing)} of "
+            f"{counted(len(projects), 'project')} ({shown}): nothing reads their events",
+            "start a hub consumer (hubsync consume); it creates the group on every project "
+            f"in {keys.PROJECTS}",
+        )
+    return Check(
+        "consumer-group",
+        Status.OK,
+        f"group {keys.CONSUMER_GROUP} on the events stream of every project "
+        f"({counted(len(projects), 'project')})",
+    )
+
+
+def hub_identity_check(client: redis.Redis) -> Check | None:
+    """The hub id in ``hubsync:hub`` when the key exists; None (no line) when it does not."""
+    value = client.get(HUB_IDENTITY_KEY)
+    if value is None:
+        return None
+    text = as_text(value)
+    shown = text if text.isprintable() and len(text) <= 200 else repr(text[:200])
+    return Check("hub-identity", Status.OK, f"{HUB_IDENTITY_KEY} = {shown}")

@@ -1,0 +1,104 @@
+"""The store checks: the hub store and the runtime's state dir open, at this hubsync's schema.
+
+Nothing is created: a missing hub database or state dir fails its check, and a
+registered project whose store file does not exist yet (nothing appended) is
+reported as such rather than opened.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from hubsync.doctor.check import Check, Status, counted, from_error
+from hubsync.errors import HubsyncError, SchemaVersionError
+from hubsync.settings import SQLITE_URL_PREFIX
+
+if TYPE_CHECKING:
+    from producers.registry import ProjectRegistration, RuntimeRegistry
+
+STORE_BUSY_BUDGET = 10.0
+"""Seconds a check waits for a store locked by a writer before failing its line."""
+
+_OPEN_ERRORS = (HubsyncError, sqlite3.Error, OSError)
+
+
+def hub_store_check(hub_url: str | None, shown: str) -> Check:
+    """The hub store opens without being created, at this hubsync's schema version.
+
+    ``shown`` is the store as shown to people (a path, or the URL without credentials).
+    """
+    if hub_url is None:
+        return Check("hub-store", Status.SKIP, "no --hub-url or --hub-db given")
+    from hubstore import open_store
+
+    try:
+        store = open_store(hub_url, create_schema=False, busy_budget=STORE_BUSY_BUDGET)
+    except SchemaVersionError as exc:
+        check = from_error("hub-store", exc, f"check {shown}")
+        sqlite = hub_url.startswith(SQLITE_URL_PREFIX)
+        if sqlite and not Path(shown).exists():
+            return check  # nothing to upgrade: its message says how to create one
+        option = f"--hub-db {shown}" if sqlite else f"--hub-url {shown}"
+        upgrade = (
+            f"a store of an older schema version is upgraded by `hubsync hub migrate {option}`"
+        )
+        return replace(check, fix=f"{check.fix}; {upgrade}")
+    except _OPEN_ERRORS as exc:
+        return _failed("hub-store", exc, shown, f"check {shown} and its permissions")
+    store.close()
+    return Check("hub-store", Status.OK, f"{shown} opens, at this hubsync's schema version")
+
+
+def state_dir_checks(state_dir: Path | None) -> list[Check]:
+    """The runtime's registry opens, then one check per registered project: does its store open."""
+    if state_dir is None:
+        return [Check("state-dir", Status.SKIP, "no --state-dir given")]
+    from producers.registry import RuntimeRegistry
+
+    try:
+        registry = RuntimeRegistry(state_dir, create=False)
+    except _OPEN_ERRORS as exc:
+        return [_failed("state-dir", exc, f"{state_dir} (its registry)", _ACCESS_FIX)]
+    with registry:
+        try:
+            projects = registry.projects()
+        except _OPEN_ERRORS as exc:
+            return [_failed("state-dir", exc, f"{state_dir} (its registry)", _ACCESS_FIX)]
+        found = Check(
+            "state-dir",
+            Status.OK,
+            f"{registry.state_dir}: runtime {registry.runtime_id}, "
+            f"{counted(len(projects), 'project')}",
+        )
+        return [found, *(_project_check(registry, p) for p in projects)]
+
+
+_ACCESS_FIX = (
+    "check that it is this runtime's file and that this user may read and write it, "
+    "as the relay does"
+)
+
+
+def _project_check(registry: RuntimeRegistry, project: ProjectRegistration) -> Check:
+    name = f"project {project.project_id}"
+    where = f"hub project {project.hub_project}, store {project.store_path}"
+    if not project.store_path.is_file():
+        # Opening would create it; a project with nothing appended has no store yet.
+        return Check(name, Status.OK, f"{where}: no store yet (nothing appended)")
+    try:
+        with registry.open_store(project, busy_budget=STORE_BUSY_BUDGET) as store:
+            counts = store.outbox_counts()
+    except _OPEN_ERRORS as exc:
+        return _failed(name, exc, f"store {project.store_path}", _ACCESS_FIX)
+    states = ", ".join(f"{counts[s]} {s}" for s in ("pending", "acked", "conflict", "rejected"))
+    return Check(name, Status.OK, f"{where}: opens; outbox {states}")
+
+
+def _failed(name: str, exc: BaseException, where: str, fix: str) -> Check:
+    """A failed open: hubsync's own message names the file; a driver's gets ``where`` first."""
+    if isinstance(exc, HubsyncError):
+        return from_error(name, exc, fix)
+    return Check(name, Status.FAIL, f"{where}: {exc}", fix)

@@ -1,0 +1,321 @@
+"""``hubsync doctor``: one line per check, and exit 1 on a deployment that would lose data.
+
+The command runs as a real process against private redis-servers configured
+well and badly, a real hub database and a real runtime state dir; the
+verdicts on each Redis setting are also checked directly, for the
+configurations no test server has (an old Redis, another fsync policy).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from hubstore import open_store
+from hubsync import keys
+from hubsync.demo.embedded_redis import RedisServerProcess, free_port
+from hubsync.doctor import Check, Status
+from hubsync.doctor.redis_checks import (
+    HUB_IDENTITY_KEY,
+    judge_aof,
+    judge_eviction,
+    judge_version,
+)
+from hubsync.processes import run_hubsync
+from hubsync.settings import hub_url_from_path
+from producers.registry import RuntimeRegistry
+
+HUB_PROJECT = "shop"
+
+
+def doctor(redis_url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """``hubsync doctor ARGS`` as a child process, its Redis URL in the environment."""
+    return run_hubsync(["doctor", *args], env={"HUBSYNC_REDIS_URL": redis_url}, timeout=60)
+
+
+def lines_by_check(output: str) -> dict[str, str]:
+    """Each output line under its check's name: ``{"aof": "FAIL aof: ..."}``."""
+    return {line[5:].partition(":")[0]: line for line in output.splitlines()}
+
+
+def make_hub_db(path: Path) -> Path:
+    """A hub database with the current schema, as ``hubsync consume`` creates it."""
+    open_store(hub_url_from_path(path), create_schema=True).close()
+    return path
+
+
+def make_state_dir(path: Path, projects: int = 1) -> list[Path]:
+    """A runtime state dir with ``projects`` registered projects, each with one event appended."""
+    stores = []
+    with RuntimeRegistry(path) as registry:
+        for n in range(projects):
+            project = registry.register_project(path / f"checkout-{n}", hub_project=HUB_PROJECT)
+            with registry.open_store(project) as store:
+                store.append_event("run-1", "run.started", {"workflow_id": "deploy"})
+            stores.append(project.store_path)
+    return stores
+
+
+def set_schema_version(path: Path, version: int) -> None:
+    """Stamp a SQLite file with another schema version, as another hubsync release would."""
+    connection = sqlite3.connect(path)
+    try:
+        connection.execute(f"PRAGMA user_version = {version}")
+    finally:
+        connection.close()
+
+
+def serve_project(client: redis.Redis, hub_project: str) -> None:
+    """What a relay and a hub consumer leave in Redis: the project listed, group ``hub`` on it."""
+    client.sadd(keys.PROJECTS, hub_project)
+    client.xgroup_create(
+        keys.events_stream(hub_project), keys.CONSUMER_GROUP, id="0", mkstream=True
+    )
+
+
+@pytest.fixture
+def good_redis(private_redis: RedisServerProcess) -> redis.Redis:
+    """The private server (AOF everysec, noeviction) serving one project, as a client."""
+    client = redis.Redis.from_url(private_redis.url)
+    serve_project(client, HUB_PROJECT)
+    return client
+
+
+# ----- the contract, as a process -----
+
+
+def test_doctor_fails_on_maxmemory_policy_allkeys_lru(
+    private_redis: RedisServerProcess, good_redis: redis.Redis
+) -> None:
+    good_redis.config_set("maxmemory-policy", "allkeys-lru")
+
+    result = doctor(private_redis.url)
+
+    assert result.returncode == 1, result.stderr
+    lines = lines_by_check(result.stdout)
+    line = lines["maxmemory-policy"]
+    assert line.startswith("FAIL maxmemory-policy: allkeys-lru: ")
+    assert "evict" in line and "CONFIG SET maxmemory-policy noeviction" in line
+    assert "maxmemory-policy noeviction` in redis.conf" in line
+    # the one bad setting is the only failure
+    assert [name for name, text in lines.items() if text.startswith("FAIL")] == ["maxmemory-policy"]
+
+
+def test_doctor_fails_when_aof_is_off_and_says_what_a_restart_loses(
+    private_redis: RedisServerProcess, good_redis: redis.Redis
+) -> None:
+    good_redis.config_set("appendonly", "no")
+
+    result = doctor(private_redis.url)
+
+    assert result.returncode == 1, result.stderr
+    line = lines_by_check(result.stdout)["aof"]
+    assert line.startswith("FAIL aof: appendonly no: a Redis restart loses")
+    assert "CONFIG SET appendonly yes" in line
+
+
+def test_a_good_deployment_passes_every_check_and_exits_0(
+    tmp_path: Path, private_redis: RedisServerProcess, good_redis: redis.Redis
+) -> None:
+    hub_db = make_hub_db(tmp_path / "hub.db")
+    make_state_dir(tmp_path / "runtime", projects=2)
+    good_redis.set(HUB_IDENTITY_KEY, "hub-main")
+
+    result = doctor(
+        private_redis.url, "--hub-db", str(hub_db), "--state-dir", str(tmp_path / "runtime")
+    )
+
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    assert all(line.startswith("ok   ") for line in lines), result.stdout
+    checks = lines_by_check(result.stdout)
+    assert "Redis 7." in checks["redis-version"]
+    assert "appendonly yes, appendfsync everysec: " in checks["aof"]
+    assert "up to about 1 s" in checks["aof"]
+    assert "every project (1 project)" in checks["consumer-group"]
+    assert checks["hub-identity"].endswith("hubsync:hub = hub-main")
+    assert str(hub_db) in checks["hub-store"]
+    assert "2 projects" in checks["state-dir"]
+    projects = [line for line in lines if line.startswith("ok   project ")]
+    assert len(projects) == 2 and all("1 pending" in line for line in projects)
+
+
+def test_json_is_one_document_with_every_check_and_its_fix(
+    tmp_path: Path, private_redis: RedisServerProcess, good_redis: redis.Redis
+) -> None:
+    good_redis.config_set("maxmemory-policy", "volatile-lru")
+
+    result = doctor(private_redis.url, "--json", "--hub-db", str(make_hub_db(tmp_path / "h.db")))
+
+    assert result.returncode == 1, result.stderr
+    document: dict[str, Any] = json.loads(result.stdout)
+    assert document["ok"] is False and document["failed"] == ["maxmemory-policy"]
+    checks = {check["name"]: check for check in document["checks"]}
+    assert checks["maxmemory-policy"]["status"] == "fail"
+    assert "noeviction" in checks["maxmemory-policy"]["fix"]
+    assert checks["hub-store"] == checks["hub-store"] | {"status": "ok", "fix": None}
+    assert checks["state-dir"]["status"] == "skip"
+    assert "hub-identity" not in checks  # only shown when hubsync:hub exists
+
+
+def test_a_project_without_the_consumer_group_fails_and_names_it(redis_url: str) -> None:
+    client = redis.Redis.from_url(redis_url)
+    serve_project(client, "served")
+    client.sadd(keys.PROJECTS, "unread")
+
+    result = doctor(redis_url)
+
+    line = lines_by_check(result.stdout)["consumer-group"]
+    assert result.returncode == 1
+    assert line.startswith("FAIL consumer-group: no group hub on the events stream of 1 of 2")
+    assert "(unread)" in line and "hubsync consume" in line
+
+
+def test_no_projects_yet_is_not_a_failure(redis_url: str) -> None:
+    result = doctor(redis_url)
+
+    line = lines_by_check(result.stdout)["consumer-group"]
+    assert line.startswith("ok   consumer-group: no projects yet in hubsync:projects")
+
+
+def test_a_hub_store_of_another_schema_version_fails_naming_the_migrate_command(
+    tmp_path: Path, redis_url: str
+) -> None:
+    hub_db = make_hub_db(tmp_path / "hub.db")
+    set_schema_version(hub_db, 99)
+
+    result = doctor(redis_url, "--hub-db", str(hub_db))
+
+    line = lines_by_check(result.stdout)["hub-store"]
+    assert result.returncode == 1
+    assert line.startswith("FAIL hub-store: ") and "schema version 99" in line
+    assert f"`hubsync hub migrate --hub-db {hub_db}`" in line
+
+
+def test_a_missing_hub_store_fails_saying_how_to_create_it(tmp_path: Path, redis_url: str) -> None:
+    result = doctor(redis_url, "--hub-db", str(tmp_path / "absent.db"))
+
+    line = lines_by_check(result.stdout)["hub-store"]
+    assert line.startswith("FAIL hub-store: no hub database at ")
+    assert "hubsync consume" in line and "migrate" not in line
+    assert not (tmp_path / "absent.db").exists()
+
+
+def test_an_unreadable_project_store_fails_its_line_and_the_others_still_open(
+    tmp_path: Path, redis_url: str
+) -> None:
+    broken, healthy = make_state_dir(tmp_path / "runtime", projects=2)
+    set_schema_version(broken, 99)
+
+    result = doctor(redis_url, "--state-dir", str(tmp_path / "runtime"))
+
+    assert result.returncode == 1
+    lines = lines_by_check(result.stdout)
+    assert lines["state-dir"].startswith("ok   state-dir: ")
+    project_lines = [line for line in result.stdout.splitlines() if " project " in line[:13]]
+    assert project_lines[0].startswith("FAIL project ") and "schema version 99" in project_lines[0]
+    assert project_lines[1].startswith("ok   project ") and str(healthy) in project_lines[1]
+
+
+def test_a_path_that_is_no_state_dir_fails_and_is_not_created(
+    tmp_path: Path, redis_url: str
+) -> None:
+    result = doctor(redis_url, "--state-dir", str(tmp_path / "typo"))
+
+    line = lines_by_check(result.stdout)["state-dir"]
+    assert result.returncode == 1
+    assert line.startswith("FAIL state-dir: ") and "is not a hubsync state dir" in line
+    assert not (tmp_path / "typo").exists()
+
+
+def test_unreachable_redis_is_a_failed_line_not_exit_3_and_never_shows_the_password(
+    tmp_path: Path,
+) -> None:
+    url = f"redis://doctor:s3cret-pass@127.0.0.1:{free_port()}/0"
+
+    result = doctor(url, "--state-dir", str(tmp_path / "typo"))
+
+    assert result.returncode == 1, result.stderr
+    lines = lines_by_check(result.stdout)
+    assert lines["redis"].startswith("FAIL redis: cannot reach redis://127.0.0.1:")
+    assert lines["aof"] == "skip aof: Redis unreachable"
+    assert lines["hub-store"] == "skip hub-store: no --hub-url or --hub-db given"
+    assert lines["state-dir"].startswith("FAIL state-dir: ")  # the other checks still ran
+    assert "s3cret-pass" not in result.stdout + result.stderr
+
+
+def test_refused_credentials_are_a_failed_line_that_never_shows_the_password(
+    private_redis: RedisServerProcess, good_redis: redis.Redis
+) -> None:
+    good_redis.config_set("requirepass", "the-right-one")
+    url = private_redis.url.replace("redis://", "redis://default:s3cret-wrong@")
+
+    result = doctor(url)
+
+    assert result.returncode == 1, result.stderr
+    line = lines_by_check(result.stdout)["redis"]
+    assert line.startswith(f"FAIL redis: {private_redis.url} refused the credentials")
+    assert "s3cret-wrong" not in result.stdout + result.stderr
+
+
+def test_a_malformed_hub_url_is_a_usage_error(redis_url: str) -> None:
+    result = doctor(redis_url, "--hub-url", "ftp://hub")
+
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert result.stderr.startswith("error: hub URL 'ftp://hub' names no known store")
+
+
+# ----- the verdicts, for configurations no test server has -----
+
+
+@pytest.mark.parametrize(
+    ("version", "status"),
+    [("7.0.0", Status.OK), ("7.2.4", Status.OK), ("8.0.1", Status.OK), ("6.2.14", Status.FAIL),
+     ("5.0.7", Status.FAIL), ("unstable", Status.WARN)],
+)  # fmt: skip
+def test_redis_older_than_7_0_fails(version: str, status: Status) -> None:
+    check = judge_version(version)
+    assert check.status is status
+    if status is Status.FAIL:
+        assert "upgrade Redis to 7.0 or later" in check.line()
+
+
+@pytest.mark.parametrize(
+    "policy", ["allkeys-lru", "allkeys-lfu", "allkeys-random", "volatile-lru", "volatile-ttl"]
+)
+def test_every_eviction_policy_but_noeviction_fails(policy: str) -> None:
+    assert judge_eviction(policy).status is Status.FAIL
+    assert judge_eviction("noeviction").status is Status.OK
+
+
+@pytest.mark.parametrize(
+    ("enabled", "fsync", "last_write", "status", "said"),
+    [
+        (False, "everysec", "ok", Status.FAIL, "appendonly no"),
+        (True, "everysec", "ok", Status.OK, "up to about 1 s"),
+        (True, "always", "ok", Status.OK, "slowest"),
+        (True, "no", "ok", Status.WARN, "about every 30 s"),
+        (True, None, "ok", Status.WARN, "fsync policy is unknown"),
+        (True, "everysec", "err", Status.FAIL, "last AOF write failed"),
+    ],
+)
+def test_aof_verdict_states_the_fsync_policy_and_its_risk(
+    enabled: bool, fsync: str | None, last_write: str, status: Status, said: str
+) -> None:
+    check = judge_aof(enabled, fsync, last_write)
+    assert check.status is status
+    assert said in check.detail
+    assert bool(check.fix) is (status is not Status.OK)
+
+
+def test_a_line_reads_status_check_detail_then_what_to_do() -> None:
+    assert Check("aof", Status.OK, "fine").line() == "ok   aof: fine"
+    assert Check("aof", Status.FAIL, "off", "turn it on").line() == "FAIL aof: off; turn it on"
+    assert Check("hub-store", Status.SKIP, "not given").line() == "skip hub-store: not given"
