@@ -12,6 +12,8 @@ from hubsync.names import validate_name
 PREFIX = "hubsync"
 PROJECTS = f"{PREFIX}:projects"
 """Set of hub projects that have an events stream."""
+HUB_IDENTITY = f"{PREFIX}:hub"
+"""String: the id of the hub that owns this namespace's consumer group (when one is bound)."""
 
 CONSUMER_GROUP = "hub"
 """The consumer group every hub worker reads the events streams in."""

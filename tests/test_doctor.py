@@ -22,7 +22,6 @@ from hubsync import keys
 from hubsync.demo.embedded_redis import RedisServerProcess, free_port
 from hubsync.doctor import Check, Status
 from hubsync.doctor.redis_checks import (
-    HUB_IDENTITY_KEY,
     judge_aof,
     judge_eviction,
     judge_version,
@@ -125,7 +124,7 @@ def test_a_good_deployment_passes_every_check_and_exits_0(
 ) -> None:
     hub_db = make_hub_db(tmp_path / "hub.db")
     make_state_dir(tmp_path / "runtime", projects=2)
-    good_redis.set(HUB_IDENTITY_KEY, "hub-main")
+    good_redis.set(keys.HUB_IDENTITY, "hub-main")
 
     result = doctor(
         private_redis.url, "--hub-db", str(hub_db), "--state-dir", str(tmp_path / "runtime")

@@ -26,7 +26,6 @@ MIN_REDIS_VERSION = (7, 0)
 """Reclaim relies on XAUTOCLAIM reporting entries deleted while pending, and lag on
 XINFO GROUPS ``lag``: both Redis 7.0."""
 
-HUB_IDENTITY_KEY = f"{keys.PREFIX}:hub"
 """The hub id owning the namespace's consumer group, written by hub trust when enabled;
 doctor shows it when present and says nothing when it is absent."""
 
@@ -258,9 +257,9 @@ def consumer_group_check(client: redis.Redis) -> Check:
 
 def hub_identity_check(client: redis.Redis) -> Check | None:
     """The hub id in ``hubsync:hub`` when the key exists; None (no line) when it does not."""
-    value = client.get(HUB_IDENTITY_KEY)
+    value = client.get(keys.HUB_IDENTITY)
     if value is None:
         return None
     text = as_text(value)
     shown = text if text.isprintable() and len(text) <= 200 else repr(text[:200])
-    return Check("hub-identity", Status.OK, f"{HUB_IDENTITY_KEY} = {shown}")
+    return Check("hub-identity", Status.OK, f"{keys.HUB_IDENTITY} = {shown}")
