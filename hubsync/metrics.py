@@ -42,6 +42,11 @@ OUTBOX_BACKLOG = Gauge(
     "Outbox rows of a local project not yet acknowledged by the hub (pending + attempted).",
     ["project"],
 )
+PROJECT_UNREADABLE = Gauge(
+    "hubsync_relay_project_unreadable",
+    "1 while the relay cannot read a local project's store (the others keep syncing), else 0.",
+    ["project"],
+)
 
 # ----- consumer -----
 

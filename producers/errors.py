@@ -46,3 +46,7 @@ class StoreClosedError(ProducerError):
 
 class StateDirNotFoundError(ProducerError, ConfigError):
     """A state directory given to read from holds no runtime registry."""
+
+
+class UnreadableStoreError(ProducerError):
+    """A project's event store could not be read, so it was not synced (the others were)."""

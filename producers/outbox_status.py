@@ -5,6 +5,11 @@ What ``hubsync status --state-dir`` shows per local project: rows pending
 awaiting an outcome), acked, conflict and rejected (parked: never resent, an
 operator must look), and the age of the oldest pending row on this machine's
 clock (rows are stamped with it at commit).
+
+Each project has a state: ``ok``; ``no_store`` (no store file yet: nothing
+appended, or the file was removed; zero rows, truly); or ``unreadable``, with
+the reason and no counts (None, never zeros: a refused store is not an empty
+one). One unreadable store never hides the others.
 """
 
 from __future__ import annotations
@@ -14,23 +19,30 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from producers.registry import RuntimeRegistry
+from producers.registry import ProjectRegistration, RuntimeRegistry
+from producers.unreadable import UNREADABLE_STORE_ERRORS, unreadable_reason
+
+COUNTS = ("pending", "attempted", "acked", "conflict", "rejected", "total")
 
 
 @dataclass(frozen=True, slots=True)
 class LocalProjectStatus:
-    """The outbox of one local project."""
+    """The outbox of one local project; the counts are None when its store is unreadable."""
 
     project_id: str
     hub_project: str
     store_path: str
-    pending: int
-    attempted: int
-    acked: int
-    conflict: int
-    rejected: int
-    total: int
+    pending: int | None
+    attempted: int | None
+    acked: int | None
+    conflict: int | None
+    rejected: int | None
+    total: int | None
     oldest_pending_age_seconds: float | None
+    state: str = "ok"
+    """``ok``, ``no_store`` or ``unreadable``."""
+    reason: str | None = None
+    """Why the store is unreadable, naming its file."""
 
 
 @dataclass
@@ -51,31 +63,45 @@ def local_status(state_dir: Path | str, now: float | None = None) -> LocalStatus
 
     Refuses (``StateDirNotFoundError``, a usage error) a directory without a
     registry rather than creating one: a typo must not look like an idle runtime.
-    A project whose store file was never created shows zero rows.
+    A project whose store file does not exist shows state ``no_store`` and
+    zero rows; one whose store cannot be read, state ``unreadable``.
     """
     moment = time.time() if now is None else now
     with RuntimeRegistry(state_dir, create=False) as registry:
         status = LocalStatus(state_dir=str(registry.state_dir), runtime_id=registry.runtime_id)
         for registration in registry.projects():
-            counts = dict.fromkeys(("pending", "attempted", "acked", "conflict", "rejected"), 0)
-            counts["total"] = 0
-            age: float | None = None
-            if registration.store_path.is_file():
-                with registry.open_store(registration) as store:
-                    counts = store.outbox_counts()
-                    age = store.oldest_pending_age(moment)
-            status.projects.append(
-                LocalProjectStatus(
-                    project_id=registration.project_id,
-                    hub_project=registration.hub_project,
-                    store_path=str(registration.store_path),
-                    pending=counts["pending"],
-                    attempted=counts["attempted"],
-                    acked=counts["acked"],
-                    conflict=counts["conflict"],
-                    rejected=counts["rejected"],
-                    total=counts["total"],
-                    oldest_pending_age_seconds=age,
-                )
-            )
+            status.projects.append(_project_status(registry, registration, moment))
     return status
+
+
+def _project_status(
+    registry: RuntimeRegistry, registration: ProjectRegistration, moment: float
+) -> LocalProjectStatus:
+    counts: dict[str, int | None] = dict.fromkeys(COUNTS, 0)
+    age: float | None = None
+    state, reason = "ok", None
+    path = registration.store_path
+    if not path.exists():
+        state = "no_store"
+    else:
+        try:
+            with registry.open_store(registration) as store:
+                counts.update(store.outbox_counts())
+                age = store.oldest_pending_age(moment)
+        except UNREADABLE_STORE_ERRORS as exc:
+            counts = dict.fromkeys(COUNTS, None)
+            state, reason = "unreadable", unreadable_reason(exc, path)
+    return LocalProjectStatus(
+        project_id=registration.project_id,
+        hub_project=registration.hub_project,
+        store_path=str(path),
+        pending=counts["pending"],
+        attempted=counts["attempted"],
+        acked=counts["acked"],
+        conflict=counts["conflict"],
+        rejected=counts["rejected"],
+        total=counts["total"],
+        oldest_pending_age_seconds=age,
+        state=state,
+        reason=reason,
+    )

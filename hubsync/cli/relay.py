@@ -18,6 +18,7 @@ from hubsync.cli.options import build_settings, options_from
 from hubsync.connections import Role, connect, probe
 from hubsync.logs import configure_logging
 from hubsync.settings import RelaySettings
+from producers.errors import UnreadableStoreError
 
 log = logging.getLogger(__name__)
 
@@ -28,19 +29,24 @@ Examples:
   hubsync relay --state-dir ~/.hubsync                  run until SIGTERM
   hubsync relay --state-dir ~/.hubsync --once --json    send and read acks once (cron, tests)
   hubsync relay --state-dir ~/.hubsync --check          exit 0 if this runtime's relay is alive
+\b
+A project whose store cannot be read (another schema version, a corrupt or
+missing file) is set aside and retried, up to every 60 s; the other projects
+keep syncing. --once then exits 1 after sending the others, so cron notices.
 """
 )
 @options_from(RelaySettings)
 @click.option(
     "--once",
     is_flag=True,
-    help="Do everything due now (send, resend, acks), then exit 0 (no environment variable).",
+    help="Do everything due now (send, resend, acks), then exit 0, or 1 if a project's store "
+    "could not be read (the others were still synced; no environment variable).",
 )
 @click.option(
     "--check",
     is_flag=True,
-    help="Exit 0 if this runtime's relay refreshed its health key recently, else 1 "
-    "(no environment variable).",
+    help="Exit 0 if this runtime's relay refreshed its health key recently, else 1; "
+    "says how many projects it cannot read (no environment variable).",
 )
 @click.option(
     "--json",
@@ -87,19 +93,38 @@ def relay(once: bool, check: bool, as_json: bool, **options: Any) -> None:
         click.echo(json.dumps(summary.as_dict(), sort_keys=True))
     elif once:
         click.echo(summary.line())
+    if once and summary.unreadable:
+        raise UnreadableStoreError(_unreadable_line(summary.unreadable))
+
+
+def _unreadable_line(unreadable: dict[str, str]) -> str:
+    first, reason = sorted(unreadable.items())[0]
+    if len(unreadable) == 1:
+        return f"project {first} was not synced (the others were): {reason}"
+    return (
+        f"{len(unreadable)} projects were not synced ({', '.join(sorted(unreadable))}; the "
+        f"others were); {first}: {reason}"
+    )
 
 
 def _check(settings: RelaySettings, runtime_id: str) -> int:
     client = connect(settings.redis_url, Role.PROBE)
     try:
-        alive = client.exists(keys.relay_health(runtime_id))
+        record = client.get(keys.relay_health(runtime_id))
     except (redis.ConnectionError, redis.TimeoutError):
         click.echo(f"relay {runtime_id}: cannot reach Redis", err=True)
         return exit_codes.REDIS_UNREACHABLE
     finally:
         client.close()
-    click.echo(f"relay {runtime_id}: {'healthy' if alive else 'no recent heartbeat'}")
-    return exit_codes.OK if alive else exit_codes.FAILURE
+    if record is None:
+        click.echo(f"relay {runtime_id}: no recent heartbeat")
+        return exit_codes.FAILURE
+    # A project it cannot read is that project's fault, not the relay's: still healthy.
+    unreadable = int(json.loads(record).get("unreadable_projects", 0))
+    noun = "project" if unreadable == 1 else "projects"
+    note = f", {unreadable} {noun} unreadable (hubsync status --state-dir)" if unreadable else ""
+    click.echo(f"relay {runtime_id}: healthy{note}")
+    return exit_codes.OK
 
 
 def _install_signal_handlers(request_stop: object) -> None:

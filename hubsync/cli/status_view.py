@@ -176,9 +176,10 @@ def _health_table(report: StatusReport) -> Table:
 def _local_table(local: LocalStatus) -> Table:
     table = _table(
         f"local outbox of runtime {local.runtime_id} ({local.state_dir})",
-        2,
+        3,
         "project",
         "hub project",
+        "state",
         "pending",
         "attempted",
         "acked",
@@ -190,13 +191,18 @@ def _local_table(local: LocalStatus) -> Table:
         table.add_row(
             p.project_id,
             p.hub_project,
-            str(p.pending),
-            str(p.attempted),
-            str(p.acked),
-            Text(str(p.conflict), "red" if p.conflict else ""),
-            Text(str(p.rejected), "yellow" if p.rejected else ""),
+            Text(p.state.upper(), "red") if p.state == "unreadable" else p.state,
+            _number(p.pending),
+            _number(p.attempted),
+            _number(p.acked),
+            Text(_number(p.conflict), "red" if p.conflict else ""),
+            Text(_number(p.rejected), "yellow" if p.rejected else ""),
             age(p.oldest_pending_age_seconds),
         )
     if not local.projects:
         table.caption = "no project registered to this runtime"
+    unreadable = [f"{p.project_id} unreadable: {p.reason}" for p in local.projects if p.reason]
+    if unreadable:
+        table.caption = "\n".join(unreadable)
+        table.caption_style, table.caption_justify = "red", "left"
     return table

@@ -6,6 +6,12 @@ content hash; anything else under this runtime's key is someone else's bytes
 (a forger, a buggy twin) and is logged as a security warning, never applied.
 The stream read position is stored in the outbox's own database, in the same
 transaction as the outcomes it covers, so a crash re-reads at most one batch.
+
+A store that cannot be read is reported through ``on_unreadable`` and
+dropped; the other projects' outcomes are still applied. While no readable
+store is left on an ack stream it is not read, so its outcomes wait there; an
+outcome another project's read trims away meanwhile is made good by the resend
+(the hub answers ``duplicate``, which acks).
 """
 
 from __future__ import annotations
@@ -13,7 +19,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +30,7 @@ from hubsync.entries import Outcome, OutcomeRecord, decode_fields, parse_outcome
 from hubsync.errors import WireError
 from hubsync.redis_values import as_text, entry_id_order
 from producers.event_store import RunEventStore
+from producers.unreadable import UNREADABLE_STORE_ERRORS
 
 log = logging.getLogger(__name__)
 
@@ -55,9 +62,19 @@ class AckStats:
 class AckReader:
     """Reads the ack streams of a set of project stores and applies their outcomes."""
 
-    def __init__(self, runtime_id: str, stats: AckStats) -> None:
+    def __init__(
+        self,
+        runtime_id: str,
+        stats: AckStats,
+        on_unreadable: Callable[[str, BaseException], None] | None = None,
+        set_aside: Callable[[str], bool] = lambda project_id: False,
+    ) -> None:
+        """``set_aside(project_id)`` tells a project of this runtime that is unreadable
+        now (its outcomes are skipped quietly) from one this runtime does not sync."""
         self.runtime_id = runtime_id
         self.stats = stats
+        self._on_unreadable = on_unreadable
+        self._set_aside = set_aside
         self._stores: dict[str, RunEventStore] = {}  # project_id -> store
         self._positions: dict[str, str] = {}  # ack stream key -> last id read
 
@@ -78,6 +95,15 @@ class AckReader:
         if current is None or entry_id_order(saved) < entry_id_order(current):
             self._positions[key] = saved
 
+    def remove_store(self, project_id: str) -> None:
+        """Stop applying outcomes for ``project_id`` and close its store."""
+        store = self._stores.pop(project_id, None)
+        if store is None:
+            return
+        store.close()
+        if not any(s.hub_project == store.hub_project for s in self._stores.values()):
+            self._positions.pop(keys.acks_stream(store.hub_project, self.runtime_id), None)
+
     def read(self, client: redis.Redis, block_ms: int | None, count: int = 100) -> int:
         """Read and apply what is on the ack streams; return how many entries were read."""
         if not self._positions:
@@ -89,7 +115,7 @@ class AckReader:
             key = as_text(raw_key)
             last_id = self._apply_entries(key, raw_entries)
             entries += len(raw_entries)
-            if last_id is not None:
+            if last_id is not None and key in self._positions:  # not if its last store went
                 self._positions[key] = last_id
                 # Only this relay reads its ack stream: drop what it has applied.
                 client.xtrim(key, minid=last_id, approximate=False)
@@ -116,6 +142,8 @@ class AckReader:
         now = time.time()
         for project_id, records in by_project.items():
             store = self._stores.get(project_id)
+            if store is None and self._set_aside(project_id):
+                continue  # resent once readable again; the hub then answers duplicate
             if store is None or store.hub_project != hub_project:
                 self.stats.unknown += len(records)
                 log.warning(
@@ -126,12 +154,26 @@ class AckReader:
                     project_id,
                 )
                 continue
-            self._apply(store, records, now, last_id)
+            self._isolated(store, self._apply, records, now, last_id)
         # Stores sharing this stream that received no outcome still move on.
-        for store in self._stores.values():
+        for store in list(self._stores.values()):
             if store.hub_project == hub_project and store.project_id not in by_project:
-                store.set_relay_position(position_name(hub_project), last_id)
+                self._isolated(store, self._move_on, hub_project, last_id)
         return last_id
+
+    @staticmethod
+    def _move_on(store: RunEventStore, hub_project: str, last_id: str) -> None:
+        store.set_relay_position(position_name(hub_project), last_id)
+
+    def _isolated(self, store: RunEventStore, work: Callable[..., object], *args: Any) -> None:
+        """Run ``work(store, *args)``; an unreadable store is dropped, not the whole batch."""
+        try:
+            work(store, *args)
+        except UNREADABLE_STORE_ERRORS as exc:
+            if self._on_unreadable is None:
+                raise
+            self.remove_store(store.project_id)
+            self._on_unreadable(store.project_id, exc)
 
     def _apply(
         self, store: RunEventStore, records: list[OutcomeRecord], now: float, last_id: str

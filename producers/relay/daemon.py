@@ -10,6 +10,10 @@ Two threads, each with its own SQLite connections and Redis client:
 
 When Redis is unreachable both back off with jitter and keep every row
 pending; appends never touch Redis, so they neither block nor fail.
+
+A project whose store cannot be read (``producers.unreadable``) is set aside,
+never the relay: every thread drops its connection to it, the others keep
+syncing, and it is tried again on ``ProjectStates``'s schedule.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import redis
@@ -37,7 +42,9 @@ from producers.registry import ProjectRegistration, RuntimeRegistry
 from producers.relay.acks import AckReader, AckStats
 from producers.relay.faults import UNAVAILABLE_ERRORS, RedisHealth
 from producers.relay.marker import AttemptMarker
+from producers.relay.project_states import ProjectStates
 from producers.relay.sender import OutboxSender, SenderStats
+from producers.unreadable import UNREADABLE_STORE_ERRORS, unreadable_reason
 
 log = logging.getLogger(__name__)
 
@@ -58,15 +65,22 @@ class RelaySummary:
     seconds: float
     pending: int = 0
     extra: dict[str, int] = field(default_factory=dict)
+    unreadable: dict[str, str] = field(default_factory=dict)
+    """Projects whose store could not be read, with the reason (they were not synced)."""
 
     def line(self) -> str:
         """The one-line summary logged at shutdown."""
+        unreadable = (
+            f", {len(self.unreadable)} unreadable ({', '.join(sorted(self.unreadable))})"
+            if self.unreadable
+            else ""
+        )
         return (
             f"relay {self.runtime_id}: {self.projects} projects, sent {self.sender.sent} "
             f"(resent {self.sender.resent}), acked {self.acks.acked}, conflict "
             f"{self.acks.conflict}, rejected {self.acks.rejected + self.sender.rejected_locally}, "
             f"foreign {self.acks.foreign}, Redis outages {self.outages}, "
-            f"{self.pending} pending, in {self.seconds:.1f}s"
+            f"{self.pending} pending{unreadable}, in {self.seconds:.1f}s"
         )
 
     def as_dict(self) -> dict[str, object]:
@@ -83,6 +97,7 @@ class RelaySummary:
             "redis_outages": self.outages,
             "pending": self.pending,
             "seconds": round(self.seconds, 3),
+            "unreadable": dict(self.unreadable),
         }
 
 
@@ -94,6 +109,7 @@ class Relay:
         settings: RelaySettings,
         registry: RuntimeRegistry | None = None,
         clock: EpochClock = epoch_seconds,
+        project_states: ProjectStates | None = None,
     ) -> None:
         self.settings = settings
         self.clock = clock  # when rows were attempted and when their resend falls due
@@ -107,6 +123,7 @@ class Relay:
         self.sender_stats = SenderStats()
         self.ack_stats = AckStats()
         self.health = RedisHealth(f"relay {self.runtime_id}")
+        self.project_states = project_states or ProjectStates(f"relay {self.runtime_id}")
         self._senders: dict[str, OutboxSender] = {}
         self._registrations: dict[str, ProjectRegistration] = {}
         self._registrations_lock = threading.Lock()
@@ -115,7 +132,10 @@ class Relay:
         self._next_beat: dict[str, float] = {}
         self.host = socket.gethostname()
         self.marker = AttemptMarker(
-            self._open_marker_store, settings.resend_timeout, settings.resend_timeout_cap
+            self._open_marker_store,
+            settings.resend_timeout,
+            settings.resend_timeout_cap,
+            self._unreadable_elsewhere,
         )
 
     # -- lifecycle -------------------------------------------------------
@@ -141,7 +161,7 @@ class Relay:
                 return self.summary()
         finally:
             client.close()
-        if not self._senders:
+        if not self._senders and not self.project_states.unreadable():
             # not an error (projects registered later are picked up), but a
             # mistyped --state-dir looks exactly like this, so say it
             log.warning(
@@ -162,15 +182,10 @@ class Relay:
         """Do everything due now (send, resend, read acks, beat), then return."""
         self.refresh_projects()
         client = connect(self.settings.redis_url)
-        reader = AckReader(self.runtime_id, self.ack_stats)
+        reader = self._ack_reader()
         try:
-            for registration in self._registrations.values():
-                reader.add_store(self.registry.open_store(registration))
-            for sender in self._senders.values():
-                while sender.send_unsent(client):
-                    pass
-                while sender.send_due_resends(client, self.clock()):
-                    pass
+            self._open_new_ack_stores(reader, {})
+            self._each_project(lambda sender: self._drain(sender, client))
             self.marker.flush()
             while reader.read(client, block_ms=None, count=500):
                 pass
@@ -182,11 +197,17 @@ class Relay:
             client.close()
         return self.summary()
 
+    def _drain(self, sender: OutboxSender, client: redis.Redis) -> int:
+        sent = 0
+        while batch := sender.send_unsent(client):
+            sent += batch
+        while batch := sender.send_due_resends(client, self.clock()):
+            sent += batch
+        return sent
+
     def summary(self) -> RelaySummary:
-        """Counters so far, and the outbox backlog now."""
-        pending = 0
-        for sender in self._senders.values():
-            pending += sender.store.outbox_counts()["pending"]
+        """Counters so far, the outbox backlog now, and the projects that could not be read."""
+        pending = self._each_project(lambda sender: sender.store.outbox_counts()["pending"])
         return RelaySummary(
             runtime_id=self.runtime_id,
             projects=len(self._senders),
@@ -195,6 +216,7 @@ class Relay:
             outages=self.health.outages,
             seconds=time.monotonic() - self._started,
             pending=pending,
+            unreadable=self.project_states.unreadable(),
         )
 
     def close(self) -> None:
@@ -207,11 +229,26 @@ class Relay:
     # -- projects --------------------------------------------------------
 
     def refresh_projects(self) -> None:
-        """Open every project registered to this runtime that is not open yet."""
+        """Open every project registered to this runtime that is not open yet.
+
+        A store that cannot be opened sets its project aside until its retry
+        falls due; one another thread found unreadable is closed here too.
+        """
         for registration in self.registry.projects():
-            if registration.project_id in self._senders:
+            project_id = registration.project_id
+            if project_id in self._senders:
+                if not self.project_states.is_unreadable(project_id):
+                    continue
+                self._close_project(project_id)
+            if not self.project_states.due(project_id):
                 continue
-            store = self.registry.open_store(registration)
+            try:
+                store = self.registry.open_store(registration)
+            except UNREADABLE_STORE_ERRORS as exc:
+                reason = unreadable_reason(exc, registration.store_path)
+                self.project_states.failed(project_id, reason)
+                continue
+            self.project_states.readable(project_id)
             self._senders[registration.project_id] = OutboxSender(
                 store, self.settings, self.sender_stats, self.marker, self.clock
             )
@@ -224,10 +261,42 @@ class Relay:
                 registration.hub_project,
             )
 
-    def _open_marker_store(self, project_id: str) -> RunEventStore:
+    def _each_project(self, work: Callable[[OutboxSender], int]) -> int:
+        """Sum of ``work`` over the open projects; one whose store fails is set aside."""
+        done = 0
+        for project_id, sender in list(self._senders.items()):
+            try:
+                done += work(sender)
+            except UNAVAILABLE_ERRORS:
+                raise  # Redis, not this project: the caller backs off
+            except UNREADABLE_STORE_ERRORS as exc:
+                self._close_project(project_id)
+                self.project_states.failed(project_id, unreadable_reason(exc, sender.store.path))
+        return done
+
+    def _close_project(self, project_id: str) -> None:
+        """Stop syncing ``project_id`` and close every connection to its store."""
+        sender = self._senders.pop(project_id, None)
         with self._registrations_lock:
-            registration = self._registrations[project_id]
-        return self.registry.open_store(registration)
+            self._registrations.pop(project_id, None)
+        if sender is not None:
+            sender.store.close()
+        self.marker.forget(project_id)
+        with contextlib.suppress(KeyError):  # an unreadable backlog is unknown, not stale
+            metrics.OUTBOX_BACKLOG.remove(project_id)
+
+    def _unreadable_elsewhere(self, project_id: str, exc: BaseException) -> None:
+        """The marker or ack thread could not read a store: the sender closes it next."""
+        with self._registrations_lock:
+            registration = self._registrations.get(project_id)
+        if registration is not None:  # else it is set aside already
+            reason = unreadable_reason(exc, registration.store_path)
+            self.project_states.failed(project_id, reason)
+
+    def _open_marker_store(self, project_id: str) -> RunEventStore | None:
+        with self._registrations_lock:
+            registration = self._registrations.get(project_id)
+        return None if registration is None else self.registry.open_store(registration)
 
     # -- the sender thread -------------------------------------------------
 
@@ -246,8 +315,9 @@ class Relay:
                         client.ping()  # proves Redis is back before we say so
                     worked = self._send_new(client)
                     if now >= next_resend:
-                        for sender in self._senders.values():
-                            worked += sender.send_due_resends(client, self.clock())
+                        worked += self._each_project(
+                            lambda sender: sender.send_due_resends(client, self.clock())
+                        )
                         next_resend = now + RESEND_CHECK_SECONDS
                     self._beat_presence(client)
                     if now >= next_health:
@@ -269,24 +339,29 @@ class Relay:
             self.marker.flush()  # the summary's counts include the last batch
 
     def _send_new(self, client: redis.Redis) -> int:
-        worked = 0
-        for sender in self._senders.values():
+        def send(sender: OutboxSender) -> int:
             # A sender that is behind keeps sending; one that caught up waits for
             # a commit by another connection before querying again.
             if sender.has_news() or not sender.caught_up or not self.health.up:
-                worked += sender.send_unsent(client)
-        return worked
+                return sender.send_unsent(client)
+            return 0
+
+        return self._each_project(send)
 
     def _beat_presence(self, client: redis.Redis, force: bool = False) -> None:
         now = time.monotonic()
         beats: dict[str, int] = {}
-        for sender in self._senders.values():
+
+        def count(sender: OutboxSender) -> int:
             hub_project = sender.store.hub_project
             if not force and now < self._next_beat.get(hub_project, 0.0):
-                continue
+                return 0
             backlog = sender.store.outbox_counts()["pending"]
             metrics.OUTBOX_BACKLOG.labels(sender.store.project_id).set(backlog)
             beats[hub_project] = beats.get(hub_project, 0) + backlog
+            return 0
+
+        self._each_project(count)
         if not beats:
             return
         pipe = client.pipeline(transaction=False)
@@ -313,6 +388,7 @@ class Relay:
             "pid": os.getpid(),
             "version": __version__,
             "projects": len(self._senders),
+            "unreadable_projects": len(self.project_states.unreadable()),
             "sent": self.sender_stats.sent,
             "acked": self.ack_stats.acked,
             "at": utc_now_iso(),
@@ -327,11 +403,12 @@ class Relay:
 
     def _ack_loop(self) -> None:
         client = connect(self.settings.redis_url, Role.BLOCKING, block_seconds=ACK_BLOCK_MS / 1000)
-        reader = AckReader(self.runtime_id, self.ack_stats)
+        reader = self._ack_reader()
+        opened_at: dict[str, int] = {}  # project id -> its failure count when opened here
         backoff = Backoff(cap=self.settings.backoff_max)
         try:
             while not self._stop.is_set():
-                self._open_new_ack_stores(reader)
+                self._open_new_ack_stores(reader, opened_at)
                 try:
                     reader.read(client, block_ms=ACK_BLOCK_MS, count=500)
                 except UNAVAILABLE_ERRORS as exc:
@@ -351,8 +428,29 @@ class Relay:
                 store.close()
             client.close()
 
-    def _open_new_ack_stores(self, reader: AckReader) -> None:
+    def _ack_reader(self) -> AckReader:
+        return AckReader(
+            self.runtime_id,
+            self.ack_stats,
+            on_unreadable=self._unreadable_elsewhere,
+            set_aside=self.project_states.is_unreadable,
+        )
+
+    def _open_new_ack_stores(self, reader: AckReader, opened_at: dict[str, int]) -> None:
+        """Mirror the sender's open projects; a store opened before a failure is reopened."""
+        states = self.project_states
         with self._registrations_lock:
-            missing = [r for pid, r in self._registrations.items() if pid not in reader.stores]
-        for registration in missing:
-            reader.add_store(self.registry.open_store(registration))
+            registrations = dict(self._registrations)
+        for project_id in list(reader.stores):
+            if opened_at.get(project_id) != states.failures(project_id):
+                reader.remove_store(project_id)
+        for project_id, registration in registrations.items():
+            if project_id in reader.stores or states.is_unreadable(project_id):
+                continue
+            failures = states.failures(project_id)  # read first: a failure meanwhile reopens
+            try:
+                reader.add_store(self.registry.open_store(registration))
+            except UNREADABLE_STORE_ERRORS as exc:
+                self._unreadable_elsewhere(project_id, exc)
+                continue
+            opened_at[project_id] = failures

@@ -7,6 +7,10 @@ Redis, and coalesces what queued up into one transaction. A crash before a
 mark lands only means those rows are sent again after restart, which the hub
 answers ``duplicate``; the sender's in-memory cursor keeps them from going out
 twice within one process.
+
+A project whose store cannot be read is reported through ``on_unreadable``
+and its marks are dropped (those rows are sent again once it is readable);
+the other projects' marks go on.
 """
 
 from __future__ import annotations
@@ -16,8 +20,10 @@ import queue
 import threading
 from collections import defaultdict
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from producers.event_store import RunEventStore
+from producers.unreadable import UNREADABLE_STORE_ERRORS
 
 log = logging.getLogger(__name__)
 
@@ -25,16 +31,24 @@ _STOP = object()
 Job = tuple[str, list[int], float]
 
 
+@dataclass(frozen=True)
+class _Forget:
+    project_id: str
+
+
 class AttemptMarker:
     """A thread that runs ``mark_attempted`` for the sender, coalescing batches."""
 
     def __init__(
         self,
-        open_store: Callable[[str], RunEventStore],
+        open_store: Callable[[str], RunEventStore | None],
         base_timeout: float,
         cap: float,
+        on_unreadable: Callable[[str, BaseException], None] | None = None,
     ) -> None:
+        """``open_store`` returns None for a project no longer synced (its marks are dropped)."""
         self._open_store = open_store
+        self._on_unreadable = on_unreadable
         self._base_timeout = base_timeout
         self._cap = cap
         self._stores: dict[str, RunEventStore] = {}
@@ -48,6 +62,10 @@ class AttemptMarker:
         if self.error is not None:
             raise self.error
         self._queue.put((project_id, list(seqs), now))
+
+    def forget(self, project_id: str) -> None:
+        """Close this thread's connection to ``project_id`` (its file may be replaced)."""
+        self._queue.put(_Forget(project_id))
 
     def flush(self) -> None:
         """Wait until everything submitted so far is marked; raise what marking raised."""
@@ -74,6 +92,9 @@ class AttemptMarker:
             stop = _STOP in items
             try:
                 if self.error is None:
+                    for item in items:
+                        if isinstance(item, _Forget):
+                            self._close(item.project_id)
                     self._mark([item for item in items if isinstance(item, tuple)])
             except Exception as exc:  # surfaced to the sender, which stops the relay
                 log.exception("relay: marking rows attempted failed")
@@ -91,7 +112,21 @@ class AttemptMarker:
             by_project[project_id].extend(seqs)
             latest[project_id] = max(now, latest.get(project_id, 0.0))
         for project_id, seqs in by_project.items():
-            store = self._stores.get(project_id)
-            if store is None:
-                store = self._stores[project_id] = self._open_store(project_id)
-            store.mark_attempted(seqs, latest[project_id], self._base_timeout, self._cap)
+            try:
+                store = self._stores.get(project_id)
+                if store is None:
+                    opened = self._open_store(project_id)
+                    if opened is None:
+                        continue
+                    store = self._stores[project_id] = opened
+                store.mark_attempted(seqs, latest[project_id], self._base_timeout, self._cap)
+            except UNREADABLE_STORE_ERRORS as exc:
+                if self._on_unreadable is None:
+                    raise
+                self._close(project_id)
+                self._on_unreadable(project_id, exc)
+
+    def _close(self, project_id: str) -> None:
+        store = self._stores.pop(project_id, None)
+        if store is not None:
+            store.close()
