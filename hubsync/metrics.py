@@ -42,6 +42,12 @@ OUTBOX_BACKLOG = Gauge(
     "Outbox rows of a local project not yet acknowledged by the hub (pending + attempted).",
     ["project"],
 )
+PRUNED_ROWS = Counter(
+    "hubsync_pruned_rows_total",
+    "Rows the relay's retention deleted from its stores (table=outbox: acked rows past "
+    "--outbox-retention; run_events: events of fully acked runs past --event-retention).",
+    ["table"],
+)
 
 # ----- consumer -----
 
@@ -106,6 +112,8 @@ def _initialise_label_sets() -> None:
         EVENTS_SENT.labels(kind)
     for applied in ("acked", "conflict", "rejected", "foreign"):
         RELAY_OUTCOMES.labels(applied)
+    for table in ("outbox", "run_events"):
+        PRUNED_ROWS.labels(table)
     for outcome in (Outcome.ACCEPTED, Outcome.DUPLICATE, Outcome.CONFLICT):
         EVENTS_INGESTED.labels(outcome.value)
     for reason in ConflictReason:

@@ -4,7 +4,9 @@ What ``hubsync status --state-dir`` shows per local project: rows pending
 (not yet acknowledged by the hub, sent or not), attempted (sent at least once,
 awaiting an outcome), acked, conflict and rejected (parked: never resent, an
 operator must look), and the age of the oldest pending row on this machine's
-clock (rows are stamped with it at commit).
+clock (rows are stamped with it at commit). ``pruned_outbox_rows`` and
+``pruned_run_events`` count what the relay's retention has deleted so far, and
+``pruned_at`` says when it last did.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from producers.registry import RuntimeRegistry
+from producers.retention import PruneTotals
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +34,9 @@ class LocalProjectStatus:
     rejected: int
     total: int
     oldest_pending_age_seconds: float | None
+    pruned_outbox_rows: int = 0
+    pruned_run_events: int = 0
+    pruned_at: float | None = None
 
 
 @dataclass
@@ -60,10 +66,12 @@ def local_status(state_dir: Path | str, now: float | None = None) -> LocalStatus
             counts = dict.fromkeys(("pending", "attempted", "acked", "conflict", "rejected"), 0)
             counts["total"] = 0
             age: float | None = None
+            pruned = PruneTotals(0, 0, None)
             if registration.store_path.is_file():
                 with registry.open_store(registration) as store:
                     counts = store.outbox_counts()
                     age = store.oldest_pending_age(moment)
+                    pruned = store.prune_totals()
             status.projects.append(
                 LocalProjectStatus(
                     project_id=registration.project_id,
@@ -76,6 +84,9 @@ def local_status(state_dir: Path | str, now: float | None = None) -> LocalStatus
                     rejected=counts["rejected"],
                     total=counts["total"],
                     oldest_pending_age_seconds=age,
+                    pruned_outbox_rows=pruned.outbox_rows,
+                    pruned_run_events=pruned.run_events,
+                    pruned_at=pruned.pruned_at,
                 )
             )
     return status

@@ -37,6 +37,7 @@ from producers.registry import ProjectRegistration, RuntimeRegistry
 from producers.relay.acks import AckReader, AckStats
 from producers.relay.faults import UNAVAILABLE_ERRORS, RedisHealth
 from producers.relay.marker import AttemptMarker
+from producers.relay.pruner import Pruner
 from producers.relay.sender import OutboxSender, SenderStats
 
 log = logging.getLogger(__name__)
@@ -83,7 +84,7 @@ class RelaySummary:
             "redis_outages": self.outages,
             "pending": self.pending,
             "seconds": round(self.seconds, 3),
-        }
+        } | self.extra
 
 
 class Relay:
@@ -117,6 +118,7 @@ class Relay:
         self.marker = AttemptMarker(
             self._open_marker_store, settings.resend_timeout, settings.resend_timeout_cap
         )
+        self.pruner = Pruner(settings, self.registry, clock)  # retention, in its own thread
 
     # -- lifecycle -------------------------------------------------------
 
@@ -151,11 +153,13 @@ class Relay:
             )
         acks = threading.Thread(target=self._ack_loop, name="relay-acks", daemon=True)
         acks.start()
+        pruner = self.pruner.start(self._stop)
         try:
             self._send_loop()
         finally:
             self._stop.set()
             acks.join(timeout=ACK_BLOCK_MS / 1000 + 6)
+            pruner.join(timeout=10)
         return self.summary()
 
     def run_once(self) -> RelaySummary:
@@ -176,6 +180,7 @@ class Relay:
                 pass
             self._beat_presence(client, force=True)
             self._write_health(client)
+            self.pruner.prune_once()
         finally:
             for store in reader.stores.values():
                 store.close()
@@ -195,11 +200,13 @@ class Relay:
             outages=self.health.outages,
             seconds=time.monotonic() - self._started,
             pending=pending,
+            extra=self.pruner.stats.as_dict(),
         )
 
     def close(self) -> None:
         """Finish marking, then close every store."""
         self.marker.close()
+        self.pruner.close()
         for sender in self._senders.values():
             sender.store.close()
         self._senders.clear()
