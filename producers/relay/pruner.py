@@ -120,7 +120,10 @@ class Pruner:
             return  # nothing appended yet; the appending process creates the file
         store = self._stores.get(registration.project_id)
         if store is None:
-            store = self._stores[registration.project_id] = self.registry.open_store(registration)
+            # NORMAL: a prune lost to a power cut is redone by the next pass (its rows
+            # are still acked), so its commits need not wait for the disk.
+            store = self.registry.open_store(registration, synchronous="NORMAL")
+            self._stores[registration.project_id] = store
         now = self.clock()
         pruned = self._walk(store.prune_acked_outbox, now - self.settings.outbox_retention, now)
         self.stats.outbox_rows += pruned
