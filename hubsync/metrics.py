@@ -47,6 +47,12 @@ PROJECT_UNREADABLE = Gauge(
     "1 while the relay cannot read a local project's store (the others keep syncing), else 0.",
     ["project"],
 )
+PRUNED_ROWS = Counter(
+    "hubsync_pruned_rows_total",
+    "Rows the relay's retention deleted from its stores (table=outbox: acked rows past "
+    "--outbox-retention; run_events: events of fully acked runs past --event-retention).",
+    ["table"],
+)
 
 # ----- consumer -----
 
@@ -111,6 +117,8 @@ def _initialise_label_sets() -> None:
         EVENTS_SENT.labels(kind)
     for applied in ("acked", "conflict", "rejected", "foreign"):
         RELAY_OUTCOMES.labels(applied)
+    for table in ("outbox", "run_events"):
+        PRUNED_ROWS.labels(table)
     for outcome in (Outcome.ACCEPTED, Outcome.DUPLICATE, Outcome.CONFLICT):
         EVENTS_INGESTED.labels(outcome.value)
     for reason in ConflictReason:

@@ -157,6 +157,21 @@ class RelaySettings(DaemonSettings, RuntimeSettings):
     backoff_max: float = Field(
         default=30.0, gt=0, description="Cap of the Redis retry backoff, in seconds."
     )
+    outbox_retention: float = Field(
+        default=86_400.0,
+        ge=0,
+        description="Seconds an acked outbox row is kept before the relay prunes it "
+        "(pending, conflict and rejected rows are never pruned).",
+    )
+    event_retention: float | None = Field(
+        default=None,
+        ge=0,
+        description="Seconds a run's local events are kept once every outbox row of the run "
+        "is acked (its last event stays); unset = keep the runtime's history for ever.",
+    )
+    prune_interval: float = Field(
+        default=60.0, gt=0, description="Seconds between two pruning passes of the relay."
+    )
 
 
 class ConsumerSettings(DaemonSettings, HubStoreSettings):

@@ -18,6 +18,7 @@ by the threads of a process; the relay uses its own object.
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 import time
 from collections.abc import Iterable, Mapping
@@ -30,6 +31,7 @@ from hubsync.closing import ClosesOnExit
 from hubsync.sqlite import DEFAULT_BUSY_BUDGET, DEFAULT_BUSY_TIMEOUT, Database, split_statements
 from producers.derivation import Allowlist, EventDeriver, PreparedEvent, StoreIdentity
 from producers.errors import RebindError, StoreClosedError
+from producers.late_secrets import SECRET_IN_ID, scrub_late_secret
 from producers.outbox import (
     OUTBOX_DDL,
     OutboxEntry,
@@ -38,6 +40,7 @@ from producers.outbox import (
     OutcomeApplication,
 )
 from producers.redaction import Redactor
+from producers.retention import RetentionQueries
 
 EVENT_STORE_SCHEMA_VERSION = 1
 """``PRAGMA user_version`` of event store files; any other version is refused at open."""
@@ -63,6 +66,8 @@ CREATE TABLE run_events (
 )
 
 _IDENTITY_FIELDS = ("project_id", "hub_project", "home_runtime_id")
+
+log = logging.getLogger(__name__)
 
 
 class NewEvent(NamedTuple):
@@ -96,7 +101,7 @@ class RunEvent:
     payload: str
 
 
-class RunEventStore(ClosesOnExit, OutboxQueries):
+class RunEventStore(ClosesOnExit, OutboxQueries, RetentionQueries):
     """The event store and outbox of one project (see the module docstring)."""
 
     def __init__(
@@ -145,9 +150,12 @@ class RunEventStore(ClosesOnExit, OutboxQueries):
         self.hub_project = bound.hub_project
         self.home_runtime_id = bound.home_runtime_id
         self._deriver = EventDeriver(bound, self.allowlist, self.redactor)
+        # A secret registered from now on is also scrubbed from what is stored already.
+        self._unsubscribe = self.redactor.on_register(self._scrub_late_secret)
 
     def close(self) -> None:
         """Close the file (idempotent)."""
+        self._unsubscribe()
         self._db.close()
 
     @property
@@ -163,22 +171,52 @@ class RunEventStore(ClosesOnExit, OutboxQueries):
         occurred_at: datetime | str | None = None,
     ) -> AppendedEvent:
         """Append one event to its run; event row and outbox row commit together."""
-        prepared = self._deriver.prepare(run_id, event_type, payload, occurred_at)
+        args = NewEvent(run_id, event_type, payload, occurred_at)
+        known = self.redactor.secret_count
+        prepared = self._deriver.prepare(*args)
         self._check_open()
-        return self._db.write(lambda c: self._insert(c, prepared, None))
+        return self._db.write(lambda c: self._insert(c, self._current(prepared, args, known), None))
 
     def append_events(self, items: Iterable[NewEvent | tuple[Any, ...]]) -> list[AppendedEvent]:
         """Append many events in ONE transaction (all or nothing), in the order given."""
-        prepared = [self._deriver.prepare(*NewEvent(*item)) for item in items]
+        events = [NewEvent(*item) for item in items]
+        known = self.redactor.secret_count
+        prepared = [self._deriver.prepare(*event) for event in events]
         if not prepared:
             return []
         self._check_open()
 
         def insert_all(c: sqlite3.Connection) -> list[AppendedEvent]:
             next_sequence: dict[str, int] = {}
-            return [self._insert(c, event, next_sequence) for event in prepared]
+            return [
+                self._insert(c, self._current(p, event, known), next_sequence)
+                for p, event in zip(prepared, events, strict=True)
+            ]
 
         return self._db.write(insert_all)
+
+    def _current(self, prepared: PreparedEvent, event: NewEvent, known: int) -> PreparedEvent:
+        # Called under the write lock. A secret registered since `prepared` was made
+        # is being scrubbed by another thread, which may have walked past the place
+        # this row is about to take: prepare it again with that secret known.
+        if self.redactor.secret_count == known:
+            return prepared
+        return self._deriver.prepare(*event)
+
+    def _scrub_late_secret(self, value: str) -> None:
+        if self._db.closed:
+            return
+        result = scrub_late_secret(self._db, self._deriver, value)
+        if result.run_events or result.outbox_rows or result.parked:
+            log.info(
+                "a newly registered secret was scrubbed from %s: %d local events, %d unsent "
+                "outbox rows derived again, %d parked as %s (rows already sent keep it)",
+                self.path,
+                result.run_events,
+                result.outbox_rows,
+                result.parked,
+                SECRET_IN_ID,
+            )
 
     def _insert(
         self, c: sqlite3.Connection, event: PreparedEvent, next_sequence: dict[str, int] | None

@@ -9,7 +9,9 @@ clock (rows are stamped with it at commit).
 Each project has a state: ``ok``; ``no_store`` (no store file yet: nothing
 appended, or the file was removed; zero rows, truly); or ``unreadable``, with
 the reason and no counts (None, never zeros: a refused store is not an empty
-one). One unreadable store never hides the others.
+one). One unreadable store never hides the others. ``pruned_outbox_rows`` and
+``pruned_run_events`` count what the relay's retention has deleted so far, and
+``pruned_at`` says when it last did.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from producers.registry import ProjectRegistration, RuntimeRegistry
+from producers.retention import PruneTotals
 from producers.unreadable import UNREADABLE_STORE_ERRORS, unreadable_reason
 
 COUNTS = ("pending", "attempted", "acked", "conflict", "rejected", "total")
@@ -43,6 +46,9 @@ class LocalProjectStatus:
     """``ok``, ``no_store`` or ``unreadable``."""
     reason: str | None = None
     """Why the store is unreadable, naming its file."""
+    pruned_outbox_rows: int = 0
+    pruned_run_events: int = 0
+    pruned_at: float | None = None
 
 
 @dataclass
@@ -79,6 +85,7 @@ def _project_status(
 ) -> LocalProjectStatus:
     counts: dict[str, int | None] = dict.fromkeys(COUNTS, 0)
     age: float | None = None
+    pruned = PruneTotals(0, 0, None)
     state, reason = "ok", None
     path = registration.store_path
     if not path.exists():
@@ -88,6 +95,7 @@ def _project_status(
             with registry.open_store(registration) as store:
                 counts.update(store.outbox_counts())
                 age = store.oldest_pending_age(moment)
+                pruned = store.prune_totals()
         except UNREADABLE_STORE_ERRORS as exc:
             counts = dict.fromkeys(COUNTS, None)
             state, reason = "unreadable", unreadable_reason(exc, path)
@@ -104,4 +112,7 @@ def _project_status(
         oldest_pending_age_seconds=age,
         state=state,
         reason=reason,
+        pruned_outbox_rows=pruned.outbox_rows,
+        pruned_run_events=pruned.run_events,
+        pruned_at=pruned.pruned_at,
     )

@@ -34,7 +34,7 @@ import os
 import re
 import threading
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -198,6 +198,7 @@ class Redactor:
         self._kinds: dict[str, str] = {}
         self._lock = threading.Lock()
         self._matchers = self._build()
+        self._listeners: list[Callable[[str], object]] = []
 
     @property
     def secret_count(self) -> int:
@@ -235,6 +236,27 @@ class Redactor:
                 )
             self._kinds[value] = kind
             self._matchers = self._build()
+            listeners = list(self._listeners)
+        # After the swap: what is appended from now on is redacted already, and each
+        # listener (a store) scrubs what was written before, outside the lock.
+        for listener in listeners:
+            listener(value)
+
+    def on_register(self, listener: Callable[[str], object]) -> Callable[[], None]:
+        """Call ``listener(value)`` after each new value is registered; returns an unsubscribe.
+
+        ``RunEventStore`` listens so that rows written before a secret was known
+        are scrubbed by the call that registers it (docs/redaction.md).
+        """
+        with self._lock:
+            self._listeners.append(listener)
+
+        def unsubscribe() -> None:
+            with self._lock:
+                if listener in self._listeners:
+                    self._listeners.remove(listener)
+
+        return unsubscribe
 
     def register_environment(self, environ: Mapping[str, str] | None = None) -> list[str]:
         """Register the values of secret-named environment variables; return their names.

@@ -43,6 +43,7 @@ from producers.relay.acks import AckReader, AckStats
 from producers.relay.faults import UNAVAILABLE_ERRORS, RedisHealth
 from producers.relay.marker import AttemptMarker
 from producers.relay.project_states import ProjectStates
+from producers.relay.pruner import Pruner
 from producers.relay.sender import OutboxSender, SenderStats
 from producers.unreadable import UNREADABLE_STORE_ERRORS, unreadable_reason
 
@@ -98,7 +99,7 @@ class RelaySummary:
             "pending": self.pending,
             "seconds": round(self.seconds, 3),
             "unreadable": dict(self.unreadable),
-        }
+        } | self.extra
 
 
 class Relay:
@@ -137,6 +138,7 @@ class Relay:
             settings.resend_timeout_cap,
             self._unreadable_elsewhere,
         )
+        self.pruner = Pruner(settings, self.registry, clock)  # retention, in its own thread
 
     # -- lifecycle -------------------------------------------------------
 
@@ -171,11 +173,13 @@ class Relay:
             )
         acks = threading.Thread(target=self._ack_loop, name="relay-acks", daemon=True)
         acks.start()
+        pruner = self.pruner.start(self._stop)
         try:
             self._send_loop()
         finally:
             self._stop.set()
             acks.join(timeout=ACK_BLOCK_MS / 1000 + 6)
+            pruner.join(timeout=10)
         return self.summary()
 
     def run_once(self) -> RelaySummary:
@@ -191,6 +195,7 @@ class Relay:
                 pass
             self._beat_presence(client, force=True)
             self._write_health(client)
+            self.pruner.prune_once()
         finally:
             for store in reader.stores.values():
                 store.close()
@@ -217,11 +222,13 @@ class Relay:
             seconds=time.monotonic() - self._started,
             pending=pending,
             unreadable=self.project_states.unreadable(),
+            extra=self.pruner.stats.as_dict(),
         )
 
     def close(self) -> None:
         """Finish marking, then close every store."""
         self.marker.close()
+        self.pruner.close()
         for sender in self._senders.values():
             sender.store.close()
         self._senders.clear()
