@@ -27,7 +27,13 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from hubsync.closing import ClosesOnExit
-from hubsync.sqlite import DEFAULT_BUSY_BUDGET, DEFAULT_BUSY_TIMEOUT, Database, split_statements
+from hubsync.sqlite import (
+    DEFAULT_BUSY_BUDGET,
+    DEFAULT_BUSY_TIMEOUT,
+    Database,
+    Migration,
+    split_statements,
+)
 from producers.derivation import Allowlist, EventDeriver, PreparedEvent, StoreIdentity
 from producers.errors import RebindError, StoreClosedError
 from producers.outbox import (
@@ -40,7 +46,11 @@ from producers.outbox import (
 from producers.redaction import Redactor
 
 EVENT_STORE_SCHEMA_VERSION = 1
-"""``PRAGMA user_version`` of event store files; any other version is refused at open."""
+"""``PRAGMA user_version`` of event store files: an older file is migrated at open (after a
+backup), a newer one refused."""
+
+EVENT_STORE_MIGRATIONS: tuple[Migration, ...] = ()
+"""Version N -> N+1 steps, oldest first (``hubsync.sqlite.Migration``); none yet."""
 
 EVENT_STORE_DDL = (
     """
@@ -134,7 +144,10 @@ class RunEventStore(ClosesOnExit, OutboxQueries):
         )
         try:
             self._db.ensure_schema(
-                EVENT_STORE_SCHEMA_VERSION, split_statements(EVENT_STORE_DDL), "hubsync event store"
+                EVENT_STORE_SCHEMA_VERSION,
+                split_statements(EVENT_STORE_DDL),
+                "hubsync event store",
+                EVENT_STORE_MIGRATIONS,
             )
             bound = self._bind(identity)
         except BaseException:

@@ -48,6 +48,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "hubsync.cli.effects_worker:effects_worker",
         "Run shared-effect jobs from the RQ queue hubsync-effects (with RQ's scheduler).",
     ),
+    "hub": ("hubsync.cli.hub:hub", "The hub store itself: create or upgrade its schema (migrate)."),
     "lease": (
         "hubsync.cli.lease:lease",
         "Fenced leases: tokens only grow, deadlines follow Redis TIME, proof kept as SHA-256.",
