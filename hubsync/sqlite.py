@@ -36,6 +36,7 @@ from typing import TypeVar
 from urllib.parse import quote
 
 from hubsync.backoff import Backoff
+from hubsync.closing import ClosesOnExit
 from hubsync.errors import SchemaVersionError, StoreBusyError
 
 log = logging.getLogger(__name__)
@@ -169,7 +170,7 @@ def run_transaction(connection: sqlite3.Connection, work: Callable[[sqlite3.Conn
     return result
 
 
-class Database:
+class Database(ClosesOnExit):
     """One connection to one SQLite file, safe to share between threads of a process.
 
     Separate processes (and separate ``Database`` objects) coordinate through
