@@ -299,7 +299,7 @@ class Database(ClosesOnExit):
 
         change = self.write(bring_up_to_date)
         if change.action == "upgraded":
-            log.warning(
+            log.info(
                 "%s: upgraded the %s from schema version %s to %s; the file as it was is kept "
                 "at %s",
                 self.path,

@@ -72,7 +72,7 @@ def test_opening_without_creating_refuses_an_empty_database_and_says_how_to_crea
     assert path.stat().st_size == 0
 
 
-def test_a_database_of_another_schema_version_is_refused_untouched(tmp_path: Path) -> None:
+def test_a_database_of_a_newer_schema_version_is_refused_untouched(tmp_path: Path) -> None:
     path = tmp_path / "hub.db"
     SqliteHubStore(path).close()
     with sqlite3.connect(path) as conn:

@@ -34,13 +34,15 @@ Examples:
 @hub_options
 @json_option
 def migrate(hub_url: str | None, hub_db: Path | None, as_json: bool) -> None:
-    """Create the hub store's schema, or upgrade an older one; print what was done.
+    """Create or upgrade the hub store's schema.
 
-    A SQLite file of an older schema version is first copied to
-    <file>.v<old>.bak beside it (mode 0600), then upgraded step by step in one
-    transaction: it ends at the current version or stays as it was. Running it
-    again does nothing. A newer version is refused and left untouched (exit 1).
-    Stop the consumers first on a large database: they wait for the upgrade.
+    Prints what was done: created, upgraded from version X to Y (and each
+    step), or already current. A SQLite file of an older schema version is
+    first copied to <file>.v<old>.bak beside it (mode 0600), then upgraded
+    step by step in one transaction: it ends at the current version or stays
+    as it was. Running it again does nothing. A newer version is refused and
+    left untouched (exit 1). Stop the consumers first on a large database:
+    they wait for the upgrade.
     """
     from hubstore import migrate_store
 
