@@ -12,9 +12,10 @@
   smaller than one it has already seen (a holder that lost its lease).
 
 ``open_store(url)`` opens the hub store a URL names (``factory``: ``sqlite:///PATH``,
-``memory://``); ``memory_store`` is the in-process backend tests use.
+``memory://``); ``migrate_store(url)`` creates or upgrades its schema;
+``memory_store`` is the in-process backend tests use.
 """
 
-from hubstore.factory import hub_url_from_path, open_store
+from hubstore.factory import hub_url_from_path, migrate_store, open_store
 
-__all__ = ["hub_url_from_path", "open_store"]
+__all__ = ["hub_url_from_path", "migrate_store", "open_store"]

@@ -10,15 +10,18 @@ Hub URLs:
 * ``memory://``: a new, empty in-memory store per open, for tests; nothing
   survives the process and no other process can open it.
 
-A backend is a module in ``BACKENDS`` with a function
-``open_hub_store(url, *, create_schema, busy_budget) -> HubStore``; another
+A backend is a module in ``BACKENDS`` with two functions,
+``open_hub_store(url, *, create_schema, busy_budget) -> HubStore`` and
+``migrate_hub_store(url, *, busy_budget) -> SchemaChange``; another
 database (PostgreSQL) plugs in as one more module and one more entry. Modules
 are imported only when their scheme is opened, so a backend's driver is
 needed only by those who use it.
 
-Opening never creates a schema unless asked: ``hubsync consume`` opens with
-``create_schema=True``; read-only commands (``status``, ``alerts list``) open
-with False and get a ``SchemaVersionError`` saying how to create a missing one.
+Opening never creates or upgrades a schema unless asked: ``hubsync consume``
+opens with ``create_schema=True``, and ``hubsync hub migrate`` calls
+``migrate_store``; commands that only read (``status``, ``alerts list``, the
+maintenance job) open with False and get a ``SchemaVersionError`` saying how
+to create a missing schema or upgrade an older one: they never write it.
 """
 
 from __future__ import annotations
@@ -32,8 +35,9 @@ from hubsync.settings import hub_url_from_path
 
 if TYPE_CHECKING:
     from hubstore.store import HubStore
+    from hubsync.sqlite import SchemaChange
 
-__all__ = ["BACKENDS", "hub_url_from_path", "open_store", "url_scheme"]
+__all__ = ["BACKENDS", "hub_url_from_path", "migrate_store", "open_store", "url_scheme"]
 
 BACKENDS: dict[str, str] = {
     "memory": "hubstore.memory_store",
@@ -49,6 +53,10 @@ class Backend(Protocol):
         self, url: str, *, create_schema: bool, busy_budget: float | None
     ) -> HubStore:
         """Open (and with ``create_schema``, create the schema of) the store ``url`` names."""
+        ...
+
+    def migrate_hub_store(self, url: str, *, busy_budget: float | None) -> SchemaChange:
+        """Create or upgrade the schema of the store ``url`` names; say what was done."""
         ...
 
 
@@ -75,8 +83,23 @@ def open_store(url: str, *, create_schema: bool, busy_budget: float | None = Non
     operation retries a store locked by other writers (None: the backend's
     default). Raises ``ConfigError`` for a malformed URL or unknown scheme.
     """
-    backend = cast(Backend, importlib.import_module(BACKENDS[url_scheme(url)]))
-    return backend.open_hub_store(url, create_schema=create_schema, busy_budget=busy_budget)
+    return _backend(url).open_hub_store(url, create_schema=create_schema, busy_budget=busy_budget)
+
+
+def migrate_store(url: str, *, busy_budget: float | None = None) -> SchemaChange:
+    """Create the schema of the hub store ``url`` names, or upgrade an older one (idempotent).
+
+    The one step that writes a schema apart from ``open_store(url,
+    create_schema=True)``: ``hubsync hub migrate``. A SQLite file is copied to
+    ``<file>.v<old>.bak`` before an upgrade. Returns what was done (created,
+    upgraded from which version, or already current); raises
+    ``SchemaVersionError`` for a newer version, left untouched.
+    """
+    return _backend(url).migrate_hub_store(url, busy_budget=busy_budget)
+
+
+def _backend(url: str) -> Backend:
+    return cast(Backend, importlib.import_module(BACKENDS[url_scheme(url)]))
 
 
 def _shown(url: str) -> str:

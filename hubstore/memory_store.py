@@ -29,6 +29,7 @@ from hubstore.store import (
 from hubsync.clock import format_timestamp, utc_now, utc_now_iso
 from hubsync.entries import ConflictReason, EventEntry, OutcomeRecord, PresenceBeat
 from hubsync.errors import ConfigError
+from hubsync.sqlite import SchemaChange
 
 log = logging.getLogger(__name__)
 
@@ -311,4 +312,12 @@ def open_hub_store(url: str, *, create_schema: bool, busy_budget: float | None) 
     return MemoryHubStore()
 
 
-__all__ = ["MemoryHubStore", "open_hub_store"]
+def migrate_hub_store(url: str, *, busy_budget: float | None) -> SchemaChange:
+    """The ``memory`` backend of ``hubstore.migrate_store``: refused, there is nothing to keep."""
+    raise ConfigError(
+        f"hub URL {url[:60]!r}: an in-memory store is new and empty at every open, so it has "
+        "no schema to migrate; give the URL of a persistent store (sqlite:///PATH)"
+    )
+
+
+__all__ = ["MemoryHubStore", "migrate_hub_store", "open_hub_store"]

@@ -3,11 +3,18 @@
 The three contract tables (docs/contract.md) plus two ownership tables that make
 ``project_mismatch`` and ``home_runtime_mismatch`` one indexed lookup per
 project and per run, instead of a search through the events.
+
+``SCHEMA_STATEMENTS`` is the latest schema, what a new database gets;
+``MIGRATIONS`` upgrade an older one step by step (``hubsync.sqlite.Migration``).
+A schema change is a new version: change the statements, then add the step
+that brings a file of the previous version to the same shape.
 """
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 1
+from hubsync.sqlite import Migration
+
+SCHEMA_VERSION = 2
 
 SCHEMA_STATEMENTS = (
     """
@@ -24,9 +31,11 @@ SCHEMA_STATEMENTS = (
         PRIMARY KEY (project_id, run_id, sequence)
     ) STRICT
     """,
+    # The order HubStore.events pages in: a position includes project_id, as two
+    # projects of one hub project may share a run id.
     """
-    CREATE INDEX IF NOT EXISTS sync_events_by_hub_project
-        ON sync_events (hub_project, run_id, sequence)
+    CREATE INDEX IF NOT EXISTS sync_events_by_position
+        ON sync_events (hub_project, run_id, project_id, sequence)
     """,
     """
     CREATE TABLE IF NOT EXISTS runtime_presence (
@@ -78,3 +87,19 @@ SCHEMA_STATEMENTS = (
     ) STRICT
     """,
 )
+
+MIGRATIONS = (
+    Migration(
+        from_version=1,
+        summary="index sync_events by hub_project, run_id, project_id, sequence (the paging "
+        "order of events); drop sync_events_by_hub_project, which it replaces",
+        change=(
+            """
+            CREATE INDEX sync_events_by_position
+                ON sync_events (hub_project, run_id, project_id, sequence)
+            """,
+            "DROP INDEX sync_events_by_hub_project",
+        ),
+    ),
+)
+"""Version N -> N+1 steps, oldest first (see ``hubsync.sqlite.Database.ensure_schema``)."""

@@ -7,15 +7,18 @@ to upgrade its lock with a "database is locked" the busy handler cannot fix).
 The connection, the busy retries, the private file and the schema version
 check are ``hubsync.sqlite.Database``'s, shared with the runtime's files.
 
-Opening never creates the schema unless asked (``create_schema=True``, what
-``hubsync consume`` does); without it, a missing file or schema is refused
-with a ``SchemaVersionError`` that says how to create it.
+Opening never creates or upgrades the schema unless asked (``create_schema=True``,
+what ``hubsync consume`` and ``hubsync hub migrate`` do: a database of an older
+version is backed up, then migrated); without it, a missing file or schema, or
+an older version, is refused with a ``SchemaVersionError`` that says how to
+create or upgrade it.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import shlex
 import sqlite3
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
@@ -24,7 +27,7 @@ from typing import TypeVar
 
 from hubstore.decide import Known, decide
 from hubstore.errors import StoreError, StoreOpenError
-from hubstore.sqlite_schema import SCHEMA_STATEMENTS, SCHEMA_VERSION
+from hubstore.sqlite_schema import MIGRATIONS, SCHEMA_STATEMENTS, SCHEMA_VERSION
 from hubstore.store import (
     DEFAULT_STALE_AFTER,
     AlertRecord,
@@ -39,7 +42,8 @@ from hubstore.store import (
 from hubsync.clock import format_timestamp, utc_now, utc_now_iso
 from hubsync.entries import ConflictReason, EventEntry, OutcomeRecord, PresenceBeat
 from hubsync.errors import ConfigError, SchemaVersionError
-from hubsync.sqlite import DEFAULT_BUSY_BUDGET, DEFAULT_BUSY_TIMEOUT, Database
+from hubsync.settings import hub_url_from_path
+from hubsync.sqlite import DEFAULT_BUSY_BUDGET, DEFAULT_BUSY_TIMEOUT, Database, SchemaChange
 
 log = logging.getLogger(__name__)
 
@@ -49,10 +53,15 @@ URL_PREFIX = "sqlite:///"
 
 WHAT = "hubsync hub database"
 
-HOW_TO_CREATE = (
-    "create it by running `hubsync consume` with this hub database once (it creates the "
-    "schema), or call HubStore.create_schema()"
-)
+
+def how_to_migrate(path: Path) -> str:
+    """What an operator runs to create or upgrade the schema of the hub database at ``path``."""
+    return (
+        f"run `hubsync hub migrate --hub-url {shlex.quote(hub_url_from_path(path))}` (it "
+        "creates or upgrades the schema, keeping a backup of the file; `hubsync consume` "
+        "does the same when it starts)"
+    )
+
 
 _EVENT_COLUMNS = (
     "project_id, run_id, sequence, hub_project, home_runtime_id, event_type, content_hash, "
@@ -137,9 +146,12 @@ class SqliteHubStore(HubStore):
     """The hub store on a SQLite file.
 
     ``create_schema`` (the default here; ``open_store`` makes callers say it)
-    creates the file and its schema when missing; False opens an existing
-    database only. ``busy_timeout`` is how long SQLite itself waits for a lock (seconds; short,
-    because a process blocked inside SQLite cannot act on a signal);
+    creates the file and its schema when missing and upgrades an older schema
+    (after a backup); False opens an existing database only, at the current
+    schema version. ``schema_change`` says what
+    opening did to the schema. ``busy_timeout`` is how long SQLite itself waits
+    for a lock (seconds; short, because a process blocked inside SQLite cannot
+    act on a signal);
     ``busy_budget`` is how long a whole operation keeps retrying before it gives
     up with ``StoreBusyError``. One store object may be shared by threads; its
     operations then run one at a time.
@@ -155,7 +167,9 @@ class SqliteHubStore(HubStore):
     ) -> None:
         self.path = Path(path)
         if not create_schema and not self.path.exists():
-            raise SchemaVersionError(f"no hub database at {str(self.path)!r}; {HOW_TO_CREATE}")
+            raise SchemaVersionError(
+                f"no hub database at {str(self.path)!r}; {how_to_migrate(self.path)}"
+            )
         try:
             self._db = Database(
                 self.path,
@@ -176,9 +190,10 @@ class SqliteHubStore(HubStore):
                         f"the hub database {str(self.path)!r} cannot use WAL mode (got "
                         f"{self._db.journal_mode!r}); put it on a local filesystem"
                     )
-                self.create_schema()
+                self.schema_change = self._bring_schema_up_to_date()
             else:
-                self._db.check_schema(SCHEMA_VERSION, WHAT, HOW_TO_CREATE)
+                self._db.check_schema(SCHEMA_VERSION, WHAT, how_to_migrate(self.path))
+                self.schema_change = SchemaChange(SCHEMA_VERSION, SCHEMA_VERSION)
         except BaseException:
             self._db.close()
             raise
@@ -186,12 +201,10 @@ class SqliteHubStore(HubStore):
     # ----- the contract -----
 
     def create_schema(self) -> None:
-        """Create the tables of a new database (idempotent); refuse another version or a
-        database of something else with ``SchemaVersionError``."""
-        try:
-            self._db.ensure_schema(SCHEMA_VERSION, SCHEMA_STATEMENTS, WHAT)
-        except sqlite3.Error as exc:
-            raise StoreError(f"hub database {str(self.path)!r} failed: {exc}") from exc
+        """Create the tables of a new database, or upgrade an older one after a backup
+        (idempotent); refuse a newer version or a database of something else with
+        ``SchemaVersionError``."""
+        self._bring_schema_up_to_date()
 
     def ingest(self, batch: Sequence[EventEntry]) -> list[OutcomeRecord]:
         """Decide every event of ``batch`` in one transaction (see ``HubStore.ingest``)."""
@@ -496,6 +509,12 @@ class SqliteHubStore(HubStore):
     # ----- the connection -----
     # Database retries busy errors; any other driver error becomes a StoreError here.
 
+    def _bring_schema_up_to_date(self) -> SchemaChange:
+        try:
+            return self._db.ensure_schema(SCHEMA_VERSION, SCHEMA_STATEMENTS, WHAT, MIGRATIONS)
+        except (OSError, sqlite3.Error) as exc:
+            raise StoreError(f"hub database {str(self.path)!r} failed: {exc}") from exc
+
     def _write(self, work: Callable[[sqlite3.Connection], T]) -> T:
         try:
             return self._db.write(work)
@@ -532,4 +551,11 @@ def open_hub_store(url: str, *, create_schema: bool, busy_budget: float | None) 
     return SqliteHubStore(sqlite_path(url), create_schema=create_schema, busy_budget=budget)
 
 
-__all__ = ["SqliteHubStore", "open_hub_store", "sqlite_path"]
+def migrate_hub_store(url: str, *, busy_budget: float | None) -> SchemaChange:
+    """The ``sqlite`` backend of ``hubstore.migrate_store``: create or upgrade, then close."""
+    budget = DEFAULT_BUSY_BUDGET if busy_budget is None else busy_budget
+    with SqliteHubStore(sqlite_path(url), create_schema=True, busy_budget=budget) as store:
+        return store.schema_change
+
+
+__all__ = ["SqliteHubStore", "migrate_hub_store", "open_hub_store", "sqlite_path"]

@@ -149,11 +149,11 @@ class HubStore(ClosesOnExit, ABC):
 
     @abstractmethod
     def create_schema(self) -> None:
-        """Create the store's tables if they do not exist (idempotent; never reshapes them).
+        """Create the store's tables if they do not exist, or upgrade an older schema (idempotent).
 
-        Opening a store never creates its schema unless asked to
-        (``open_store(url, create_schema=True)``); a store opened without one
-        refuses with ``SchemaVersionError``.
+        Opening a store never creates or upgrades its schema unless asked to
+        (``open_store(url, create_schema=True)``); a store opened without one,
+        or with an older one, refuses with ``SchemaVersionError``.
         """
 
     @abstractmethod

@@ -14,9 +14,12 @@ way only:
   with jittered backoff until ``busy_budget`` runs out; only then does
   ``StoreBusyError`` rise, so "database is locked" never reaches a caller while
   other processes write the same file;
-* the schema version lives in ``PRAGMA user_version``; a file of another
-  version, or one that is not ours, is refused (``SchemaVersionError``), never
-  reshaped.
+* the schema version lives in ``PRAGMA user_version``. A fresh file gets the
+  latest schema at once; an older one is copied to ``<file>.v<old>.bak`` (the
+  online backup API, mode 0600) and then upgraded by its numbered, forward-only
+  ``Migration`` steps in one transaction, so it ends at the latest version or
+  stays as it was. A newer version, or a file that is not ours, is refused
+  (``SchemaVersionError``) and left untouched.
 """
 
 from __future__ import annotations
@@ -27,11 +30,13 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 from urllib.parse import quote
 
 from hubsync.backoff import Backoff
+from hubsync.closing import ClosesOnExit
 from hubsync.errors import SchemaVersionError, StoreBusyError
 
 log = logging.getLogger(__name__)
@@ -76,6 +81,70 @@ def create_private_file(path: Path) -> None:
     os.close(fd)
 
 
+@dataclass(frozen=True, slots=True)
+class Migration:
+    """One numbered, forward-only schema step: ``from_version`` to ``from_version + 1``.
+
+    ``change`` is the SQL statements to run in order, or a callable given the
+    connection (to rewrite rows, say). Every step of an upgrade runs inside one
+    transaction: a step must not commit, and a failing one leaves the file as
+    it was. ``summary`` says what the step does, for the operator.
+    """
+
+    from_version: int
+    summary: str
+    change: Sequence[str] | Callable[[sqlite3.Connection], None]
+
+    def __post_init__(self) -> None:
+        if isinstance(self.change, str):
+            raise TypeError("Migration.change takes a sequence of statements, not one string")
+
+    def apply(self, connection: sqlite3.Connection) -> None:
+        """Run this step on ``connection``, inside the caller's transaction."""
+        if callable(self.change):
+            self.change(connection)
+            return
+        for statement in self.change:
+            connection.execute(statement)
+
+
+@dataclass(frozen=True, slots=True)
+class SchemaChange:
+    """What bringing a file's schema up to date did.
+
+    ``from_version`` 0 is a file created here; equal versions, a file already
+    current. An upgrade names the copy of the file taken before it (``backup``)
+    and the summaries of the steps it ran.
+    """
+
+    from_version: int
+    to_version: int
+    backup: Path | None = None
+    steps: tuple[str, ...] = ()
+
+    @property
+    def action(self) -> str:
+        """``created``, ``upgraded`` or ``current``."""
+        if self.from_version == self.to_version:
+            return "current"
+        return "created" if self.from_version == 0 else "upgraded"
+
+
+def backup_path(path: Path, version: int) -> Path:
+    """Where the copy of ``path`` taken before upgrading it from ``version`` goes."""
+    return path.with_name(f"{path.name}.v{version}.bak")
+
+
+def check_migrations(migrations: Sequence[Migration], version: int) -> None:
+    """Refuse (``ValueError``) steps that are not numbered one after another up to ``version``."""
+    expected = [version - len(migrations) + i for i in range(len(migrations))]
+    found = [m.from_version for m in migrations]
+    if found != expected or (migrations and expected[0] < 1):
+        raise ValueError(
+            f"migrations must go one version at a time up to {version}; they start from {found}"
+        )
+
+
 def split_statements(ddl: str) -> list[str]:
     """The statements of a DDL script, to run one by one inside our own transaction.
 
@@ -101,7 +170,7 @@ def run_transaction(connection: sqlite3.Connection, work: Callable[[sqlite3.Conn
     return result
 
 
-class Database:
+class Database(ClosesOnExit):
     """One connection to one SQLite file, safe to share between threads of a process.
 
     Separate processes (and separate ``Database`` objects) coordinate through
@@ -183,41 +252,81 @@ class Database:
         """The file's ``PRAGMA user_version`` (0 for a file without our schema)."""
         return int(self.read(lambda c: c.execute("PRAGMA user_version").fetchone()[0]))
 
-    def ensure_schema(self, version: int, statements: Sequence[str], what: str) -> bool:
-        """Create the schema of a fresh file, or check the version of an existing one.
+    def ensure_schema(
+        self,
+        version: int,
+        statements: Sequence[str],
+        what: str,
+        migrations: Sequence[Migration] = (),
+    ) -> SchemaChange:
+        """Bring the file's schema to ``version``: create it, upgrade it, or find it current.
 
-        Idempotent; returns True if this call created it. ``what`` names the
+        ``statements`` are the latest schema, run on a fresh file;
+        ``migrations`` the ordered steps from older versions up to ``version``
+        (``Migration``). An older file is first copied to
+        ``backup_path(path, old)``, then every step runs in one transaction
+        with the new version number, so the file ends upgraded or unchanged.
+        Idempotent, and safe against other processes opening the file at once
+        (the version is read again under the write lock). ``what`` names the
         file in messages ("hubsync event store"). Raises ``SchemaVersionError``
-        for a file of another version, or one holding tables but no version.
+        for a newer version, an older one no step starts from, or a file
+        holding tables but no version; such a file is not written to.
         """
+        check_migrations(migrations, version)
+        found = self.schema_version()
+        if found == version:
+            return SchemaChange(version, version)  # most opens: checked without the write lock
+        self._refuse_newer(found, version, what)
 
-        def create(connection: sqlite3.Connection) -> bool:
+        def bring_up_to_date(connection: sqlite3.Connection) -> SchemaChange:
             found = _user_version(connection)
             if found == version:
-                return False  # another process created it while we waited for the lock
-            self._refuse_other_version(found, version, what)
-            self._refuse_foreign(connection, what)
-            for statement in statements:
-                connection.execute(statement)
+                return SchemaChange(version, version)  # another process did it while we waited
+            self._refuse_newer(found, version, what)
+            if found == 0:
+                self._refuse_foreign(connection, what)
+                for statement in statements:
+                    connection.execute(statement)
+                connection.execute(f"PRAGMA user_version = {int(version)}")
+                return SchemaChange(0, version)
+            steps = self._steps_from(found, version, migrations, what)
+            backup = backup_path(self.path, found)
+            self._copy_to(backup)  # under the write lock: the state the steps start from
+            for step in steps:
+                step.apply(connection)
             connection.execute(f"PRAGMA user_version = {int(version)}")
-            return True
+            return SchemaChange(found, version, backup, tuple(step.summary for step in steps))
 
-        # Most opens find the schema in place: check it without taking the write lock.
-        if self.schema_version() == version:
-            return False
-        return self.write(create)
+        change = self.write(bring_up_to_date)
+        if change.action == "upgraded":
+            log.info(
+                "%s: upgraded the %s from schema version %s to %s; the file as it was is kept "
+                "at %s",
+                self.path,
+                what,
+                change.from_version,
+                change.to_version,
+                change.backup,
+            )
+        return change
 
-    def check_schema(self, version: int, what: str, how_to_create: str) -> None:
-        """Refuse a file whose schema is absent or of another version; never create it.
+    def check_schema(self, version: int, what: str, how_to_fix: str) -> None:
+        """Refuse a file whose schema is absent or of another version; never create or upgrade it.
 
-        ``how_to_create`` ends the message for a file without the schema.
+        ``how_to_fix`` ends the message for a file without the schema or of an
+        older version (the command that creates or upgrades it).
         """
         found = self.schema_version()
         if found == version:
             return
-        self._refuse_other_version(found, version, what)
+        self._refuse_newer(found, version, what)
+        if found != 0:
+            raise SchemaVersionError(
+                f"{self.path} is a {what} of schema version {found}; this hubsync needs version "
+                f"{version}: {how_to_fix}"
+            )
         self.read(lambda connection: self._refuse_foreign(connection, what))
-        raise SchemaVersionError(f"{self.path} has no {what} schema; {how_to_create}")
+        raise SchemaVersionError(f"{self.path} has no {what} schema; {how_to_fix}")
 
     def close(self) -> None:
         """Close the connection (idempotent)."""
@@ -226,13 +335,43 @@ class Database:
                 self.closed = True
                 self.connection.close()
 
-    def _refuse_other_version(self, found: int, version: int, what: str) -> None:
-        if found not in (0, version):
+    def _refuse_newer(self, found: int, version: int, what: str) -> None:
+        if found > version:
             raise SchemaVersionError(
-                f"{self.path} is a {what} of schema version {found}; this hubsync reads "
-                f"version {version} only and does not convert files. Use a hubsync release "
-                "that matches it, or move the file aside to start afresh"
+                f"{self.path} is a {what} of schema version {found}, newer than this hubsync "
+                f"knows (it reads up to version {version}); the file was left untouched. Use a "
+                "hubsync release that knows it, or move the file aside to start afresh"
             )
+
+    def _steps_from(
+        self, found: int, version: int, migrations: Sequence[Migration], what: str
+    ) -> list[Migration]:
+        steps = [m for m in migrations if m.from_version >= found]
+        if len(steps) != version - found:
+            oldest = migrations[0].from_version if migrations else version
+            raise SchemaVersionError(
+                f"{self.path} is a {what} of schema version {found}; this hubsync upgrades "
+                f"from version {oldest} on only. Upgrade it with an earlier hubsync release "
+                "first, or move the file aside to start afresh"
+            )
+        return steps
+
+    def _copy_to(self, backup: Path) -> None:
+        # A connection of its own: the backup API waits for ever on a source connection
+        # inside a write transaction. In WAL mode it reads the last commit meanwhile.
+        partial = backup.with_name(backup.name + ".partial")
+        partial.unlink(missing_ok=True)
+        create_private_file(partial)
+        source = sqlite3.connect(f"file:{quote(str(self.path))}?mode=ro", uri=True)
+        try:
+            target = sqlite3.connect(partial)
+            try:
+                source.backup(target)
+            finally:
+                target.close()
+        finally:
+            source.close()
+        os.replace(partial, backup)  # a crash mid-copy never leaves a half backup under its name
 
     def _refuse_foreign(self, connection: sqlite3.Connection, what: str) -> None:
         tables = sorted(

@@ -28,7 +28,13 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from hubsync.closing import ClosesOnExit
-from hubsync.sqlite import DEFAULT_BUSY_BUDGET, DEFAULT_BUSY_TIMEOUT, Database, split_statements
+from hubsync.sqlite import (
+    DEFAULT_BUSY_BUDGET,
+    DEFAULT_BUSY_TIMEOUT,
+    Database,
+    Migration,
+    split_statements,
+)
 from producers.derivation import Allowlist, EventDeriver, PreparedEvent, StoreIdentity
 from producers.errors import RebindError, StoreClosedError
 from producers.late_secrets import SECRET_IN_ID, scrub_late_secret
@@ -43,7 +49,11 @@ from producers.redaction import Redactor
 from producers.retention import RetentionQueries
 
 EVENT_STORE_SCHEMA_VERSION = 1
-"""``PRAGMA user_version`` of event store files; any other version is refused at open."""
+"""``PRAGMA user_version`` of event store files: an older file is migrated at open (after a
+backup), a newer one refused."""
+
+EVENT_STORE_MIGRATIONS: tuple[Migration, ...] = ()
+"""Version N -> N+1 steps, oldest first (``hubsync.sqlite.Migration``); none yet."""
 
 EVENT_STORE_DDL = (
     """
@@ -139,7 +149,10 @@ class RunEventStore(ClosesOnExit, OutboxQueries, RetentionQueries):
         )
         try:
             self._db.ensure_schema(
-                EVENT_STORE_SCHEMA_VERSION, split_statements(EVENT_STORE_DDL), "hubsync event store"
+                EVENT_STORE_SCHEMA_VERSION,
+                split_statements(EVENT_STORE_DDL),
+                "hubsync event store",
+                EVENT_STORE_MIGRATIONS,
             )
             bound = self._bind(identity)
         except BaseException:

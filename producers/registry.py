@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from hubsync.clock import utc_now_iso
 from hubsync.closing import ClosesOnExit
 from hubsync.names import MAX_NAME_LENGTH, validate_name
-from hubsync.sqlite import Database, split_statements
+from hubsync.sqlite import Database, Migration, split_statements
 from producers.derivation import StoreIdentity
 from producers.errors import RebindError, StateDirNotFoundError
 
@@ -34,7 +34,11 @@ if TYPE_CHECKING:
     from producers.event_store import RunEventStore
 
 REGISTRY_SCHEMA_VERSION = 1
-"""``PRAGMA user_version`` of ``registry.sqlite``; any other version is refused at open."""
+"""``PRAGMA user_version`` of ``registry.sqlite``: an older file is migrated at open (after a
+backup), a newer one refused."""
+
+REGISTRY_MIGRATIONS: tuple[Migration, ...] = ()
+"""Version N -> N+1 steps, oldest first (``hubsync.sqlite.Migration``); none yet."""
 
 REGISTRY_FILE = "registry.sqlite"
 STORES_DIR = "stores"
@@ -121,7 +125,10 @@ class RuntimeRegistry(ClosesOnExit):
         self._db = Database(self.state_dir / REGISTRY_FILE)
         try:
             self._db.ensure_schema(
-                REGISTRY_SCHEMA_VERSION, split_statements(REGISTRY_DDL), "hubsync runtime registry"
+                REGISTRY_SCHEMA_VERSION,
+                split_statements(REGISTRY_DDL),
+                "hubsync runtime registry",
+                REGISTRY_MIGRATIONS,
             )
             self._runtime_id = self._bind_runtime(runtime_id)
         except BaseException:

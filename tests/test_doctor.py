@@ -183,18 +183,30 @@ def test_no_projects_yet_is_not_a_failure(redis_url: str) -> None:
     assert line.startswith("ok   consumer-group: no projects yet in hubsync:projects")
 
 
-def test_a_hub_store_of_another_schema_version_fails_naming_the_migrate_command(
+def test_an_older_hub_store_fails_naming_the_migrate_command(
     tmp_path: Path, redis_url: str
 ) -> None:
     hub_db = make_hub_db(tmp_path / "hub.db")
+    set_schema_version(hub_db, 1)
+
+    result = doctor(redis_url, "--hub-db", str(hub_db))
+
+    line = lines_by_check(result.stdout)["hub-store"]
+    assert result.returncode == 1
+    assert line.startswith("FAIL hub-store: ") and "hubsync hub migrate" in line
+
+
+def test_a_newer_hub_store_fails_and_is_left_untouched(tmp_path: Path, redis_url: str) -> None:
+    hub_db = make_hub_db(tmp_path / "hub.db")
     set_schema_version(hub_db, 99)
+    before = hub_db.read_bytes()
 
     result = doctor(redis_url, "--hub-db", str(hub_db))
 
     line = lines_by_check(result.stdout)["hub-store"]
     assert result.returncode == 1
     assert line.startswith("FAIL hub-store: ") and "schema version 99" in line
-    assert f"`hubsync hub migrate --hub-db {hub_db}`" in line
+    assert "left untouched" in line and hub_db.read_bytes() == before
 
 
 def test_a_missing_hub_store_fails_saying_how_to_create_it(tmp_path: Path, redis_url: str) -> None:
@@ -202,7 +214,7 @@ def test_a_missing_hub_store_fails_saying_how_to_create_it(tmp_path: Path, redis
 
     line = lines_by_check(result.stdout)["hub-store"]
     assert line.startswith("FAIL hub-store: no hub database at ")
-    assert "hubsync consume" in line and "migrate" not in line
+    assert "hubsync hub migrate" in line
     assert not (tmp_path / "absent.db").exists()
 
 

@@ -249,7 +249,7 @@ def test_a_new_store_needs_an_identity(tmp_path: Path) -> None:
         open_store_file(tmp_path / "fresh.sqlite", environ={})
 
 
-def test_a_store_of_another_schema_version_is_refused_and_left_unchanged(tmp_path: Path) -> None:
+def test_a_store_of_a_newer_schema_version_is_refused_and_left_unchanged(tmp_path: Path) -> None:
     path = tmp_path / "s.sqlite"
     RunEventStore(path, IDENTITY, environ={}).close()
     with sqlite3.connect(path) as connection:
@@ -257,7 +257,8 @@ def test_a_store_of_another_schema_version_is_refused_and_left_unchanged(tmp_pat
     connection.close()
     with pytest.raises(SchemaVersionError) as info:
         RunEventStore(path, IDENTITY, environ={})
-    assert "99" in str(info.value) and str(EVENT_STORE_SCHEMA_VERSION) in str(info.value)
+    assert "version 99, newer" in str(info.value)
+    assert f"up to version {EVENT_STORE_SCHEMA_VERSION}" in str(info.value)
     with sqlite3.connect(path) as connection:
         assert connection.execute("PRAGMA user_version").fetchone()[0] == 99
     connection.close()

@@ -114,12 +114,12 @@ def test_open_store_binds_the_store_to_the_registration(tmp_path: Path) -> None:
             assert reopened.last_sequence("run-1") == appended.sequence
 
 
-def test_a_registry_of_another_schema_version_is_refused(tmp_path: Path) -> None:
+def test_a_registry_of_a_newer_schema_version_is_refused(tmp_path: Path) -> None:
     RuntimeRegistry(tmp_path).close()
     with sqlite3.connect(tmp_path / REGISTRY_FILE) as connection:
         connection.execute("PRAGMA user_version = 2")
     connection.close()
-    with pytest.raises(SchemaVersionError, match="schema version 2"):
+    with pytest.raises(SchemaVersionError, match="schema version 2, newer than this hubsync"):
         RuntimeRegistry(tmp_path)
 
 

@@ -57,7 +57,7 @@ def test_opening_without_creating_refuses_a_missing_file_and_creates_nothing(
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "hub.db"
-    with pytest.raises(SchemaVersionError, match="hubsync consume"):
+    with pytest.raises(SchemaVersionError, match=r"run `hubsync hub migrate --hub-url sqlite:///"):
         open_store(hub_url_from_path(path), create_schema=False)
     assert not path.exists()
 
@@ -67,12 +67,12 @@ def test_opening_without_creating_refuses_an_empty_database_and_says_how_to_crea
 ) -> None:
     path = tmp_path / "hub.db"
     path.touch()
-    with pytest.raises(SchemaVersionError, match=r"no hubsync hub database schema.*create_schema"):
+    with pytest.raises(SchemaVersionError, match=r"no hubsync hub database schema.*hub migrate"):
         open_store(hub_url_from_path(path), create_schema=False)
     assert path.stat().st_size == 0
 
 
-def test_a_database_of_another_schema_version_is_refused_untouched(tmp_path: Path) -> None:
+def test_a_database_of_a_newer_schema_version_is_refused_untouched(tmp_path: Path) -> None:
     path = tmp_path / "hub.db"
     SqliteHubStore(path).close()
     with sqlite3.connect(path) as conn:

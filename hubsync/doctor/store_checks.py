@@ -8,13 +8,11 @@ reported as such rather than opened.
 from __future__ import annotations
 
 import sqlite3
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hubsync.doctor.check import Check, Status, counted, from_error
 from hubsync.errors import HubsyncError, SchemaVersionError
-from hubsync.settings import SQLITE_URL_PREFIX
 
 if TYPE_CHECKING:
     from producers.registry import ProjectRegistration, RuntimeRegistry
@@ -37,15 +35,8 @@ def hub_store_check(hub_url: str | None, shown: str) -> Check:
     try:
         store = open_store(hub_url, create_schema=False, busy_budget=STORE_BUSY_BUDGET)
     except SchemaVersionError as exc:
-        check = from_error("hub-store", exc, f"check {shown}")
-        sqlite = hub_url.startswith(SQLITE_URL_PREFIX)
-        if sqlite and not Path(shown).exists():
-            return check  # nothing to upgrade: its message says how to create one
-        option = f"--hub-db {shown}" if sqlite else f"--hub-url {shown}"
-        upgrade = (
-            f"a store of an older schema version is upgraded by `hubsync hub migrate {option}`"
-        )
-        return replace(check, fix=f"{check.fix}; {upgrade}")
+        # the store's own message says what to run (hubsync hub migrate ...)
+        return from_error("hub-store", exc, f"check {shown}")
     except _OPEN_ERRORS as exc:
         return _failed("hub-store", exc, shown, f"check {shown} and its permissions")
     store.close()

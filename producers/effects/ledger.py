@@ -24,7 +24,7 @@ from hubsync.canonical import canonical_json, content_hash
 from hubsync.clock import format_timestamp, parse_timestamp, utc_now, utc_now_iso
 from hubsync.errors import WireError
 from hubsync.names import validate_name
-from hubsync.sqlite import Database, split_statements
+from hubsync.sqlite import Database, Migration, split_statements
 from producers.effects.errors import InvalidEffectError
 from producers.effects.kinds import EffectKind
 from producers.effects.records import (
@@ -37,6 +37,10 @@ from producers.effects.records import (
 )
 
 SCHEMA_VERSION = 1
+"""``PRAGMA user_version`` of the ledger (``resource_fences`` included): an older file is
+migrated at open (after a backup), a newer one refused."""
+MIGRATIONS: tuple[Migration, ...] = ()
+"""Version N -> N+1 steps, oldest first (``hubsync.sqlite.Migration``); none yet."""
 MAX_TARGET_LENGTH = 2048
 DEFAULT_STALE_AFTER = 120.0
 """An in-flight row not heartbeated for this long belongs to a dead attempt and may be
@@ -132,7 +136,7 @@ class EffectsLedger:
         self.db = Database(self.path)
         try:
             self.db.ensure_schema(
-                SCHEMA_VERSION, split_statements(LEDGER_DDL), "hubsync effects ledger"
+                SCHEMA_VERSION, split_statements(LEDGER_DDL), "hubsync effects ledger", MIGRATIONS
             )
         except BaseException:
             self.db.close()
