@@ -35,7 +35,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Final, NoReturn
 
 from hubsync.errors import ConfigError
@@ -222,15 +222,30 @@ def _event_body(
 
 
 def _presence_body(fields: Mapping[str, str | bytes | int]) -> bytes:
-    parts = _field_bytes(
-        PRESENCE_SIGNED_FIELDS, [_field(fields, n) for n in PRESENCE_SIGNED_FIELDS]
+    u = _as_bytes("runtime_id", _field(fields, "runtime_id"))
+    p = _as_bytes("hub_project", _field(fields, "hub_project"))
+    h = _as_bytes("host", _field(fields, "host"))
+    i = _as_bytes("pid", _field(fields, "pid"))
+    v = _as_bytes("version", _field(fields, "version"))
+    b = _as_bytes("backlog", _field(fields, "backlog"))
+    t = _as_bytes("heartbeat", _field(fields, "heartbeat"))
+    return _PRESENCE_BODY % (
+        *(len(u), u, len(p), p, len(h), h, len(i), i),
+        *(len(v), v, len(b), b, len(t), t),
     )
-    return _PRESENCE_BODY % _interleaved(parts)
 
 
-def _outcomes_body(*values: str | bytes | int) -> bytes:
-    parts = _field_bytes(OUTCOMES_SIGNED_FIELDS, values)
-    return _OUTCOMES_BODY % _interleaved(parts)
+def _outcomes_body(
+    hub_id: str | bytes | int,
+    hub_project: str | bytes | int,
+    runtime_id: str | bytes | int,
+    outcomes: str | bytes | int,
+) -> bytes:
+    i = _as_bytes(HUB_ID_FIELD, hub_id)
+    p = _as_bytes("hub_project", hub_project)
+    r = _as_bytes("runtime_id", runtime_id)
+    o = _as_bytes("outcomes", outcomes)
+    return _OUTCOMES_BODY % (len(i), i, len(p), p, len(r), r, len(o), o)
 
 
 def _field(fields: Mapping[str, str | bytes | int], name: str) -> str | bytes | int:
@@ -238,10 +253,6 @@ def _field(fields: Mapping[str, str | bytes | int], name: str) -> str | bytes | 
         return fields[name]
     except KeyError:
         raise ConfigError(f"cannot sign: the entry has no {name!r} field") from None
-
-
-def _field_bytes(names: Sequence[str], values: Iterable[str | bytes | int]) -> list[bytes]:
-    return [_as_bytes(name, value) for name, value in zip(names, values, strict=True)]
 
 
 def _as_bytes(name: str, value: str | bytes | int) -> bytes:
@@ -256,10 +267,6 @@ def _as_bytes(name: str, value: str | bytes | int) -> bytes:
     if isinstance(value, int) and not isinstance(value, bool):
         return b"%d" % value
     raise ConfigError(f"cannot sign: field {name!r} is a {type(value).__name__}")
-
-
-def _interleaved(parts: Sequence[bytes]) -> tuple[int | bytes, ...]:
-    return tuple(item for part in parts for item in (len(part), part))
 
 
 # ----- events -----
