@@ -5,7 +5,11 @@ from __future__ import annotations
 import copy
 import hashlib
 import hmac
+import json
 import pickle
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -467,3 +471,34 @@ def test_any_valid_event_round_trips_and_only_for_its_own_fields(
     if other != run_id:
         entry["run_id"] = other.encode()
         assert verify_event_entry([key], entry) is None
+
+
+# ----- the benchmark -----
+
+
+def test_the_benchmark_reports_every_operation_beside_raw_hmac() -> None:
+    script = Path(__file__).resolve().parent.parent / "scripts" / "bench_signing.py"
+    done = subprocess.run(
+        [sys.executable, str(script), "--number", "50", "--repeat", "1"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    report = json.loads(done.stdout)
+    operations = report["operations"]
+    assert set(operations) == {
+        "event_sign",
+        "event_sign_entry",
+        "event_verify_1_key",
+        "event_verify_2_keys",
+        "presence_sign",
+        "presence_verify",
+        "outcomes_500_sign",
+        "outcomes_500_verify",
+    }
+    for row in operations.values():
+        assert row["us"] > 0 and row["raw_hmac_digest_us"] > 0
+        assert row["ratio_vs_raw"] == pytest.approx(row["us"] / row["raw_hmac_digest_us"], abs=0.01)
+    assert report["target_event_verify_us"] == 3.0
+    assert "event_verify_1_key" in done.stderr
