@@ -23,25 +23,21 @@ matched, or None. Anything malformed (a missing field, a signature of the
 wrong length, non-hex, upper case) is simply not verified: the verify
 functions never raise.
 
-The consumer verifies every event, so the hot path is tuned: each key keeps
-SHA-256 states already past HMAC's inner and outer key blocks and the domain
-tag (RFC 2104, computed once per key), so one signature costs two state
-copies, the fields, and two final blocks. ``scripts/bench_signing.py``
-measures it against a one-shot ``hmac.digest`` of the same bytes.
+The consumer verifies every event, so each key keeps one standard-library
+``hmac.HMAC`` per domain, keyed and already fed its tag: a signature costs a
+copy of that context (OpenSSL's), the fields, and the final blocks.
+``scripts/bench_signing.py`` measures it against a one-shot ``hmac.digest``
+of the same bytes.
 """
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import secrets
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Final, NoReturn
+from typing import Final, NoReturn
 
 from hubsync.errors import ConfigError
-
-if TYPE_CHECKING:
-    from hashlib import _Hash as HashState  # typeshed's name for a hashlib object
 
 KEY_BYTES: Final = 32
 """A runtime key is 256 bits."""
@@ -85,10 +81,6 @@ OUTCOMES_SIGNED_FIELDS: Final = (HUB_ID_FIELD, "hub_project", "runtime_id", "out
 """What an outcomes signature covers, in order; ``runtime_id`` is the acks stream's runtime
 (it is in the stream's key, not in the entry)."""
 
-_BLOCK = 64  # SHA-256 block size, as HMAC pads the key to it
-_IPAD = bytes(x ^ 0x36 for x in range(256))
-_OPAD = bytes(x ^ 0x5C for x in range(256))
-
 
 def _netstring(value: bytes) -> bytes:
     return b"%d:%b," % (len(value), value)
@@ -108,13 +100,12 @@ class RuntimeKey:
     the one way to the bytes, for storing the key.
     """
 
-    __slots__ = ("_event", "_outcomes", "_outer", "_presence", "_secret", "fingerprint")
+    __slots__ = ("_event", "_outcomes", "_presence", "_secret", "fingerprint")
 
     _secret: bytes
-    _event: HashState
-    _presence: HashState
-    _outcomes: HashState
-    _outer: HashState
+    _event: hmac.HMAC
+    _presence: hmac.HMAC
+    _outcomes: hmac.HMAC
     fingerprint: str
 
     def __init__(self, secret: bytes) -> None:
@@ -123,13 +114,12 @@ class RuntimeKey:
             raise ConfigError(
                 f"a runtime key must be {KEY_BYTES} bytes, got {size}; enroll the runtime again"
             )
-        padded = secret.ljust(_BLOCK, b"\0")
-        inner = hashlib.sha256(padded.translate(_IPAD))
         self._secret = secret
-        self._outer = hashlib.sha256(padded.translate(_OPAD))
-        self._event = _absorbed(inner, _netstring(EVENT_TAG))
-        self._presence = _absorbed(inner, _netstring(PRESENCE_TAG))
-        self._outcomes = _absorbed(inner, _netstring(OUTCOMES_TAG))
+        # One keyed HMAC per domain, already fed its tag: signing copies it and
+        # adds the body, so the key schedule and the tag are hashed once per key.
+        self._event = hmac.new(secret, _netstring(EVENT_TAG), "sha256")
+        self._presence = hmac.new(secret, _netstring(PRESENCE_TAG), "sha256")
+        self._outcomes = hmac.new(secret, _netstring(OUTCOMES_TAG), "sha256")
         self.fingerprint = hmac.new(secret, _netstring(FINGERPRINT_TAG), "sha256").hexdigest()[:16]
 
     @classmethod
@@ -159,19 +149,11 @@ class RuntimeKey:
         raise TypeError("a RuntimeKey cannot be pickled; store reveal() deliberately")
 
 
-def _absorbed(state: HashState, prefix: bytes) -> HashState:
-    copy = state.copy()
-    copy.update(prefix)
-    return copy
-
-
-def _mac(inner: HashState, outer: HashState, body: bytes) -> str:
-    """HMAC-SHA256 hex of (tag netstring + ``body``), from precomputed states."""
-    h = inner.copy()
-    h.update(body)
-    o = outer.copy()
-    o.update(h.digest())
-    return o.hexdigest()
+def _mac(tagged: hmac.HMAC, body: bytes) -> str:
+    """HMAC-SHA256 hex of (tag netstring + ``body``) from the key's tagged HMAC."""
+    mac = tagged.copy()
+    mac.update(body)
+    return mac.hexdigest()
 
 
 # ----- encodings (the bytes signed, without the key) -----
@@ -284,13 +266,13 @@ def sign_event(
 ) -> str:
     """The ``sig`` of one event entry; raises ``ConfigError`` naming a field it cannot encode."""
     body = _event_body(project_id, run_id, sequence, hub_project, runtime_id, content_hash)
-    return _mac(key._event, key._outer, body)
+    return _mac(key._event, body)
 
 
 def sign_event_entry(key: RuntimeKey, fields: Mapping[str, str | bytes]) -> str:
     """The ``sig`` of an event entry's fields (``hubsync.entries.raw_event_entry_fields``)."""
     body = _event_body(*(_field(fields, name) for name in EVENT_SIGNED_FIELDS))
-    return _mac(key._event, key._outer, body)
+    return _mac(key._event, body)
 
 
 def verify_event_entry(
@@ -339,7 +321,7 @@ def verify_event_entry(
 
 def sign_presence_entry(key: RuntimeKey, fields: Mapping[str, str | bytes | int]) -> str:
     """The ``sig`` of a presence entry's fields (``PresenceBeat.to_fields()``)."""
-    return _mac(key._presence, key._outer, _presence_body(fields))
+    return _mac(key._presence, _presence_body(fields))
 
 
 def verify_presence_entry(
@@ -368,7 +350,7 @@ def sign_outcomes_entry(
         runtime_id,
         _field(fields, "outcomes"),
     )
-    return _mac(key._outcomes, key._outer, body)
+    return _mac(key._outcomes, body)
 
 
 def verify_outcomes_entry(
@@ -411,7 +393,7 @@ def _first_match(
         return None
     # Upper-case or non-hex text can never equal a hexdigest: no separate check needed.
     for key in keys:
-        if hmac.compare_digest(_mac(getattr(key, domain), key._outer, body), claimed):
+        if hmac.compare_digest(_mac(getattr(key, domain), body), claimed):
             return key
     return None
 
