@@ -69,7 +69,7 @@ def _users(
 Examples:
   hubsync acl --runtime build-box-1 --hub-project acme --password-file relay.pw | redis-cli
   hubsync acl --runtime build-box-1 --hub-project acme --effects 'effect:*'
-  hubsync acl --consumer --password-file consumer.pw | redis-cli --user admin --askpass
+  hubsync acl --consumer --password-file consumer.pw | redis-cli --user admin
   hubsync acl --consumer --operator --replayer        # review the rules; sets no password
 """
 )
