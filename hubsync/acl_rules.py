@@ -67,7 +67,6 @@ class Grant:
     listed by mistake would still be refused.
     """
 
-    why: str
     commands: tuple[str, ...]
     patterns: tuple[str, ...] = ()
     read_only: bool = False
@@ -83,10 +82,9 @@ class Grant:
 
 @dataclass(frozen=True)
 class RedisUser:
-    """One Redis user: its name, what it is for, and its grants."""
+    """One Redis user: its name and its grants."""
 
     name: str
-    role: str
     grants: tuple[Grant, ...]
 
     def setuser_lines(self, password: str | None = None) -> list[str]:
@@ -135,7 +133,7 @@ def resource_glob(pattern: str) -> str:
 
 
 def _connection(*extra: str) -> Grant:
-    return Grant("connection (redis-py)", (*CONNECTION_COMMANDS, *extra))
+    return Grant((*CONNECTION_COMMANDS, *extra))
 
 
 def runtime_user(
@@ -168,19 +166,20 @@ def runtime_user(
         raise ConfigError(f"runtime {runtime} needs at least one hub project to write to")
     grants = [
         _connection(*(("time", "script|load") if effects else ())),
+        # its events streams: events and presence beats
         Grant(
-            "its events streams: events and presence beats",
             ("xadd",),
             tuple(glob_literal(keys.events_stream(p)) for p in projects),
         ),
-        Grant("announce its hub projects", ("sadd",), (glob_literal(keys.PROJECTS),)),
+        # announce its hub projects
+        Grant(("sadd",), (glob_literal(keys.PROJECTS),)),
+        # its own ack streams: read, then trim what it applied
         Grant(
-            "its own ack streams: read, then trim what it applied",
             ("xread", "xtrim"),
             tuple(glob_literal(keys.acks_stream(p, runtime)) for p in projects),
         ),
+        # its health key
         Grant(
-            "its health key",
             ("set", "get", "del"),
             (glob_literal(keys.relay_health(runtime)),),
         ),
@@ -189,8 +188,8 @@ def runtime_user(
         resources = sorted({resource_glob(p) for p in effects})
         lease_keys = [f"{keys.PREFIX}:lease:{{{r}}}" for r in resources]
         grants.append(
+            # leases of its shared effects (the lease scripts and their commands)
             Grant(
-                "leases of its shared effects (the lease scripts and their commands)",
                 ("evalsha", "hmget", "hget", "hset", "hdel", "xadd"),
                 tuple(
                     pattern
@@ -199,7 +198,7 @@ def runtime_user(
                 ),
             )
         )
-    return RedisUser(f"{user_prefix(prefix)}runtime-{runtime}", "runtime", tuple(grants))
+    return RedisUser(f"{user_prefix(prefix)}runtime-{runtime}", tuple(grants))
 
 
 _ANY_EVENTS = f"{keys.PREFIX}:{{*}}:events"
@@ -221,10 +220,12 @@ def consumer_user(*, prefix: str = DEFAULT_USER_PREFIX) -> RedisUser:
     """
     grants = (
         _connection("time", "script|load"),
-        Grant("the hub projects to read", ("smembers",), (glob_literal(keys.PROJECTS),)),
-        Grant("the hub id owning group hub", ("get", "set"), (glob_literal(keys.HUB_IDENTITY),)),
+        # the hub projects to read
+        Grant(("smembers",), (glob_literal(keys.PROJECTS),)),
+        # the hub id owning group hub
+        Grant(("get", "set"), (glob_literal(keys.HUB_IDENTITY),)),
+        # events streams: group hub, reclaim, lag, trim (and its scripts)
         Grant(
-            "events streams: group hub, reclaim, lag, trim (and its scripts)",
             (
                 "xgroup|create",
                 "xgroup|delconsumer",
@@ -241,14 +242,15 @@ def consumer_user(*, prefix: str = DEFAULT_USER_PREFIX) -> RedisUser:
             ),
             (_ANY_EVENTS,),
         ),
-        Grant("outcomes, dead letters, alerts", ("xadd",), (_ANY_ACKS, _ANY_DEAD, _ANY_ALERTS)),
+        # outcomes, dead letters, alerts
+        Grant(("xadd",), (_ANY_ACKS, _ANY_DEAD, _ANY_ALERTS)),
+        # consumer health keys
         Grant(
-            "consumer health keys",
             ("set", "get", "del"),
             (keys.CONSUMER_HEALTH_PATTERN,),
         ),
     )
-    return RedisUser(f"{user_prefix(prefix)}consumer", "consumer", grants)
+    return RedisUser(f"{user_prefix(prefix)}consumer", grants)
 
 
 _OPERATOR_ROOT = ("time", "scan", "info", "multi", "exec")
@@ -256,7 +258,6 @@ _OPERATOR_ROOT = ("time", "scan", "info", "multi", "exec")
 for doctor, and MULTI/EXEC around a lease read."""
 
 _OPERATOR_READS = Grant(
-    "read what status, dead, alerts, lease and doctor show",
     (
         "smembers",
         "sismember",
@@ -284,6 +285,7 @@ _OPERATOR_READS = Grant(
     ),
     read_only=True,
 )
+"""What ``status``, ``dead list``, ``alerts list``, ``lease show|list`` and ``doctor`` read."""
 
 
 def operator_user(*, prefix: str = DEFAULT_USER_PREFIX) -> RedisUser:
@@ -299,7 +301,7 @@ def operator_user(*, prefix: str = DEFAULT_USER_PREFIX) -> RedisUser:
     streams are not readable: no operator command reads them.
     """
     grants = (_connection(*_OPERATOR_ROOT), _OPERATOR_READS)
-    return RedisUser(f"{user_prefix(prefix)}operator", "operator", grants)
+    return RedisUser(f"{user_prefix(prefix)}operator", grants)
 
 
 def replayer_user(*, prefix: str = DEFAULT_USER_PREFIX) -> RedisUser:
@@ -313,10 +315,10 @@ def replayer_user(*, prefix: str = DEFAULT_USER_PREFIX) -> RedisUser:
     grants = (
         _connection(*_OPERATOR_ROOT, "script|load"),
         _OPERATOR_READS,
+        # dead replay (dead_replay.lua and its commands)
         Grant(
-            "dead replay (dead_replay.lua and its commands)",
             ("evalsha", "xrange", "xadd", "xdel"),
             (_ANY_DEAD, _ANY_EVENTS),
         ),
     )
-    return RedisUser(f"{user_prefix(prefix)}replayer", "replayer", grants)
+    return RedisUser(f"{user_prefix(prefix)}replayer", grants)
