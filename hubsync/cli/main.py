@@ -23,6 +23,7 @@ from hubsync.cli import exit_codes
 from hubsync.errors import ConfigError, HubsyncError, RedisUnavailableError
 
 COMMANDS: dict[str, tuple[str, str]] = {
+    "acl": ("hubsync.cli.acl:acl", "Print ACL SETUSER lines for least-privilege Redis users."),
     "alerts": (
         "hubsync.cli.alerts:alerts",
         "Conflicts: the same (project, run, sequence) offered with other bytes, or from the "

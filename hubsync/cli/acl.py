@@ -1,0 +1,149 @@
+"""``hubsync acl``: print ``ACL SETUSER`` lines for least-privilege Redis users (redis-cli pipeable).
+
+The rules themselves are ``hubsync.acl_rules``; this command only picks the
+users and the password. A password is read from a file, never from argv, and
+printed only as its SHA-256.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import click
+
+from hubsync import acl_rules
+from hubsync.acl_rules import RedisUser
+from hubsync.errors import ConfigError
+
+
+def _password(path: Path | None) -> str | None:
+    """The one line of ``path`` (its trailing newline dropped), or None without a file."""
+    if path is None:
+        return None
+    try:
+        text = path.read_text("utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise click.BadParameter(f"cannot read it ({type(exc).__name__})") from None
+    password = text.removesuffix("\n").removesuffix("\r")
+    if not password:
+        raise click.BadParameter("it is empty; write the user's password in it")
+    if "\n" in password or "\r" in password:
+        raise click.BadParameter("it holds several lines; write only the password in it")
+    return password
+
+
+def _users(
+    runtime: str | None,
+    hub_projects: Sequence[str],
+    effects: Sequence[str],
+    roles: dict[str, bool],
+    prefix: str,
+) -> list[RedisUser]:
+    users: list[RedisUser] = []
+    if runtime is not None:
+        if not hub_projects:
+            raise click.UsageError(
+                f"--hub-project: missing; give the hub projects runtime {runtime} writes to "
+                "(repeat --hub-project for each)"
+            )
+        users.append(acl_rules.runtime_user(runtime, hub_projects, effects=effects, prefix=prefix))
+    elif hub_projects or effects:
+        raise click.UsageError("--hub-project and --effects describe a runtime; give --runtime R")
+    if roles["consumer"]:
+        users.append(acl_rules.consumer_user(prefix=prefix))
+    if roles["operator"]:
+        users.append(acl_rules.operator_user(prefix=prefix))
+    if roles["replayer"]:
+        users.append(acl_rules.replayer_user(prefix=prefix))
+    if not users:
+        raise click.UsageError(
+            "name a user to print: --runtime R --hub-project P, --consumer, --operator "
+            "or --replayer"
+        )
+    return users
+
+
+@click.command(
+    epilog="""\b
+Examples:
+  hubsync acl --runtime build-box-1 --hub-project acme --password-file relay.pw | redis-cli
+  hubsync acl --runtime build-box-1 --hub-project acme --effects 'effect:*'
+  hubsync acl --consumer --password-file consumer.pw | redis-cli --user admin
+  hubsync acl --consumer --operator --replayer        # review the rules; sets no password
+"""
+)
+@click.option("--runtime", metavar="R", help="Print the user of runtime R (its relay).")
+@click.option(
+    "--hub-project",
+    "hub_projects",
+    multiple=True,
+    metavar="P",
+    help="A hub project the runtime writes to (repeat for each).",
+)
+@click.option(
+    "--effects",
+    multiple=True,
+    metavar="PATTERN",
+    help="Let the runtime take leases on the resources matching PATTERN ('effect:*'), as "
+    "its shared effects need (repeatable).",
+)
+@click.option("--consumer", is_flag=True, help="Print the hub consumers' user.")
+@click.option("--operator", is_flag=True, help="Print the read-only operator user.")
+@click.option(
+    "--replayer", is_flag=True, help="Print the operator user that may also run `dead replay`."
+)
+@click.option(
+    "--user-prefix",
+    default=acl_rules.DEFAULT_USER_PREFIX,
+    show_default=True,
+    help="What every user name starts with.",
+)
+@click.option(
+    "--password-file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="A file holding the user's password (one user per call). The lines carry only its "
+    "SHA-256. Without it the lines set rules only and a new user stays off.",
+)
+def acl(
+    runtime: str | None,
+    hub_projects: tuple[str, ...],
+    effects: tuple[str, ...],
+    consumer: bool,
+    operator: bool,
+    replayer: bool,
+    user_prefix: str,
+    password_file: Path | None,
+) -> None:
+    """Print ACL SETUSER lines for least-privilege Redis users.
+
+    Pipe them to redis-cli as an administrator. Each user may run only what its role's code sends, on its own keys: a
+    runtime appends to the events streams of its hub projects and reads its own
+    acks, never deletes, trims or reads another's; the consumer has what hub
+    consumers need; the operator only reads; the replayer reads and replays
+    dead letters. Each user is two lines: the second allows CLIENT SETINFO,
+    which Redis 7.0 and 7.1 refuse as unknown (harmless). Reads no environment
+    variable.
+    """
+    roles = {"consumer": consumer, "operator": operator, "replayer": replayer}
+    try:
+        users = _users(runtime, hub_projects, effects, roles, user_prefix)
+    except ConfigError as exc:
+        raise click.UsageError(str(exc)) from None
+    if password_file is not None and len(users) > 1:
+        raise click.UsageError(
+            "--password-file: holds one user's password; print one user per call"
+        )
+    try:
+        password = _password(password_file)
+    except click.BadParameter as exc:
+        raise click.UsageError(f"--password-file: {exc.message}") from None
+    for user in users:
+        for line in user.setuser_lines(password):
+            click.echo(line)
+    if password is None:
+        click.echo(
+            "note: no --password-file, so these lines set rules only: an existing user keeps "
+            "its passwords, a new one stays off until `ACL SETUSER <user> on >PASSWORD`",
+            err=True,
+        )

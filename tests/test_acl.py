@@ -1,0 +1,361 @@
+"""``hubsync acl``: each role's Redis user can do its job and nothing else, on a real redis-server.
+
+The lines are applied as an administrator would (each line one command); each
+user then runs its role's real code, and the commands it must not run are
+refused NOPERM by Redis itself.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shlex
+import shutil
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+import redis
+
+from hubstore.leases import LeaseClient
+from hubstore.sqlite_store import SqliteHubStore
+from hubsync import keys
+from hubsync.acl_rules import (
+    consumer_user,
+    glob_literal,
+    operator_user,
+    replayer_user,
+    runtime_user,
+)
+from hubsync.demo.embedded_redis import RedisServerProcess
+from hubsync.processes import PipelineProcesses, hubsync_command, run_hubsync
+from producers.event_store import NewEvent
+from tests.helpers.operator_support import error_lines, run_cli
+from tests.helpers.relay_player import send_fields
+from tests.helpers.relay_support import make_runtime
+
+HUB_PROJECT = "acme"
+PASSWORD = "s3cret-Password-for-tests"
+PREFIX = "t-"
+
+
+def apply_lines(admin: redis.Redis, lines: list[str]) -> None:
+    """Run each ``ACL SETUSER`` line as one command, as redis-cli would.
+
+    Only the CLIENT SETINFO line may be refused, and only as an unknown command
+    (Redis 7.0 and 7.1 do not have it).
+    """
+    for line in lines:
+        try:
+            admin.execute_command(*shlex.split(line))
+        except redis.ResponseError as exc:
+            if not (line.endswith("+client|setinfo") and "Unknown command" in str(exc)):
+                raise
+
+
+def user_url(server_url: str, user: str, password: str = PASSWORD) -> str:
+    """``server_url`` authenticating as ``user``."""
+    scheme, rest = server_url.split("://", 1)
+    return f"{scheme}://{quote(user, safe='')}:{quote(password, safe='')}@{rest}"
+
+
+def hubsync_acl(tmp_path: Path, *argv: str) -> list[str]:
+    """``hubsync acl ARGV --password-file F`` as a real command: its stdout lines."""
+    password_file = tmp_path / "password"
+    password_file.write_text(PASSWORD + "\n")
+    done = run_hubsync(
+        ["acl", *argv, "--user-prefix", PREFIX, "--password-file", str(password_file)]
+    )
+    assert done.returncode == 0, done.stderr
+    assert PASSWORD not in done.stdout + done.stderr
+    return done.stdout.splitlines()
+
+
+@pytest.fixture
+def users(redis_client: redis.Redis) -> Iterator[list[str]]:
+    """Names of users a test creates on the session's server; deleted afterwards."""
+    created: list[str] = []
+    yield created
+    for name in created:
+        redis_client.execute_command("ACL", "DELUSER", name)
+
+
+def as_user(redis_url: str, user_name: str, lines: list[str], admin: redis.Redis) -> redis.Redis:
+    """Apply ``lines`` and return a client authenticated as ``user_name``."""
+    apply_lines(admin, lines)
+    return redis.Redis.from_url(user_url(redis_url, user_name))
+
+
+def refused(call: Callable[[], object]) -> bool:
+    """True once ``call()`` was refused NOPERM (the test fails otherwise)."""
+    with pytest.raises(redis.exceptions.NoPermissionError):
+        call()
+    return True
+
+
+# ----- the lines themselves -----
+
+
+def test_a_runtime_user_names_only_its_own_keys() -> None:
+    user = runtime_user("box-1", ["acme", "beta"], prefix=PREFIX)
+    line = user.setuser_lines()[0]
+    assert user.name == "t-runtime-box-1"
+    for key in (
+        keys.events_stream("acme"),
+        keys.events_stream("beta"),
+        keys.acks_stream("acme", "box-1"),
+        keys.acks_stream("beta", "box-1"),
+        keys.relay_health("box-1"),
+    ):
+        assert f"~{key} " in line
+    assert "*" not in line.split("-@all", 1)[1]  # no wildcard key, no category
+    assert "xdel" not in line and "xreadgroup" not in line and "evalsha" not in line
+
+
+def test_a_password_is_printed_only_as_its_sha256(tmp_path: Path) -> None:
+    lines = hubsync_acl(tmp_path, "--consumer")
+    digest = hashlib.sha256(PASSWORD.encode()).hexdigest()
+    assert lines[0].startswith(f"ACL SETUSER t-consumer resetpass #{digest} on resetkeys")
+    assert all(">" not in line and "nopass" not in line for line in lines)
+
+
+def test_without_a_password_file_the_lines_leave_passwords_and_state_alone(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, err = run_cli(capsys, "acl", "--operator", "--replayer")
+    assert code == 0
+    assert [line.split()[2] for line in out.splitlines()] == [
+        "hubsync-operator",
+        "hubsync-operator",
+        "hubsync-replayer",
+        "hubsync-replayer",
+    ]
+    for word in ("resetpass", " on ", "nopass", ">", "#"):
+        assert word not in out
+    assert "rules only" in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        ((), "name a user"),
+        (("--runtime", "box-1"), "--hub-project: missing"),
+        (("--hub-project", "acme"), "give --runtime"),
+        (("--runtime", "box*1", "--hub-project", "acme"), "runtime id may hold only"),
+        (("--runtime", "box-1", "--hub-project", "acme", "--effects", "x[1]"), "effects pattern"),
+        (("--consumer", "--operator", "--password-file", __file__), "one user per call"),
+    ],
+)
+def test_a_bad_call_is_one_usage_line(
+    capsys: pytest.CaptureFixture[str], argv: tuple[str, ...], says: str
+) -> None:
+    code, out, err = run_cli(capsys, "acl", *argv)
+    assert code == 2 and out == ""
+    assert len(error_lines(err)) == 1 and says in error_lines(err)[0]
+
+
+def test_glob_literal_escapes_what_a_redis_glob_treats_specially() -> None:
+    assert glob_literal("hubsync:{a}:events") == "hubsync:{a}:events"
+    assert glob_literal("a*b?c[d]e\\") == "a\\*b\\?c\\[d\\]e\\\\"
+
+
+# ----- each user on a real redis-server -----
+
+
+def test_every_line_is_accepted_by_redis_cli(redis_url: str, users: list[str]) -> None:
+    cli = shutil.which("redis-cli")
+    if cli is None:
+        pytest.skip("redis-cli is not installed")
+    lines = [
+        *runtime_user("box-1", ["acme"], effects=["effect:*"], prefix=PREFIX).setuser_lines(),
+        *consumer_user(prefix=PREFIX).setuser_lines(),
+        *operator_user(prefix=PREFIX).setuser_lines(),
+        *replayer_user(prefix=PREFIX).setuser_lines(),
+    ]
+    users.extend(["t-runtime-box-1", "t-consumer", "t-operator", "t-replayer"])
+    done = subprocess.run(
+        [cli, "-u", redis_url], input="\n".join(lines) + "\n", capture_output=True, text=True
+    )
+    replies = [line for line in done.stdout.splitlines() if line.strip()]
+    assert replies.count("OK") == 4, done.stdout  # the main line of each user
+    assert all(r == "OK" or "client|setinfo" in r for r in replies), done.stdout
+
+
+def test_the_runtime_user_appends_and_reads_its_acks_but_may_not_delete_trim_or_read_others(
+    redis_url: str, redis_client: redis.Redis, users: list[str]
+) -> None:
+    user = runtime_user("box-1", [HUB_PROJECT], prefix=PREFIX)
+    users.append(user.name)
+    client = as_user(redis_url, user.name, user.setuser_lines(PASSWORD), redis_client)
+    events, own_acks = keys.events_stream(HUB_PROJECT), keys.acks_stream(HUB_PROJECT, "box-1")
+    other_acks = keys.acks_stream(HUB_PROJECT, "box-2")
+    redis_client.xadd(own_acks, {"outcomes": "[]"})
+    redis_client.xadd(other_acks, {"outcomes": "[]"})
+
+    entry = client.xadd(events, {"kind": "event"})
+    assert client.sadd(keys.PROJECTS, HUB_PROJECT) == 1
+    assert client.xread({own_acks: "0-0"}) and client.xtrim(own_acks, minid="0-0") == 0
+    assert client.set(keys.relay_health("box-1"), "{}", px=1000)
+
+    assert refused(lambda: client.xdel(events, entry))
+    assert refused(lambda: client.xtrim(events, maxlen=0))
+    assert refused(lambda: client.xread({other_acks: "0-0"}))
+    assert refused(lambda: client.xread({events: "0-0"}))
+    assert refused(lambda: client.xtrim(other_acks, maxlen=0))
+    assert refused(lambda: client.xadd(own_acks, {"outcomes": "[]"}))  # no forging its acks
+    assert refused(lambda: client.xadd(keys.events_stream("other"), {"kind": "event"}))
+    assert refused(lambda: client.set(keys.relay_health("box-2"), "{}"))
+    assert refused(lambda: LeaseClient(client).acquire("effect:x:1", "box-1", 5_000))
+    client.close()
+
+
+def test_effects_grant_the_lease_scripts_on_matching_resources_only(
+    redis_url: str, redis_client: redis.Redis, users: list[str]
+) -> None:
+    user = runtime_user("box-1", [HUB_PROJECT], effects=["effect:*"], prefix=PREFIX)
+    users.append(user.name)
+    client = as_user(redis_url, user.name, user.setuser_lines(PASSWORD), redis_client)
+    leases = LeaseClient(client)  # the script cache is empty: NOSCRIPT, then SCRIPT LOAD
+
+    granted = leases.acquire_or_raise("effect:pr:abc", "box-1:1", 5_000)
+    assert leases.check_or_raise(granted.lease).token == granted.lease.token
+    assert leases.renew_or_raise(granted.lease).lease.token == granted.lease.token
+    assert leases.release_or_raise(granted.lease).token == granted.lease.token
+
+    assert refused(lambda: leases.acquire("deploy:prod", "box-1:1", 5_000))
+    assert refused(lambda: client.xadd(keys.events_stream("other"), {"kind": "event"}))
+    client.close()
+
+
+def test_the_operator_reads_but_may_not_write_or_replay(
+    redis_url: str, redis_client: redis.Redis, users: list[str]
+) -> None:
+    user = operator_user(prefix=PREFIX)
+    users.append(user.name)
+    client = as_user(redis_url, user.name, user.setuser_lines(PASSWORD), redis_client)
+    events, dead = keys.events_stream(HUB_PROJECT), keys.dead_stream(HUB_PROJECT)
+    redis_client.xadd(events, {"kind": "event"})
+    letter = redis_client.xadd(dead, {"reason": "bad_json", "field.kind": "event"})
+
+    assert client.xlen(events) == 1 and len(client.xrange(dead)) == 1
+    assert refused(lambda: client.xadd(events, {"kind": "event"}))
+    assert refused(lambda: client.xdel(dead, letter))
+    assert refused(lambda: client.xtrim(dead, maxlen=0))
+    assert refused(lambda: client.xread({keys.acks_stream(HUB_PROJECT, "box-1"): "0-0"}))
+    assert refused(lambda: client.xgroup_create(events, keys.CONSUMER_GROUP, id="0"))
+    assert refused(lambda: client.config_get("requirepass"))
+    client.close()
+
+
+def test_the_consumer_may_not_append_events_or_delete_entries(
+    redis_url: str, redis_client: redis.Redis, users: list[str]
+) -> None:
+    user = consumer_user(prefix=PREFIX)
+    users.append(user.name)
+    client = as_user(redis_url, user.name, user.setuser_lines(PASSWORD), redis_client)
+    events = keys.events_stream(HUB_PROJECT)
+    entry = redis_client.xadd(events, {"kind": "event"})
+
+    assert refused(lambda: client.xadd(events, {"kind": "event"}))
+    assert refused(lambda: client.xdel(events, entry))
+    assert refused(lambda: client.sadd(keys.PROJECTS, "squatted"))
+    assert refused(lambda: client.keys("*"))
+    client.close()
+
+
+# ----- the whole pipeline, each process under its own user -----
+
+
+@pytest.fixture
+def acl_redis(private_redis: RedisServerProcess) -> Iterator[tuple[str, redis.Redis]]:
+    """The private server with the default user switched off: (its URL, an admin client)."""
+    admin_password = "admin-" + PASSWORD
+    setup = redis.Redis.from_url(private_redis.url)
+    setup.execute_command(
+        "ACL", "SETUSER", "admin", "on", f">{admin_password}", "~*", "&*", "+@all"
+    )
+    setup.execute_command("ACL", "SETUSER", "default", "off")
+    setup.close()
+    admin = redis.Redis.from_url(user_url(private_redis.url, "admin", admin_password))
+    admin.execute_command("ACL", "LOG", "RESET")
+    yield private_redis.url, admin
+    admin.close()
+
+
+@pytest.mark.e2e
+def test_each_daemon_and_operator_command_works_under_its_own_user(
+    tmp_path: Path, acl_redis: tuple[str, redis.Redis]
+) -> None:
+    server_url, admin = acl_redis
+    state_dir = tmp_path / "runtime" / "state"
+    registry, (store,) = make_runtime(state_dir, [HUB_PROJECT])
+    runtime_id = registry.runtime_id
+    store.append_events([NewEvent(f"run-{n % 3}", "step.completed", {"n": n}) for n in range(60)])
+    roles = [["--runtime", runtime_id, "--hub-project", HUB_PROJECT], ["--consumer"]]
+    for argv in [*roles, ["--operator"], ["--replayer"]]:
+        apply_lines(admin, hubsync_acl(tmp_path, *argv))
+    runtime_url = user_url(server_url, f"{PREFIX}runtime-{runtime_id}")
+    consumer_url = user_url(server_url, f"{PREFIX}consumer")
+    operator_env = {"HUBSYNC_REDIS_URL": user_url(server_url, f"{PREFIX}operator")}
+    replayer_env = {"HUBSYNC_REDIS_URL": user_url(server_url, f"{PREFIX}replayer")}
+    # one entry no hub accepts, so there is a dead letter to list and replay
+    send_fields(admin, HUB_PROJECT, {"kind": "event", "note": "not an event"})
+    LeaseClient(admin).acquire_or_raise("effect:pr:1", "box-1:1", 60_000)  # for lease list
+
+    hub_db = tmp_path / "hub.db"
+    fast = ("--block-ms", "100", "--reclaim-interval", "0.5")
+    with PipelineProcesses(runtime_url, tmp_path / "logs") as pipeline:
+        pipeline.start("relay", hubsync_command("relay", "--state-dir", str(state_dir)))
+        pipeline.start(
+            "consumer",
+            hubsync_command("consume", "--hub-db", str(hub_db), "--name", "hub-1", *fast),
+            env={"HUBSYNC_REDIS_URL": consumer_url},
+        )
+        pipeline.wait_until(
+            lambda: store.outbox_counts()["acked"] == 60, timeout=60, what="every row acked"
+        )
+        pipeline.wait_until(
+            lambda: admin.xlen(keys.dead_stream(HUB_PROJECT)) == 1, timeout=30, what="the letter"
+        )
+        status = run_hubsync(["status", "--json"], env=operator_env)
+        dead_list = run_hubsync(["dead", "list", "--hub-project", HUB_PROJECT], env=operator_env)
+        lease_list = run_hubsync(["lease", "list"], env=operator_env)
+        alerts = run_hubsync(["alerts", "list"], env=operator_env)
+        doctor = run_hubsync(["doctor"], env=operator_env)
+        # everything above ran within its grants: Redis refused only doctor's CONFIG GET
+        refusals = {(e[b"username"], e[b"object"]) for e in admin.execute_command("ACL", "LOG")}
+        assert refusals == {(b"t-operator", b"config|get")}
+
+        replay_refused = run_hubsync(
+            ["dead", "replay", "--hub-project", HUB_PROJECT, "--all"], env=operator_env
+        )
+        replayed = run_hubsync(
+            ["dead", "replay", "--hub-project", HUB_PROJECT, "--all"], env=replayer_env
+        )
+        codes = pipeline.stop_all()
+    assert codes == {"relay": 0, "consumer": 0}, codes
+
+    with SqliteHubStore(hub_db) as hub:
+        assert hub.count_events() == 60
+    for done in (status, dead_list, lease_list, alerts):
+        assert done.returncode == 0, done.stderr
+    shown = json.loads(status.stdout)
+    assert [p["dead_letters"] for p in shown["hub_projects"]] == [1]
+    assert {h["kind"] for h in shown["health"]} == {"relay", "consumer"}
+    assert "showing 1 of 1 dead letter(s)" in dead_list.stdout
+    assert "effect:pr:1" in lease_list.stdout and "0 alert(s)" in alerts.stdout
+    assert "ok   consumer-group" in doctor.stdout
+    assert "NOPERM" not in doctor.stdout + doctor.stderr, doctor.stdout
+    assert replay_refused.returncode != 0 and "no permissions" in replay_refused.stderr
+    assert replayed.returncode == 0 and "replayed 1" in replayed.stdout, replayed.stdout
+
+    operator = redis.Redis.from_url(operator_env["HUBSYNC_REDIS_URL"])
+    with pytest.raises(redis.exceptions.NoPermissionError):
+        operator.xadd(keys.events_stream(HUB_PROJECT), {"kind": "event"})
+    operator.close()
+    runtime = redis.Redis.from_url(runtime_url)
+    with pytest.raises(redis.exceptions.NoPermissionError):
+        runtime.xtrim(keys.events_stream(HUB_PROJECT), maxlen=0)
+    runtime.close()
