@@ -348,7 +348,9 @@ def test_each_daemon_and_operator_command_works_under_its_own_user(
     assert "effect:pr:1" in lease_list.stdout and "0 alert(s)" in alerts.stdout
     assert "ok   consumer-group" in doctor.stdout
     assert "NOPERM" not in doctor.stdout + doctor.stderr, doctor.stdout
-    assert replay_refused.returncode != 0 and "no permissions" in replay_refused.stderr
+    assert replay_refused.returncode == 1 and "no permissions" in replay_refused.stderr
+    assert replay_refused.stderr.startswith("error: Redis refused a command")
+    assert "Traceback" not in replay_refused.stderr
     assert replayed.returncode == 0 and "replayed 1" in replayed.stdout, replayed.stdout
 
     operator = redis.Redis.from_url(operator_env["HUBSYNC_REDIS_URL"])

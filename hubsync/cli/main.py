@@ -205,11 +205,20 @@ def main(argv: list[str] | None = None) -> None:
         click.echo(f"error: {exc}", err=True)
         code = exit_codes.FAILURE
     except Exception as exc:
-        if not _is_redis_outage(exc):
+        if _is_redis_outage(exc):
+            _debug_reraise()
+            click.echo(f"error: cannot reach Redis: {exc}", err=True)
+            code = exit_codes.REDIS_UNREACHABLE
+        elif _is_redis_refusal(exc):
+            _debug_reraise()
+            click.echo(
+                f"error: Redis refused a command: {exc} (check the Redis user's ACL: "
+                "hubsync acl prints what each role needs)",
+                err=True,
+            )
+            code = exit_codes.FAILURE
+        else:
             raise
-        _debug_reraise()
-        click.echo(f"error: cannot reach Redis: {exc}", err=True)
-        code = exit_codes.REDIS_UNREACHABLE
     sys.exit(code if isinstance(code, int) else exit_codes.OK)
 
 
@@ -217,6 +226,14 @@ def _is_redis_outage(exc: Exception) -> bool:
     # redis is imported only by the commands that talk to it; none did if it is not loaded.
     redis = sys.modules.get("redis")
     return redis is not None and isinstance(exc, redis.ConnectionError | redis.TimeoutError)
+
+
+def _is_redis_refusal(exc: Exception) -> bool:
+    # NOPERM (an ACL user without the right) and wrong credentials, as one line, not a traceback
+    redis = sys.modules.get("redis")
+    return redis is not None and isinstance(
+        exc, redis.exceptions.NoPermissionError | redis.exceptions.AuthenticationError
+    )
 
 
 def _debug_reraise() -> None:
