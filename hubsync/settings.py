@@ -29,6 +29,8 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from hubsync.errors import ConfigError
 
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
+DEFAULT_METRICS_HOST = "127.0.0.1"
+"""Where a daemon's metrics server listens unless told: this host only."""
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 """The accepted ``--log-level`` names (any case)."""
@@ -124,7 +126,14 @@ class DaemonSettings(CommonSettings):
         default=None,
         ge=0,
         le=65535,
-        description="Serve Prometheus metrics on this port at /metrics; 0 or unset = off.",
+        description="Serve Prometheus metrics on this port at /metrics (and a liveness "
+        "answer at /healthz); 0 or unset = off.",
+    )
+    metrics_host: str = Field(
+        default=DEFAULT_METRICS_HOST,
+        min_length=1,
+        description="Address the metrics server listens on (0.0.0.0 = every interface, as a "
+        "container scraped from outside needs).",
     )
 
 

@@ -80,7 +80,7 @@ def consume(
     try:
         if once:
             ping(client, settings.redis_url)  # --once cannot wait: exit 3 now
-        start_metrics_server(settings.metrics_port)
+        start_metrics_server(settings.metrics_port, settings.metrics_host)
         with open_store(settings.hub_url, create_schema=True) as store:
             worker = HubConsumer(client, store, settings)
             stats = worker.run_once() if once else worker.run()

@@ -77,7 +77,7 @@ def relay(once: bool, check: bool, as_json: bool, **options: Any) -> None:
 
     daemon = Relay(settings)
     try:
-        start_metrics_server(settings.metrics_port)
+        start_metrics_server(settings.metrics_port, settings.metrics_host)
         if once:
             probe(settings.redis_url).close()  # --once cannot wait: exit 3 now
             summary = daemon.run_once()
