@@ -72,6 +72,11 @@ class CommonSettings(BaseSettings):
         validation_alias=AliasChoices("HUBSYNC_REDIS_URL", "REDIS_URL", "redis_url"),
         description="Redis URL of the pipeline (also read from REDIS_URL; HUBSYNC_REDIS_URL wins).",
     )
+    redis_password_file: Path | None = Field(
+        default=None,
+        description="File holding the Redis password (surrounding whitespace dropped), for a "
+        "URL without one: keeps the password off the command line, where ps shows it.",
+    )
     log_format: Literal["text", "json"] = Field(
         default="text", description="Log format: text, or json (one object per line)."
     )
