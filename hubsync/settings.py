@@ -223,6 +223,19 @@ class ConsumerSettings(DaemonSettings, HubStoreSettings):
     alerts_maxlen: int = Field(
         default=100_000, ge=100, description="Approximate cap of each alert stream."
     )
+    max_projects: int = Field(
+        default=1_000,
+        ge=1,
+        le=100_000,
+        description="Most hub projects one consumer follows (names in hubsync:projects that "
+        "have an events stream); the rest are ignored, with one warning.",
+    )
+    acks_maxlen: int = Field(
+        default=10_000,
+        ge=100,
+        description="Approximate cap of each runtime's ack stream, in entries (one entry: one "
+        "batch's outcomes); an outcome trimmed unread is made good by the relay's resend.",
+    )
 
 
 def safe_url(url: str) -> str:
