@@ -112,7 +112,8 @@ END_TO_END_LATENCY_SECONDS = Histogram(
 LEASE_REFUSALS = Counter(
     "hubsync_lease_refusals_total",
     "Lease operations Redis refused, by reason (held, superseded, expired, missing), and "
-    "fenced writes refused (fenced_stale, fenced_superseded, fenced_unknown_token).",
+    "fenced writes refused (fenced_stale, fenced_superseded, fenced_unknown_token, "
+    "fenced_not_holder).",
     ["reason"],
 )
 

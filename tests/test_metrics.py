@@ -184,7 +184,7 @@ def test_lease_refusals_are_counted_by_reason(redis_client: redis.Redis) -> None
     second = leases.acquire_or_raise("repo-main", "box-b", 60_000).lease
     assert second.token > first.token
     assert not leases.renew(first).ok
-    assert not leases.fenced_write("repo-main", "ref", first.token, b"late").ok
+    assert not leases.fenced_write(first, "ref", b"late").ok
     assert (held(), superseded(), stale_write()) == (1, 1, 1)
 
 
