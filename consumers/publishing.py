@@ -186,6 +186,8 @@ class Publication:
     consumer: str
     dead_maxlen: int
     alerts_maxlen: int
+    acks_maxlen: int = 10_000
+    """Approximate cap of each ack stream: an entry holds one batch's outcomes for one runtime."""
     dead_letters: list[tuple[str, dict[str, bytes | str]]] = field(default_factory=list)
     outcomes: dict[tuple[str, str], list[OutcomeRecord]] = field(
         default_factory=lambda: defaultdict(list)
@@ -245,9 +247,14 @@ class Publication:
             for stream, letter in self.dead_letters:
                 pipe.xadd(stream, letter, maxlen=self.dead_maxlen, approximate=True)  # type: ignore[arg-type]
             for (hub_project, runtime_id), records in self.outcomes.items():
+                # Capped: an entry naming a runtime id no relay reads (a forger's) must not
+                # grow a stream for ever. An outcome trimmed before its relay read it is
+                # made good by the relay's resend, which the hub answers ``duplicate``.
                 pipe.xadd(
                     keys.acks_stream(hub_project, runtime_id),
                     outcomes_entry_fields(hub_project, records),  # type: ignore[arg-type]
+                    maxlen=self.acks_maxlen,
+                    approximate=True,
                 )
             for stream, alert in self.alerts:
                 pipe.xadd(stream, alert, maxlen=self.alerts_maxlen, approximate=True)  # type: ignore[arg-type]

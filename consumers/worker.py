@@ -116,6 +116,7 @@ class HubConsumer:
         self.scripts = scripts_for(client)
         self.streams: list[str] = []
         self._invalid_projects: set[str] = set()
+        self._projects_bound_logged = False
         self._stop = threading.Event()
         self._recover_own = True
         self._next_reclaim = 0.0
@@ -223,33 +224,80 @@ class HubConsumer:
     # ----- streams and reading -----
 
     def refresh_streams(self, force: bool = False) -> list[str]:
-        """Pick up every project in ``hubsync:projects``, creating group ``hub`` where missing."""
-        members = self.client.smembers(keys.PROJECTS)
+        """Follow the projects of ``hubsync:projects`` that have a stream, creating group ``hub``.
+
+        Anyone who can write to Redis can add names to the set, so what it
+        holds is bounded before it costs anything: a name that is not a valid
+        hub project is skipped, a project with no events stream yet gets no
+        stream made for it (its group is created once a relay's first XADD has
+        made the stream), and at most ``max_projects`` projects are followed.
+        """
+        members = sorted(as_text(member) for member in self.client.smembers(keys.PROJECTS))
         known = set(self.streams)
-        for member in sorted(members):
-            project = as_text(member)
-            try:
-                stream = keys.events_stream(project)
-            except ConfigError:
-                if project not in self._invalid_projects:
-                    self._invalid_projects.add(project)
-                    log.warning(
-                        "ignoring invalid hub project name %r in %s", project[:40], keys.PROJECTS
-                    )
-                continue
-            if stream in known and not force:
-                continue
-            try:
-                # From "0": entries a relay added before any hub worker existed count too.
-                self.client.xgroup_create(stream, keys.CONSUMER_GROUP, id="0", mkstream=True)
-                log.info("created group %s on %s", keys.CONSUMER_GROUP, stream)
-            except redis.ResponseError as exc:
-                if "BUSYGROUP" not in str(exc):
-                    raise
+        candidates = [
+            stream
+            for stream in map(self._stream_of, members)
+            if stream is not None and (force or stream not in known)
+        ]
+        room = self.settings.max_projects - len(known)
+        new = self._existing([stream for stream in candidates if stream not in known])
+        if len(new) > room:
+            if not self._projects_bound_logged:
+                self._projects_bound_logged = True
+                log.warning(
+                    "%s names more hub projects than --max-projects %d; following the first %d "
+                    "only (raise --max-projects, or remove the stray names from the set)",
+                    keys.PROJECTS,
+                    self.settings.max_projects,
+                    self.settings.max_projects,
+                )
+            new = new[: max(0, room)]
+        candidates = [stream for stream in candidates if stream in known] + new
+        for stream in self._create_groups(candidates):
             if stream not in known:
                 self.streams.append(stream)
                 known.add(stream)
         return self.streams
+
+    def _stream_of(self, project: str) -> str | None:
+        try:
+            return keys.events_stream(project)
+        except ConfigError:
+            if project not in self._invalid_projects and len(self._invalid_projects) < 100:
+                self._invalid_projects.add(project)
+                log.warning(
+                    "ignoring invalid hub project name %r in %s", project[:40], keys.PROJECTS
+                )
+            return None
+
+    def _existing(self, streams: list[str]) -> list[str]:
+        """The streams that exist now (one round trip)."""
+        if not streams:
+            return []
+        pipe = self.client.pipeline(transaction=False)
+        for stream in streams:
+            pipe.exists(stream)
+        return [stream for stream, found in zip(streams, pipe.execute(), strict=True) if found]
+
+    def _create_groups(self, streams: list[str]) -> list[str]:
+        """Create group ``hub`` on each stream that exists; the streams that have the group."""
+        if not streams:
+            return []
+        pipe = self.client.pipeline(transaction=False)
+        for stream in streams:
+            # From "0": entries a relay added before any hub worker existed count too.
+            # No MKSTREAM: a name in the set must not make a stream appear.
+            pipe.xgroup_create(stream, keys.CONSUMER_GROUP, id="0")
+        ready = []
+        for stream, result in zip(streams, pipe.execute(raise_on_error=False), strict=True):
+            if not isinstance(result, redis.ResponseError):
+                log.info("created group %s on %s", keys.CONSUMER_GROUP, stream)
+                ready.append(stream)
+            elif "BUSYGROUP" in str(result):
+                ready.append(stream)
+            elif "requires the key to exist" not in str(result):
+                raise result
+        return ready
 
     def poll(self, block_ms: int | None) -> int:
         """One XREADGROUP over every stream (``None``: do not block); processes it; entry count."""
@@ -460,6 +508,7 @@ class HubConsumer:
             consumer=self.name,
             dead_maxlen=self.settings.dead_maxlen,
             alerts_maxlen=self.settings.alerts_maxlen,
+            acks_maxlen=self.settings.acks_maxlen,
         )
 
     # ----- health and signals -----

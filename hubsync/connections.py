@@ -21,6 +21,13 @@ both), ``rediss://`` speaks TLS (``ssl_*`` query parameters pass through to
 redis-py), ``unix://`` uses a socket. A password never leaves this module in a
 message: errors name the URL through ``safe_url``.
 
+A daemon keeps its password off its command line (``/proc/<pid>/cmdline`` is
+readable by every user of the machine): the whole URL in ``HUBSYNC_REDIS_URL``,
+or a URL without password plus ``--redis-password-file``. ``use_credentials``,
+called once at a daemon's start, reads that file and makes its password the
+one every client of the process authenticates with when its URL names none;
+it warns once when the URL on the command line carries a password.
+
 A Redis Cluster branch belongs in ``_client``: detect a cluster node (``INFO
 cluster``) and return a ``redis.cluster.RedisCluster`` built with the same
 timeouts and retry. Not built yet; every caller already goes through here.
@@ -32,6 +39,8 @@ import logging
 import threading
 from dataclasses import dataclass
 from enum import StrEnum
+from pathlib import Path
+from urllib.parse import urlsplit
 
 import redis
 from redis.backoff import ExponentialBackoff, NoBackoff
@@ -170,8 +179,69 @@ def wait_until_reachable(client: redis.Redis, url: str, stop: threading.Event) -
     return False
 
 
+_process_password: str | None = None
+"""The password of ``--redis-password-file``, for every client whose URL names none."""
+
+
+def read_password_file(path: Path) -> str:
+    """The password a file holds, surrounding whitespace dropped; ``ConfigError`` if none.
+
+    The message names the file, never its content.
+    """
+    try:
+        password = path.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
+        raise ConfigError(
+            f"--redis-password-file {path}: cannot read it ({reason}); give a readable file "
+            "holding the Redis password"
+        ) from None
+    if not password:
+        raise ConfigError(
+            f"--redis-password-file {path}: the file is empty; put the password in it"
+        )
+    return password
+
+
+def use_credentials(
+    url: str, password_file: Path | None, *, url_on_command_line: bool = False
+) -> None:
+    """Set this process's Redis password from ``password_file`` (a daemon calls this once).
+
+    A URL that carries a password of its own and a password file at once is a
+    ``ConfigError``: which one was meant cannot be guessed. A password in a URL
+    given on the command line works, with one warning to move it out of argv.
+    """
+    global _process_password
+    url_password = _url_password(url)
+    if password_file is not None:
+        if url_password:
+            raise ConfigError(
+                f"--redis-password-file: the Redis URL {safe_url(url)} carries a password too; "
+                "give it in one place only"
+            )
+        _process_password = read_password_file(password_file)
+    else:
+        _process_password = None
+    if url_password and url_on_command_line:
+        log.warning(
+            "the Redis URL on the command line carries a password, which every user of this "
+            "machine can read in the process list; pass the URL in HUBSYNC_REDIS_URL, or the "
+            "password in a file named by --redis-password-file"
+        )
+
+
+def _url_password(url: str) -> str | None:
+    try:
+        return urlsplit(url).password
+    except ValueError:
+        return None  # from_url names the malformed URL
+
+
 def _client(url: str, options: ClientOptions) -> redis.Redis:
     # ACL user and password, TLS (rediss://) and later a cluster branch go here.
+    # A password in the URL wins (redis-py lets URL options override keywords).
+    credentials = {} if _process_password is None else {"password": _process_password}
     try:
         return redis.Redis.from_url(
             url,
@@ -180,6 +250,7 @@ def _client(url: str, options: ClientOptions) -> redis.Redis:
             retry=options.retry,
             retry_on_error=[redis.ConnectionError],
             health_check_interval=options.health_check_interval,
+            **credentials,
         )
     except ValueError as exc:
         raise ConfigError(

@@ -12,18 +12,28 @@ and no event byte ever reaches a scrape.
 from __future__ import annotations
 
 import logging
+import socket
+import threading
 from collections import Counter as _Tally
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from prometheus_client import Counter, Gauge, Histogram, start_http_server
+from prometheus_client import Counter, Gauge, Histogram, make_wsgi_app
+from prometheus_client.exposition import ThreadingWSGIServer
 
 from hubsync.entries import ConflictReason, Outcome
 from hubsync.errors import HubsyncError
+from hubsync.settings import DEFAULT_METRICS_HOST
 
 log = logging.getLogger(__name__)
 
-DEFAULT_METRICS_ADDR = "0.0.0.0"  # noqa: S104 - scraped from outside a container
-"""Where the metrics server listens by default (every interface, as Prometheus scrapes remotely)."""
+DEFAULT_METRICS_ADDR = DEFAULT_METRICS_HOST
+"""Where the metrics server listens by default: this host only (``--metrics-host`` widens it)."""
+METRICS_PATH = "/metrics"
+"""Where the Prometheus exposition is served."""
+HEALTHZ_PATH = "/healthz"
+"""Where the liveness answer is served: ``200 ok`` while the process serves HTTP."""
 
 # ----- relay -----
 
@@ -102,7 +112,8 @@ END_TO_END_LATENCY_SECONDS = Histogram(
 LEASE_REFUSALS = Counter(
     "hubsync_lease_refusals_total",
     "Lease operations Redis refused, by reason (held, superseded, expired, missing), and "
-    "fenced writes refused (fenced_stale, fenced_superseded, fenced_unknown_token).",
+    "fenced writes refused (fenced_stale, fenced_superseded, fenced_unknown_token, "
+    "fenced_not_holder).",
     ["reason"],
 )
 
@@ -136,8 +147,53 @@ def count_by_label(counter: Counter, values: Iterable[str]) -> None:
         counter.labels(value).inc(amount)
 
 
+WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], list[bytes]]
+
+
+def metrics_app() -> WsgiApp:
+    """The WSGI app of the metrics server: ``/metrics``, ``/healthz``, and 404 for the rest.
+
+    The liveness answer is apart from the exposition so a probe polling it
+    never renders every series; any other path is refused rather than served
+    the metrics (prometheus-client's own app answers every path).
+    """
+    exposition = make_wsgi_app()
+
+    def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
+        path = environ.get("PATH_INFO", "")
+        if path == METRICS_PATH:
+            body: list[bytes] = exposition(environ, start_response)
+            return body
+        if path == HEALTHZ_PATH:
+            start_response("200 OK", [("Content-Type", "text/plain; charset=utf-8")])
+            return [b"ok\n"]
+        start_response("404 Not Found", [("Content-Type", "text/plain; charset=utf-8")])
+        return [f"not found: serves {METRICS_PATH} and {HEALTHZ_PATH}\n".encode()]
+
+    return app
+
+
+class _QuietHandler(WSGIRequestHandler):
+    """A request handler that logs nothing (a scrape every few seconds is not news)."""
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Log nothing."""
+
+
+def serve_metrics(port: int, addr: str) -> WSGIServer:
+    """Serve ``metrics_app`` on ``addr:port`` in a daemon thread; returns the server (to stop it)."""
+    family = socket.getaddrinfo(addr, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0][0]
+
+    class _Server(ThreadingWSGIServer):
+        address_family = family
+
+    server = make_server(addr, port, metrics_app(), _Server, handler_class=_QuietHandler)
+    threading.Thread(target=server.serve_forever, name="metrics-http", daemon=True).start()
+    return server
+
+
 def start_metrics_server(port: int | None, addr: str = DEFAULT_METRICS_ADDR) -> bool:
-    """Serve ``/metrics`` on ``addr:port`` in a daemon thread; ``None`` or 0 means off.
+    """Serve ``/metrics`` and ``/healthz`` on ``addr:port`` in a daemon thread; 0/None = off.
 
     Returns whether a server was started. A port that cannot be bound raises
     ``MetricsServerError`` naming it, so the daemon fails at start, not silently.
@@ -145,11 +201,12 @@ def start_metrics_server(port: int | None, addr: str = DEFAULT_METRICS_ADDR) -> 
     if not port:
         return False
     try:
-        start_http_server(port, addr=addr)
+        serve_metrics(port, addr)
     except OSError as exc:
         raise MetricsServerError(
             f"cannot serve metrics on {addr}:{port} ({exc.strerror or exc}); choose another "
-            "--metrics-port (HUBSYNC_METRICS_PORT) or 0 to turn metrics off"
+            "--metrics-port (HUBSYNC_METRICS_PORT) or --metrics-host (HUBSYNC_METRICS_HOST), "
+            "or 0 to turn metrics off"
         ) from None
-    log.info("serving Prometheus metrics on http://%s:%d/metrics", addr, port)
+    log.info("serving Prometheus metrics on http://%s:%d%s", addr, port, METRICS_PATH)
     return True

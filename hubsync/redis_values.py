@@ -11,6 +11,7 @@ of its ``TIME``-derived clocks, stream entry ids and ``PX``/``PTTL``.
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Iterable
 from typing import Any
 
@@ -23,6 +24,35 @@ RawEntry = tuple[str, dict[bytes, bytes] | None]
 def as_text(value: object) -> str:
     """``bytes`` decoded as UTF-8 (an invalid byte becomes U+FFFD, never an error); else ``str``."""
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+_UNPRINTABLE_EXTRA = frozenset("\u2028\u2029\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+"""Beyond the control characters: line and paragraph separators, and the bidi
+overrides that make a terminal show text in another order than it is."""
+
+
+def is_unprintable(char: str) -> bool:
+    """Whether ``char`` may move a terminal's cursor, colour or order, or start a new line."""
+    return unicodedata.category(char) == "Cc" or char in _UNPRINTABLE_EXTRA
+
+
+def _escaped(char: str) -> str:
+    code = ord(char)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def printable(value: object) -> str:
+    """``value`` (bytes or text) as one line safe to print: control characters escaped.
+
+    Anything that came off Redis goes through this before a terminal or a text
+    log shows it: an ESC byte would drive the terminal, a newline would forge a
+    line of its own. ``\\x1b``, ``\\n``, ``\\u202e`` are shown instead; printable
+    text, non-ASCII letters included, is left as it is.
+    """
+    text = as_text(value)
+    if text.isprintable():  # the common case: nothing to do
+        return text
+    return "".join(_escaped(char) if is_unprintable(char) else char for char in text)
 
 
 def stream_entries(raw: Iterable[Any] | None) -> list[RawEntry]:

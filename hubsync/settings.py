@@ -29,6 +29,8 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from hubsync.errors import ConfigError
 
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
+DEFAULT_METRICS_HOST = "127.0.0.1"
+"""Where a daemon's metrics server listens unless told: this host only."""
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 """The accepted ``--log-level`` names (any case)."""
@@ -69,6 +71,11 @@ class CommonSettings(BaseSettings):
         # Order is precedence: HUBSYNC_REDIS_URL wins over REDIS_URL.
         validation_alias=AliasChoices("HUBSYNC_REDIS_URL", "REDIS_URL", "redis_url"),
         description="Redis URL of the pipeline (also read from REDIS_URL; HUBSYNC_REDIS_URL wins).",
+    )
+    redis_password_file: Path | None = Field(
+        default=None,
+        description="File holding the Redis password (surrounding whitespace dropped), for a "
+        "URL without one: keeps the password off the command line, where ps shows it.",
     )
     log_format: Literal["text", "json"] = Field(
         default="text", description="Log format: text, or json (one object per line)."
@@ -124,7 +131,14 @@ class DaemonSettings(CommonSettings):
         default=None,
         ge=0,
         le=65535,
-        description="Serve Prometheus metrics on this port at /metrics; 0 or unset = off.",
+        description="Serve Prometheus metrics on this port at /metrics (and a liveness "
+        "answer at /healthz); 0 or unset = off.",
+    )
+    metrics_host: str = Field(
+        default=DEFAULT_METRICS_HOST,
+        min_length=1,
+        description="Address the metrics server listens on (0.0.0.0 = every interface, as a "
+        "container scraped from outside needs).",
     )
 
 
@@ -208,6 +222,19 @@ class ConsumerSettings(DaemonSettings, HubStoreSettings):
     )
     alerts_maxlen: int = Field(
         default=100_000, ge=100, description="Approximate cap of each alert stream."
+    )
+    max_projects: int = Field(
+        default=1_000,
+        ge=1,
+        le=100_000,
+        description="Most hub projects one consumer follows (names in hubsync:projects that "
+        "have an events stream); the rest are ignored, with one warning.",
+    )
+    acks_maxlen: int = Field(
+        default=10_000,
+        ge=100,
+        description="Approximate cap of each runtime's ack stream, in entries (one entry: one "
+        "batch's outcomes); an outcome trimmed unread is made good by the relay's resend.",
     )
 
 

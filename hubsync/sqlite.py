@@ -71,14 +71,42 @@ def is_busy(exc: sqlite3.Error) -> bool:
     return "locked" in text or "busy" in text
 
 
+PRIVATE_FILE_MODE = 0o600
+"""Mode of every file hubsync creates (SQLite gives a file's -wal and -shm the same mode)."""
+PRIVATE_DIR_MODE = 0o700
+"""Mode of every directory hubsync creates (a state dir, its stores/, a hub file's directory)."""
+
+
+def create_private_dirs(path: Path) -> None:
+    """Create ``path`` and its missing parents, each mode 0700 whatever the umask.
+
+    Directories that already exist are left as they are: they are the
+    operator's, and their mode is the operator's choice.
+    """
+    missing = []
+    for directory in (path, *path.parents):
+        if directory.exists():
+            break
+        missing.append(directory)
+    for directory in reversed(missing):
+        try:
+            directory.mkdir(mode=PRIVATE_DIR_MODE)
+        except FileExistsError:  # another process made it first: theirs to have set
+            continue
+        os.chmod(directory, PRIVATE_DIR_MODE)  # the umask may have taken bits off
+
+
 def create_private_file(path: Path) -> None:
-    """Create ``path`` (mode 0600) and its directory if missing; leave an existing file alone."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Create ``path`` (mode 0600) and its directories (0700) if missing; leave existing ones alone."""
+    create_private_dirs(path.parent)
     try:
-        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, PRIVATE_FILE_MODE)
     except FileExistsError:
         return
-    os.close(fd)
+    try:
+        os.fchmod(fd, PRIVATE_FILE_MODE)  # exactly 0600, whatever the umask
+    finally:
+        os.close(fd)
 
 
 @dataclass(frozen=True, slots=True)

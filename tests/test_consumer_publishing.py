@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import redis
+
 from consumers.publishing import (
     DEAD_FIELD_PREVIEW_BYTES,
+    Publication,
     dead_letter_fields,
     parse_dead_letter,
     rejected_outcome,
 )
+from hubsync import keys
 from hubsync.canonical import content_hash
-from hubsync.entries import Outcome, decode_fields
+from hubsync.entries import Outcome, OutcomeRecord, decode_fields
+from hubsync.settings import ConsumerSettings
 from tests.helpers.relay_player import entry_fields, sync_event
 
 
@@ -56,3 +61,21 @@ def test_no_rejected_outcome_for_an_entry_that_names_no_runtime_or_key() -> None
     assert rejected_outcome(dict(fields, sequence=b"zero"), "x") is None
     assert rejected_outcome(dict(fields, runtime_id=b"bad{name}"), "x") is None
     assert rejected_outcome(dict(fields, kind=b"presence"), "x") is None
+
+
+def test_an_ack_stream_is_capped_near_its_maxlen(redis_client: redis.Redis) -> None:
+    # A forger names runtime ids no relay reads: their ack streams must stay bounded.
+    record = OutcomeRecord("p1", "run-1", 1, Outcome.ACCEPTED, "a" * 64, None, None)
+    for _ in range(1_000):
+        publication = Publication(
+            consumer="w1", dead_maxlen=100, alerts_maxlen=100, acks_maxlen=100
+        )
+        publication.outcome("acme", "rt-nobody-reads", record)
+        publication.send(redis_client)
+    length = redis_client.xlen(keys.acks_stream("acme", "rt-nobody-reads"))
+    # approximate trimming drops whole stream nodes (100 entries each by default)
+    assert 100 <= length <= 200
+
+
+def test_consumer_settings_cap_ack_streams_by_default() -> None:
+    assert ConsumerSettings(hub_url="sqlite:///x").acks_maxlen == 10_000

@@ -372,3 +372,36 @@ def test_idle_consumers_with_nothing_pending_are_removed_but_not_those_with_pend
     names = {c["name"].decode() for c in redis_client.xinfo_consumers(EVENTS, GROUP)}
     assert "ghost" not in names
     assert "holder" in names
+
+
+def test_names_added_to_the_projects_set_make_no_stream_and_no_group(
+    redis_client: redis.Redis, worker: HubConsumer
+) -> None:
+    bogus = [f"bogus-{index}" for index in range(2_000)]
+    redis_client.sadd(keys.PROJECTS, *bogus, "bad{name}", "x" * 500)
+    assert worker.refresh_streams(force=True) == []
+    assert redis_client.dbsize() == 1  # the set itself, nothing else
+    send(redis_client, sync_event(1, hub_project="bogus-7"))  # a relay's first XADD
+    assert worker.refresh_streams() == [keys.events_stream("bogus-7")]
+    assert worker.run_once().accepted == 1
+
+
+def test_a_consumer_follows_at_most_max_projects_and_says_so_once(
+    redis_client: redis.Redis,
+    redis_url: str,
+    store: HubStore,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    for index in range(5):
+        send(redis_client, sync_event(1, project_id=f"p{index}", hub_project=f"proj-{index}"))
+    settings = make_settings(redis_url, tmp_path, max_projects=3)
+    worker = HubConsumer(redis_client, store, settings, name="w1")
+    with caplog.at_level("WARNING", logger="consumers.worker"):
+        first = list(worker.refresh_streams(force=True))
+        again = list(worker.refresh_streams(force=True))
+    assert len(first) == 3 and again == first
+    assert [r.message for r in caplog.records].count(caplog.records[0].message) == 1
+    assert "--max-projects 3" in caplog.records[0].message
+    groups = [s for s in first if redis_client.xinfo_groups(s)]
+    assert groups == first

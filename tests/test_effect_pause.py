@@ -8,7 +8,7 @@ from pathlib import Path
 
 import redis
 
-from hubstore.leases import LeaseClient, LeaseState
+from hubstore.leases import Lease, LeaseClient, LeaseState
 from hubsync.processes import Child, python_command
 from producers.effects import (
     AttemptState,
@@ -65,4 +65,5 @@ def test_a_paused_holder_cannot_act_after_a_takeover_and_parks_blocked_uncertain
     ledger.close()
     info = leases.show(resource)
     assert (info.holder, info.token, info.state) == ("box-b", taker.lease.token, LeaseState.LIVE)
-    assert not leases.fenced_write(resource, "deploy", old_token, b"late").ok
+    stale = Lease(resource, "box-a", old_token, "not-the-holders-proof")
+    assert not leases.fenced_write(stale, "deploy", b"late").ok

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,7 +12,7 @@ import redis
 
 from hubstore.errors import FencedWriteRefusedError, InvalidLeaseArgumentError
 from hubstore.fence import advance_fence, ensure_fence_table, fenced_write, highest_token
-from hubstore.leases import LeaseClient
+from hubstore.leases import Lease, LeaseClient
 from hubsync.sqlite import Database
 from tests.helpers.lease_support import expire_lease
 
@@ -27,27 +28,29 @@ def test_a_stale_holder_cannot_write_after_a_takeover_even_before_the_new_holder
     leases: LeaseClient, redis_client: redis.Redis
 ) -> None:
     old = leases.acquire_or_raise("r", "box-a", TTL).lease
-    assert leases.fenced_write("r", "config", old.token, b"from-a").ok
+    assert leases.fenced_write(old, "config", b"from-a").ok
     expire_lease(redis_client, "r")
     new = leases.acquire_or_raise("r", "box-b", TTL).lease
-    late = leases.fenced_write("r", "config", old.token, b"late-a")
+    late = leases.fenced_write(old, "config", b"late-a")
     assert (late.status, late.highest) == ("superseded", new.token)
     assert leases.read_fenced("r", "config") == (b"from-a", old.token)
-    assert leases.fenced_write("r", "config", new.token, b"from-b").ok
+    assert leases.fenced_write(new, "config", b"from-b").ok
     assert leases.read_fenced("r", "config") == (b"from-b", new.token)
 
 
 def test_the_current_token_may_write_many_times(leases: LeaseClient) -> None:
     lease = leases.acquire_or_raise("r", "box-a", TTL).lease
     for value in [b"1", b"2", b"3"]:
-        assert leases.fenced_write("r", "v", lease.token, value).ok
+        assert leases.fenced_write(lease, "v", value).ok
     assert leases.read_fenced("r", "v") == (b"3", lease.token)
 
 
 def test_a_token_never_issued_is_refused(leases: LeaseClient) -> None:
-    assert leases.fenced_write("r", "v", 1, b"x").status == "unknown_token"
+    never = Lease("r", "box-a", 1, "no-proof-was-ever-issued")
+    assert leases.fenced_write(never, "v", b"x").status == "unknown_token"
     lease = leases.acquire_or_raise("r", "box-a", TTL).lease
-    assert leases.fenced_write("r", "v", lease.token + 5, b"x").status == "unknown_token"
+    ahead = dataclasses.replace(lease, token=lease.token + 5)
+    assert leases.fenced_write(ahead, "v", b"x").status == "unknown_token"
     assert leases.read_fenced("r", "v") is None
 
 
@@ -59,16 +62,16 @@ def test_a_value_written_under_a_larger_token_refuses_smaller_ones_as_stale(
     first = leases.acquire_or_raise("r", "box-a", TTL).lease
     leases.release_or_raise(first)
     second = leases.acquire_or_raise("r", "box-b", TTL).lease
-    assert leases.fenced_write("r", "v", second.token, b"b").ok
+    assert leases.fenced_write(second, "v", b"b").ok
     redis_client.hset("hubsync:lease:{r}", "fence", first.token)
     redis_client.hset("hubsync:lease:{r}", "token", first.token)
-    assert leases.fenced_write("r", "v", first.token, b"a").status == "stale"
+    assert leases.fenced_write(first, "v", b"a").status == "stale"
 
 
 def test_fenced_writes_survive_script_flush(leases: LeaseClient, redis_client: redis.Redis) -> None:
     lease = leases.acquire_or_raise("r", "box-a", TTL).lease
     redis_client.script_flush()
-    assert leases.fenced_write("r", "v", lease.token, b"x").ok
+    assert leases.fenced_write(lease, "v", b"x").ok
 
 
 @pytest.fixture
@@ -146,3 +149,21 @@ def test_sqlite_fence_validates_its_arguments(conn: sqlite3.Connection) -> None:
         advance_fence(conn, "bad{name}", 1)
     with pytest.raises(InvalidLeaseArgumentError):
         advance_fence(conn, "a", 0)
+
+
+def test_the_current_token_without_its_holders_proof_is_refused(
+    leases: LeaseClient, redis_client: redis.Redis
+) -> None:
+    # The token is public (`hubsync lease show` prints it): it alone must not write.
+    lease = leases.acquire_or_raise("r", "box-a", TTL).lease
+    shown = leases.show("r").token
+    forged = [
+        Lease("r", "box-a", shown, "a-guessed-proof"),
+        Lease("r", "box-b", shown, lease.proof),
+    ]
+    assert [leases.fenced_write(f, "v", b"forged").status for f in forged] == ["not_holder"] * 2
+    assert leases.read_fenced("r", "v") is None
+    assert leases.fenced_write(lease, "v", b"genuine").ok
+    leases.release_or_raise(lease)
+    assert leases.fenced_write(lease, "v", b"after release").status == "not_holder"
+    assert leases.read_fenced("r", "v") == (b"genuine", lease.token)

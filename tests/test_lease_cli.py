@@ -111,3 +111,29 @@ def test_list_shows_every_lease(capsys: pytest.CaptureFixture[str], redis_url: s
 def test_unreachable_redis_exits_3(capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run(capsys, "lease", "show", "r", "--redis-url", "redis://127.0.0.1:1/0")
     assert code == 3 and "cannot reach Redis" in err
+
+
+def test_the_proof_is_printed_by_the_acquire_that_made_it_and_by_nothing_after(
+    capsys: pytest.CaptureFixture[str], redis_url: str
+) -> None:
+    code, out, _ = run(
+        capsys, "lease", "acquire", "repo/main", "--holder", "box-a", "--redis-url", redis_url
+    )
+    assert code == 0 and out.startswith("acquired repo/main token=1 ")
+    proof = out.strip().rsplit("proof=", 1)[1]
+    assert len(proof) >= 16
+    mine = ["--holder", "box-a", "--token", "1", "--proof", proof, "--redis-url", redis_url]
+    outputs = [
+        run(capsys, "lease", "renew", "repo/main", *mine),
+        run(capsys, "lease", "renew", "repo/main", *mine, "--json"),
+        run(capsys, "lease", "acquire", "repo/main", *mine[:2], *mine[4:]),  # renews: same token
+        run(capsys, "lease", "show", "repo/main", "--history", "9", "--redis-url", redis_url),
+        run(capsys, "lease", "list", "--json", "--redis-url", redis_url),
+        run(capsys, "lease", "release", "repo/main", *mine),
+    ]
+    assert [code for code, _, _ in outputs] == [0] * len(outputs)
+    assert outputs[0][1].startswith("renewed repo/main token=1 ")
+    assert "renewed" in outputs[2][1]
+    for _, printed, errors in outputs:
+        assert proof not in printed and proof not in errors
+        assert "proof" not in printed

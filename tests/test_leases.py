@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 
 import pytest
@@ -247,12 +248,12 @@ def test_every_transition_lands_in_the_capped_audit_stream(
 def test_show_and_list_read_every_lease_without_the_proof(
     leases: LeaseClient, redis_client: redis.Redis
 ) -> None:
-    granted(leases.acquire("alpha", "box-a", TTL))
+    alpha = granted(leases.acquire("alpha", "box-a", TTL))
     beta = granted(leases.acquire("beta", "box-b", TTL))
     leases.release_or_raise(beta)
     granted(leases.acquire("gamma", "box-c", TTL))
     expire_lease(redis_client, "gamma")
-    leases.fenced_write("alpha", "value", 1, b"x")
+    assert leases.fenced_write(alpha, "value", b"x").ok
     listed = leases.list()
     assert [(i.resource, i.state) for i in listed] == [
         ("alpha", LeaseState.LIVE),
@@ -303,9 +304,10 @@ def test_scripts_reload_after_script_flush(leases: LeaseClient, redis_client: re
     redis_client.script_flush()
     leases.release_or_raise(first)
     redis_client.script_flush()
-    assert granted(leases.acquire("r", "box-b", TTL)).token == 2
+    second = granted(leases.acquire("r", "box-b", TTL))
+    assert second.token == 2
     redis_client.script_flush()
-    assert leases.fenced_write("r", "v", 2, b"ok").ok
+    assert leases.fenced_write(second, "v", b"ok").ok
 
 
 def test_leases_and_fences_survive_a_redis_restart_with_aof(
@@ -316,7 +318,7 @@ def test_leases_and_fences_survive_a_redis_restart_with_aof(
     live = granted(leases.acquire("live", "box-a", 120_000))
     released = granted(leases.acquire("gone", "box-a", 120_000))
     leases.release_or_raise(released)
-    assert leases.fenced_write("live", "v", live.token, b"one").ok
+    assert leases.fenced_write(live, "v", b"one").ok
     client.config_set("appendfsync", "always")
     private_redis.restart()
     client = redis.Redis.from_url(private_redis.url)
@@ -326,7 +328,8 @@ def test_leases_and_fences_survive_a_redis_restart_with_aof(
     assert refused(leases.acquire("live", "box-b", TTL)).refusal is LeaseRefusal.HELD
     assert granted(leases.acquire("gone", "box-b", TTL)).token == released.token + 1
     assert leases.read_fenced("live", "v") == (b"one", live.token)
-    assert leases.fenced_write("live", "v", live.token + 1, b"x").status == "unknown_token"
+    ahead = dataclasses.replace(live, token=live.token + 1)
+    assert leases.fenced_write(ahead, "v", b"x").status == "unknown_token"
     client.close()
 
 
@@ -337,3 +340,26 @@ def test_unreachable_redis_raises_lease_unavailable() -> None:
     leases = LeaseClient(client)
     with pytest.raises(LeaseUnavailableError, match="Redis did not answer about lease 'r'"):
         leases.acquire("r", "box-a", TTL)
+
+
+def test_a_fence_at_2_53_minus_1_grants_no_further_token(
+    leases: LeaseClient, redis_client: redis.Redis
+) -> None:
+    last = 2**53 - 1
+    redis_client.hset(keys.lease("edge"), "fence", last - 1)
+    assert granted(leases.acquire("edge", "box-a", TTL)).token == last
+    redis_client.hset(keys.lease("edge"), "deadline_ms", 1)  # box-a's lease expires
+    for holder in ("box-b", "box-c"):  # before: both were handed 2^53
+        with pytest.raises(LeaseStateCorruptError, match=f"{last}.*no larger token"):
+            leases.acquire("edge", holder, TTL)
+    assert int(redis_client.hget(keys.lease("edge"), "token") or 0) == last
+
+
+@pytest.mark.parametrize("fence", ["100000000000000000000", "9007199254740992", "1e20"])
+def test_an_oversized_fence_is_refused_as_corrupt_not_wrapped_to_a_negative_token(
+    leases: LeaseClient, redis_client: redis.Redis, fence: str
+) -> None:
+    redis_client.hset(keys.lease("huge"), "fence", fence)
+    with pytest.raises(LeaseStateCorruptError, match="unreadable fence"):
+        leases.acquire("huge", "box-a", TTL)
+    assert redis_client.hget(keys.lease("huge"), "token") is None

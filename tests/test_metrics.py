@@ -6,8 +6,10 @@ each test reads a counter before acting and checks the difference.
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
+import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -22,7 +24,7 @@ from hubstore.leases import LeaseClient
 from hubstore.sqlite_store import SqliteHubStore
 from hubsync import keys, metrics
 from hubsync.canonical import content_hash
-from hubsync.processes import run_hubsync
+from hubsync.processes import Child, hubsync_command, run_hubsync
 from hubsync.settings import ConsumerSettings
 from producers.relay import Relay
 from tests.helpers.hub_double import ack_everything
@@ -182,7 +184,7 @@ def test_lease_refusals_are_counted_by_reason(redis_client: redis.Redis) -> None
     second = leases.acquire_or_raise("repo-main", "box-b", 60_000).lease
     assert second.token > first.token
     assert not leases.renew(first).ok
-    assert not leases.fenced_write("repo-main", "ref", first.token, b"late").ok
+    assert not leases.fenced_write(first, "ref", b"late").ok
     assert (held(), superseded(), stale_write()) == (1, 1, 1)
 
 
@@ -206,6 +208,78 @@ def test_metrics_server_serves_the_registry_over_http() -> None:
         body = response.read().decode()
     assert "# TYPE hubsync_events_ingested_total counter" in body
     assert 'hubsync_events_sent_total{kind="new"}' in body
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def test_metrics_server_answers_healthz_apart_and_refuses_other_paths() -> None:
+    port = free_port()
+    assert metrics.start_metrics_server(port) is True  # the default address: loopback
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as response:
+        assert (response.status, response.read()) == (200, b"ok\n")
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(f"http://127.0.0.1:{port}/anything", timeout=5)
+    refused.value.close()
+    assert refused.value.code == 404
+
+
+def test_metrics_listen_on_loopback_unless_told_otherwise() -> None:
+    assert metrics.DEFAULT_METRICS_ADDR == "127.0.0.1"
+    assert ConsumerSettings(hub_url="sqlite:///x").metrics_host == "127.0.0.1"
+
+
+@pytest.mark.parametrize(("host", "expected"), [(None, "127.0.0.1"), ("0.0.0.0", "0.0.0.0")])
+def test_a_daemon_listens_for_metrics_on_loopback_unless_given_a_metrics_host(
+    redis_url: str, tmp_path: Path, host: str | None, expected: str
+) -> None:
+    port = free_port()
+    env = {"HUBSYNC_REDIS_URL": redis_url} | ({"HUBSYNC_METRICS_HOST": host} if host else {})
+    child = Child(
+        "consumer",
+        hubsync_command(
+            "consume", "--hub-db", str(tmp_path / "hub.db"), "--metrics-port", str(port)
+        ),
+        tmp_path / "consume.log",
+        env=env,
+    ).start()
+    try:
+        wait_until(lambda: _answers(f"http://127.0.0.1:{port}/healthz"), timeout=30)
+        child.check()
+        listening = _listening_addresses(child.pid, port)
+    finally:
+        child.stop()
+    assert listening == {expected}
+
+
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:
+            return bool(response.status == 200)
+    except OSError:
+        return False
+
+
+def _listening_addresses(pid: int, port: int) -> set[str]:
+    """The IPv4 addresses a process listens on at ``port`` (from /proc/net/tcp, by inode)."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except FileNotFoundError:  # closed while we looked
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[len("socket:[") : -1])
+    found = set()
+    for line in Path(f"/proc/{pid}/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        address, port_hex = fields[1].split(":")
+        if fields[3] == "0A" and int(port_hex, 16) == port and fields[9] in inodes:
+            found.add(socket.inet_ntoa(bytes.fromhex(address)[::-1]))
+    return found
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -243,5 +317,5 @@ def test_a_taken_metrics_port_stops_the_daemon_at_start(redis_url: str, tmp_path
             "--once",
         )
     assert result.returncode == 1
-    assert f"cannot serve metrics on 0.0.0.0:{port}" in result.stderr
+    assert f"cannot serve metrics on 127.0.0.1:{port}" in result.stderr
     assert "Traceback" not in result.stderr

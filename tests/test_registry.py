@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import re
 import sqlite3
+import stat
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -131,3 +134,47 @@ def test_opening_without_create_refuses_a_state_dir_with_no_registry(tmp_path: P
         runtime_id = created.runtime_id
     with RuntimeRegistry(tmp_path / "state", create=False) as opened:
         assert opened.runtime_id == runtime_id
+
+
+@pytest.fixture
+def permissive_umask() -> Iterator[None]:
+    """A umask that would leave new files world-readable, to show the modes do not depend on it."""
+    previous = os.umask(0o000)
+    try:
+        yield
+    finally:
+        os.umask(previous)
+
+
+def mode_of(path: Path) -> int:
+    return stat.S_IMODE(os.stat(path).st_mode)
+
+
+@pytest.mark.usefixtures("permissive_umask")
+def test_a_state_dir_its_stores_and_their_files_are_private_to_the_owner(tmp_path: Path) -> None:
+    state_dir = tmp_path / "deep" / "state"
+    with RuntimeRegistry(state_dir, "rt-a") as registry:
+        registration = registry.register_project(tmp_path / "shop", hub_project="acme")
+        with registry.open_store(registration, environ={}) as store:
+            store.append_event("run-1", "run.started", {})
+            store_files = sorted(registration.store_path.parent.iterdir())
+            registry_files = sorted(state_dir.glob(REGISTRY_FILE + "*"))
+            directories = [tmp_path / "deep", state_dir, registration.store_path.parent]
+            assert {path: mode_of(path) for path in directories} == dict.fromkeys(
+                directories, 0o700
+            )
+            names = {path.name for path in store_files + registry_files}
+            assert {REGISTRY_FILE + "-wal", REGISTRY_FILE + "-shm"} <= names
+            assert any(name.endswith(".sqlite-wal") for name in names)
+            files = store_files + registry_files
+            assert {path: mode_of(path) for path in files} == dict.fromkeys(files, 0o600)
+
+
+@pytest.mark.usefixtures("permissive_umask")
+def test_an_existing_state_dir_keeps_the_mode_its_owner_gave_it(tmp_path: Path) -> None:
+    state_dir = tmp_path / "state"
+    state_dir.mkdir(mode=0o750)
+    with RuntimeRegistry(state_dir, "rt-a"):
+        pass
+    assert mode_of(state_dir) == 0o750
+    assert mode_of(state_dir / REGISTRY_FILE) == 0o600

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import os
 import sqlite3
+import stat
 import threading
 from pathlib import Path
 
@@ -100,10 +101,18 @@ def test_the_database_is_in_wal_mode(tmp_path: Path) -> None:
 
 
 def test_a_new_database_is_private_to_its_owner(tmp_path: Path) -> None:
-    with SqliteHubStore(tmp_path / "hub.db") as store:
-        store.ingest([event_entry(sync_event(1))])
-        for name in ("hub.db", "hub.db-wal"):
-            assert os.stat(tmp_path / name).st_mode & 0o077 == 0, name
+    previous = os.umask(0o000)  # a umask that would leave everything world-readable
+    try:
+        with SqliteHubStore(tmp_path / "hub" / "hub.db") as store:
+            store.ingest([event_entry(sync_event(1))])
+            modes = {
+                name: stat.S_IMODE(os.stat(tmp_path / "hub" / name).st_mode)
+                for name in ("hub.db", "hub.db-wal", "hub.db-shm")
+            }
+    finally:
+        os.umask(previous)
+    assert modes == {"hub.db": 0o600, "hub.db-wal": 0o600, "hub.db-shm": 0o600}
+    assert stat.S_IMODE(os.stat(tmp_path / "hub").st_mode) == 0o700
 
 
 def _hold_write_lock(path: Path) -> sqlite3.Connection:

@@ -122,7 +122,7 @@ class AutoRenewingLease(ClosesOnExit):
     def fenced_write(self, name: str, value: bytes | str) -> FencedWrite:
         """A fenced write under this lease's token; refuses at once if the lease was lost."""
         self._raise_if_lost()
-        return self.client.fenced_write(self._lease.resource, name, self._lease.token, value)
+        return self.client.fenced_write(self._lease, name, value)
 
     # -- lifecycle -----------------------------------------------------------------------
 

@@ -90,8 +90,14 @@ def _redis_errors(resource: str) -> Iterator[None]:
     except redis.ResponseError as exc:
         if "hubsync corrupt fence" in str(exc):
             raise LeaseStateCorruptError(
-                f"lease {resource!r} has an unreadable fence field; restore it from the highest "
-                f"token in {keys.lease_log(resource)} before using the resource"
+                f"lease {resource!r} has an unreadable fence field (not an integer of at most "
+                f"{lease_args.MAX_TOKEN}); restore it from the highest token in "
+                f"{keys.lease_log(resource)} before using the resource"
+            ) from exc
+        if "hubsync tokens exhausted" in str(exc):
+            raise LeaseStateCorruptError(
+                f"lease {resource!r} has issued token {lease_args.MAX_TOKEN}, the largest one "
+                "that stays exact; no larger token is granted. Use a resource of another name"
             ) from exc
         raise
 
@@ -246,21 +252,23 @@ class LeaseClient:
 
     # -- fenced writes -------------------------------------------------------------------
 
-    def fenced_write(self, resource: str, name: str, token: int, value: bytes | str) -> FencedWrite:
-        """Store ``value`` at ``hubsync:lease:{RES}:fenced:NAME`` only if ``token`` is current.
+    def fenced_write(self, lease: Lease, name: str, value: bytes | str) -> FencedWrite:
+        """Store ``value`` at ``hubsync:lease:{RES}:fenced:NAME`` only for ``lease``'s holder.
 
         Refused (``stale``/``superseded``/``unknown_token``) when the value was
         already written under a larger token, a larger token has been issued on
-        the lease, or the token was never issued.
+        the lease, or the token was never issued; ``not_holder`` when the token is
+        current but the holder or proof are not its holder's (the token alone is
+        public: ``lease show`` prints it).
         """
-        lease_args.validate_resource(resource)
-        lease_args.validate_token(token)
-        key = keys.fenced_resource(resource, name)
-        with _redis_errors(resource):
+        self._validate_lease(lease)
+        key = keys.fenced_resource(lease.resource, name)
+        with _redis_errors(lease.resource):
             reply = self._scripts.fenced_write(
-                keys=[keys.lease(resource), key], args=[token, value]
+                keys=[keys.lease(lease.resource), key],
+                args=[lease.token, value, lease.holder, lease_args.proof_hash(lease.proof)],
             )
-        written = FencedWrite(resource, name, token, as_text(reply[0]), int(reply[1]))
+        written = FencedWrite(lease.resource, name, lease.token, as_text(reply[0]), int(reply[1]))
         if not written.ok:
             # A stale commit refused at the storage side: the refusal fencing exists for.
             metrics.LEASE_REFUSALS.labels(f"fenced_{written.status}").inc()

@@ -169,8 +169,9 @@ class LeaseInfo:
 
 @dataclass(frozen=True)
 class FencedWrite:
-    """Outcome of a fenced write: ``status`` is ``written``, ``stale``, ``superseded`` or
-    ``unknown_token``; ``highest`` is the largest token the resource or its lease has seen."""
+    """Outcome of a fenced write: ``status`` is ``written``, ``stale``, ``superseded``,
+    ``unknown_token`` or ``not_holder`` (current token, but not its holder's proof);
+    ``highest`` is the largest token the resource or its lease has seen."""
 
     resource: str
     name: str

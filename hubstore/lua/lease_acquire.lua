@@ -15,8 +15,10 @@
 --          "renewed"    the caller's own live lease (same holder and proof): same token, new deadline
 --          "held"       another live lease (or the holder's name without its proof); token,
 --                       deadline and holder are the current holder's
--- Errors: "ERR hubsync corrupt fence" when the fence field exists but is not an integer,
---         because guessing would risk handing out a token twice.
+-- Errors: "ERR hubsync corrupt fence" when the fence field exists but is not an integer
+--         of at most 2^53 - 1 (1e20 included), because guessing would risk handing out a
+--         token twice; "ERR hubsync tokens exhausted" when the fence is 2^53 - 1, since the
+--         next token could not be told from the one before it.
 --
 -- Deadlines come from Redis TIME (Redis 7 replicates script effects, so TIME is allowed).
 
@@ -49,6 +51,9 @@ if live then
   return {'held', token, deadline, now, holder}
 end
 
+if fence >= MAX_TOKEN then
+  return redis.error_reply('ERR hubsync tokens exhausted on ' .. KEYS[1])
+end
 local status = 'acquired'
 if holder then status = 'taken_over' end
 local new_token = fence + 1

@@ -1,7 +1,9 @@
 -- lease_common.lua: the prelude every lease script starts with (lua_scripts.py puts it in the
 -- place of the include line naming this file; it is never run alone).
 --
--- read_int(value)      a field that must be a plain non-negative integer, or nil
+-- MAX_TOKEN            2^53 - 1: the largest integer a Lua number (a double) holds exactly
+-- read_int(value)      a field that must be a plain non-negative integer no larger than
+--                      MAX_TOKEN, or nil (a larger one would come back rounded)
 -- redis_now_ms()       Redis's own clock (TIME), in milliseconds
 -- read_lease(key)      {holder, token, proof, deadline, fence, raw_token, raw_fence} of one
 --                      lease hash; fence is the highest token ever issued on the resource
@@ -10,8 +12,14 @@
 --                      or nil when the lease is theirs (and live, when live_required):
 --                      "missing" | "superseded" | "held" | "expired" (see lease_renew.lua)
 
+local MAX_TOKEN = 9007199254740991
+
 local function read_int(value)
-  if value and string.match(value, '^%d+$') then return tonumber(value) end
+  -- 16 digits at most: MAX_TOKEN has 16, and tonumber of a longer one is already inexact
+  if value and string.len(value) <= 16 and string.match(value, '^%d+$') then
+    local number = tonumber(value)
+    if number <= MAX_TOKEN then return number end
+  end
   return nil
 end
 

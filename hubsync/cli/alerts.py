@@ -22,6 +22,7 @@ from hubsync.cli.options import (
     redis_url_option,
     shown_store,
 )
+from hubsync.redis_values import printable
 from hubsync.settings import hub_url_of
 
 
@@ -79,25 +80,28 @@ def list_alerts(
         click.echo(json.dumps(document, sort_keys=True))
         return
     # Plain lines, not tables: keys and hashes must stay whole at any terminal width.
+    # Every field came off Redis (a forger's included): each line is printed escaped.
     where = ", ".join(projects) if projects else "no hub project yet"
-    click.echo(f"alert streams ({where}): {len(streamed)} alert(s), newest first")
+    _echo(f"alert streams ({where}): {len(streamed)} alert(s), newest first")
     for a in streamed:
-        click.echo(
+        _echo(
             f"{a.id}  {a.hub_project}  {a.reason}  key {a.project_id}/{a.run_id}/{a.sequence}  "
             f"runtime {a.runtime_id}  existing {_short(a.existing_hash)}  "
             f"offered {_short(a.offered_hash)}  at {a.detected_at}"
         )
     if recorded is not None:
-        click.echo(
-            f"hub store {shown_store(store_url or '')}: {len(recorded)} alert(s), newest first"
-        )
+        _echo(f"hub store {shown_store(store_url or '')}: {len(recorded)} alert(s), newest first")
         for r in recorded:
-            click.echo(
+            _echo(
                 f"#{r.alert_id}  {r.hub_project}  {r.reason.value}  "
                 f"key {r.project_id}/{r.run_id}/{r.sequence}  runtime {r.runtime_id}  "
                 f"existing {_short(r.existing_hash or '')}  offered {_short(r.offered_hash)}  "
                 f"seen {r.occurrences}x, last at {r.last_detected_at}"
             )
+
+
+def _echo(line: str) -> None:
+    click.echo(printable(line))
 
 
 def _recorded(

@@ -12,7 +12,7 @@ import click
 import redis
 
 from hubsync.cli import exit_codes
-from hubsync.cli.options import build_settings, hub_options, options_from
+from hubsync.cli.options import build_settings, hub_options, options_from, use_redis_credentials
 from hubsync.connections import Role, connect, ping
 from hubsync.logs import configure_logging
 from hubsync.names import validate_name
@@ -67,6 +67,7 @@ def consume(
         raise click.UsageError("--hub-url: missing; give --hub-url or --hub-db (HUBSYNC_HUB_URL)")
     settings = build_settings(ConsumerSettings, hub_url=url, **options)
     configure_logging(settings.log_level, settings.log_format)
+    use_redis_credentials(settings)
     if check:
         if settings.name is None:
             raise click.UsageError("--check needs --name (the consumer to check)")
@@ -80,7 +81,7 @@ def consume(
     try:
         if once:
             ping(client, settings.redis_url)  # --once cannot wait: exit 3 now
-        start_metrics_server(settings.metrics_port)
+        start_metrics_server(settings.metrics_port, settings.metrics_host)
         with open_store(settings.hub_url, create_schema=True) as store:
             worker = HubConsumer(client, store, settings)
             stats = worker.run_once() if once else worker.run()

@@ -18,6 +18,7 @@ from hubsync.cli.options import (
     redis_url_option,
 )
 from hubsync.errors import ConfigError
+from hubsync.redis_values import printable
 
 _project = hub_project_required
 
@@ -101,11 +102,13 @@ def _print_letters(letters: DeadLetters, listed: list[ListedDeadLetter], total: 
         key = item.key_fields()
         shown = "/".join(key[n] for n in ("project_id", "run_id", "sequence") if n in key)
         state = "replayable" if item.replayable else "truncated (not replayable)"
-        click.echo(
-            f"{item.entry_id}  {item.letter.reason}  source {item.letter.source_id}  "
-            f"key {shown or '-'}  {state}  dead at {item.letter.dead_at}"
+        click.echo(  # the key and detail came off Redis: escaped, never raw
+            printable(
+                f"{item.entry_id}  {item.letter.reason}  source {item.letter.source_id}  "
+                f"key {shown or '-'}  {state}  dead at {item.letter.dead_at}"
+            )
         )
-        click.echo(f"    {item.letter.detail}")
+        click.echo(f"    {printable(item.letter.detail)}")
 
 
 @dead.command(

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import click
 import redis
 
 from hubsync.cli import exit_codes
-from hubsync.cli.options import options_from
+from hubsync.cli.options import options_from, use_redis_credentials
 from hubsync.connections import connect, ping
 from hubsync.keys import EFFECTS_QUEUE
 from hubsync.logs import configure_logging
@@ -47,6 +48,7 @@ Examples:
 )
 def effects_worker(
     redis_url: str,
+    redis_password_file: Path | None,
     worker_name: str | None,
     burst: bool,
     check: bool,
@@ -67,6 +69,7 @@ def effects_worker(
     if name is not None:
         validate_name(name, "worker name")
     configure_logging(log_level, log_format)
+    use_redis_credentials(CommonSettings(redis_url=url, redis_password_file=redis_password_file))
     # RQ raises the socket timeout above its own blocking dequeue by itself
     client = connect(url)
     try:

@@ -15,10 +15,12 @@ from hubstore.leases import (
     LeaseRefusal,
     LeaseRefused,
     LeaseReleased,
+    LeaseTransition,
 )
 from hubsync.cli import exit_codes
 from hubsync.cli.options import json_option, redis_url_option
 from hubsync.connections import Role, connect
+from hubsync.redis_values import printable
 
 REFUSAL_EXIT_CODES = {
     LeaseRefusal.HELD: exit_codes.LEASE_HELD,
@@ -84,21 +86,25 @@ def _granted_or_refused(as_json: bool, result: LeaseGranted | LeaseRefused) -> N
 
 def _granted(as_json: bool, granted: LeaseGranted) -> None:
     lease = granted.lease
-    _emit(
-        as_json,
-        {
-            "ok": True,
-            "transition": granted.transition.value,
-            "resource": lease.resource,
-            "holder": lease.holder,
-            "token": lease.token,
-            "proof": lease.proof,
-            "deadline_ms": lease.deadline_ms,
-            "remaining_ms": granted.remaining_ms,
-        },
+    document: dict[str, Any] = {
+        "ok": True,
+        "transition": granted.transition.value,
+        "resource": lease.resource,
+        "holder": lease.holder,
+        "token": lease.token,
+        "deadline_ms": lease.deadline_ms,
+        "remaining_ms": granted.remaining_ms,
+    }
+    line = (
         f"{granted.transition.value} {lease.resource} token={lease.token} "
-        f"holder={lease.holder} ttl_ms={granted.remaining_ms} proof={lease.proof}",
+        f"holder={lease.holder} ttl_ms={granted.remaining_ms}"
     )
+    # The proof is printed once, when a grant creates it; a renewal was given it by the
+    # holder and never echoes it back to a terminal, a log or a shell history.
+    if granted.transition is not LeaseTransition.RENEWED:
+        document["proof"] = lease.proof
+        line += f" proof={lease.proof}"
+    _emit(as_json, document, line)
 
 
 @click.group(
@@ -198,7 +204,9 @@ def show(resource: str, history: int, as_json: bool, redis_url: str) -> None:
     entries = client.history(resource, history) if history else []
     document = info.as_dict() | ({"history": entries} if history else {})
     lines = [_info_line(info)] + [
-        "  " + " ".join(f"{k}={v}" for k, v in entry.items()) for entry in entries
+        # audit entries are whatever the lease's log stream holds: escaped, never raw
+        "  " + " ".join(f"{printable(k)}={printable(v)}" for k, v in entry.items())
+        for entry in entries
     ]
     _emit(as_json, document, "\n".join(lines))
 

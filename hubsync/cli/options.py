@@ -17,12 +17,13 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar, Union, get_args, get_or
 
 import click
 import redis
+from click.core import ParameterSource
 from pydantic import AliasChoices, ValidationError
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 from pydantic_settings import BaseSettings
 
-from hubsync.connections import probe
+from hubsync.connections import probe, use_credentials
 from hubsync.errors import ConfigError
 from hubsync.names import validate_name
 from hubsync.settings import SQLITE_URL_PREFIX, CommonSettings, HubStoreSettings, safe_url
@@ -222,6 +223,20 @@ def open_hub_store(hub_url: str) -> HubStore:
         return open_store(hub_url, create_schema=False, busy_budget=10.0)
     except (StoreError, SchemaVersionError) as exc:
         raise ConfigError(f"--hub-url: {exc}") from None
+
+
+def use_redis_credentials(settings: CommonSettings) -> None:
+    """Set a daemon's Redis password from ``--redis-password-file`` (after its logging is set up).
+
+    Warns once if the URL given on this command line carries a password.
+    """
+    context = click.get_current_context(silent=True)
+    source = None if context is None else context.get_parameter_source("redis_url")
+    use_credentials(
+        settings.redis_url,
+        settings.redis_password_file,
+        url_on_command_line=source is ParameterSource.COMMANDLINE,
+    )
 
 
 def connect_redis(url: str) -> redis.Redis:

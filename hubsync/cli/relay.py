@@ -14,7 +14,7 @@ import redis
 
 from hubsync import keys
 from hubsync.cli import exit_codes
-from hubsync.cli.options import build_settings, options_from
+from hubsync.cli.options import build_settings, options_from, use_redis_credentials
 from hubsync.connections import Role, connect, probe
 from hubsync.logs import configure_logging
 from hubsync.settings import RelaySettings
@@ -66,6 +66,7 @@ def relay(once: bool, check: bool, as_json: bool, **options: Any) -> None:
     """
     settings = build_settings(RelaySettings, **options)
     configure_logging(settings.log_level, settings.log_format)
+    use_redis_credentials(settings)
     if check:
         from producers.registry import RuntimeRegistry
 
@@ -77,7 +78,7 @@ def relay(once: bool, check: bool, as_json: bool, **options: Any) -> None:
 
     daemon = Relay(settings)
     try:
-        start_metrics_server(settings.metrics_port)
+        start_metrics_server(settings.metrics_port, settings.metrics_host)
         if once:
             probe(settings.redis_url).close()  # --once cannot wait: exit 3 now
             summary = daemon.run_once()

@@ -10,6 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from consumers.queue_status import HealthKey, HubProjectStatus
+from hubsync.redis_values import printable
 from producers.outbox_status import LocalStatus
 
 
@@ -61,6 +62,12 @@ def _number(value: int | None) -> str:
     return "?" if value is None else str(value)
 
 
+def _cell(value: object) -> Text:
+    """A cell of text that came from Redis or a store: control characters escaped, and a
+    ``Text`` so rich never reads ``[...]`` in it as markup."""
+    return Text(printable(value))
+
+
 def render(report: StatusReport) -> RenderableType:
     """The whole report as rich tables."""
     parts: list[RenderableType] = [_redis_line(report)]
@@ -82,7 +89,8 @@ def _redis_line(report: StatusReport) -> Text:
     if report.redis_reachable is None:
         return Text(stamp + "Redis not asked (--no-redis)")
     if not report.redis_reachable:
-        return Text(stamp + f"cannot reach Redis {report.redis_url}: {report.redis_error}", "red")
+        failure = printable(f"cannot reach Redis {report.redis_url}: {report.redis_error}")
+        return Text(stamp + failure, "red")
     hub = f", hub db {report.hub_db}" if report.hub_db else ""
     return Text(stamp + f"Redis {report.redis_url}{hub}")
 
@@ -114,7 +122,7 @@ def _projects_table(report: StatusReport) -> Table:
     for p in report.hub_projects:
         group = p.group
         table.add_row(
-            p.hub_project,
+            _cell(p.hub_project),
             str(p.length),
             _number(group.lag) if group else "no group",
             str(group.pending) if group else "-",
@@ -134,7 +142,7 @@ def _consumers_table(report: StatusReport) -> Table:
     table = _table("consumers (group hub)", 2, "project", "consumer", "pending", "idle")
     for p in report.hub_projects:
         for c in p.group.consumers if p.group else ():
-            table.add_row(p.hub_project, c.name, str(c.pending), age(c.idle_seconds))
+            table.add_row(_cell(p.hub_project), _cell(c.name), str(c.pending), age(c.idle_seconds))
     return table
 
 
@@ -154,14 +162,14 @@ def _runtimes_table(report: StatusReport) -> Table:
     for p in report.hub_projects:
         for r in p.runtimes:
             table.add_row(
-                p.hub_project,
-                r.runtime_id,
-                r.host,
-                r.heartbeat,
+                _cell(p.hub_project),
+                _cell(r.runtime_id),
+                _cell(r.host),
+                _cell(r.heartbeat),
                 Text("STALE", "red") if r.stale else "no",
                 age(r.age_seconds),
                 str(r.backlog),
-                r.source,
+                _cell(r.source),
             )
     return table
 
@@ -169,7 +177,9 @@ def _runtimes_table(report: StatusReport) -> Table:
 def _health_table(report: StatusReport) -> Table:
     table = _table("health keys", 2, "kind", "name", "ttl", "last beat")
     for h in report.health:
-        table.add_row(h.kind, h.name, age(h.ttl_seconds), str(h.record.get("at", "?")))
+        table.add_row(
+            _cell(h.kind), _cell(h.name), age(h.ttl_seconds), _cell(h.record.get("at", "?"))
+        )
     return table
 
 
@@ -189,8 +199,8 @@ def _local_table(local: LocalStatus) -> Table:
     )
     for p in local.projects:
         table.add_row(
-            p.project_id,
-            p.hub_project,
+            _cell(p.project_id),
+            _cell(p.hub_project),
             Text(p.state.upper(), "red") if p.state == "unreadable" else p.state,
             _number(p.pending),
             _number(p.attempted),
@@ -201,8 +211,10 @@ def _local_table(local: LocalStatus) -> Table:
         )
     if not local.projects:
         table.caption = "no project registered to this runtime"
-    unreadable = [f"{p.project_id} unreadable: {p.reason}" for p in local.projects if p.reason]
+    unreadable = [
+        printable(f"{p.project_id} unreadable: {p.reason}") for p in local.projects if p.reason
+    ]
     if unreadable:
-        table.caption = "\n".join(unreadable)
+        table.caption = Text("\n".join(unreadable), "red")
         table.caption_style, table.caption_justify = "red", "left"
     return table

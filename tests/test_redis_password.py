@@ -1,0 +1,177 @@
+"""Daemons authenticate with a password kept off their command line.
+
+A private redis-server with ``requirepass``: the relay and a consumer, each a
+real process, get a URL without password and ``--redis-password-file``; the
+pipeline drains, and neither process's ``/proc/<pid>/cmdline`` holds the
+password. A password in a URL on the command line still works, with one
+warning that never names it.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from hubsync.connections import connect, read_password_file, use_credentials
+from hubsync.errors import ConfigError
+from hubsync.processes import Child, hubsync_command, run_hubsync
+from tests.helpers.relay_support import append_many, make_runtime
+from tests.helpers.support import wait_until
+
+PASSWORD = "s3cret-Redis-pass-7f1c"
+
+
+@pytest.fixture
+def locked_redis(private_redis: object) -> Iterator[str]:
+    """The URL (no password) of a private redis-server that requires ``PASSWORD``."""
+    url: str = private_redis.url  # type: ignore[attr-defined]
+    admin = redis.Redis.from_url(url)
+    admin.config_set("requirepass", PASSWORD)
+    admin.close()
+    yield url
+    use_credentials(url, None)  # no password left for the next test in this process
+
+
+@pytest.fixture
+def password_file(tmp_path: Path) -> Path:
+    path = tmp_path / "redis-password"
+    path.write_text(f"  {PASSWORD}\n")
+    path.chmod(0o600)
+    return path
+
+
+def hub_rows(hub_db: Path) -> int:
+    if not hub_db.exists():
+        return 0
+    with sqlite3.connect(hub_db) as conn:
+        try:
+            return int(conn.execute("SELECT count(*) FROM sync_events").fetchone()[0])
+        except sqlite3.OperationalError:  # the consumer has not made the schema yet
+            return 0
+
+
+def cmdline(pid: int) -> bytes:
+    return Path(f"/proc/{pid}/cmdline").read_bytes()
+
+
+@pytest.mark.e2e
+def test_relay_and_consumer_authenticate_from_a_password_file_kept_off_argv(
+    tmp_path: Path, locked_redis: str, password_file: Path
+) -> None:
+    state_dir = tmp_path / "state"
+    registry, (store,) = make_runtime(state_dir, ["acme"])
+    append_many(store, runs=2, per_run=5)
+    store.close()
+    registry.close()
+    hub_db = tmp_path / "hub.db"
+    secret = ["--redis-password-file", str(password_file)]
+    relay = Child(
+        "relay",
+        hubsync_command(
+            "relay", "--state-dir", str(state_dir), "--redis-url", locked_redis, *secret
+        ),
+        tmp_path / "relay.log",
+    )
+    consumer = Child(
+        "consumer",
+        hubsync_command("consume", "--hub-db", str(hub_db), "--name", "hub-1", *secret),
+        tmp_path / "consumer.log",
+        env={"HUBSYNC_REDIS_URL": locked_redis},
+    )
+    relay.start()
+    consumer.start()
+    try:
+        wait_until(lambda: hub_rows(hub_db) == 10, timeout=60, what="the hub to store 10 events")
+        relay.check()
+        consumer.check()
+        for child in (relay, consumer):
+            assert PASSWORD.encode() not in cmdline(child.pid)
+            assert locked_redis.encode() in cmdline(child.pid) or child is consumer
+    finally:
+        relay.stop()
+        consumer.stop()
+    for child in (relay, consumer):
+        assert PASSWORD not in child.log_text()
+        assert "password" not in child.log_text().lower()  # no warning: nothing on argv
+
+
+def test_a_password_in_a_url_on_the_command_line_works_with_one_warning_naming_no_password(
+    tmp_path: Path, locked_redis: str
+) -> None:
+    with_password = locked_redis.replace("redis://", f"redis://default:{PASSWORD}@")
+    result = run_hubsync(
+        ["consume", "--hub-db", str(tmp_path / "hub.db"), "--redis-url", with_password, "--once"],
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    warnings = [line for line in result.stderr.splitlines() if "process list" in line]
+    assert len(warnings) == 1 and "HUBSYNC_REDIS_URL" in warnings[0]
+    assert "--redis-password-file" in warnings[0]
+    assert PASSWORD not in result.stderr + result.stdout
+    from_env = run_hubsync(
+        ["consume", "--hub-db", str(tmp_path / "hub.db"), "--once"],
+        env={"HUBSYNC_REDIS_URL": with_password},
+        timeout=60,
+    )
+    assert from_env.returncode == 0, from_env.stderr
+    assert "process list" not in from_env.stderr
+
+
+def test_without_the_password_a_daemon_is_refused_by_redis(
+    tmp_path: Path, locked_redis: str
+) -> None:
+    result = run_hubsync(
+        ["consume", "--hub-db", str(tmp_path / "hub.db"), "--redis-url", locked_redis, "--once"],
+        timeout=60,
+    )
+    assert result.returncode != 0
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("content", "message"), [("\n  \n", "the file is empty"), (None, "cannot read it")]
+)
+def test_an_empty_or_missing_password_file_is_a_usage_error_naming_the_file(
+    tmp_path: Path, content: str | None, message: str
+) -> None:
+    path = tmp_path / "pw"
+    if content is not None:
+        path.write_text(content)
+    with pytest.raises(ConfigError, match=message):
+        read_password_file(path)
+    result = run_hubsync(
+        ["consume", "--hub-db", str(tmp_path / "hub.db"), "--redis-password-file", str(path)]
+    )
+    assert result.returncode == 2
+    assert message in result.stderr and str(path) in result.stderr
+
+
+def test_a_password_in_the_url_and_a_password_file_at_once_is_refused(
+    password_file: Path,
+) -> None:
+    url = f"redis://default:{PASSWORD}@127.0.0.1:1/0"
+    with pytest.raises(ConfigError, match="one place only") as refused:
+        use_credentials(url, password_file)
+    assert PASSWORD not in str(refused.value)
+
+
+def test_every_client_of_the_process_uses_the_password_of_the_file(
+    locked_redis: str, password_file: Path
+) -> None:
+    use_credentials(locked_redis, password_file)
+    client = connect(locked_redis)
+    try:
+        assert client.ping() is True
+    finally:
+        client.close()
+    use_credentials(locked_redis, None)
+    anonymous = connect(locked_redis)
+    try:
+        with pytest.raises(redis.AuthenticationError):
+            anonymous.ping()
+    finally:
+        anonymous.close()
