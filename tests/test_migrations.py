@@ -19,9 +19,10 @@ import pytest
 
 from hubstore import hub_url_from_path, migrate_store, open_store, sqlite_schema
 from hubstore.sqlite_store import SqliteHubStore
+from hubsync.enrollment import Enrollment, new_key
 from hubsync.entries import Outcome
 from hubsync.errors import ConfigError, SchemaVersionError
-from hubsync.sqlite import Database, Migration, SchemaChange, backup_path
+from hubsync.sqlite import Database, Migration, SchemaChange, backup_path, split_statements
 from producers import event_store, registry
 from producers.derivation import StoreIdentity
 from producers.effects import ledger
@@ -463,6 +464,86 @@ def test_a_file_of_a_newer_version_is_refused_and_left_byte_identical(
         opener(path)
     assert path.read_bytes() == image
     assert sorted(p.name for p in tmp_path.iterdir() if ".bak" in p.name) == []
+
+
+# ----- the runtime registry: version 1 -> 2 -----
+
+# The registry's schema as shipped at version 1 (producers/registry.py before the
+# enrollment table of version 2). Never edit.
+REGISTRY_SCHEMA_V1 = """
+CREATE TABLE registry_meta (
+  name TEXT PRIMARY KEY,
+  value TEXT NOT NULL
+);
+CREATE TABLE projects (
+  position INTEGER PRIMARY KEY,
+  project_id TEXT NOT NULL UNIQUE,
+  project_root TEXT NOT NULL UNIQUE,
+  hub_project TEXT NOT NULL,
+  home_runtime_id TEXT NOT NULL,
+  store_path TEXT NOT NULL,
+  registered_at TEXT NOT NULL
+);
+"""
+
+
+def make_v1_registry(state_dir: Path) -> Path:
+    """A registry as hubsync version-1 code made it, for runtime rt-old, with one project."""
+    state_dir.mkdir()
+    path = state_dir / REGISTRY_FILE
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("BEGIN")
+    for statement in split_statements(REGISTRY_SCHEMA_V1):
+        conn.execute(statement)
+    conn.execute("PRAGMA user_version = 1")
+    conn.executemany(
+        "INSERT INTO registry_meta VALUES (?, ?)",
+        [("runtime_id", "rt-old"), ("created_at", "2024-01-01T00:00:00.000000Z")],
+    )
+    conn.execute(
+        "INSERT INTO projects (project_id, project_root, hub_project, home_runtime_id, "
+        "store_path, registered_at) VALUES (?, ?, ?, ?, ?, ?)",
+        ("shop-1", "/src/shop", "acme", "rt-old", "stores/shop-1.sqlite", "2024-01-01Z"),
+    )
+    conn.execute("COMMIT")
+    conn.close()
+    return path
+
+
+def registry_rows(path: Path) -> dict[str, list[tuple[Any, ...]]]:
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return {
+            table: conn.execute(f"SELECT * FROM {table} ORDER BY rowid").fetchall()
+            for table in ("registry_meta", "projects")
+        }
+    finally:
+        conn.close()
+
+
+def test_a_v1_registry_is_upgraded_at_open_keeping_its_runtime_and_projects(
+    tmp_path: Path,
+) -> None:
+    state_dir = tmp_path / "state"
+    path = make_v1_registry(state_dir)
+    before = registry_rows(path)
+    with RuntimeRegistry(state_dir, create=False) as opened:
+        assert opened.runtime_id == "rt-old"
+        assert [p.project_id for p in opened.projects()] == ["shop-1"]
+        assert opened.enrollment() is None
+        enrollment = Enrollment("hub-0123456789abcdef", "rt-old", ("acme",), new_key())
+        opened.join(enrollment)
+    assert version_of(path) == registry.REGISTRY_SCHEMA_VERSION == 2
+    assert registry_rows(path) == before
+    fresh = tmp_path / "fresh"
+    RuntimeRegistry(fresh, "rt-new").close()
+    assert shape_of(path) == shape_of(fresh / REGISTRY_FILE)
+    backup = backup_path(path, 1)
+    assert version_of(backup) == 1 and registry_rows(backup) == before
+    assert os.stat(backup).st_mode & 0o777 == 0o600
+    with RuntimeRegistry(state_dir, create=False) as reopened:
+        assert reopened.enrollment() == enrollment
 
 
 # ----- the runtime files run their module's migrations -----
