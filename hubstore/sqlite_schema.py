@@ -27,7 +27,7 @@ ENROLLMENT_TABLES = (
     ) STRICT
     """,
     # The keys are stored as they are: the hub verifies entries with them, so it
-    # must hold them (a revoked runtime's are erased). hub_projects is a sorted
+    # must hold them (a revoked runtime's are deleted). hub_projects is a sorted
     # JSON array of names.
     """
     CREATE TABLE IF NOT EXISTS enrolled_runtimes (

@@ -323,7 +323,7 @@ class HubStore(ClosesOnExit, ABC):
 
     @abstractmethod
     def revoke(self, runtime_id: str, *, now: datetime | None = None) -> EnrolledRuntime:
-        """Revoke ``runtime_id``: from now on no key of it is valid (both are erased).
+        """Revoke ``runtime_id``: from now on no key of it is valid (both are deleted).
 
         Idempotent (a revoked runtime keeps its first ``revoked_at``). Raises
         ``RuntimeNotEnrolledError`` for a runtime never enrolled.

@@ -65,7 +65,7 @@ Examples:
 @click.option(
     "--revoke",
     is_flag=True,
-    help="Revoke the runtime instead: its keys are erased (no environment variable).",
+    help="Revoke the runtime instead: its keys are deleted (no environment variable).",
 )
 @click.option(
     "--rotation-grace",
@@ -95,7 +95,7 @@ def enroll(
     `hubsync runtime join --state-dir DIR -` there. Enrolling an enrolled
     runtime again gives it a new key and replaces its hub projects; its
     previous key stays valid for --rotation-grace. The hub needs an id first
-    (hubsync hub init). With --revoke, the runtime's keys are erased.
+    (hubsync hub init). With --revoke, the runtime's keys are deleted.
     """
     url = hub_url_of(hub_url, hub_db)
     if url is None:
@@ -172,7 +172,7 @@ def _revoke(store: HubStore, runtime_id: str, as_json: bool) -> None:
     elif already:
         click.echo(f"runtime {runtime_id} was already revoked at {revoked_at}; nothing changed")
     else:
-        click.echo(f"revoked runtime {runtime_id}: its keys are erased from the hub")
+        click.echo(f"revoked runtime {runtime_id}: its keys are deleted from the hub store")
 
 
 def _open_hub(url: str) -> HubStore:
