@@ -192,7 +192,8 @@ class EnrolledRuntime:
 
 
 class HubStore(ClosesOnExit, ABC):
-    """The hub's persistence of sync events, runtime presence and conflicts.
+    """The hub's persistence of sync events, runtime presence and conflicts, and of its own
+    identity and the runtimes it enrolled.
 
     Implementations must be safe to share between processes (several consumer
     workers on one database) and must never surface a transient lock as an

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import click
 
 from hubsync.cli.options import duration_callback, hub_options, json_option
-from hubsync.clock import format_timestamp, utc_now
+from hubsync.clock import format_timestamp
 from hubsync.enrollment import encode_token, validate_hub_projects
 from hubsync.errors import ConfigError, SchemaVersionError
 from hubsync.names import validate_name
@@ -159,7 +159,7 @@ def _enroll(
 
 def _revoke(store: HubStore, runtime_id: str, as_json: bool) -> None:
     before = store.enrolled_runtime(runtime_id)
-    record = store.revoke(runtime_id, now=utc_now())
+    record = store.revoke(runtime_id)
     already = before is not None and before.revoked_at is not None
     revoked_at = format_timestamp(record.revoked_at) if record.revoked_at else None
     if as_json:

@@ -49,8 +49,9 @@ def join(state_dir: Path, token: str, as_json: bool) -> None:
     """Keep the enrollment token of this runtime in its registry (mode 0600).
 
     TOKEN is the line `hubsync enroll` printed, or - to read it from standard
-    input: prefer -, which keeps the token (it holds the runtime's key) out of
-    the shell history and the process list. A state dir that does not exist
+    input (piped, or pasted at the prompt without echo): prefer -, which keeps
+    the token (it holds the runtime's key) out of the shell history and the
+    process list. A state dir that does not exist
     yet is created for the token's runtime id. A token for another runtime id,
     or from another hub than the one this runtime joined, is refused (exit 2).
     Joining again with a newer token of the same hub replaces the key and hub
@@ -90,6 +91,9 @@ def join(state_dir: Path, token: str, as_json: bool) -> None:
 
 
 def _read_stdin() -> str:
+    if sys.stdin.isatty():
+        # Pasted at a terminal: read one line, not echoed, so the key never shows on screen.
+        return str(click.prompt("enrollment token", hide_input=True, err=True))
     text = sys.stdin.read(_MAX_STDIN_CHARS + 1)
     if not text.strip():
         raise click.UsageError(
