@@ -103,6 +103,14 @@ class StoreOpenError(StoreError):
     """The hub database could not be opened or created at the given URL or path."""
 
 
+class HubNotInitializedError(StoreError):
+    """The hub store has no hub id yet (``hubsync hub init`` makes it), so it cannot enroll."""
+
+
+class RuntimeNotEnrolledError(StoreError, ConfigError):
+    """The runtime named was never enrolled on this hub."""
+
+
 class LeaseStateCorruptError(HubstoreError):
     """A lease hash holds a fence Redis cannot read; tokens could repeat, so nothing is granted.
 

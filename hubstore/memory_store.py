@@ -15,9 +15,13 @@ from datetime import datetime, timedelta
 from urllib.parse import urlsplit
 
 from hubstore.decide import EventKey, Known, RunKey, decide
+from hubstore.enrollments import enrolled, revoked
+from hubstore.errors import HubNotInitializedError
 from hubstore.store import (
+    DEFAULT_ROTATION_GRACE,
     DEFAULT_STALE_AFTER,
     AlertRecord,
+    EnrolledRuntime,
     EventPosition,
     HubStore,
     PresenceRecord,
@@ -27,6 +31,7 @@ from hubstore.store import (
     StoredEvent,
 )
 from hubsync.clock import format_timestamp, utc_now, utc_now_iso
+from hubsync.enrollment import Enrollment, new_hub_id
 from hubsync.entries import ConflictReason, EventEntry, OutcomeRecord, PresenceBeat
 from hubsync.errors import ConfigError
 from hubsync.sqlite import SchemaChange
@@ -55,6 +60,8 @@ class MemoryHubStore(HubStore):
         self._presence: dict[tuple[str, str], _Presence] = {}
         self._alerts: dict[AlertKey, AlertRecord] = {}
         self._next_alert_id = 1
+        self._hub_id: str | None = None
+        self._enrolled: dict[str, EnrolledRuntime] = {}
 
     def create_schema(self) -> None:
         """Nothing to create: a memory store starts with its (empty) tables."""
@@ -245,6 +252,58 @@ class MemoryHubStore(HubStore):
             for presence_key in old_presence:
                 del self._presence[presence_key]
         return PurgeResult(alerts=len(old_alerts), presence=len(old_presence))
+
+    def init_hub(self) -> str:
+        """This hub's id, made (``hub-<16 hex>``) the first time only."""
+        with self._lock:
+            if self._hub_id is None:
+                self._hub_id = new_hub_id()
+            return self._hub_id
+
+    def hub_id(self) -> str | None:
+        """This hub's id, or None before ``init_hub``."""
+        with self._lock:
+            return self._hub_id
+
+    def enroll(
+        self,
+        runtime_id: str,
+        hub_projects: Sequence[str],
+        *,
+        now: datetime | None = None,
+        rotation_grace: timedelta = DEFAULT_ROTATION_GRACE,
+    ) -> Enrollment:
+        """Enroll or re-key ``runtime_id`` (see ``HubStore.enroll``)."""
+        moment = now or utc_now()
+        with self._lock:
+            if self._hub_id is None:
+                raise HubNotInitializedError(
+                    "this in-memory hub store has no hub id yet; call init_hub() first"
+                )
+            record = enrolled(
+                self._enrolled.get(runtime_id), runtime_id, hub_projects, moment, rotation_grace
+            )
+            self._enrolled[runtime_id] = record
+            assert record.key is not None
+            return Enrollment(self._hub_id, runtime_id, record.hub_projects, record.key)
+
+    def revoke(self, runtime_id: str, *, now: datetime | None = None) -> EnrolledRuntime:
+        """Revoke ``runtime_id`` (see ``HubStore.revoke``), erasing its keys."""
+        moment = now or utc_now()
+        with self._lock:
+            record = revoked(self._enrolled.get(runtime_id), runtime_id, moment)
+            self._enrolled[runtime_id] = record
+            return record
+
+    def enrolled_runtime(self, runtime_id: str) -> EnrolledRuntime | None:
+        """The enrollment of ``runtime_id``, if it was ever enrolled."""
+        with self._lock:
+            return self._enrolled.get(runtime_id)
+
+    def enrolled_runtimes(self) -> list[EnrolledRuntime]:
+        """Every runtime ever enrolled, by runtime id."""
+        with self._lock:
+            return [self._enrolled[r] for r in sorted(self._enrolled)]
 
     def close(self) -> None:
         """Nothing to release; the contents stay readable until the object is dropped."""

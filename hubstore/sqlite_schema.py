@@ -2,7 +2,9 @@
 
 The three contract tables (docs/contract.md) plus two ownership tables that make
 ``project_mismatch`` and ``home_runtime_mismatch`` one indexed lookup per
-project and per run, instead of a search through the events.
+project and per run, instead of a search through the events; and, since
+version 3, the hub's identity (``hub_meta``) and its enrolled runtimes
+(``enrolled_runtimes``, keyed by runtime id: one lookup per runtime to verify).
 
 ``SCHEMA_STATEMENTS`` is the latest schema, what a new database gets;
 ``MIGRATIONS`` upgrade an older one step by step (``hubsync.sqlite.Migration``).
@@ -14,7 +16,34 @@ from __future__ import annotations
 
 from hubsync.sqlite import Migration
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
+
+ENROLLMENT_TABLES = (
+    # name -> value; 'hub_id' is written once by init_hub and never changed.
+    """
+    CREATE TABLE IF NOT EXISTS hub_meta (
+        name TEXT PRIMARY KEY,
+        value TEXT NOT NULL
+    ) STRICT
+    """,
+    # The keys are stored as they are: the hub verifies entries with them, so it
+    # must hold them (a revoked runtime's are deleted). hub_projects is a sorted
+    # JSON array of names.
+    """
+    CREATE TABLE IF NOT EXISTS enrolled_runtimes (
+        runtime_id TEXT PRIMARY KEY,
+        state TEXT NOT NULL CHECK (state IN ('active', 'revoked')),
+        hub_projects TEXT NOT NULL,
+        key BLOB,
+        previous_key BLOB,
+        previous_valid_until TEXT,
+        enrolled_at TEXT NOT NULL,
+        rotated_at TEXT,
+        revoked_at TEXT
+    ) STRICT
+    """,
+)
+"""The tables of version 3: the hub's identity and its enrolled runtimes."""
 
 SCHEMA_STATEMENTS = (
     """
@@ -86,6 +115,7 @@ SCHEMA_STATEMENTS = (
         PRIMARY KEY (project_id, run_id)
     ) STRICT
     """,
+    *ENROLLMENT_TABLES,
 )
 
 MIGRATIONS = (
@@ -100,6 +130,11 @@ MIGRATIONS = (
             """,
             "DROP INDEX sync_events_by_hub_project",
         ),
+    ),
+    Migration(
+        from_version=2,
+        summary="add hub_meta (the hub id) and enrolled_runtimes (runtime keys and hub projects)",
+        change=ENROLLMENT_TABLES,
     ),
 )
 """Version N -> N+1 steps, oldest first (see ``hubsync.sqlite.Database.ensure_schema``)."""

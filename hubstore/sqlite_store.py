@@ -23,23 +23,28 @@ import sqlite3
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from hubstore.decide import Known, decide
-from hubstore.errors import StoreError, StoreOpenError
+from hubstore.enrollments import enrolled, revoked
+from hubstore.errors import HubNotInitializedError, StoreError, StoreOpenError
 from hubstore.sqlite_schema import MIGRATIONS, SCHEMA_STATEMENTS, SCHEMA_VERSION
 from hubstore.store import (
+    DEFAULT_ROTATION_GRACE,
     DEFAULT_STALE_AFTER,
     AlertRecord,
+    EnrolledRuntime,
     EventPosition,
     HubStore,
     PresenceRecord,
     PurgeResult,
     RunPosition,
     RunSummary,
+    RuntimeState,
     StoredEvent,
 )
-from hubsync.clock import format_timestamp, utc_now, utc_now_iso
+from hubsync.clock import format_timestamp, parse_timestamp, utc_now, utc_now_iso
+from hubsync.enrollment import Enrollment, new_hub_id
 from hubsync.entries import ConflictReason, EventEntry, OutcomeRecord, PresenceBeat
 from hubsync.errors import ConfigError, SchemaVersionError
 from hubsync.settings import hub_url_from_path
@@ -135,6 +140,14 @@ _RUNS_PAGE = """
            g.first_gap, g.ranges
     FROM page AS p LEFT JOIN gap_lists AS g USING (run_id, project_id)
     ORDER BY p.run_id, p.project_id
+"""
+_ENROLLED_COLUMNS = (
+    "runtime_id, state, hub_projects, enrolled_at, rotated_at, revoked_at, "
+    "previous_valid_until, key, previous_key"
+)
+_UPSERT_ENROLLED = f"""
+    INSERT OR REPLACE INTO enrolled_runtimes ({_ENROLLED_COLUMNS})
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
 """
 _ALERT_COLUMNS = (
     "alert_id, reason, hub_project, runtime_id, project_id, run_id, sequence, existing_hash, "
@@ -410,9 +423,92 @@ class SqliteHubStore(HubStore):
 
         return self._write(work)
 
+    def init_hub(self) -> str:
+        """This hub's id, made (``hub-<16 hex>``) and stored the first time only."""
+
+        def work(conn: sqlite3.Connection) -> str:
+            # INSERT OR IGNORE under the write lock: two racing inits agree on one id.
+            conn.execute(
+                "INSERT OR IGNORE INTO hub_meta (name, value) VALUES ('hub_id', ?), "
+                "('hub_created_at', ?)",
+                (new_hub_id(), utc_now_iso()),
+            )
+            return str(
+                conn.execute("SELECT value FROM hub_meta WHERE name = 'hub_id'").fetchone()[0]
+            )
+
+        return self._write(work)
+
+    def hub_id(self) -> str | None:
+        """This hub's id, or None before ``init_hub``."""
+        return self._read(self._hub_id)
+
+    def enroll(
+        self,
+        runtime_id: str,
+        hub_projects: Sequence[str],
+        *,
+        now: datetime | None = None,
+        rotation_grace: timedelta = DEFAULT_ROTATION_GRACE,
+    ) -> Enrollment:
+        """Enroll or re-key ``runtime_id`` (see ``HubStore.enroll``), in one transaction."""
+        moment = now or utc_now()
+
+        def work(conn: sqlite3.Connection) -> Enrollment:
+            hub_id = self._hub_id(conn)
+            if hub_id is None:
+                raise HubNotInitializedError(
+                    f"the hub database {str(self.path)!r} has no hub id yet; run `hubsync hub "
+                    f"init --hub-url {shlex.quote(hub_url_from_path(self.path))}` first"
+                )
+            record = enrolled(
+                self._enrolled(conn, runtime_id), runtime_id, hub_projects, moment, rotation_grace
+            )
+            conn.execute(_UPSERT_ENROLLED, _enrolled_row(record))
+            assert record.key is not None
+            return Enrollment(hub_id, runtime_id, record.hub_projects, record.key)
+
+        return self._write(work)
+
+    def revoke(self, runtime_id: str, *, now: datetime | None = None) -> EnrolledRuntime:
+        """Revoke ``runtime_id`` (see ``HubStore.revoke``), erasing its keys."""
+        moment = now or utc_now()
+
+        def work(conn: sqlite3.Connection) -> EnrolledRuntime:
+            record = revoked(self._enrolled(conn, runtime_id), runtime_id, moment)
+            conn.execute(_UPSERT_ENROLLED, _enrolled_row(record))
+            return record
+
+        return self._write(work)
+
+    def enrolled_runtime(self, runtime_id: str) -> EnrolledRuntime | None:
+        """The enrollment of ``runtime_id``: one primary-key lookup."""
+        return self._read(lambda conn: self._enrolled(conn, runtime_id))
+
+    def enrolled_runtimes(self) -> list[EnrolledRuntime]:
+        """Every runtime ever enrolled, by runtime id."""
+        sql = f"SELECT {_ENROLLED_COLUMNS} FROM enrolled_runtimes ORDER BY runtime_id"
+        rows = self._read(lambda conn: conn.execute(sql).fetchall())
+        return [_enrolled_record(row) for row in rows]
+
     def close(self) -> None:
         """Close the connection (idempotent)."""
         self._db.close()
+
+    # ----- enrollment -----
+
+    @staticmethod
+    def _hub_id(conn: sqlite3.Connection) -> str | None:
+        row = conn.execute("SELECT value FROM hub_meta WHERE name = 'hub_id'").fetchone()
+        return None if row is None else str(row[0])
+
+    @staticmethod
+    def _enrolled(conn: sqlite3.Connection, runtime_id: str) -> EnrolledRuntime | None:
+        row = conn.execute(
+            f"SELECT {_ENROLLED_COLUMNS} FROM enrolled_runtimes WHERE runtime_id = ?",
+            (runtime_id,),
+        ).fetchone()
+        return None if row is None else _enrolled_record(row)
 
     # ----- ingest -----
 
@@ -526,6 +622,41 @@ class SqliteHubStore(HubStore):
             return self._db.read(work)
         except sqlite3.Error as exc:
             raise StoreError(f"hub database {str(self.path)!r} failed: {exc}") from exc
+
+
+def _enrolled_row(record: EnrolledRuntime) -> tuple[object, ...]:
+    def moment(value: datetime | None) -> str | None:
+        return None if value is None else format_timestamp(value)
+
+    return (
+        record.runtime_id,
+        record.state.value,
+        json.dumps(list(record.hub_projects)),
+        format_timestamp(record.enrolled_at),
+        moment(record.rotated_at),
+        moment(record.revoked_at),
+        moment(record.previous_valid_until),
+        record.key,
+        record.previous_key,
+    )
+
+
+def _enrolled_record(row: tuple[Any, ...]) -> EnrolledRuntime:
+    def moment(value: object) -> datetime | None:
+        return None if value is None else parse_timestamp(str(value))
+
+    runtime_id, state, projects, enrolled_at, rotated, revoked_at, until, key, previous = row
+    return EnrolledRuntime(
+        runtime_id=str(runtime_id),
+        state=RuntimeState(str(state)),
+        hub_projects=tuple(json.loads(str(projects))),
+        enrolled_at=parse_timestamp(str(enrolled_at)),
+        rotated_at=moment(rotated),
+        revoked_at=moment(revoked_at),
+        previous_valid_until=moment(until),
+        key=None if key is None else bytes(key),
+        previous_key=None if previous is None else bytes(previous),
+    )
 
 
 def sqlite_path(url: str) -> Path:

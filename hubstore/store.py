@@ -2,7 +2,9 @@
 
 A store keeps three things: the sync events of every hub project (one row per
 ``(project_id, run_id, sequence)``, never overwritten), the latest presence beat
-of every runtime, and the conflicts it refused (security alerts). Its one hot
+of every runtime, and the conflicts it refused (security alerts). It also holds
+the hub's identity (its hub id, made once by ``init_hub``) and the runtimes it
+enrolled, each with the key its entries are to be verified with. Its one hot
 operation is ``ingest``: a whole batch decided in one transaction, so a crash
 either stores the batch's verdicts or none of them, and a redelivery after the
 crash is judged against exactly what was committed.
@@ -12,15 +14,20 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from enum import StrEnum
 from typing import NamedTuple
 
 from hubsync.closing import ClosesOnExit
+from hubsync.enrollment import Enrollment
 from hubsync.entries import ConflictReason, EventEntry, OutcomeRecord, PresenceBeat
 
 DEFAULT_STALE_AFTER = timedelta(seconds=60)
 """A runtime not heard from for this long is listed as stale."""
+
+DEFAULT_ROTATION_GRACE = timedelta(hours=24)
+"""How long a runtime's previous key stays valid after ``enroll`` gave it a new one."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,8 +146,54 @@ class RunSummary:
         return RunPosition(self.run_id, self.project_id)
 
 
+class RuntimeState(StrEnum):
+    """Whether an enrolled runtime may sync: ``active``, or ``revoked`` (no key is valid)."""
+
+    ACTIVE = "active"
+    REVOKED = "revoked"
+
+
+@dataclass(frozen=True, slots=True)
+class EnrolledRuntime:
+    """A runtime the hub enrolled: its keys, its hub projects, its state and when each changed.
+
+    What the consumer verifies a runtime's entries against; it may keep the
+    record for a while (``keys_at`` takes the time). ``previous_key`` is the
+    key before the latest rotation, valid until ``previous_valid_until`` so
+    that entries signed just before the rotation still verify. A revoked
+    runtime keeps no key at all. Keys are left out of the ``repr``.
+    """
+
+    runtime_id: str
+    state: RuntimeState
+    hub_projects: tuple[str, ...]
+    enrolled_at: datetime
+    rotated_at: datetime | None
+    revoked_at: datetime | None
+    previous_valid_until: datetime | None
+    key: bytes | None = field(repr=False)
+    previous_key: bytes | None = field(repr=False)
+
+    def keys_at(self, now: datetime) -> tuple[bytes, ...]:
+        """The keys an entry of this runtime may be signed with at ``now``: current first."""
+        if self.state is not RuntimeState.ACTIVE or self.key is None:
+            return ()
+        if (
+            self.previous_key is not None
+            and self.previous_valid_until is not None
+            and now < self.previous_valid_until
+        ):
+            return (self.key, self.previous_key)
+        return (self.key,)
+
+    def may_write(self, hub_project: str) -> bool:
+        """Whether this runtime is active and enrolled for ``hub_project``."""
+        return self.state is RuntimeState.ACTIVE and hub_project in self.hub_projects
+
+
 class HubStore(ClosesOnExit, ABC):
-    """The hub's persistence of sync events, runtime presence and conflicts.
+    """The hub's persistence of sync events, runtime presence and conflicts, and of its own
+    identity and the runtimes it enrolled.
 
     Implementations must be safe to share between processes (several consumer
     workers on one database) and must never surface a transient lock as an
@@ -238,6 +291,56 @@ class HubStore(ClosesOnExit, ABC):
     @abstractmethod
     def purge(self, retention: timedelta, now: datetime | None = None) -> PurgeResult:
         """Remove alerts and presence older than ``retention``; events are kept for ever."""
+
+    @abstractmethod
+    def init_hub(self) -> str:
+        """Give this hub its id (``hub-`` and 16 random hex digits) unless it has one; return it.
+
+        Idempotent: the id is made once and never changes.
+        """
+
+    @abstractmethod
+    def hub_id(self) -> str | None:
+        """This hub's id, or None before ``init_hub``."""
+
+    @abstractmethod
+    def enroll(
+        self,
+        runtime_id: str,
+        hub_projects: Sequence[str],
+        *,
+        now: datetime | None = None,
+        rotation_grace: timedelta = DEFAULT_ROTATION_GRACE,
+    ) -> Enrollment:
+        """Enroll ``runtime_id`` for ``hub_projects`` with a fresh key, or give it a new key.
+
+        The hub projects replace those it had. An active runtime's key becomes
+        its previous key, valid until ``now + rotation_grace``; a revoked
+        runtime comes back active with only the new key. Returns what the
+        runtime must be told (the key included). Raises
+        ``HubNotInitializedError`` before ``init_hub`` and ``ConfigError`` for
+        an invalid runtime id or hub project, or none.
+        """
+
+    @abstractmethod
+    def revoke(self, runtime_id: str, *, now: datetime | None = None) -> EnrolledRuntime:
+        """Revoke ``runtime_id``: from now on no key of it is valid (both are deleted).
+
+        Idempotent (a revoked runtime keeps its first ``revoked_at``). Raises
+        ``RuntimeNotEnrolledError`` for a runtime never enrolled.
+        """
+
+    @abstractmethod
+    def enrolled_runtime(self, runtime_id: str) -> EnrolledRuntime | None:
+        """The enrollment of ``runtime_id``, revoked or not; None if it was never enrolled.
+
+        One lookup by primary key: the consumer calls it for each runtime it
+        has not cached.
+        """
+
+    @abstractmethod
+    def enrolled_runtimes(self) -> list[EnrolledRuntime]:
+        """Every runtime ever enrolled, revoked ones too, by runtime id."""
 
     @abstractmethod
     def close(self) -> None:

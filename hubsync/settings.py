@@ -95,7 +95,8 @@ class RuntimeSettings(BaseSettings):
 
     state_dir: Path = Field(
         description="The runtime's state directory (registry.sqlite, stores/). Only "
-        "registration (hubsync produce) creates it; other commands refuse a missing one."
+        "registration (hubsync produce, runtime join) creates it; other commands refuse a "
+        "missing one."
     )
     runtime_id: str | None = Field(
         default=None,

@@ -28,6 +28,10 @@ class RebindError(ProducerError, ConfigError):
     """A runtime, project or store is being bound to an identity other than its recorded one."""
 
 
+class ForeignEnrollmentError(RebindError):
+    """An enrollment token names another runtime, or another hub than the one joined."""
+
+
 class DerivationError(ProducerError):
     """A local event cannot be turned into a sync event (not JSON, bad id, bad time)."""
 

@@ -8,42 +8,71 @@ its home, with the path of the project's event store
 for the same root with another hub project or project id, or opening the state
 dir as another runtime, is refused with ``RebindError``. The relay lists
 ``projects()`` at start (restart recovery) and again periodically.
+
+Since schema version 2 it also keeps this runtime's enrollment on its hub
+(``join``, from the token ``hubsync enroll`` printed; ``enrollment()``): the
+hub id, the runtime's key and the hub projects it may write to. The file is
+private (0600), as every SQLite file hubsync creates, because it holds the key.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import secrets
 import socket
 import sqlite3
 from collections.abc import Mapping
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hubsync.clock import utc_now_iso
 from hubsync.closing import ClosesOnExit
+from hubsync.enrollment import Enrollment
 from hubsync.names import MAX_NAME_LENGTH, validate_name
 from hubsync.sqlite import Database, Migration, split_statements
 from producers.derivation import StoreIdentity
-from producers.errors import RebindError, StateDirNotFoundError
+from producers.errors import ForeignEnrollmentError, RebindError, StateDirNotFoundError
 
 if TYPE_CHECKING:
     # Imported when a store is opened: reading the runtime id (relay --check) needs none.
     from producers.event_store import RunEventStore
 
-REGISTRY_SCHEMA_VERSION = 1
+REGISTRY_SCHEMA_VERSION = 2
 """``PRAGMA user_version`` of ``registry.sqlite``: an older file is migrated at open (after a
 backup), a newer one refused."""
 
-REGISTRY_MIGRATIONS: tuple[Migration, ...] = ()
-"""Version N -> N+1 steps, oldest first (``hubsync.sqlite.Migration``); none yet."""
+# One row at most (slot 1): a runtime is enrolled on one hub. The key is kept as
+# it is, since the relay signs with it; the file is 0600.
+ENROLLMENT_DDL = """
+CREATE TABLE enrollment (
+  slot INTEGER PRIMARY KEY CHECK (slot = 1),
+  hub_id TEXT NOT NULL,
+  runtime_id TEXT NOT NULL,
+  hub_projects TEXT NOT NULL,
+  key BLOB NOT NULL,
+  joined_at TEXT NOT NULL,
+  updated_at TEXT NOT NULL
+);
+"""
+
+REGISTRY_MIGRATIONS: tuple[Migration, ...] = (
+    Migration(
+        from_version=1,
+        summary="add enrollment (the hub id, this runtime's key and its hub projects)",
+        change=split_statements(ENROLLMENT_DDL),
+    ),
+)
+"""Version N -> N+1 steps, oldest first (``hubsync.sqlite.Migration``)."""
 
 REGISTRY_FILE = "registry.sqlite"
 STORES_DIR = "stores"
 
-REGISTRY_DDL = """
+REGISTRY_DDL = (
+    """
 CREATE TABLE registry_meta (
   name TEXT PRIMARY KEY,
   value TEXT NOT NULL
@@ -58,6 +87,8 @@ CREATE TABLE projects (
   registered_at TEXT NOT NULL
 );
 """
+    + ENROLLMENT_DDL
+)
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 _FILE_SAFE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
@@ -78,6 +109,17 @@ class ProjectRegistration:
     def identity(self) -> StoreIdentity:
         """The ids its sync events carry."""
         return StoreIdentity(self.project_id, self.hub_project, self.home_runtime_id)
+
+
+class JoinAction(StrEnum):
+    """What ``RuntimeRegistry.join`` did."""
+
+    JOINED = "joined"
+    """The runtime had no enrollment: it now has this one."""
+    UPDATED = "updated"
+    """The same hub gave a new key or other hub projects: they replace the old ones."""
+    UNCHANGED = "unchanged"
+    """The registry held exactly this enrollment already."""
 
 
 def sanitized_name(text: str, fallback: str = "project") -> str:
@@ -220,6 +262,52 @@ class RuntimeRegistry(ClosesOnExit):
         root = Path(project_root).expanduser().resolve()
         return self._db.read(lambda c: self._row(c, "project_root", str(root)))
 
+    def join(self, enrollment: Enrollment) -> JoinAction:
+        """Keep ``enrollment`` (from ``hubsync enroll``'s token) as this runtime's, replacing the
+        key and hub projects of an earlier enrollment on the same hub.
+
+        Refuses (``ForeignEnrollmentError``) an enrollment of another runtime id,
+        or from another hub than the one this runtime joined: a runtime syncs
+        with one hub. The messages name ids only, never the key.
+        """
+        if enrollment.runtime_id != self._runtime_id:
+            raise ForeignEnrollmentError(
+                f"this enrollment token is for runtime {enrollment.runtime_id}, but the state "
+                f"dir {self.state_dir} belongs to runtime {self._runtime_id}; enroll "
+                f"{self._runtime_id} on the hub (hubsync enroll {self._runtime_id} ...) and join "
+                "with the token it prints"
+            )
+
+        def keep(c: sqlite3.Connection) -> JoinAction:
+            now = utc_now_iso()
+            current = self._enrollment(c)
+            if current is None:
+                c.execute(
+                    "INSERT INTO enrollment (slot, hub_id, runtime_id, hub_projects, key, "
+                    "joined_at, updated_at) VALUES (1, ?, ?, ?, ?, ?, ?)",
+                    (*_enrollment_row(enrollment), now, now),
+                )
+                return JoinAction.JOINED
+            if current.hub_id != enrollment.hub_id:
+                raise ForeignEnrollmentError(
+                    f"the state dir {self.state_dir} is joined to hub {current.hub_id}; this "
+                    f"token is from hub {enrollment.hub_id}. A runtime syncs with one hub: "
+                    "use another state dir for the other hub"
+                )
+            if current == enrollment:
+                return JoinAction.UNCHANGED
+            c.execute(
+                "UPDATE enrollment SET hub_projects = ?, key = ?, updated_at = ? WHERE slot = 1",
+                (*_enrollment_row(enrollment)[2:], now),
+            )
+            return JoinAction.UPDATED
+
+        return self._db.write(keep)
+
+    def enrollment(self) -> Enrollment | None:
+        """This runtime's enrollment on its hub (key included), or None before it joined one."""
+        return self._db.read(self._enrollment)
+
     def open_store(self, registration: ProjectRegistration, **options: Any) -> RunEventStore:
         """Open (creating if needed) the project's event store; ``options`` go to the store."""
         if registration.home_runtime_id != self._runtime_id:
@@ -272,6 +360,16 @@ class RuntimeRegistry(ClosesOnExit):
                 f"refusing to rebind it to runtime {self._runtime_id}"
             )
 
+    @staticmethod
+    def _enrollment(c: sqlite3.Connection) -> Enrollment | None:
+        row = c.execute(
+            "SELECT hub_id, runtime_id, hub_projects, key FROM enrollment WHERE slot = 1"
+        ).fetchone()
+        if row is None:
+            return None
+        hub_id, runtime_id, hub_projects, key = row
+        return Enrollment(hub_id, runtime_id, tuple(json.loads(hub_projects)), bytes(key))
+
     def _row(self, c: sqlite3.Connection, column: str, value: str) -> ProjectRegistration | None:
         row = c.execute(f"SELECT {_COLUMNS} FROM projects WHERE {column} = ?", (value,)).fetchone()
         return None if row is None else self._registration(row)
@@ -286,6 +384,15 @@ class RuntimeRegistry(ClosesOnExit):
             store_path=self.state_dir / store,
             registered_at=registered_at,
         )
+
+
+def _enrollment_row(enrollment: Enrollment) -> tuple[str, str, str, bytes]:
+    return (
+        enrollment.hub_id,
+        enrollment.runtime_id,
+        json.dumps(list(enrollment.hub_projects)),
+        enrollment.key,
+    )
 
 
 _COLUMNS = "project_id, project_root, hub_project, home_runtime_id, store_path, registered_at"

@@ -8,12 +8,13 @@ with one more subclass.
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import textwrap
 import time
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -21,11 +22,20 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hubstore import hub_url_from_path, open_store
+from hubstore.errors import HubNotInitializedError, RuntimeNotEnrolledError
 from hubstore.sqlite_store import SqliteHubStore
-from hubstore.store import EventPosition, HubStore, RunPosition, RunSummary
+from hubstore.store import (
+    DEFAULT_ROTATION_GRACE,
+    EventPosition,
+    HubStore,
+    RunPosition,
+    RunSummary,
+    RuntimeState,
+)
 from hubsync.canonical import content_hash
 from hubsync.clock import utc_now
 from hubsync.entries import ConflictReason, EventEntry, Outcome, PresenceBeat
+from hubsync.errors import ConfigError
 from hubsync.wire import parse_sync_event
 from tests.helpers.relay_player import event_entry, sync_event
 
@@ -75,6 +85,9 @@ WRITER = textwrap.dedent(
     """
 )
 
+
+T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+"""An injected "now" for enrollment: rotation grace is judged against it, never the wall clock."""
 
 BIG_RUNS = 1000
 BIG_EVENTS_PER_RUN = 10
@@ -413,6 +426,162 @@ class HubStoreContract:
         assert store.presence() == []
         assert store.count_events() == 1
 
+    # ----- the hub's identity and its enrolled runtimes -----
+
+    def test_a_new_hub_has_no_id_until_init_which_makes_one_once(self, store: HubStore) -> None:
+        assert store.hub_id() is None
+        hub_id = store.init_hub()
+        assert re.fullmatch(r"hub-[0-9a-f]{16}", hub_id)
+        assert store.init_hub() == hub_id
+        assert store.hub_id() == hub_id
+
+    def test_enrolling_before_init_is_refused(self, store: HubStore) -> None:
+        with pytest.raises(HubNotInitializedError, match="no hub id yet"):
+            store.enroll("rt-a", ["acme"], now=T0)
+        assert store.enrolled_runtime("rt-a") is None
+
+    def test_enrolling_gives_a_fresh_256_bit_key_for_the_hub_projects(
+        self, store: HubStore
+    ) -> None:
+        hub_id = store.init_hub()
+        enrollment = store.enroll("rt-a", ["zeta", "acme", "zeta"], now=T0)
+        assert (enrollment.hub_id, enrollment.runtime_id) == (hub_id, "rt-a")
+        assert enrollment.hub_projects == ("acme", "zeta")
+        assert len(enrollment.key) == 32
+        record = store.enrolled_runtime("rt-a")
+        assert record is not None
+        assert (record.runtime_id, record.state, record.hub_projects) == (
+            "rt-a",
+            RuntimeState.ACTIVE,
+            ("acme", "zeta"),
+        )
+        assert (record.enrolled_at, record.rotated_at, record.revoked_at) == (T0, None, None)
+        assert record.keys_at(T0) == (enrollment.key,)
+        assert record.may_write("acme") and record.may_write("zeta")
+        assert not record.may_write("other")
+
+    def test_every_runtime_gets_its_own_key(self, store: HubStore) -> None:
+        store.init_hub()
+        keys = {store.enroll(f"rt-{i}", ["acme"], now=T0).key for i in range(5)}
+        assert len(keys) == 5
+        assert [r.runtime_id for r in store.enrolled_runtimes()] == [f"rt-{i}" for i in range(5)]
+
+    def test_rotating_keeps_the_previous_key_valid_within_the_grace_only(
+        self, store: HubStore
+    ) -> None:
+        store.init_hub()
+        first = store.enroll("rt-a", ["acme"], now=T0)
+        rotated_at = T0 + timedelta(days=3)
+        second = store.enroll("rt-a", ["acme"], now=rotated_at, rotation_grace=timedelta(hours=2))
+        assert second.key != first.key
+        record = store.enrolled_runtime("rt-a")
+        assert record is not None
+        assert (record.enrolled_at, record.rotated_at) == (T0, rotated_at)
+        assert record.previous_valid_until == rotated_at + timedelta(hours=2)
+        assert record.keys_at(rotated_at + timedelta(minutes=119)) == (second.key, first.key)
+        assert record.keys_at(rotated_at + timedelta(hours=2)) == (second.key,)
+
+    def test_rotating_twice_keeps_only_the_key_just_replaced(self, store: HubStore) -> None:
+        store.init_hub()
+        first = store.enroll("rt-a", ["acme"], now=T0)
+        second = store.enroll("rt-a", ["acme"], now=T0 + timedelta(minutes=1))
+        third = store.enroll("rt-a", ["acme"], now=T0 + timedelta(minutes=2))
+        record = store.enrolled_runtime("rt-a")
+        assert record is not None
+        keys = record.keys_at(T0 + timedelta(minutes=3))
+        assert keys == (third.key, second.key) and first.key not in keys
+
+    def test_the_default_grace_is_a_day(self, store: HubStore) -> None:
+        store.init_hub()
+        store.enroll("rt-a", ["acme"], now=T0)
+        store.enroll("rt-a", ["acme"], now=T0)
+        record = store.enrolled_runtime("rt-a")
+        assert record is not None and record.previous_valid_until == T0 + DEFAULT_ROTATION_GRACE
+        assert record.previous_valid_until - T0 == timedelta(hours=24)
+
+    def test_enrolling_again_replaces_the_hub_projects(self, store: HubStore) -> None:
+        store.init_hub()
+        store.enroll("rt-a", ["acme", "beta"], now=T0)
+        store.enroll("rt-a", ["gamma"], now=T0)
+        record = store.enrolled_runtime("rt-a")
+        assert record is not None and record.hub_projects == ("gamma",)
+        assert not record.may_write("acme")
+
+    def test_revoking_leaves_no_valid_key_and_keeps_the_first_revocation_time(
+        self, store: HubStore
+    ) -> None:
+        store.init_hub()
+        store.enroll("rt-a", ["acme"], now=T0)
+        store.enroll("rt-a", ["acme"], now=T0 + timedelta(minutes=1))
+        revoked_at = T0 + timedelta(minutes=2)
+        record = store.revoke("rt-a", now=revoked_at)
+        assert store.enrolled_runtime("rt-a") == record
+        assert (record.state, record.revoked_at) == (RuntimeState.REVOKED, revoked_at)
+        assert (record.key, record.previous_key) == (None, None)
+        assert record.keys_at(revoked_at) == ()
+        assert not record.may_write("acme")
+        again = store.revoke("rt-a", now=revoked_at + timedelta(hours=1))
+        assert again.revoked_at == revoked_at
+
+    def test_revoking_a_runtime_never_enrolled_is_refused(self, store: HubStore) -> None:
+        store.init_hub()
+        with pytest.raises(RuntimeNotEnrolledError, match="never enrolled"):
+            store.revoke("rt-nobody", now=T0)
+        assert store.enrolled_runtime("rt-nobody") is None
+
+    def test_enrolling_a_revoked_runtime_again_gives_it_only_the_new_key(
+        self, store: HubStore
+    ) -> None:
+        store.init_hub()
+        old = store.enroll("rt-a", ["acme"], now=T0)
+        store.revoke("rt-a", now=T0)
+        later = T0 + timedelta(minutes=5)
+        new = store.enroll("rt-a", ["acme"], now=later)
+        record = store.enrolled_runtime("rt-a")
+        assert record is not None
+        assert (record.state, record.enrolled_at, record.revoked_at) == (
+            RuntimeState.ACTIVE,
+            later,
+            None,
+        )
+        assert record.keys_at(later) == (new.key,) and old.key not in record.keys_at(later)
+
+    @pytest.mark.parametrize(
+        ("runtime_id", "hub_projects"),
+        [("", ["acme"]), ("rt a", ["acme"]), ("rt-a", []), ("rt-a", ["ac{me}"])],
+    )
+    def test_a_bad_runtime_id_or_hub_project_list_is_refused_unwritten(
+        self, store: HubStore, runtime_id: str, hub_projects: list[str]
+    ) -> None:
+        store.init_hub()
+        with pytest.raises(ConfigError):
+            store.enroll(runtime_id, hub_projects, now=T0)
+        assert store.enrolled_runtimes() == []
+
+    def test_no_repr_shows_a_key(self, store: HubStore) -> None:
+        store.init_hub()
+        enrollment = store.enroll("rt-a", ["acme"], now=T0)
+        store.enroll("rt-a", ["acme"], now=T0)
+        record = store.enrolled_runtime("rt-a")
+        assert record is not None and record.previous_key == enrollment.key
+        for shown in (repr(enrollment), repr(record), str(record)):
+            assert enrollment.key.hex() not in shown and repr(enrollment.key) not in shown
+            assert "key=" not in shown
+
+    def test_the_hub_id_and_enrollments_outlive_the_process(self, tmp_path: Path) -> None:
+        url = self.shared_url(tmp_path)
+        if url is None:
+            pytest.skip("this backend lives inside one process; nothing outlives it")
+        with self.open_new(tmp_path) as store:
+            hub_id = store.init_hub()
+            enrollment = store.enroll("rt-a", ["acme"], now=T0)
+            written = store.enrolled_runtime("rt-a")
+        with open_store(url, create_schema=False) as reopened:
+            assert reopened.hub_id() == hub_id
+            assert reopened.init_hub() == hub_id
+            assert reopened.enrolled_runtime("rt-a") == written
+            assert written is not None and written.keys_at(T0) == (enrollment.key,)
+
     # One copy of this test runs per backend subclass (differing executors, on
     # purpose); each example opens fresh stores, so no state crosses examples.
     @settings(
@@ -482,6 +651,23 @@ class TestSqliteHubStore(HubStoreContract):
             statements[-1]
         ]
         assert len(statements) == 1
+
+    def test_an_enrolled_runtime_is_one_primary_key_search(self, tmp_path: Path) -> None:
+        with SqliteHubStore(tmp_path / "hub.db") as store:
+            plan = store._db.read(
+                lambda c: c.execute(
+                    "EXPLAIN QUERY PLAN SELECT * FROM enrolled_runtimes WHERE runtime_id = ?",
+                    ("rt-a",),
+                ).fetchall()
+            )
+        assert len(plan) == 1 and "SEARCH enrolled_runtimes USING INDEX" in plan[0][3]
+
+    def test_two_stores_on_one_file_agree_on_the_hub_id(self, tmp_path: Path) -> None:
+        with (
+            SqliteHubStore(tmp_path / "hub.db") as first,
+            SqliteHubStore(tmp_path / "hub.db") as second,
+        ):
+            assert first.init_hub() == second.init_hub() == second.hub_id()
 
 
 class TestMemoryHubStore(HubStoreContract):

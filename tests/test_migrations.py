@@ -1,8 +1,8 @@
 """Schema migrations: every SQLite file hubsync keeps is upgraded at open, forward only,
 after a backup copy, in one transaction; a newer version is refused and left untouched.
 
-The hub database's first real migration (v1 -> v2) is tested from a file built
-with the exact DDL hubsync shipped as version 1, kept here as a fixture.
+The hub database's migrations (v1 -> v2 -> v3) are tested from files built
+with the exact DDL hubsync shipped as versions 1 and 2, kept here as fixtures.
 """
 
 from __future__ import annotations
@@ -19,9 +19,10 @@ import pytest
 
 from hubstore import hub_url_from_path, migrate_store, open_store, sqlite_schema
 from hubstore.sqlite_store import SqliteHubStore
+from hubsync.enrollment import Enrollment, new_key
 from hubsync.entries import Outcome
 from hubsync.errors import ConfigError, SchemaVersionError
-from hubsync.sqlite import Database, Migration, SchemaChange, backup_path
+from hubsync.sqlite import Database, Migration, SchemaChange, backup_path, split_statements
 from producers import event_store, registry
 from producers.derivation import StoreIdentity
 from producers.effects import ledger
@@ -103,6 +104,17 @@ HUB_SCHEMA_V1 = (
     """,
 )
 
+# The hub database's schema as shipped at version 2 (before the enrollment tables of
+# version 3): version 1 with its index replaced by the paging-order one. Never edit.
+HUB_SCHEMA_V2 = (
+    HUB_SCHEMA_V1[0],
+    """
+    CREATE INDEX IF NOT EXISTS sync_events_by_position
+        ON sync_events (hub_project, run_id, project_id, sequence)
+    """,
+    *HUB_SCHEMA_V1[2:],
+)
+
 
 V1_EVENTS = [
     # Two projects of one hub project sharing a run id: the case the v2 index orders.
@@ -118,12 +130,22 @@ TABLES = ("sync_events", "runtime_presence", "sync_alerts", "sync_projects", "sy
 
 def make_v1_hub(path: Path) -> None:
     """A hub database as hubsync version-1 code made it (WAL, version 1), holding rows."""
+    make_hub(path, HUB_SCHEMA_V1, 1)
+
+
+def make_v2_hub(path: Path) -> None:
+    """A hub database as hubsync version-2 code made it (WAL, version 2), holding rows."""
+    make_hub(path, HUB_SCHEMA_V2, 2)
+
+
+def make_hub(path: Path, schema: tuple[str, ...], version: int) -> None:
+    """A hub database of ``schema`` at ``version``, holding a row in every table."""
     conn = sqlite3.connect(path, isolation_level=None)
     conn.execute("PRAGMA journal_mode = WAL")
     conn.execute("BEGIN")
-    for statement in HUB_SCHEMA_V1:
+    for statement in schema:
         conn.execute(statement)
-    conn.execute("PRAGMA user_version = 1")
+    conn.execute(f"PRAGMA user_version = {version}")
     conn.executemany("INSERT INTO sync_events VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", V1_EVENTS)
     conn.executemany(
         "INSERT INTO sync_projects VALUES (?, ?, ?)",
@@ -196,9 +218,9 @@ def test_a_v1_hub_database_is_upgraded_at_open_keeping_every_row_byte_for_byte(
     before = rows_of(path)
     with SqliteHubStore(path, create_schema=True) as store:
         assert store.schema_change.action == "upgraded"
-        assert (store.schema_change.from_version, store.schema_change.to_version) == (1, 2)
+        assert (store.schema_change.from_version, store.schema_change.to_version) == (1, 3)
         assert store.schema_change.backup == tmp_path / "hub.db.v1.bak"
-    assert version_of(path) == sqlite_schema.SCHEMA_VERSION == 2
+    assert version_of(path) == sqlite_schema.SCHEMA_VERSION == 3
     assert rows_of(path) == before
     fresh = tmp_path / "fresh.db"
     SqliteHubStore(fresh).close()
@@ -208,6 +230,61 @@ def test_a_v1_hub_database_is_upgraded_at_open_keeping_every_row_byte_for_byte(
         ["hub_project", "run_id", "project_id", "sequence"],
     )
     assert "sync_events.sync_events_by_hub_project" not in shape_of(path)
+
+
+# ----- the hub database: version 2 -> 3 -----
+
+
+def test_a_v2_hub_database_is_upgraded_at_open_keeping_every_row_byte_for_byte(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "hub.db"
+    make_v2_hub(path)
+    before, v2_shape = rows_of(path), shape_of(path)
+    with SqliteHubStore(path, create_schema=True) as store:
+        change = store.schema_change
+        assert (change.action, change.from_version, change.to_version) == ("upgraded", 2, 3)
+        assert change.backup == backup_path(path, 2)
+        assert change.steps == (sqlite_schema.MIGRATIONS[1].summary,)
+    assert version_of(path) == 3
+    assert rows_of(path) == before
+    fresh = tmp_path / "fresh.db"
+    SqliteHubStore(fresh).close()
+    assert shape_of(path) == shape_of(fresh), "a migrated file has the shape of a new one"
+    assert set(shape_of(path)) - set(v2_shape) == {
+        "hub_meta",
+        "hub_meta.sqlite_autoindex_hub_meta_1",
+        "enrolled_runtimes",
+        "enrolled_runtimes.sqlite_autoindex_enrolled_runtimes_1",
+    }
+    backup = backup_path(path, 2)
+    assert os.stat(backup).st_mode & 0o777 == 0o600
+    assert (version_of(backup), rows_of(backup), shape_of(backup)) == (2, before, v2_shape)
+
+
+def test_an_upgraded_v2_hub_database_has_no_hub_id_until_init_then_enrolls(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "hub.db"
+    make_v2_hub(path)
+    with open_store(hub_url_from_path(path), create_schema=True) as store:
+        assert store.hub_id() is None and store.enrolled_runtimes() == []
+        hub_id = store.init_hub()
+        enrollment = store.enroll("rt-a", ["acme"])
+        assert store.count_events(hub_project="acme") == 3
+    with open_store(hub_url_from_path(path), create_schema=False) as store:
+        assert store.hub_id() == hub_id
+        record = store.enrolled_runtime("rt-a")
+        assert record is not None and enrollment.key in record.keys_at(record.enrolled_at)
+
+
+def test_reading_a_v2_hub_database_without_creating_is_refused_untouched(tmp_path: Path) -> None:
+    path = tmp_path / "hub.db"
+    make_v2_hub(path)
+    image = path.read_bytes()
+    with pytest.raises(SchemaVersionError, match="schema version 2; this hubsync needs version 3"):
+        open_store(hub_url_from_path(path), create_schema=False)
+    assert path.read_bytes() == image
 
 
 def test_the_backup_of_an_upgraded_hub_database_is_a_private_valid_v1_database(
@@ -251,7 +328,7 @@ def test_reading_a_v1_hub_database_without_creating_is_refused_naming_hub_migrat
     with pytest.raises(SchemaVersionError) as info:
         open_store(hub_url_from_path(path), create_schema=False)
     message = str(info.value)
-    assert "schema version 1" in message and "needs version 2" in message
+    assert "schema version 1" in message and "needs version 3" in message
     assert f"hubsync hub migrate --hub-url {hub_url_from_path(path)}" in message
     assert path.read_bytes() == image
     assert not backup_path(path, 1).exists()
@@ -266,15 +343,16 @@ def test_hub_migrate_upgrades_then_finds_the_database_current(
     make_v1_hub(path)
     code, out, _ = run_cli(capsys, "hub", "migrate", "--hub-url", hub_url_from_path(path))
     assert code == 0
-    assert out.startswith(f"hub store {path}: upgraded from schema version 1 to 2; ")
+    assert out.startswith(f"hub store {path}: upgraded from schema version 1 to 3; ")
     assert f"kept at {path}.v1.bak" in out and "1 -> 2: index sync_events" in out
+    assert "2 -> 3: add hub_meta (the hub id) and enrolled_runtimes" in out
     code, out, _ = run_cli(capsys, "hub", "migrate", "--hub-db", str(path), "--json")
     assert code == 0
     assert json.loads(out) == {
         "store": str(path),
         "action": "current",
-        "from_version": 2,
-        "to_version": 2,
+        "from_version": 3,
+        "to_version": 3,
         "backup": None,
         "steps": [],
     }
@@ -292,7 +370,7 @@ def test_hub_migrate_creates_a_missing_database(
     assert (document["action"], document["from_version"], document["to_version"]) == (
         "created",
         0,
-        2,
+        3,
     )
     with open_store(hub_url_from_path(path), create_schema=False) as store:
         assert store.count_events() == 0
@@ -305,11 +383,11 @@ def test_hub_migrate_refuses_a_newer_database_untouched_with_exit_1(
         monkeypatch.delenv(name, raising=False)
     path = tmp_path / "hub.db"
     SqliteHubStore(path).close()
-    set_version(path, 3)
+    set_version(path, 4)
     image = path.read_bytes()
     code, out, err = run_cli(capsys, "hub", "migrate", "--hub-db", str(path))
     assert (code, out) == (1, "")
-    assert "schema version 3, newer than this hubsync knows" in err
+    assert "schema version 4, newer than this hubsync knows" in err
     assert "Traceback" not in err
     assert path.read_bytes() == image
 
@@ -388,13 +466,98 @@ def test_a_file_of_a_newer_version_is_refused_and_left_byte_identical(
     assert sorted(p.name for p in tmp_path.iterdir() if ".bak" in p.name) == []
 
 
+# ----- the runtime registry: version 1 -> 2 -----
+
+# The registry's schema as shipped at version 1 (producers/registry.py before the
+# enrollment table of version 2). Never edit.
+REGISTRY_SCHEMA_V1 = """
+CREATE TABLE registry_meta (
+  name TEXT PRIMARY KEY,
+  value TEXT NOT NULL
+);
+CREATE TABLE projects (
+  position INTEGER PRIMARY KEY,
+  project_id TEXT NOT NULL UNIQUE,
+  project_root TEXT NOT NULL UNIQUE,
+  hub_project TEXT NOT NULL,
+  home_runtime_id TEXT NOT NULL,
+  store_path TEXT NOT NULL,
+  registered_at TEXT NOT NULL
+);
+"""
+
+
+def make_v1_registry(state_dir: Path) -> Path:
+    """A registry as hubsync version-1 code made it, for runtime rt-old, with one project."""
+    state_dir.mkdir()
+    path = state_dir / REGISTRY_FILE
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("BEGIN")
+    for statement in split_statements(REGISTRY_SCHEMA_V1):
+        conn.execute(statement)
+    conn.execute("PRAGMA user_version = 1")
+    conn.executemany(
+        "INSERT INTO registry_meta VALUES (?, ?)",
+        [("runtime_id", "rt-old"), ("created_at", "2024-01-01T00:00:00.000000Z")],
+    )
+    conn.execute(
+        "INSERT INTO projects (project_id, project_root, hub_project, home_runtime_id, "
+        "store_path, registered_at) VALUES (?, ?, ?, ?, ?, ?)",
+        ("shop-1", "/src/shop", "acme", "rt-old", "stores/shop-1.sqlite", "2024-01-01Z"),
+    )
+    conn.execute("COMMIT")
+    conn.close()
+    return path
+
+
+def registry_rows(path: Path) -> dict[str, list[tuple[Any, ...]]]:
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return {
+            table: conn.execute(f"SELECT * FROM {table} ORDER BY rowid").fetchall()
+            for table in ("registry_meta", "projects")
+        }
+    finally:
+        conn.close()
+
+
+def test_a_v1_registry_is_upgraded_at_open_keeping_its_runtime_and_projects(
+    tmp_path: Path,
+) -> None:
+    state_dir = tmp_path / "state"
+    path = make_v1_registry(state_dir)
+    before = registry_rows(path)
+    with RuntimeRegistry(state_dir, create=False) as opened:
+        assert opened.runtime_id == "rt-old"
+        assert [p.project_id for p in opened.projects()] == ["shop-1"]
+        assert opened.enrollment() is None
+        enrollment = Enrollment("hub-0123456789abcdef", "rt-old", ("acme",), new_key())
+        opened.join(enrollment)
+    assert version_of(path) == registry.REGISTRY_SCHEMA_VERSION == 2
+    assert registry_rows(path) == before
+    fresh = tmp_path / "fresh"
+    RuntimeRegistry(fresh, "rt-new").close()
+    assert shape_of(path) == shape_of(fresh / REGISTRY_FILE)
+    backup = backup_path(path, 1)
+    assert version_of(backup) == 1 and registry_rows(backup) == before
+    assert os.stat(backup).st_mode & 0o777 == 0o600
+    with RuntimeRegistry(state_dir, create=False) as reopened:
+        assert reopened.enrollment() == enrollment
+
+
 # ----- the runtime files run their module's migrations -----
 
-NEXT_STEP = Migration(
-    from_version=1,
-    summary="add a table",
-    change=("CREATE TABLE added_in_v2 (x INTEGER)", "INSERT INTO added_in_v2 VALUES (42)"),
-)
+
+def next_step(from_version: int) -> Migration:
+    """A step past a module's latest version, for a test to add."""
+    return Migration(
+        from_version=from_version,
+        summary="add a table",
+        change=("CREATE TABLE added_in_next (x INTEGER)", "INSERT INTO added_in_next VALUES (42)"),
+    )
+
+
 RUNTIME_MODULES: dict[str, tuple[str, Callable[[Path], Closable], Any, str, str]] = {
     "registry": (REGISTRY_FILE, open_registry, registry, "REGISTRY_SCHEMA_VERSION",
                  "REGISTRY_MIGRATIONS"),
@@ -411,15 +574,18 @@ def test_a_runtime_file_is_upgraded_at_open_by_its_modules_migrations(
     name, opener, module, version_name, migrations_name = RUNTIME_MODULES[kind]
     path = tmp_path / name
     opener(path).close()
-    assert version_of(path) == 1
-    monkeypatch.setattr(module, version_name, 2)
-    monkeypatch.setattr(module, migrations_name, (NEXT_STEP,))
+    latest = getattr(module, version_name)
+    assert version_of(path) == latest
+    monkeypatch.setattr(module, version_name, latest + 1)
+    monkeypatch.setattr(
+        module, migrations_name, (*getattr(module, migrations_name), next_step(latest))
+    )
     opener(path).close()
-    assert version_of(path) == 2
+    assert version_of(path) == latest + 1
     conn = sqlite3.connect(path)
-    assert conn.execute("SELECT x FROM added_in_v2").fetchall() == [(42,)]
+    assert conn.execute("SELECT x FROM added_in_next").fetchall() == [(42,)]
     conn.close()
-    assert version_of(backup_path(path, 1)) == 1
+    assert version_of(backup_path(path, latest)) == latest
 
 
 # ----- the mechanism (hubsync.sqlite.Database) -----

@@ -11,9 +11,16 @@ from pathlib import Path
 
 import pytest
 
+from hubsync.enrollment import Enrollment, new_key
 from hubsync.errors import ConfigError, SchemaVersionError
-from producers.errors import RebindError, StateDirNotFoundError
-from producers.registry import REGISTRY_FILE, RuntimeRegistry, sanitized_name
+from producers.errors import ForeignEnrollmentError, RebindError, StateDirNotFoundError
+from producers.registry import (
+    REGISTRY_FILE,
+    REGISTRY_SCHEMA_VERSION,
+    JoinAction,
+    RuntimeRegistry,
+    sanitized_name,
+)
 
 
 def test_a_runtime_id_is_generated_once_and_kept(tmp_path: Path) -> None:
@@ -119,10 +126,13 @@ def test_open_store_binds_the_store_to_the_registration(tmp_path: Path) -> None:
 
 def test_a_registry_of_a_newer_schema_version_is_refused(tmp_path: Path) -> None:
     RuntimeRegistry(tmp_path).close()
+    newer = REGISTRY_SCHEMA_VERSION + 1
     with sqlite3.connect(tmp_path / REGISTRY_FILE) as connection:
-        connection.execute("PRAGMA user_version = 2")
+        connection.execute(f"PRAGMA user_version = {newer}")
     connection.close()
-    with pytest.raises(SchemaVersionError, match="schema version 2, newer than this hubsync"):
+    with pytest.raises(
+        SchemaVersionError, match=f"schema version {newer}, newer than this hubsync"
+    ):
         RuntimeRegistry(tmp_path)
 
 
@@ -178,3 +188,64 @@ def test_an_existing_state_dir_keeps_the_mode_its_owner_gave_it(tmp_path: Path) 
         pass
     assert mode_of(state_dir) == 0o750
     assert mode_of(state_dir / REGISTRY_FILE) == 0o600
+
+
+# ----- the runtime's enrollment -----
+
+HUB = "hub-0123456789abcdef"
+
+
+def enrollment_of(runtime_id: str = "rt-a", hub_id: str = HUB, *projects: str) -> Enrollment:
+    return Enrollment(hub_id, runtime_id, projects or ("acme",), new_key())
+
+
+def test_a_runtime_has_no_enrollment_until_it_joins_then_keeps_it(tmp_path: Path) -> None:
+    given = enrollment_of()
+    with RuntimeRegistry(tmp_path, "rt-a") as registry:
+        assert registry.enrollment() is None
+        assert registry.join(given) is JoinAction.JOINED
+    with RuntimeRegistry(tmp_path, create=False) as reopened:
+        assert reopened.enrollment() == given
+    assert (tmp_path / REGISTRY_FILE).stat().st_mode & 0o777 == 0o600
+
+
+def test_joining_with_the_same_token_again_changes_nothing(tmp_path: Path) -> None:
+    given = enrollment_of()
+    with RuntimeRegistry(tmp_path, "rt-a") as registry:
+        registry.join(given)
+        assert registry.join(given) is JoinAction.UNCHANGED
+        assert registry.enrollment() == given
+
+
+def test_a_newer_token_of_the_same_hub_replaces_the_key_and_hub_projects(tmp_path: Path) -> None:
+    with RuntimeRegistry(tmp_path, "rt-a") as registry:
+        registry.join(enrollment_of("rt-a", HUB, "acme"))
+        newer = enrollment_of("rt-a", HUB, "acme", "beta")
+        assert registry.join(newer) is JoinAction.UPDATED
+        assert registry.enrollment() == newer
+
+
+def test_a_token_for_another_runtime_is_refused_and_nothing_is_kept(tmp_path: Path) -> None:
+    foreign = enrollment_of("rt-b")
+    with RuntimeRegistry(tmp_path, "rt-a") as registry:
+        with pytest.raises(ForeignEnrollmentError, match="for runtime rt-b, but the state dir"):
+            registry.join(foreign)
+        assert registry.enrollment() is None
+
+
+def test_a_token_of_another_hub_is_refused_and_the_first_hub_kept(tmp_path: Path) -> None:
+    first = enrollment_of("rt-a", HUB)
+    with RuntimeRegistry(tmp_path, "rt-a") as registry:
+        registry.join(first)
+        with pytest.raises(ForeignEnrollmentError, match=f"joined to hub {HUB}; this token is"):
+            registry.join(enrollment_of("rt-a", "hub-fedcba9876543210"))
+        assert registry.enrollment() == first
+
+
+def test_a_refused_join_never_shows_the_key(tmp_path: Path) -> None:
+    with RuntimeRegistry(tmp_path, "rt-a") as registry:
+        registry.join(enrollment_of())
+        for other in (enrollment_of("rt-b"), enrollment_of("rt-a", "hub-fedcba9876543210")):
+            with pytest.raises(ForeignEnrollmentError) as info:
+                registry.join(other)
+            assert other.key.hex() not in str(info.value) and "key=" not in str(info.value)

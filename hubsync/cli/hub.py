@@ -1,4 +1,5 @@
-"""``hubsync hub``: the hub store itself (``hub migrate``: create or upgrade its schema)."""
+"""``hubsync hub``: the hub store itself (``hub migrate``: create or upgrade its schema;
+``hub init``: give the hub its identity)."""
 
 from __future__ import annotations
 
@@ -15,12 +16,48 @@ from hubsync.sqlite import SchemaChange
 @click.group(
     epilog="""\b
 Examples:
+  hubsync hub init --hub-db /var/lib/hubsync/hub.db
   hubsync hub migrate --hub-db /var/lib/hubsync/hub.db
   hubsync hub migrate --hub-url sqlite:////var/lib/hubsync/hub.db --json
 """
 )
 def hub() -> None:
-    """The hub store itself: create or upgrade its schema (migrate)."""
+    """The hub store itself: its schema (migrate) and its id (init)."""
+
+
+@hub.command(
+    "init",
+    epilog="""\b
+Examples:
+  hubsync hub init --hub-db /var/lib/hubsync/hub.db
+  hubsync hub init --hub-url sqlite:////var/lib/hubsync/hub.db --json
+""",
+)
+@hub_options
+@json_option
+def init(hub_url: str | None, hub_db: Path | None, as_json: bool) -> None:
+    """Give the hub its identity, a hub id made once; print it.
+
+    Creates or upgrades the schema first, as `hubsync hub migrate` does. The
+    id (hub-<16 hex>) never changes: running it again prints the same id.
+    Runtimes are enrolled on the hub afterwards (hubsync enroll).
+    """
+    from hubstore import migrate_store, open_store
+
+    url = _required_url(hub_url, hub_db)
+    change = migrate_store(url)
+    with open_store(url, create_schema=False) as store:
+        created = store.hub_id() is None
+        hub_id = store.init_hub()
+    store_shown = shown_store(url)
+    if as_json:
+        document = {"hub_id": hub_id, "created": created, "schema": _document(store_shown, change)}
+        click.echo(json.dumps(document, sort_keys=True))
+        return
+    if change.action == "upgraded":
+        click.echo(_sentence(store_shown, change))
+    state = "created" if created else "already set; unchanged"
+    click.echo(f"hub store {store_shown}: hub id {hub_id} ({state})")
 
 
 @hub.command(
@@ -46,14 +83,19 @@ def migrate(hub_url: str | None, hub_db: Path | None, as_json: bool) -> None:
     """
     from hubstore import migrate_store
 
-    url = hub_url_of(hub_url, hub_db)
-    if url is None:
-        raise click.UsageError("--hub-url: missing; give --hub-url or --hub-db (HUBSYNC_HUB_URL)")
+    url = _required_url(hub_url, hub_db)
     change = migrate_store(url)
     if as_json:
         click.echo(json.dumps(_document(shown_store(url), change), sort_keys=True))
     else:
         click.echo(_sentence(shown_store(url), change))
+
+
+def _required_url(hub_url: str | None, hub_db: Path | None) -> str:
+    url = hub_url_of(hub_url, hub_db)
+    if url is None:
+        raise click.UsageError("--hub-url: missing; give --hub-url or --hub-db (HUBSYNC_HUB_URL)")
+    return url
 
 
 def _document(store: str, change: SchemaChange) -> dict[str, object]:

@@ -54,11 +54,15 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "hubsync.cli.effects_worker:effects_worker",
         "Run shared-effect jobs from the RQ queue hubsync-effects (with RQ's scheduler).",
     ),
+    "enroll": (
+        "hubsync.cli.enroll:enroll",
+        "Enroll a runtime on this hub, or give it a new key: print its enrollment token once.",
+    ),
     "events": (
         "hubsync.cli.events:events",
         "List the events the hub stored, as JSON lines, in order of run, project and sequence.",
     ),
-    "hub": ("hubsync.cli.hub:hub", "The hub store itself: create or upgrade its schema (migrate)."),
+    "hub": ("hubsync.cli.hub:hub", "The hub store itself: its schema (migrate) and its id (init)."),
     "lease": (
         "hubsync.cli.lease:lease",
         "Fenced leases: tokens only grow, deadlines follow Redis TIME, proof kept as SHA-256.",
@@ -70,6 +74,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "relay": (
         "hubsync.cli.relay:relay",
         "Move this runtime's outboxes onto Redis Streams and apply the hub's acks.",
+    ),
+    "runtime": (
+        "hubsync.cli.runtime:runtime",
+        "This runtime's enrollment on its hub: keep the token hubsync enroll printed (join).",
     ),
     "runs": (
         "hubsync.cli.runs:runs",

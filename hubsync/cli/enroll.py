@@ -1,0 +1,188 @@
+"""``hubsync enroll``: let a runtime sync with this hub (a new key), re-key it, or revoke it.
+
+The key is printed once, inside the enrollment token, on standard output and
+nowhere else: the summary and the next step go to standard error, so
+``hubsync enroll ... > token`` captures the token alone. Nothing here logs.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from hubsync.cli.options import duration_callback, hub_options, json_option
+from hubsync.clock import format_timestamp
+from hubsync.enrollment import encode_token, validate_hub_projects
+from hubsync.errors import ConfigError, SchemaVersionError
+from hubsync.names import validate_name
+from hubsync.settings import hub_url_of
+
+if TYPE_CHECKING:
+    from hubstore.store import HubStore
+
+
+def _valid_runtime_id(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    try:
+        return validate_name(value, "runtime id")
+    except ConfigError as exc:
+        raise click.BadParameter(str(exc), ctx, param) from None
+
+
+def _valid_hub_projects(
+    ctx: click.Context, param: click.Parameter, value: tuple[str, ...]
+) -> tuple[str, ...]:
+    if not value:
+        return ()
+    try:
+        return validate_hub_projects(value)
+    except ConfigError as exc:
+        raise click.BadParameter(str(exc), ctx, param) from None
+
+
+@click.command(
+    epilog="""\b
+Examples:
+  hubsync enroll rt-build-1 --hub-db /var/lib/hubsync/hub.db --hub-project acme
+  hubsync enroll rt-build-1 --hub-db hub.db --hub-project acme --hub-project beta --json
+  hubsync enroll rt-build-1 --hub-db hub.db --hub-project acme > rt-build-1.token
+  hubsync enroll --revoke rt-build-1 --hub-db hub.db
+"""
+)
+@click.argument("runtime_id", callback=_valid_runtime_id)
+@hub_options
+@click.option(
+    "--hub-project",
+    "hub_projects",
+    multiple=True,
+    callback=_valid_hub_projects,
+    help="A hub project the runtime may write to (repeatable; at least one unless --revoke; "
+    "replaces the runtime's earlier list; no environment variable).",
+)
+@click.option(
+    "--revoke",
+    is_flag=True,
+    help="Revoke the runtime instead: its keys are deleted (no environment variable).",
+)
+@click.option(
+    "--rotation-grace",
+    default="24h",
+    show_default=True,
+    callback=duration_callback,
+    envvar="HUBSYNC_ROTATION_GRACE",
+    show_envvar=True,
+    help="How long the runtime's previous key stays valid after a re-key (90s, 15m, 2h, 1d).",
+)
+@json_option
+def enroll(
+    runtime_id: str,
+    hub_url: str | None,
+    hub_db: Path | None,
+    hub_projects: tuple[str, ...],
+    revoke: bool,
+    rotation_grace: float,
+    as_json: bool,
+) -> None:
+    """Enroll a runtime on this hub, or give it a new key: print its enrollment token once.
+
+    The token (hubsync-enroll-v1.<...>) carries the hub id, the runtime id, the
+    hub projects and the runtime's new 256-bit key: it is a secret, printed
+    once on standard output (with --json, as the field "token") and never
+    logged. Pass it to the runtime over a private channel and run
+    `hubsync runtime join --state-dir DIR -` there. Enrolling an enrolled
+    runtime again gives it a new key and replaces its hub projects; its
+    previous key stays valid for --rotation-grace. The hub needs an id first
+    (hubsync hub init). With --revoke, the runtime's keys are deleted.
+    """
+    url = hub_url_of(hub_url, hub_db)
+    if url is None:
+        raise click.UsageError("--hub-url: missing; give --hub-url or --hub-db (HUBSYNC_HUB_URL)")
+    if revoke and hub_projects:
+        raise click.UsageError("--hub-project: not used with --revoke (a revoked runtime has none)")
+    if not revoke and not hub_projects:
+        raise click.UsageError(
+            "--hub-project: missing; give each hub project the runtime may write to"
+        )
+    with _open_hub(url) as store:
+        if revoke:
+            _revoke(store, runtime_id, as_json)
+        else:
+            _enroll(store, runtime_id, hub_projects, timedelta(seconds=rotation_grace), as_json)
+
+
+def _enroll(
+    store: HubStore, runtime_id: str, hub_projects: tuple[str, ...], grace: timedelta, as_json: bool
+) -> None:
+    from hubstore.store import RuntimeState
+
+    before = store.enrolled_runtime(runtime_id)
+    enrollment = store.enroll(runtime_id, hub_projects, rotation_grace=grace)
+    record = store.enrolled_runtime(runtime_id)
+    if before is None:
+        action = "enrolled"
+    elif before.state is RuntimeState.ACTIVE:
+        action = "rotated"
+    else:
+        action = "re-enrolled"
+    until = None
+    if record is not None and record.previous_valid_until is not None:
+        until = format_timestamp(record.previous_valid_until)
+    token = encode_token(enrollment)
+    if as_json:
+        document = {
+            "action": action,
+            "hub_id": enrollment.hub_id,
+            "runtime_id": runtime_id,
+            "hub_projects": list(enrollment.hub_projects),
+            "previous_key_valid_until": until,
+            "token": token,
+        }
+        click.echo(json.dumps(document, sort_keys=True))
+    else:
+        click.echo(token)
+    projects = ", ".join(enrollment.hub_projects)
+    summary = (
+        f"{action} runtime {runtime_id} on hub {enrollment.hub_id} for hub projects {projects}"
+    )
+    if until is not None:
+        summary += f"; its previous key stays valid until {until}"
+    click.echo(summary, err=True)
+    click.echo(
+        f"The token (on standard output) is shown once and holds the runtime's key: on runtime "
+        f"{runtime_id}, run `hubsync runtime join --state-dir DIR -` and paste it (or pipe it in).",
+        err=True,
+    )
+
+
+def _revoke(store: HubStore, runtime_id: str, as_json: bool) -> None:
+    before = store.enrolled_runtime(runtime_id)
+    record = store.revoke(runtime_id)
+    already = before is not None and before.revoked_at is not None
+    revoked_at = format_timestamp(record.revoked_at) if record.revoked_at else None
+    if as_json:
+        document = {
+            "action": "already_revoked" if already else "revoked",
+            "runtime_id": runtime_id,
+            "revoked_at": revoked_at,
+        }
+        click.echo(json.dumps(document, sort_keys=True))
+    elif already:
+        click.echo(f"runtime {runtime_id} was already revoked at {revoked_at}; nothing changed")
+    else:
+        click.echo(f"revoked runtime {runtime_id}: its keys are deleted from the hub store")
+
+
+def _open_hub(url: str) -> HubStore:
+    from hubstore import open_store
+    from hubstore.errors import StoreError
+
+    try:
+        return open_store(url, create_schema=False, busy_budget=10.0)
+    except (StoreError, SchemaVersionError) as exc:
+        raise ConfigError(
+            f"--hub-url: {exc}. A new hub is set up with `hubsync hub init` (with the same "
+            "--hub-url or --hub-db)"
+        ) from None
