@@ -55,12 +55,7 @@ backup), a newer one refused."""
 EVENT_STORE_MIGRATIONS: tuple[Migration, ...] = ()
 """Version N -> N+1 steps, oldest first (``hubsync.sqlite.Migration``); none yet."""
 
-EVENT_STORE_DDL = (
-    """
-CREATE TABLE store_meta (
-  name TEXT PRIMARY KEY,
-  value TEXT NOT NULL
-);
+RUN_EVENTS_DDL = """
 CREATE TABLE run_events (
   id INTEGER PRIMARY KEY,
   run_id TEXT NOT NULL,
@@ -72,6 +67,17 @@ CREATE TABLE run_events (
   UNIQUE (run_id, sequence)
 );
 """
+"""The local events table (one statement; ``scripts/bench_append.py`` times bare inserts
+into the same table)."""
+
+EVENT_STORE_DDL = (
+    """
+CREATE TABLE store_meta (
+  name TEXT PRIMARY KEY,
+  value TEXT NOT NULL
+);
+"""
+    + RUN_EVENTS_DDL
     + OUTBOX_DDL
 )
 

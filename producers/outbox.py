@@ -17,7 +17,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from hubsync.entries import Outcome, OutcomeRecord
 from hubsync.sqlite import Database
@@ -128,6 +128,18 @@ def seq_ranges(seqs: Sequence[int]) -> Iterator[tuple[int, int]]:
         yield first, last
         first = last = seq
     yield first, last
+
+
+def _over_pending(c: sqlite3.Connection, aggregate: str) -> tuple[Any, Any]:
+    """``aggregate`` (an SQL expression) over the never-attempted and over the attempted pending
+    rows: two queries, so that each walks its own partial index."""
+    unsent = c.execute(
+        f"SELECT {aggregate} FROM outbox INDEXED BY outbox_unsent WHERE attempts = 0 AND {_PENDING}"
+    ).fetchone()[0]
+    attempted = c.execute(
+        f"SELECT {aggregate} FROM outbox INDEXED BY outbox_resend WHERE attempts > 0 AND {_PENDING}"
+    ).fetchone()[0]
+    return unsent, attempted
 
 
 def _rows(cursor: sqlite3.Cursor) -> list[OutboxRow]:
@@ -294,14 +306,7 @@ class OutboxQueries:
         """Rows by state: pending (attempted or not), attempted, acked, conflict, rejected, total."""
 
         def count(c: sqlite3.Connection) -> tuple[int, int, dict[str, int], int]:
-            unsent = c.execute(
-                f"SELECT count(*) FROM outbox INDEXED BY outbox_unsent "
-                f"WHERE attempts = 0 AND {_PENDING}"
-            ).fetchone()[0]
-            attempted = c.execute(
-                f"SELECT count(*) FROM outbox INDEXED BY outbox_resend "
-                f"WHERE attempts > 0 AND {_PENDING}"
-            ).fetchone()[0]
+            unsent, attempted = _over_pending(c, "count(*)")
             parked = dict(
                 c.execute(
                     "SELECT outcome, count(*) FROM outbox INDEXED BY outbox_parked "
@@ -328,14 +333,7 @@ class OutboxQueries:
         """Seconds since the oldest pending row was committed, or None with nothing pending."""
 
         def oldest(c: sqlite3.Connection) -> float | None:
-            first_unsent = c.execute(
-                f"SELECT min(seq) FROM outbox INDEXED BY outbox_unsent "
-                f"WHERE attempts = 0 AND {_PENDING}"
-            ).fetchone()[0]
-            first_attempted = c.execute(
-                f"SELECT min(seq) FROM outbox INDEXED BY outbox_resend "
-                f"WHERE attempts > 0 AND {_PENDING}"
-            ).fetchone()[0]
+            first_unsent, first_attempted = _over_pending(c, "min(seq)")
             seqs = [s for s in (first_unsent, first_attempted) if s is not None]
             if not seqs:
                 return None

@@ -34,24 +34,12 @@ from pathlib import Path
 from typing import Any
 
 from producers.derivation import StoreIdentity
-from producers.event_store import NewEvent, RunEventStore
+from producers.event_store import RUN_EVENTS_DDL, NewEvent, RunEventStore
 from producers.synthetic import run_events
 
 IDENTITY = StoreIdentity("bench-project", "bench", "rt-bench-00000000")
 TARGET_RATIO = 1.5
 
-BARE_DDL = """
-CREATE TABLE run_events (
-  id INTEGER PRIMARY KEY,
-  run_id TEXT NOT NULL,
-  sequence INTEGER NOT NULL,
-  event_type TEXT NOT NULL,
-  occurred_at TEXT NOT NULL,
-  recorded_at REAL NOT NULL,
-  payload TEXT NOT NULL,
-  UNIQUE (run_id, sequence)
-)
-"""
 BARE_INSERT = (
     "INSERT INTO run_events (run_id, sequence, event_type, occurred_at, recorded_at, payload) "
     "VALUES (?, ?, ?, ?, ?, ?)"
@@ -77,7 +65,7 @@ class Bare:
         self.connection = sqlite3.connect(path, isolation_level=None)
         self.connection.execute("PRAGMA journal_mode=WAL")
         self.connection.execute(f"PRAGMA synchronous={synchronous}")
-        self.connection.execute(BARE_DDL)
+        self.connection.execute(RUN_EVENTS_DDL)
         self.sequence = 0
 
     def rows(self, items: list[tuple[str, str, str]]) -> list[tuple[Any, ...]]:

@@ -52,7 +52,7 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServ
     server = RedisServerProcess(directory=tmp_path_factory.mktemp("redis-session"))
     server.start()
     yield server
-    server.cleanup()
+    server.close()
 
 
 @pytest.fixture
@@ -81,7 +81,7 @@ def private_redis(tmp_path: Path) -> Iterator[RedisServerProcess]:
     server.directory.mkdir(parents=True, exist_ok=True)
     server.start()
     yield server
-    server.cleanup()
+    server.close()
 
 
 @pytest.fixture

@@ -119,7 +119,7 @@ def pipeline(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pipeline]:
         with PipelineProcesses(server.url, work / "logs") as processes:
             yield run_pipeline(work, processes)
     finally:
-        server.cleanup()
+        server.close()
 
 
 def run_pipeline(work: Path, processes: PipelineProcesses) -> Pipeline:

@@ -82,20 +82,11 @@ def test_events_are_json_lines_with_fields_record_and_position(
 def test_paging_with_after_returns_every_event_once_in_order(
     capsys: Capsys, hub_db: Path, limit: int
 ) -> None:
+    db = ["--hub-db", str(hub_db), "--hub-project", "acme"]
     seen: list[tuple[str, str, int]] = []
     after: list[str] = []
     for _ in range(len(ROWS) + 1):
-        code, out, err = run_cli(
-            capsys,
-            "events",
-            "--hub-db",
-            str(hub_db),
-            "--hub-project",
-            "acme",
-            "--limit",
-            str(limit),
-            *after,
-        )
+        code, out, err = run_cli(capsys, "events", *db, "--limit", str(limit), *after)
         assert code == 0, err
         rows = lines(out)
         seen += keys_of(rows)
@@ -109,21 +100,11 @@ def test_paging_with_after_returns_every_event_once_in_order(
 
 
 def test_the_json_document_pages_with_next_until_null(capsys: Capsys, hub_db: Path) -> None:
+    db = ["--hub-db", str(hub_db), "--hub-project", "acme"]
     seen: list[tuple[str, str, int]] = []
     after: list[str] = []
     while True:
-        code, out, err = run_cli(
-            capsys,
-            "events",
-            "--hub-db",
-            str(hub_db),
-            "--hub-project",
-            "acme",
-            "--limit",
-            "3",
-            "--json",
-            *after,
-        )
+        code, out, err = run_cli(capsys, "events", *db, "--limit", "3", "--json", *after)
         assert code == 0, err
         document = json.loads(out)
         assert set(document) == {"events", "next"}

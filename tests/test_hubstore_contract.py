@@ -51,6 +51,20 @@ EVENTS: list[EventEntry] = [
     for seq in range(1, 6)
 ]
 
+
+def store_property(max_examples: int) -> settings:
+    """Hypothesis settings of a property over the function-scoped ``store`` fixture, which
+    runs once per backend subclass (differing executors, on purpose)."""
+    return settings(
+        max_examples=max_examples,
+        deadline=None,
+        suppress_health_check=[
+            HealthCheck.function_scoped_fixture,
+            HealthCheck.differing_executors,
+        ],
+    )
+
+
 # Every key the paging properties draw from: three projects sharing run ids.
 PAGED: dict[tuple[str, str, int], EventEntry] = {
     (project, run, seq): event_entry(sync_event(seq, run_id=run, project_id=project))
@@ -286,14 +300,7 @@ class HubStoreContract:
         assert [(e.project_id, e.sequence) for e in listed] == [("p2", 1), ("p2", 2)]
         assert store.events("acme", project_id="p2", after=listed[0].position)[0].sequence == 2
 
-    @settings(
-        max_examples=40,
-        deadline=None,
-        suppress_health_check=[
-            HealthCheck.function_scoped_fixture,
-            HealthCheck.differing_executors,
-        ],
-    )
+    @store_property(max_examples=40)
     @given(
         keys=st.sets(st.sampled_from(sorted(PAGED)), max_size=30),
         page_size=st.integers(min_value=1, max_value=12),
@@ -354,14 +361,7 @@ class HubStoreContract:
         assert [r.run_id for r in store.runs("acme", project_id="p2")] == ["run-0", "run-1"]
         assert store.runs("elsewhere") == []
 
-    @settings(
-        max_examples=30,
-        deadline=None,
-        suppress_health_check=[
-            HealthCheck.function_scoped_fixture,
-            HealthCheck.differing_executors,
-        ],
-    )
+    @store_property(max_examples=30)
     @given(
         keys=st.sets(st.sampled_from(sorted(PAGED)), max_size=30),
         page_size=st.integers(min_value=1, max_value=10),
@@ -584,14 +584,7 @@ class HubStoreContract:
 
     # One copy of this test runs per backend subclass (differing executors, on
     # purpose); each example opens fresh stores, so no state crosses examples.
-    @settings(
-        max_examples=40,
-        deadline=None,
-        suppress_health_check=[
-            HealthCheck.function_scoped_fixture,
-            HealthCheck.differing_executors,
-        ],
-    )
+    @store_property(max_examples=40)
     @given(batches=deliveries, order=st.permutations(range(len(EVENTS))))
     def test_any_interleaving_and_duplication_gives_the_in_order_state(
         self, tmp_path_factory: pytest.TempPathFactory, batches: list[list[int]], order: list[int]

@@ -57,15 +57,7 @@ def test_status_json_agrees_with_redis_and_the_hub_database(
     capsys: pytest.CaptureFixture[str], busy_pipeline: LivePipeline
 ) -> None:
     p = busy_pipeline
-    doc = status_json(
-        capsys,
-        "--redis-url",
-        p.redis_url,
-        "--hub-db",
-        str(p.hub_db),
-        "--state-dir",
-        str(p.state_dir),
-    )
+    doc = status_json(capsys, *p.deployment_args)
     client = p.client
     [project] = doc["hub_projects"]
     assert project["hub_project"] == HUB_PROJECT
@@ -132,16 +124,7 @@ def test_text_status_shows_every_section(
     capsys: pytest.CaptureFixture[str], busy_pipeline: LivePipeline
 ) -> None:
     p = busy_pipeline
-    code, out, _ = run_cli(
-        capsys,
-        "status",
-        "--redis-url",
-        p.redis_url,
-        "--hub-db",
-        str(p.hub_db),
-        "--state-dir",
-        str(p.state_dir),
-    )
+    code, out, _ = run_cli(capsys, "status", *p.deployment_args)
     assert code == 0
     for title in ("hub projects", "consumers (group hub)", "runtimes", "health keys"):
         assert title in out

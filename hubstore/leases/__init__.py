@@ -7,35 +7,16 @@ owner at once when it is lost. ``hubstore.leases.args`` validates what callers
 pass before anything reaches Redis.
 """
 
+from hubstore.leases import types
 from hubstore.leases.auto import AutoRenewingLease, LostCallback
 from hubstore.leases.client import LeaseClient, call_with_lease, raise_refusal
-from hubstore.leases.types import (
-    FencedWrite,
-    Lease,
-    LeaseCurrent,
-    LeaseGranted,
-    LeaseInfo,
-    LeaseRefusal,
-    LeaseRefused,
-    LeaseReleased,
-    LeaseState,
-    LeaseTransition,
-)
+from hubstore.leases.types import *  # noqa: F403 (the result types, listed once in types.__all__)
 
 __all__ = [
     "AutoRenewingLease",
-    "FencedWrite",
-    "Lease",
     "LeaseClient",
-    "LeaseCurrent",
-    "LeaseGranted",
-    "LeaseInfo",
-    "LeaseRefusal",
-    "LeaseRefused",
-    "LeaseReleased",
-    "LeaseState",
-    "LeaseTransition",
     "LostCallback",
     "call_with_lease",
     "raise_refusal",
 ]
+__all__ += types.__all__

@@ -108,6 +108,17 @@ def _counted(refused: LeaseRefused) -> LeaseRefused:
     return refused
 
 
+def _refused(
+    lease: Lease, status: str, holder: str, token: int, deadline: int, now: int
+) -> LeaseRefused:
+    """The (counted) refusal of an operation on ``lease``, with what Redis holds instead."""
+    return _counted(
+        LeaseRefused(
+            lease.resource, LeaseRefusal(status), holder, token, deadline, now, lease.token
+        )
+    )
+
+
 def raise_refusal(refused: LeaseRefused) -> LeaseRefusedError:
     """The ``LeaseRefusedError`` subclass matching a refusal (for the caller to raise)."""
     return _REFUSED_ERRORS[refused.refusal](refused)
@@ -184,11 +195,7 @@ class LeaseClient:
             )
         status, token, deadline, now, holder = self._parse(reply)
         if status != "renewed":
-            return _counted(
-                LeaseRefused(
-                    lease.resource, LeaseRefusal(status), holder, token, deadline, now, lease.token
-                )
-            )
+            return _refused(lease, status, holder, token, deadline, now)
         renewed = Lease(lease.resource, lease.holder, token, lease.proof, deadline, ttl)
         return LeaseGranted(renewed, LeaseTransition.RENEWED, now)
 
@@ -207,11 +214,7 @@ class LeaseClient:
             )
         status, token, deadline, now, holder = self._parse(reply)
         if status != "released":
-            return _counted(
-                LeaseRefused(
-                    lease.resource, LeaseRefusal(status), holder, token, deadline, now, lease.token
-                )
-            )
+            return _refused(lease, status, holder, token, deadline, now)
         logger.debug("lease %s released by %s, token %s", lease.resource, lease.holder, token)
         return LeaseReleased(lease.resource, token, now)
 
@@ -225,11 +228,7 @@ class LeaseClient:
             )
         status, token, deadline, now, holder = self._parse(reply)
         if status != "current":
-            return _counted(
-                LeaseRefused(
-                    lease.resource, LeaseRefusal(status), holder, token, deadline, now, lease.token
-                )
-            )
+            return _refused(lease, status, holder, token, deadline, now)
         return LeaseCurrent(lease.resource, token, deadline, now)
 
     def acquire_or_raise(

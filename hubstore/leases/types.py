@@ -183,3 +183,17 @@ class FencedWrite:
     def ok(self) -> bool:
         """True when the value was stored."""
         return self.status == "written"
+
+
+__all__ = [
+    "FencedWrite",
+    "Lease",
+    "LeaseCurrent",
+    "LeaseGranted",
+    "LeaseInfo",
+    "LeaseRefusal",
+    "LeaseRefused",
+    "LeaseReleased",
+    "LeaseState",
+    "LeaseTransition",
+]

@@ -9,13 +9,11 @@ import click
 
 from hubsync.cli import exit_codes
 from hubsync.cli.options import (
-    hub_options,
+    deployment_options,
     json_option,
-    options_from,
-    redis_url_option,
     shown_store,
 )
-from hubsync.settings import RuntimeSettings, hub_url_of, safe_url
+from hubsync.settings import hub_url_of, safe_url
 
 
 @click.command(
@@ -32,9 +30,7 @@ Exit codes: 0 no check failed (warnings allowed), 1 a check failed (an
 unreachable Redis included), 2 bad arguments or a malformed URL.
 """
 )
-@redis_url_option
-@hub_options
-@options_from(RuntimeSettings, only=["state_dir"], required=False)
+@deployment_options
 @json_option
 def doctor(
     redis_url: str,

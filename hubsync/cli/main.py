@@ -194,37 +194,25 @@ def main(argv: list[str] | None = None) -> None:
         click.echo("aborted", err=True)
         code = exit_codes.FAILURE
     except click.UsageError as exc:
-        _debug_reraise()
-        click.echo(f"error: {usage_line(exc)}", err=True)
-        code = exit_codes.USAGE
+        code = _error(usage_line(exc), exit_codes.USAGE)
     except click.ClickException as exc:
         exc.show()
         code = exc.exit_code
     except RedisUnavailableError as exc:
-        _debug_reraise()
-        click.echo(f"error: cannot reach Redis: {exc}", err=True)
-        code = exit_codes.REDIS_UNREACHABLE
+        code = _error(f"cannot reach Redis: {exc}", exit_codes.REDIS_UNREACHABLE)
     except ConfigError as exc:
-        _debug_reraise()
-        click.echo(f"error: {exc}", err=True)
-        code = exit_codes.USAGE
+        code = _error(str(exc), exit_codes.USAGE)
     except HubsyncError as exc:
-        _debug_reraise()
-        click.echo(f"error: {exc}", err=True)
-        code = exit_codes.FAILURE
+        code = _error(str(exc), exit_codes.FAILURE)
     except Exception as exc:
         if _is_redis_outage(exc):
-            _debug_reraise()
-            click.echo(f"error: cannot reach Redis: {exc}", err=True)
-            code = exit_codes.REDIS_UNREACHABLE
+            code = _error(f"cannot reach Redis: {exc}", exit_codes.REDIS_UNREACHABLE)
         elif _is_redis_refusal(exc):
-            _debug_reraise()
-            click.echo(
-                f"error: Redis refused a command: {exc} (check the Redis user's ACL: "
+            code = _error(
+                f"Redis refused a command: {exc} (check the Redis user's ACL: "
                 "hubsync acl prints what each role needs)",
-                err=True,
+                exit_codes.FAILURE,
             )
-            code = exit_codes.FAILURE
         else:
             raise
     sys.exit(code if isinstance(code, int) else exit_codes.OK)
@@ -244,9 +232,13 @@ def _is_redis_refusal(exc: Exception) -> bool:
     )
 
 
-def _debug_reraise() -> None:
+def _error(message: str, code: int) -> int:
+    """Print ``error: message`` (one line) on stderr and return ``code``; with HUBSYNC_DEBUG set,
+    re-raise the exception being handled instead, for its traceback."""
     if os.environ.get("HUBSYNC_DEBUG"):
-        raise
+        raise  # the exception main is handling
+    click.echo(f"error: {message}", err=True)
+    return code
 
 
 if __name__ == "__main__":

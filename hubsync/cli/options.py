@@ -26,7 +26,13 @@ from pydantic_settings import BaseSettings
 from hubsync.connections import probe, use_credentials
 from hubsync.errors import ConfigError
 from hubsync.names import validate_name
-from hubsync.settings import SQLITE_URL_PREFIX, CommonSettings, HubStoreSettings, safe_url
+from hubsync.settings import (
+    SQLITE_URL_PREFIX,
+    CommonSettings,
+    HubStoreSettings,
+    RuntimeSettings,
+    safe_url,
+)
 
 if TYPE_CHECKING:
     from hubstore.store import HubStore
@@ -154,6 +160,13 @@ def options_from(
 redis_url_option = options_from(CommonSettings, only=["redis_url"])
 hub_options = options_from(HubStoreSettings, required=False)
 """``--hub-url`` and its shorthand ``--hub-db``; resolve them with ``settings.hub_url_of``."""
+
+
+def deployment_options(command: F) -> F:
+    """``--redis-url``, ``--hub-url``/``--hub-db`` and an optional ``--state-dir``: the parts
+    of a deployment an overview command (``status``, ``doctor``) looks at."""
+    state_dir_option = options_from(RuntimeSettings, only=["state_dir"], required=False)
+    return redis_url_option(hub_options(state_dir_option(command)))
 
 
 def count_option(listed: str) -> Callable[[F], F]:

@@ -16,20 +16,18 @@ from consumers.queue_status import health_keys, project_status
 from hubstore.store import DEFAULT_STALE_AFTER, HubStore
 from hubsync.cli.options import (
     connect_redis,
+    deployment_options,
     duration_callback,
-    hub_options,
     hub_project_filter,
     json_option,
     open_hub_store,
-    options_from,
-    redis_url_option,
     shown_store,
 )
 from hubsync.cli.status_view import StatusReport, render
 from hubsync.clock import utc_now_iso
 from hubsync.errors import RedisUnavailableError
 from hubsync.redis_values import redis_now_ms
-from hubsync.settings import RuntimeSettings, hub_url_of, safe_url
+from hubsync.settings import hub_url_of, safe_url
 from producers.outbox_status import local_status
 
 
@@ -46,9 +44,7 @@ Exit codes: 0 ok, 2 bad arguments, 3 Redis unreachable (the local part,
 if asked for, is still printed first).
 """
 )
-@redis_url_option
-@hub_options
-@options_from(RuntimeSettings, only=["state_dir"], required=False)
+@deployment_options
 @hub_project_filter
 @click.option(
     "--stale-after",

@@ -18,11 +18,11 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from types import TracebackType
-from typing import Protocol
+from typing import Protocol, Self
 
 import redis
 
+from hubsync.closing import ClosesOnExit
 from hubsync.connections import Role, connect
 from hubsync.errors import HubsyncError
 
@@ -52,7 +52,7 @@ def redis_server_binary() -> str | None:
     return shutil.which("redis-server")
 
 
-class RedisServerProcess:
+class RedisServerProcess(ClosesOnExit):
     """A ``redis-server`` child process on a private port and directory."""
 
     def __init__(
@@ -78,7 +78,7 @@ class RedisServerProcess:
         """``redis://127.0.0.1:<port>/0``."""
         return f"redis://127.0.0.1:{self.port}/0"
 
-    def start(self, timeout: float = 10.0) -> RedisServerProcess:
+    def start(self, timeout: float = 10.0) -> Self:
         """Start the server and wait until it answers PING (loading counts as not yet)."""
         args = [
             str(self.binary),
@@ -143,22 +143,14 @@ class RedisServerProcess:
         self.stop()
         self.start()
 
-    def cleanup(self) -> None:
+    def close(self) -> None:
         """Stop and remove the directory if this object created it."""
         self.stop()
         if self._owns_directory:
             shutil.rmtree(self.directory, ignore_errors=True)
 
-    def __enter__(self) -> RedisServerProcess:
+    def __enter__(self) -> Self:
         return self.start() if self.process is None else self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.cleanup()
 
 
 class FakeRedisTcpServer:
@@ -204,4 +196,4 @@ class _CleaningUp:
         return self.server.url
 
     def stop(self) -> None:
-        self.server.cleanup()
+        self.server.close()

@@ -49,6 +49,15 @@ class LivePipeline:
         return self.registry.runtime_id
 
     @property
+    def deployment_args(self) -> list[str]:
+        """``--redis-url``, ``--hub-db`` and ``--state-dir`` of this pipeline, for the CLI."""
+        return [
+            *("--redis-url", self.redis_url),
+            *("--hub-db", str(self.hub_db)),
+            *("--state-dir", str(self.state_dir)),
+        ]
+
+    @property
     def events(self) -> str:
         """The project's events stream."""
         return keys.events_stream(HUB_PROJECT)
