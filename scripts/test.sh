@@ -34,10 +34,22 @@ echo "== pytest"
 # Slow soak tests stay out unless the arguments choose markers themselves
 # (scripts/test.sh -m slow, or -m "not e2e and not slow" for the inner loop).
 marker_given=false
+workers_given=false
+without_e2e=false
 for arg in "$@"; do
-  case "$arg" in -m|-m*) marker_given=true ;; esac
+  case "$arg" in
+    -m|-m*) marker_given=true ;;
+    -n|-n*|--numprocesses*) workers_given=true ;;
+  esac
+  case "$arg" in *"not e2e"*) without_e2e=true ;; esac
 done
 if [ "$marker_given" = false ]; then
   set -- -m "not slow" "$@"
+fi
+# The inner loop (-m "not e2e and not slow") runs on two workers (pytest-xdist):
+# each worker starts its own private redis-server. Whole-pipeline tests stay
+# serial, so a full run never loads the machine twice over under their clocks.
+if [ "$without_e2e" = true ] && [ "$workers_given" = false ]; then
+  set -- -n 2 "$@"
 fi
 "$PYTHON" -m pytest "$@"
