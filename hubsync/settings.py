@@ -105,6 +105,49 @@ class RuntimeSettings(BaseSettings):
     )
 
 
+class ProduceSettings(BaseSettings):
+    """What ``hubsync produce`` appends: how many synthetic runs, of what size."""
+
+    model_config = SettingsConfigDict(env_prefix="HUBSYNC_", extra="ignore", frozen=True)
+
+    hub_project: str | None = Field(
+        default=None,
+        description="Hub project of a new project registration [default: the project root's name].",
+    )
+    runs: int = Field(ge=1, le=10_000_000, description="Number of runs to produce.")
+    events_per_run: int = Field(ge=1, le=1_000_000, description="Events in each run.")
+    payload_bytes: int = Field(
+        default=512,
+        ge=64,
+        le=200_000,
+        description="Approximate size of each local payload (JSON bytes).",
+    )
+    plant: tuple[str, ...] = Field(
+        default=(),
+        description="Text to place in allowlisted payload strings and keys, NOT registered as a "
+        "secret (repeatable; to test redaction from outside).",
+    )
+    batch: bool = Field(
+        default=False,
+        description="Append each run's events with append_events (one transaction per run, up "
+        "to 500).",
+    )
+    seed: int | None = Field(
+        default=None, description="Seed of the synthetic payloads (run ids stay unique)."
+    )
+
+
+class DemoSettings(BaseSettings):
+    """How much ``hubsync demo`` produces."""
+
+    model_config = SettingsConfigDict(env_prefix="HUBSYNC_", extra="ignore", frozen=True)
+
+    runs_per_runtime: int = Field(
+        default=4, ge=1, le=1000, description="Runs each of 3 runtimes appends."
+    )
+    events_per_run: int = Field(default=400, ge=2, le=100_000, description="Events in each run.")
+
+
 class HubStoreSettings(BaseSettings):
     """Which hub store: a URL, or the path of a SQLite file as shorthand."""
 

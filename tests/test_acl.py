@@ -23,6 +23,7 @@ from hubstore.leases import LeaseClient
 from hubstore.sqlite_store import SqliteHubStore
 from hubsync import keys
 from hubsync.acl_rules import (
+    RedisUser,
     consumer_user,
     glob_literal,
     operator_user,
@@ -82,10 +83,18 @@ def users(redis_client: redis.Redis) -> Iterator[list[str]]:
         redis_client.execute_command("ACL", "DELUSER", name)
 
 
-def as_user(redis_url: str, user_name: str, lines: list[str], admin: redis.Redis) -> redis.Redis:
-    """Apply ``lines`` and return a client authenticated as ``user_name``."""
-    apply_lines(admin, lines)
-    return redis.Redis.from_url(user_url(redis_url, user_name))
+@pytest.fixture
+def log_in(
+    redis_url: str, redis_client: redis.Redis, users: list[str]
+) -> Callable[[RedisUser], redis.Redis]:
+    """Create a role's user from its lines (deleted afterwards); a client authenticated as it."""
+
+    def log_in(user: RedisUser) -> redis.Redis:
+        users.append(user.name)
+        apply_lines(redis_client, user.setuser_lines(PASSWORD))
+        return redis.Redis.from_url(user_url(redis_url, user.name))
+
+    return log_in
 
 
 def refused(call: Callable[[], object]) -> bool:
@@ -184,11 +193,9 @@ def test_every_line_is_accepted_by_redis_cli(redis_url: str, users: list[str]) -
 
 
 def test_the_runtime_user_appends_and_reads_its_acks_but_may_not_delete_trim_or_read_others(
-    redis_url: str, redis_client: redis.Redis, users: list[str]
+    redis_client: redis.Redis, log_in: Callable[[RedisUser], redis.Redis]
 ) -> None:
-    user = runtime_user("box-1", [HUB_PROJECT], prefix=PREFIX)
-    users.append(user.name)
-    client = as_user(redis_url, user.name, user.setuser_lines(PASSWORD), redis_client)
+    client = log_in(runtime_user("box-1", [HUB_PROJECT], prefix=PREFIX))
     events, own_acks = keys.events_stream(HUB_PROJECT), keys.acks_stream(HUB_PROJECT, "box-1")
     other_acks = keys.acks_stream(HUB_PROJECT, "box-2")
     redis_client.xadd(own_acks, {"outcomes": "[]"})
@@ -212,11 +219,9 @@ def test_the_runtime_user_appends_and_reads_its_acks_but_may_not_delete_trim_or_
 
 
 def test_effects_grant_the_lease_scripts_on_matching_resources_only(
-    redis_url: str, redis_client: redis.Redis, users: list[str]
+    log_in: Callable[[RedisUser], redis.Redis],
 ) -> None:
-    user = runtime_user("box-1", [HUB_PROJECT], effects=["effect:*"], prefix=PREFIX)
-    users.append(user.name)
-    client = as_user(redis_url, user.name, user.setuser_lines(PASSWORD), redis_client)
+    client = log_in(runtime_user("box-1", [HUB_PROJECT], effects=["effect:*"], prefix=PREFIX))
     leases = LeaseClient(client)  # the script cache is empty: NOSCRIPT, then SCRIPT LOAD
 
     granted = leases.acquire_or_raise("effect:pr:abc", "box-1:1", 5_000)
@@ -230,11 +235,9 @@ def test_effects_grant_the_lease_scripts_on_matching_resources_only(
 
 
 def test_the_operator_reads_but_may_not_write_or_replay(
-    redis_url: str, redis_client: redis.Redis, users: list[str]
+    redis_client: redis.Redis, log_in: Callable[[RedisUser], redis.Redis]
 ) -> None:
-    user = operator_user(prefix=PREFIX)
-    users.append(user.name)
-    client = as_user(redis_url, user.name, user.setuser_lines(PASSWORD), redis_client)
+    client = log_in(operator_user(prefix=PREFIX))
     events, dead = keys.events_stream(HUB_PROJECT), keys.dead_stream(HUB_PROJECT)
     redis_client.xadd(events, {"kind": "event"})
     letter = redis_client.xadd(dead, {"reason": "bad_json", "field.kind": "event"})
@@ -250,11 +253,9 @@ def test_the_operator_reads_but_may_not_write_or_replay(
 
 
 def test_the_consumer_may_not_append_events_or_delete_entries(
-    redis_url: str, redis_client: redis.Redis, users: list[str]
+    redis_client: redis.Redis, log_in: Callable[[RedisUser], redis.Redis]
 ) -> None:
-    user = consumer_user(prefix=PREFIX)
-    users.append(user.name)
-    client = as_user(redis_url, user.name, user.setuser_lines(PASSWORD), redis_client)
+    client = log_in(consumer_user(prefix=PREFIX))
     events = keys.events_stream(HUB_PROJECT)
     entry = redis_client.xadd(events, {"kind": "event"})
 

@@ -89,6 +89,21 @@ def dead_letters(client: redis.Redis) -> list[Any]:
     ]
 
 
+def read_and_crash(client: redis.Redis, *consumers: str) -> None:
+    """Create the group, then each of ``consumers`` reads what is new and never acks (crashed)."""
+    client.xgroup_create(EVENTS, GROUP, id="0", mkstream=True)
+    for consumer in consumers:
+        client.xreadgroup(GROUP, consumer, {EVENTS: ">"}, count=10)
+
+
+def wait_pending_idle(client: redis.Redis, idle_ms: int) -> None:
+    """Wait until a pending entry has been idle ``idle_ms`` (past the worker's reclaim_idle)."""
+    wait_until(
+        lambda: client.xpending_range(EVENTS, GROUP, "-", "+", 1, idle=idle_ms),
+        what=f"an entry idle {idle_ms} ms",
+    )
+
+
 def pending_count(client: redis.Redis) -> int:
     return int(client.xpending(EVENTS, GROUP)["pending"])
 
@@ -285,14 +300,10 @@ def test_entries_idle_in_a_dead_consumer_are_reclaimed(
     redis_client: redis.Redis, redis_url: str, store: HubStore, tmp_path: Path
 ) -> None:
     send(redis_client, sync_event(1))
-    redis_client.xgroup_create(EVENTS, GROUP, id="0", mkstream=True)
-    redis_client.xreadgroup(GROUP, "dead-one", {EVENTS: ">"}, count=10)
+    read_and_crash(redis_client, "dead-one")
     settings = make_settings(redis_url, tmp_path, reclaim_idle=0.2)
     worker = HubConsumer(redis_client, store, settings, name="w2")
-    wait_until(
-        lambda: redis_client.xpending_range(EVENTS, GROUP, "-", "+", 1, idle=200),
-        what="entry idle past reclaim_idle",
-    )
+    wait_pending_idle(redis_client, 200)
     stats = worker.run_once()
     assert stats.reclaimed == 1
     assert store.count_events() == 1
@@ -303,16 +314,12 @@ def test_an_entry_delivered_too_often_is_dead_lettered_and_acked(
     redis_client: redis.Redis, redis_url: str, store: HubStore, tmp_path: Path
 ) -> None:
     entry_id = send(redis_client, sync_event(1))
-    redis_client.xgroup_create(EVENTS, GROUP, id="0", mkstream=True)
-    redis_client.xreadgroup(GROUP, "crashy", {EVENTS: ">"}, count=10)
+    read_and_crash(redis_client, "crashy")
     for _ in range(4):  # four more deliveries to crashing consumers: five in all
         redis_client.xclaim(EVENTS, GROUP, "crashy", 0, [entry_id])
     settings = make_settings(redis_url, tmp_path, reclaim_idle=0.1, max_deliveries=5)
     worker = HubConsumer(redis_client, store, settings, name="w3")
-    wait_until(
-        lambda: redis_client.xpending_range(EVENTS, GROUP, "-", "+", 1, idle=100),
-        what="entry idle",
-    )
+    wait_pending_idle(redis_client, 100)
     worker.run_once()
     [letter] = dead_letters(redis_client)
     assert letter.reason == "max_deliveries"
@@ -327,8 +334,7 @@ def test_a_restarted_worker_takes_back_its_own_pending_entries_at_once(
     redis_client: redis.Redis, worker: HubConsumer, store: HubStore
 ) -> None:
     send(redis_client, sync_event(1))
-    redis_client.xgroup_create(EVENTS, GROUP, id="0", mkstream=True)
-    redis_client.xreadgroup(GROUP, "w1", {EVENTS: ">"}, count=10)  # read, then "crashed"
+    read_and_crash(redis_client, "w1")
     worker.run_once()  # reclaim_idle is 60 s: only own-pending recovery can explain this
     assert store.count_events() == 1
     assert pending_count(redis_client) == 0
@@ -356,9 +362,7 @@ def test_idle_consumers_with_nothing_pending_are_removed_but_not_those_with_pend
     redis_client: redis.Redis, redis_url: str, store: HubStore, tmp_path: Path
 ) -> None:
     send(redis_client, sync_event(1))
-    redis_client.xgroup_create(EVENTS, GROUP, id="0", mkstream=True)
-    redis_client.xreadgroup(GROUP, "holder", {EVENTS: ">"}, count=10)
-    redis_client.xreadgroup(GROUP, "ghost", {EVENTS: ">"}, count=10)
+    read_and_crash(redis_client, "holder", "ghost")  # the ghost found nothing left to read
     # reclaim_idle is large so "holder" keeps its entry; idle removal is 10 x 0.03 s
     settings = make_settings(redis_url, tmp_path, reclaim_idle=0.03)
     worker = HubConsumer(redis_client, store, settings, name="w4")

@@ -38,15 +38,7 @@ def inspect(
 @pytest.fixture
 def pipeline(tmp_path: Path, redis_url: str) -> Iterator[LivePipeline]:
     live = LivePipeline(tmp_path, redis_url)
-    live.append("run-a", 3)
-    live.relay_once()
-    live.consume_once()
-    live.inject_conflict(run_id="run-a", sequence=2)
-    live.inject_garbage()
-    live.consume_once()
-    live.append("run-b", 2)
-    live.relay_once()
-    live.client.xreadgroup(keys.CONSUMER_GROUP, "ghost", {live.events: ">"}, count=1)
+    live.make_busy()
     yield live
     live.close()
 

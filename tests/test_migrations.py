@@ -207,6 +207,21 @@ def version_of(path: Path) -> int:
         conn.close()
 
 
+def assert_shaped_as_a_new_hub(path: Path, tmp_path: Path) -> None:
+    """A migrated hub file has the shape of one created new by this version."""
+    fresh = tmp_path / "fresh.db"
+    SqliteHubStore(fresh).close()
+    assert shape_of(path) == shape_of(fresh), "a migrated file has the shape of a new one"
+
+
+def assert_backup_of(
+    backup: Path, version: int, rows: dict[str, list[tuple[Any, ...]]], shape: dict[str, Any]
+) -> None:
+    """``backup`` is private to its owner and holds the old file: its version, rows and shape."""
+    assert os.stat(backup).st_mode & 0o777 == 0o600
+    assert (version_of(backup), rows_of(backup), shape_of(backup)) == (version, rows, shape)
+
+
 # ----- the hub database: version 1 -> 2 -----
 
 
@@ -222,9 +237,7 @@ def test_a_v1_hub_database_is_upgraded_at_open_keeping_every_row_byte_for_byte(
         assert store.schema_change.backup == tmp_path / "hub.db.v1.bak"
     assert version_of(path) == sqlite_schema.SCHEMA_VERSION == 3
     assert rows_of(path) == before
-    fresh = tmp_path / "fresh.db"
-    SqliteHubStore(fresh).close()
-    assert shape_of(path) == shape_of(fresh), "a migrated file has the shape of a new one"
+    assert_shaped_as_a_new_hub(path, tmp_path)
     assert shape_of(path)["sync_events.sync_events_by_position"] == (
         0,
         ["hub_project", "run_id", "project_id", "sequence"],
@@ -248,18 +261,14 @@ def test_a_v2_hub_database_is_upgraded_at_open_keeping_every_row_byte_for_byte(
         assert change.steps == (sqlite_schema.MIGRATIONS[1].summary,)
     assert version_of(path) == 3
     assert rows_of(path) == before
-    fresh = tmp_path / "fresh.db"
-    SqliteHubStore(fresh).close()
-    assert shape_of(path) == shape_of(fresh), "a migrated file has the shape of a new one"
+    assert_shaped_as_a_new_hub(path, tmp_path)
     assert set(shape_of(path)) - set(v2_shape) == {
         "hub_meta",
         "hub_meta.sqlite_autoindex_hub_meta_1",
         "enrolled_runtimes",
         "enrolled_runtimes.sqlite_autoindex_enrolled_runtimes_1",
     }
-    backup = backup_path(path, 2)
-    assert os.stat(backup).st_mode & 0o777 == 0o600
-    assert (version_of(backup), rows_of(backup), shape_of(backup)) == (2, before, v2_shape)
+    assert_backup_of(backup_path(path, 2), 2, before, v2_shape)
 
 
 def test_an_upgraded_v2_hub_database_has_no_hub_id_until_init_then_enrolls(
@@ -296,10 +305,7 @@ def test_the_backup_of_an_upgraded_hub_database_is_a_private_valid_v1_database(
     SqliteHubStore(path, create_schema=True).close()
     backup = tmp_path / "hub.db.v1.bak"
     assert backup == backup_path(path, 1)
-    assert os.stat(backup).st_mode & 0o777 == 0o600
-    assert version_of(backup) == 1
-    assert rows_of(backup) == before
-    assert shape_of(backup) == v1_shape
+    assert_backup_of(backup, 1, before, v1_shape)
     conn = sqlite3.connect(f"file:{backup}?mode=ro", uri=True)
     assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     conn.close()

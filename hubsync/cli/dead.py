@@ -12,7 +12,8 @@ from consumers.dead_letters import DeadLetters, ListedDeadLetter, ReplayResult, 
 from hubsync.cli.options import (
     connect_redis,
     count_option,
-    duration_callback,
+    duration_option,
+    env_option,
     hub_project_required,
     json_option,
     redis_url_option,
@@ -67,9 +68,7 @@ Examples:
 )
 @_project
 @count_option("letters to list (oldest first)")
-@click.option(
-    "--reason", envvar="HUBSYNC_REASON", show_envvar=True, help="Only letters of this reason."
-)
+@env_option("--reason", help="Only letters of this reason.")
 @redis_url_option
 @json_option
 def list_dead(
@@ -126,12 +125,7 @@ Examples:
     is_flag=True,
     help="Replay every replayable letter (no environment variable, like purge --all).",
 )
-@click.option(
-    "--reason",
-    envvar="HUBSYNC_REASON",
-    show_envvar=True,
-    help="With --all: only letters of this reason.",
-)
+@env_option("--reason", help="With --all: only letters of this reason.")
 @redis_url_option
 @json_option
 def replay(
@@ -194,13 +188,8 @@ Examples:
     # turn a bare purge into deleting every letter
     help="Delete every dead letter of the project.",
 )
-@click.option(
+@duration_option(
     "--older-than",
-    type=str,
-    metavar="DURATION",
-    callback=duration_callback,
-    envvar="HUBSYNC_OLDER_THAN",
-    show_envvar=True,
     help="Delete letters dead-lettered longer ago than this (90s, 15m, 2h, 7d; Redis's clock).",
 )
 @redis_url_option

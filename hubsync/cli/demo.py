@@ -11,8 +11,10 @@ from typing import TYPE_CHECKING
 import click
 
 from hubsync.cli import exit_codes
+from hubsync.cli.options import env_option, options_from
 from hubsync.errors import ConfigError
 from hubsync.logs import configure_logging
+from hubsync.settings import DemoSettings
 
 if TYPE_CHECKING:
     from hubsync.demo.embedded_redis import EmbeddedRedis
@@ -28,40 +30,19 @@ Examples:
   hubsync demo --json                        the summary as one JSON document
 """
 )
-@click.option(
+@env_option(
     "--redis-url",
-    envvar="HUBSYNC_REDIS_URL",
-    show_envvar=True,
     help="Use this Redis instead of a private one (its demo keys are replaced); REDIS_URL is "
     "not read, so a shell's usual Redis is never touched by accident.",
 )
-@click.option(
+@env_option(
     "--embedded",
     type=click.Choice(["auto", "redis-server", "fakeredis"]),
     default="auto",
-    envvar="HUBSYNC_EMBEDDED",
-    show_envvar=True,
     show_default=True,
     help="The private Redis: redis-server when installed (auto), or fakeredis over TCP.",
 )
-@click.option(
-    "--runs-per-runtime",
-    type=click.IntRange(1, 1000),
-    default=4,
-    show_default=True,
-    envvar="HUBSYNC_RUNS_PER_RUNTIME",
-    show_envvar=True,
-    help="Runs each of 3 runtimes appends.",
-)
-@click.option(
-    "--events-per-run",
-    type=click.IntRange(2, 100_000),
-    default=400,
-    show_default=True,
-    envvar="HUBSYNC_EVENTS_PER_RUN",
-    show_envvar=True,
-    help="Events in each run.",
-)
+@options_from(DemoSettings)
 @click.option(
     "--keep",
     is_flag=True,

@@ -9,7 +9,7 @@ import click
 import redis
 
 from hubsync.cli import exit_codes
-from hubsync.cli.options import options_from, use_redis_credentials
+from hubsync.cli.options import env_option, options_from, use_redis_credentials
 from hubsync.connections import connect, ping
 from hubsync.keys import EFFECTS_QUEUE
 from hubsync.logs import configure_logging
@@ -28,12 +28,10 @@ Examples:
 """,
 )
 @options_from(CommonSettings)
-@click.option(
+@env_option(
     "--worker-name",
     "--name",
     "worker_name",
-    envvar="HUBSYNC_WORKER_NAME",
-    show_envvar=True,
     help="RQ worker name [default: rq's own]; with --check, the worker to look for "
     "(--name is the same option).",
 )

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from hubsync.cli.options import duration_callback, hub_options, json_option
+from hubsync.cli.options import duration_callback, env_option, hub_options, json_option
 from hubsync.clock import format_timestamp
 from hubsync.enrollment import encode_token, validate_hub_projects
 from hubsync.errors import ConfigError, SchemaVersionError
@@ -67,13 +67,11 @@ Examples:
     is_flag=True,
     help="Revoke the runtime instead: its keys are deleted (no environment variable).",
 )
-@click.option(
+@env_option(
     "--rotation-grace",
     default="24h",
     show_default=True,
     callback=duration_callback,
-    envvar="HUBSYNC_ROTATION_GRACE",
-    show_envvar=True,
     help="How long the runtime's previous key stays valid after a re-key (90s, 15m, 2h, 1d).",
 )
 @json_option

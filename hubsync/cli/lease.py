@@ -18,7 +18,7 @@ from hubstore.leases import (
     LeaseTransition,
 )
 from hubsync.cli import exit_codes
-from hubsync.cli.options import json_option, redis_url_option
+from hubsync.cli.options import env_option, json_option, redis_url_option
 from hubsync.connections import Role, connect
 from hubsync.redis_values import printable
 
@@ -32,20 +32,16 @@ DEFAULT_TTL_MS = 30_000
 
 _redis_url = redis_url_option
 _json = json_option
-_holder = click.option(
-    "--holder", envvar="HUBSYNC_HOLDER", show_envvar=True, required=True,
-    help="Holder id (printable, at most 128 characters, no '{' or '}').",
+_holder = env_option(
+    "--holder", required=True, help="Holder id (printable, at most 128 characters, no '{' or '}')."
+)
+_ttl = env_option(
+    "--ttl-ms", type=int, default=DEFAULT_TTL_MS, show_default=True,
+    help="Lease TTL in ms (50..86400000), counted on Redis's clock.",
 )  # fmt: skip
-_ttl = click.option(
-    "--ttl-ms", type=int, envvar="HUBSYNC_TTL_MS", show_envvar=True, default=DEFAULT_TTL_MS,
-    show_default=True, help="Lease TTL in ms (50..86400000), counted on Redis's clock.",
-)  # fmt: skip
-_token = click.option(
-    "--token", type=int, envvar="HUBSYNC_TOKEN", show_envvar=True, required=True,
-    help="The fencing token acquire returned.",
-)  # fmt: skip
-_proof = click.option(
-    "--proof", envvar="HUBSYNC_PROOF", show_envvar=True, required=True,
+_token = env_option("--token", type=int, required=True, help="The fencing token acquire returned.")
+_proof = env_option(
+    "--proof", required=True,
     help="The proof secret acquire returned (prefer the env var: argv is visible to others).",
 )  # fmt: skip
 
@@ -127,8 +123,8 @@ def lease() -> None:
 @click.argument("resource")
 @_holder
 @_ttl
-@click.option(
-    "--proof", envvar="HUBSYNC_PROOF", show_envvar=True, default=None,
+@env_option(
+    "--proof", default=None,
     help="Your proof, to renew your own live lease through acquire (same token).",
 )  # fmt: skip
 @_json
@@ -191,9 +187,9 @@ def _info_line(info: LeaseInfo) -> str:
 
 @lease.command()
 @click.argument("resource")
-@click.option(
-    "--history", type=click.IntRange(0, 10_000), default=0, envvar="HUBSYNC_HISTORY",
-    show_envvar=True, help="Also show the last N audit-log entries.",
+@env_option(
+    "--history", type=click.IntRange(0, 10_000), default=0,
+    help="Also show the last N audit-log entries.",
 )  # fmt: skip
 @_json
 @_redis_url

@@ -109,23 +109,35 @@ def setting_envvars(name: str, field: FieldInfo) -> list[str]:
 def setting_option(settings: type[BaseSettings], name: str, *, required: bool | None = None) -> Any:
     """The click option of one settings field: ``--<name>``, its variables, type, help, default.
 
+    A ``bool`` field is a ``--<name>/--no-<name>`` switch, a ``tuple[T, ...]`` field a
+    repeatable option.
     Click applies the same precedence as the settings (command line, then the
     variables in order, then the field's default), so the value it hands the
     command is the setting's value.
     """
     field = settings.model_fields[name]
     default = None if field.default is PydanticUndefined else field.default
-    # No default at all when there is none: click treats an explicit None as a value
-    # and would let a required option go missing.
-    shown: dict[str, Any] = {} if default is None else {"default": default, "show_default": True}
+    # No default at all when there is none (or none to show, for a repeatable option):
+    # click treats an explicit None as a value and would let a required option go missing.
+    shown: dict[str, Any] = (
+        {} if default in (None, ()) else {"default": default, "show_default": True}
+    )
     extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
     aliases = [str(alias) for alias in extra.get("cli_aliases", ())]  # type: ignore[union-attr]
+    flag = "--" + name.replace("_", "-")
+    kind: dict[str, Any] = {"type": _click_type(field.annotation, field.metadata)}
+    if field.annotation is bool:  # a switch: --x/--no-x
+        flag, kind = f"{flag}/--no-{flag[2:]}", {}
+    elif get_origin(field.annotation) is tuple:  # tuple[T, ...]: a repeatable option
+        kind = {"type": _click_type(get_args(field.annotation)[0], []), "multiple": True}
+    envvars = setting_envvars(name, field)  # one is passed as a string: click's usage
+    # error would quote a list of one as "'['HUBSYNC_X']'"
     return click.option(
-        "--" + name.replace("_", "-"),
+        flag,
         *aliases,
         name,
-        type=_click_type(field.annotation, field.metadata),
-        envvar=setting_envvars(name, field),
+        **kind,
+        envvar=envvars[0] if len(envvars) == 1 else envvars,
         show_envvar=True,
         required=field.is_required() if required is None else required,
         help=field.description,
@@ -169,15 +181,28 @@ def deployment_options(command: F) -> F:
     return redis_url_option(hub_options(state_dir_option(command)))
 
 
+def env_option(flag: str, *declarations: str, **attributes: Any) -> Callable[[F], F]:
+    """A click option that is not a setting, read also from ``HUBSYNC_<FLAG>`` (shown in help).
+
+    For what a settings field cannot say (a duration like ``15m``, a directory, a
+    per-command choice); the variable is derived from the flag as for settings.
+    """
+    envvar = "HUBSYNC_" + flag.removeprefix("--").replace("-", "_").upper()
+    return click.option(flag, *declarations, envvar=envvar, show_envvar=True, **attributes)
+
+
+def duration_option(flag: str, **attributes: Any) -> Callable[[F], F]:
+    """An ``env_option`` holding a duration (``90``, ``15m``, ``2h``, ``7d``), handed over in seconds."""
+    return env_option(flag, type=str, metavar="DURATION", callback=duration_callback, **attributes)
+
+
 def count_option(listed: str) -> Callable[[F], F]:
     """``--count N`` (``HUBSYNC_COUNT``, default 50): how many ``listed`` a list command shows."""
-    return click.option(
+    return env_option(
         "--count",
         type=click.IntRange(1, 100_000),
         default=50,
         show_default=True,
-        envvar="HUBSYNC_COUNT",
-        show_envvar=True,
         help=f"Most {listed}.",
     )
 

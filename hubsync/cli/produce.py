@@ -14,8 +14,8 @@ from typing import Any
 
 import click
 
-from hubsync.cli.options import options_from
-from hubsync.settings import RuntimeSettings
+from hubsync.cli.options import env_option, options_from
+from hubsync.settings import ProduceSettings, RuntimeSettings
 from producers.event_store import NewEvent, RunEventStore
 from producers.registry import RuntimeRegistry
 from producers.synthetic import run_events
@@ -34,69 +34,14 @@ Examples:
 """
 )
 @options_from(RuntimeSettings, only=["state_dir"])
-@click.option(
+@env_option(
     "--project-root",
     type=click.Path(file_okay=False, path_type=Path),
-    envvar="HUBSYNC_PROJECT_ROOT",
-    show_envvar=True,
     required=True,
     help="Root of the project the events belong to (registered on first use).",
 )
 @options_from(RuntimeSettings, only=["runtime_id"])
-@click.option(
-    "--hub-project",
-    envvar="HUBSYNC_HUB_PROJECT",
-    show_envvar=True,
-    help="Hub project of a new project registration [default: the project root's name].",
-)
-@click.option(
-    "--runs",
-    type=click.IntRange(min=1, max=10_000_000),
-    envvar="HUBSYNC_RUNS",
-    show_envvar=True,
-    required=True,
-    help="Number of runs to produce.",
-)
-@click.option(
-    "--events-per-run",
-    type=click.IntRange(min=1, max=1_000_000),
-    envvar="HUBSYNC_EVENTS_PER_RUN",
-    show_envvar=True,
-    required=True,
-    help="Events in each run.",
-)
-@click.option(
-    "--payload-bytes",
-    type=click.IntRange(min=64, max=200_000),
-    default=512,
-    show_default=True,
-    envvar="HUBSYNC_PAYLOAD_BYTES",
-    show_envvar=True,
-    help="Approximate size of each local payload (JSON bytes).",
-)
-@click.option(
-    "--plant",
-    multiple=True,
-    envvar="HUBSYNC_PLANT",
-    show_envvar=True,
-    help="Text to place in allowlisted payload strings and keys, NOT registered as a secret "
-    "(repeatable; to test redaction from outside).",
-)
-@click.option(
-    "--batch/--no-batch",
-    default=False,
-    show_default=True,
-    envvar="HUBSYNC_BATCH",
-    show_envvar=True,
-    help="Append each run's events with append_events (one transaction per run, up to 500).",
-)
-@click.option(
-    "--seed",
-    type=int,
-    envvar="HUBSYNC_SEED",
-    show_envvar=True,
-    help="Seed of the synthetic payloads (run ids stay unique).",
-)
+@options_from(ProduceSettings)
 @click.option(
     "--json",
     "as_json",

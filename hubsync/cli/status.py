@@ -17,7 +17,8 @@ from hubstore.store import DEFAULT_STALE_AFTER, HubStore
 from hubsync.cli.options import (
     connect_redis,
     deployment_options,
-    duration_callback,
+    duration_option,
+    env_option,
     hub_project_filter,
     json_option,
     open_hub_store,
@@ -46,22 +47,15 @@ if asked for, is still printed first).
 )
 @deployment_options
 @hub_project_filter
-@click.option(
+@duration_option(
     "--stale-after",
-    type=str,
-    metavar="DURATION",
-    callback=duration_callback,
     default=str(int(DEFAULT_STALE_AFTER.total_seconds())),
     show_default=True,
-    envvar="HUBSYNC_STALE_AFTER",
-    show_envvar=True,
     help="A runtime silent this long (seconds, or 90s, 2m, ...) is flagged stale.",
 )
-@click.option(
+@env_option(
     "--no-redis",
     is_flag=True,
-    envvar="HUBSYNC_NO_REDIS",
-    show_envvar=True,
     help="Do not contact Redis: show the --state-dir outbox only.",
 )
 @click.option(
@@ -69,15 +63,10 @@ if asked for, is still printed first).
     is_flag=True,
     help="Redraw every --interval seconds until Ctrl-C (not with --json; no environment variable).",
 )
-@click.option(
+@duration_option(
     "--interval",
-    type=str,
-    metavar="DURATION",
-    callback=duration_callback,
     default="2",
     show_default=True,
-    envvar="HUBSYNC_INTERVAL",
-    show_envvar=True,
     help="Seconds between redraws with --watch.",
 )
 @json_option

@@ -105,6 +105,21 @@ class LivePipeline:
             fields["event"] = b"x" * 10_000
         return send_fields(self.client, HUB_PROJECT, fields)
 
+    def make_busy(self) -> None:
+        """Six events stored and acked, one conflict, one dead letter, four events in flight of
+        which the two oldest sit pending in a consumer that died ("ghost")."""
+        self.append("run-a", 3)
+        self.append("run-b", 3)
+        self.relay_once()
+        self.consume_once()
+        self.relay_once()  # applies the acks
+        self.inject_conflict()
+        self.inject_garbage()
+        self.consume_once()
+        self.append("run-c", 4)
+        self.relay_once()
+        self.client.xreadgroup(keys.CONSUMER_GROUP, "ghost", {self.events: ">"}, count=2)
+
     def hub_rows(self, table: str) -> int:
         """Rows of a hub table, counted with plain SQL (not through the store under test)."""
         with sqlite3.connect(self.hub_db) as conn:
