@@ -177,14 +177,14 @@ def test_kill_minus_nine_mid_drain_then_restart_delivers_everything(
 ) -> None:
     state_dir = tmp_path / "state"
     _registry, (store,) = make_runtime(state_dir, ["alpha"])
-    append_many(store, runs=4, per_run=2_000)
+    append_many(store, runs=4, per_run=1_000)
     total = store.outbox_counts()["total"]
 
-    # small batches keep the drain long next to the moment between seeing 1,000
+    # small batches keep the drain long next to the moment between seeing 500
     # entries (XLEN, cheap) and freezing the relay, so the kill lands mid-drain
     process = start_relay_process(state_dir, redis_url, "--batch-count", "50")
     stream = keys.events_stream("alpha")
-    wait_until(lambda: redis_client.xlen(stream) > 1_000, timeout=30, interval=0.001)
+    wait_until(lambda: redis_client.xlen(stream) > 500, timeout=30, interval=0.001)
     process.pause()
     assert redis_client.xlen(stream) < total, "frozen before the drain finished"
     process.kill()
