@@ -16,12 +16,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from hubsync.cli.main import COMMANDS, cli
 from hubsync.cli.options import options_from
-from hubsync.processes import run_hubsync
-
-
-def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    """``hubsync ARGS`` in a child process with no HUBSYNC_* or REDIS_URL of this machine."""
-    return run_hubsync(args, env=env, timeout=60)
+from tests.helpers.operator_support import run_cli
 
 
 def every_command() -> list[tuple[str, click.Command]]:
@@ -115,11 +110,13 @@ def test_importing_the_cli_and_asking_for_help_loads_no_subcommand_rich_demo_or_
     assert "relay" in done.stdout and "LOADED []" in done.stdout
 
 
-def test_a_bad_log_level_is_one_line_naming_the_option_and_the_levels(tmp_path: Path) -> None:
-    result = run_cli("relay", "--state-dir", str(tmp_path), "--log-level", "foo")
-    assert result.returncode == 2
-    assert result.stdout == ""
-    [line] = result.stderr.splitlines()
+def test_a_bad_log_level_is_one_line_naming_the_option_and_the_levels(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    result = run_cli(capsys, "relay", "--state-dir", str(tmp_path), "--log-level", "foo")
+    assert result.code == 2
+    assert result.out == ""
+    [line] = result.err.splitlines()
     assert line.startswith("error: --log-level: ") and "'foo'" in line
     assert all(level in line.lower() for level in ("debug", "info", "warning", "error"))
 
@@ -136,29 +133,33 @@ def test_a_bad_log_level_is_one_line_naming_the_option_and_the_levels(tmp_path: 
         (["produce", "--state-dir", "s", "--project-root", "p", "--runs", "0"], "--runs"),
     ],
 )
-def test_usage_errors_are_one_line_naming_the_option(args: list[str], option: str) -> None:
-    result = run_cli(*args)
-    assert result.returncode == 2
-    [line] = result.stderr.splitlines()
+def test_usage_errors_are_one_line_naming_the_option(
+    capsys: pytest.CaptureFixture[str], args: list[str], option: str
+) -> None:
+    result = run_cli(capsys, *args)
+    assert result.code == 2
+    [line] = result.err.splitlines()
     assert line.startswith(f"error: {option}: "), line
 
 
-def test_hub_db_and_hub_url_together_are_a_usage_error(tmp_path: Path) -> None:
-    result = run_cli(
-        "consume", "--once", "--hub-db", str(tmp_path / "h.db"), "--hub-url", "sqlite:///x.db"
-    )
-    assert result.returncode == 2
-    [line] = result.stderr.splitlines()
+def test_hub_db_and_hub_url_together_are_a_usage_error(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    both = ("--hub-db", str(tmp_path / "h.db"), "--hub-url", "sqlite:///x.db")
+    result = run_cli(capsys, "consume", "--once", *both)
+    assert result.code == 2
+    [line] = result.err.splitlines()
     assert "--hub-url" in line and "--hub-db" in line and "not both" in line
 
 
-def test_the_relay_refuses_a_state_dir_that_does_not_exist(tmp_path: Path) -> None:
+def test_the_relay_refuses_a_state_dir_that_does_not_exist(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
     typo = tmp_path / "typo"
     for extra in (["--once"], ["--check"]):
-        result = run_cli(
-            "relay", "--state-dir", str(typo), "--redis-url", "redis://127.0.0.1:1/0", *extra
-        )
-        assert result.returncode == 2, result.stderr
-        [line] = result.stderr.splitlines()
+        nowhere = ("--redis-url", "redis://127.0.0.1:1/0")
+        result = run_cli(capsys, "relay", "--state-dir", str(typo), *nowhere, *extra)
+        assert result.code == 2, result.err
+        [line] = result.err.splitlines()
         assert "not a hubsync state dir" in line and "hubsync produce" in line
         assert not typo.exists(), "a mistyped state dir must not become a new runtime"

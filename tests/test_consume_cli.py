@@ -1,4 +1,5 @@
-"""``hubsync consume`` as real processes: kill -9 and reclaim, shared hub DB, signals, exit codes."""
+"""``hubsync consume`` as real processes: kill -9 and reclaim, shared hub DB, signals, exit codes;
+its --check and usage errors in-process."""
 
 from __future__ import annotations
 
@@ -16,14 +17,21 @@ from hubstore.sqlite_store import SqliteHubStore
 from hubsync import keys
 from hubsync.demo.embedded_redis import RedisServerProcess
 from hubsync.processes import Child, PipelineProcesses, run_hubsync
+from tests.helpers.operator_support import run_cli
 from tests.helpers.relay_player import HUB_PROJECT, send, sync_event
 from tests.helpers.support import wait_until
 
 EVENTS = keys.events_stream(HUB_PROJECT)
 
 
+def consume_argv(redis_url: str, hub_db: Path, *extra: str) -> list[str]:
+    """``hubsync consume`` on ``redis_url`` into ``hub_db``, with ``extra``."""
+    return ["consume", "--hub-db", str(hub_db), "--redis-url", redis_url, *extra]
+
+
 def run_consume(redis_url: str, hub_db: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    return run_hubsync(["consume", "--hub-db", str(hub_db), "--redis-url", redis_url, *extra])
+    """``hubsync consume ... EXTRA`` as a real process."""
+    return run_hubsync(consume_argv(redis_url, hub_db, *extra))
 
 
 class Workers:
@@ -124,16 +132,20 @@ def test_several_worker_processes_share_one_hub_database(
 
 
 def test_check_is_healthy_only_while_the_named_consumer_runs(
-    redis_client: redis.Redis, redis_url: str, tmp_path: Path, workers: Workers
+    capsys: pytest.CaptureFixture[str],
+    redis_client: redis.Redis,
+    redis_url: str,
+    tmp_path: Path,
+    workers: Workers,
 ) -> None:
-    hub_db = tmp_path / "hub.db"
-    assert run_consume(redis_url, hub_db, "--name", "hub-1", "--check").returncode == 1
-    proc = workers.start(redis_url, hub_db, "hub-1")
+    check = consume_argv(redis_url, tmp_path / "hub.db", "--name", "hub-1", "--check")
+    assert run_cli(capsys, *check).code == 1
+    proc = workers.start(redis_url, tmp_path / "hub.db", "hub-1")
     wait_until(lambda: redis_client.exists(keys.consumer_health("hub-1")), what="health key")
-    assert run_consume(redis_url, hub_db, "--name", "hub-1", "--check").returncode == 0
+    assert run_cli(capsys, *check).code == 0
     proc.signal(signal.SIGTERM)
     assert proc.wait(timeout=20) == 0
-    assert run_consume(redis_url, hub_db, "--name", "hub-1", "--check").returncode == 1
+    assert run_cli(capsys, *check).code == 1
 
 
 def test_once_ingests_what_is_there_and_exits_zero(
@@ -180,10 +192,12 @@ def test_a_second_signal_exits_at_once(
         ["--check"],  # --check needs --name
     ],
 )
-def test_malformed_arguments_exit_2(redis_url: str, tmp_path: Path, args: list[str]) -> None:
-    result = run_consume(redis_url, tmp_path / "hub.db", *args)
-    assert result.returncode == 2, result.stderr
-    assert "Traceback" not in result.stderr
+def test_malformed_arguments_exit_2(
+    capsys: pytest.CaptureFixture[str], redis_url: str, tmp_path: Path, args: list[str]
+) -> None:
+    result = run_cli(capsys, *consume_argv(redis_url, tmp_path / "hub.db", *args))
+    assert result.code == 2, result.err
+    assert "Traceback" not in result.err
 
 
 def test_unreachable_redis_at_start_exits_3_with_one_line(tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ from consumers.dead_letters import DeadLetters
 from hubsync import keys
 from hubsync.demo.embedded_redis import free_port
 from hubsync.processes import run_hubsync
+from hubsync.redis_values import redis_now_ms
 from tests.helpers.operator_support import HUB_PROJECT, LivePipeline, error_lines, run_cli
 from tests.helpers.support import wait_until
 
@@ -178,14 +179,13 @@ def test_purge_older_than_removes_only_older_letters(
     pipeline.inject_garbage()
     pipeline.consume_once()
     [old] = [x["id"] for x in listed(capsys, pipeline)]
-    # The dead stream's ids carry Redis's clock: wait until the letter is measurably older.
+    # The dead stream's ids carry Redis's clock: wait until the letter is measurably older
+    # than the cut-off, which the letter added next is measurably younger than.
     old_ms = int(old.split("-")[0])
-    wait_until(
-        lambda: pipeline.client.time()[0] * 1000 > old_ms + 1500, timeout=10, what="1.5s pass"
-    )
+    wait_until(lambda: redis_now_ms(pipeline.client) > old_ms + 800, what="0.8s pass")
     pipeline.inject_garbage()
     pipeline.consume_once()
-    code, out, _ = dead(capsys, pipeline, "purge", "--older-than", "1s", "--json")
+    code, out, _ = dead(capsys, pipeline, "purge", "--older-than", "0.4s", "--json")
     assert code == 0 and json.loads(out)["purged"] == 1
     assert old not in [x["id"] for x in listed(capsys, pipeline)]
     assert len(listed(capsys, pipeline)) == 1
@@ -290,10 +290,10 @@ def test_letters_with_odd_field_name_bytes_list_and_replay(pipeline: LivePipelin
     pipeline.consume_once()
     assert pipeline.client.xlen(DEAD) == 2
 
-    for argv in (("list",), ("list", "--json")):
-        shown = hubsync_process(pipeline, *argv)
-        assert shown.returncode == 0 and "Traceback" not in shown.stderr, shown.stderr
-    letters = json.loads(hubsync_process(pipeline, "list", "--json").stdout)["dead_letters"]
+    shown = {argv: hubsync_process(pipeline, *argv) for argv in (("list",), ("list", "--json"))}
+    for listing in shown.values():
+        assert listing.returncode == 0 and "Traceback" not in listing.stderr, listing.stderr
+    letters = json.loads(shown[("list", "--json")].stdout)["dead_letters"]
     assert [x["replayable"] for x in letters] == [False, True]
     # a name that is not UTF-8 was recorded with U+FFFD when it was dead-lettered
     assert letters[0]["truncated"] == {"a:²,b": 5000, "\ufffd:\ufffd,": 5000}

@@ -1,16 +1,16 @@
 """``hubsync doctor``: one line per check, and exit 1 on a deployment that would lose data.
 
-The command runs as a real process against private redis-servers configured
-well and badly, a real hub database and a real runtime state dir; the
-verdicts on each Redis setting are also checked directly, for the
-configurations no test server has (an old Redis, another fsync policy).
+The command runs (in-process, and once as a real process) against private
+redis-servers configured well and badly, a real hub database and a real
+runtime state dir; the verdicts on each Redis setting are also checked
+directly, for the configurations no test server has (an old Redis, another
+fsync policy).
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -29,13 +29,14 @@ from hubsync.doctor.redis_checks import (
 from hubsync.processes import run_hubsync
 from hubsync.settings import hub_url_from_path
 from producers.registry import RuntimeRegistry
+from tests.helpers.operator_support import CliRun, run_cli
 
 HUB_PROJECT = "shop"
 
 
-def doctor(redis_url: str, *args: str) -> subprocess.CompletedProcess[str]:
-    """``hubsync doctor ARGS`` as a child process, its Redis URL in the environment."""
-    return run_hubsync(["doctor", *args], env={"HUBSYNC_REDIS_URL": redis_url}, timeout=60)
+def doctor(capsys: pytest.CaptureFixture[str], redis_url: str, *args: str) -> CliRun:
+    """``hubsync doctor ARGS`` in-process, its Redis URL in the environment."""
+    return run_cli(capsys, "doctor", *args, env={"HUBSYNC_REDIS_URL": redis_url})
 
 
 def lines_by_check(output: str) -> dict[str, str]:
@@ -90,14 +91,14 @@ def good_redis(private_redis: RedisServerProcess) -> redis.Redis:
 
 
 def test_doctor_fails_on_maxmemory_policy_allkeys_lru(
-    private_redis: RedisServerProcess, good_redis: redis.Redis
+    capsys: pytest.CaptureFixture[str], private_redis: RedisServerProcess, good_redis: redis.Redis
 ) -> None:
     good_redis.config_set("maxmemory-policy", "allkeys-lru")
 
-    result = doctor(private_redis.url)
+    result = doctor(capsys, private_redis.url)
 
-    assert result.returncode == 1, result.stderr
-    lines = lines_by_check(result.stdout)
+    assert result.code == 1, result.err
+    lines = lines_by_check(result.out)
     line = lines["maxmemory-policy"]
     assert line.startswith("FAIL maxmemory-policy: allkeys-lru: ")
     assert "evict" in line and "CONFIG SET maxmemory-policy noeviction" in line
@@ -107,33 +108,36 @@ def test_doctor_fails_on_maxmemory_policy_allkeys_lru(
 
 
 def test_doctor_fails_when_aof_is_off_and_says_what_a_restart_loses(
-    private_redis: RedisServerProcess, good_redis: redis.Redis
+    capsys: pytest.CaptureFixture[str], private_redis: RedisServerProcess, good_redis: redis.Redis
 ) -> None:
     good_redis.config_set("appendonly", "no")
 
-    result = doctor(private_redis.url)
+    result = doctor(capsys, private_redis.url)
 
-    assert result.returncode == 1, result.stderr
-    line = lines_by_check(result.stdout)["aof"]
+    assert result.code == 1, result.err
+    line = lines_by_check(result.out)["aof"]
     assert line.startswith("FAIL aof: appendonly no: a Redis restart loses")
     assert "CONFIG SET appendonly yes" in line
 
 
 def test_a_good_deployment_passes_every_check_and_exits_0(
-    tmp_path: Path, private_redis: RedisServerProcess, good_redis: redis.Redis
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    private_redis: RedisServerProcess,
+    good_redis: redis.Redis,
 ) -> None:
     hub_db = make_hub_db(tmp_path / "hub.db")
     make_state_dir(tmp_path / "runtime", projects=2)
     good_redis.set(keys.HUB_IDENTITY, "hub-main")
 
     result = doctor(
-        private_redis.url, "--hub-db", str(hub_db), "--state-dir", str(tmp_path / "runtime")
+        capsys, private_redis.url, "--hub-db", str(hub_db), "--state-dir", str(tmp_path / "runtime")
     )
 
-    assert result.returncode == 0, result.stdout + result.stderr
-    lines = result.stdout.splitlines()
-    assert all(line.startswith("ok   ") for line in lines), result.stdout
-    checks = lines_by_check(result.stdout)
+    assert result.code == 0, result.out + result.err
+    lines = result.out.splitlines()
+    assert all(line.startswith("ok   ") for line in lines), result.out
+    checks = lines_by_check(result.out)
     assert "Redis 7." in checks["redis-version"]
     assert "appendonly yes, appendfsync everysec: " in checks["aof"]
     assert "up to about 1 s" in checks["aof"]
@@ -146,14 +150,19 @@ def test_a_good_deployment_passes_every_check_and_exits_0(
 
 
 def test_json_is_one_document_with_every_check_and_its_fix(
-    tmp_path: Path, private_redis: RedisServerProcess, good_redis: redis.Redis
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    private_redis: RedisServerProcess,
+    good_redis: redis.Redis,
 ) -> None:
     good_redis.config_set("maxmemory-policy", "volatile-lru")
 
-    result = doctor(private_redis.url, "--json", "--hub-db", str(make_hub_db(tmp_path / "h.db")))
+    result = doctor(
+        capsys, private_redis.url, "--json", "--hub-db", str(make_hub_db(tmp_path / "h.db"))
+    )
 
-    assert result.returncode == 1, result.stderr
-    document: dict[str, Any] = json.loads(result.stdout)
+    assert result.code == 1, result.err
+    document: dict[str, Any] = json.loads(result.out)
     assert document["ok"] is False and document["failed"] == ["maxmemory-policy"]
     checks = {check["name"]: check for check in document["checks"]}
     assert checks["maxmemory-policy"]["status"] == "fail"
@@ -163,84 +172,92 @@ def test_json_is_one_document_with_every_check_and_its_fix(
     assert "hub-identity" not in checks  # only shown when hubsync:hub exists
 
 
-def test_a_project_without_the_consumer_group_fails_and_names_it(redis_url: str) -> None:
+def test_a_project_without_the_consumer_group_fails_and_names_it(
+    capsys: pytest.CaptureFixture[str], redis_url: str
+) -> None:
     client = redis.Redis.from_url(redis_url)
     serve_project(client, "served")
     client.sadd(keys.PROJECTS, "unread")
 
-    result = doctor(redis_url)
+    result = doctor(capsys, redis_url)
 
-    line = lines_by_check(result.stdout)["consumer-group"]
-    assert result.returncode == 1
+    line = lines_by_check(result.out)["consumer-group"]
+    assert result.code == 1
     assert line.startswith("FAIL consumer-group: no group hub on the events stream of 1 of 2")
     assert "(unread)" in line and "hubsync consume" in line
 
 
-def test_no_projects_yet_is_not_a_failure(redis_url: str) -> None:
-    result = doctor(redis_url)
+def test_no_projects_yet_is_not_a_failure(
+    capsys: pytest.CaptureFixture[str], redis_url: str
+) -> None:
+    result = doctor(capsys, redis_url)
 
-    line = lines_by_check(result.stdout)["consumer-group"]
+    line = lines_by_check(result.out)["consumer-group"]
     assert line.startswith("ok   consumer-group: no projects yet in hubsync:projects")
 
 
 def test_an_older_hub_store_fails_naming_the_migrate_command(
-    tmp_path: Path, redis_url: str
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, redis_url: str
 ) -> None:
     hub_db = make_hub_db(tmp_path / "hub.db")
     set_schema_version(hub_db, 1)
 
-    result = doctor(redis_url, "--hub-db", str(hub_db))
+    result = doctor(capsys, redis_url, "--hub-db", str(hub_db))
 
-    line = lines_by_check(result.stdout)["hub-store"]
-    assert result.returncode == 1
+    line = lines_by_check(result.out)["hub-store"]
+    assert result.code == 1
     assert line.startswith("FAIL hub-store: ") and "hubsync hub migrate" in line
 
 
-def test_a_newer_hub_store_fails_and_is_left_untouched(tmp_path: Path, redis_url: str) -> None:
+def test_a_newer_hub_store_fails_and_is_left_untouched(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, redis_url: str
+) -> None:
     hub_db = make_hub_db(tmp_path / "hub.db")
     set_schema_version(hub_db, 99)
     before = hub_db.read_bytes()
 
-    result = doctor(redis_url, "--hub-db", str(hub_db))
+    result = doctor(capsys, redis_url, "--hub-db", str(hub_db))
 
-    line = lines_by_check(result.stdout)["hub-store"]
-    assert result.returncode == 1
+    line = lines_by_check(result.out)["hub-store"]
+    assert result.code == 1
     assert line.startswith("FAIL hub-store: ") and "schema version 99" in line
     assert "left untouched" in line and hub_db.read_bytes() == before
 
 
-def test_a_missing_hub_store_fails_saying_how_to_create_it(tmp_path: Path, redis_url: str) -> None:
-    result = doctor(redis_url, "--hub-db", str(tmp_path / "absent.db"))
+def test_a_missing_hub_store_fails_saying_how_to_create_it(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, redis_url: str
+) -> None:
+    result = doctor(capsys, redis_url, "--hub-db", str(tmp_path / "absent.db"))
 
-    line = lines_by_check(result.stdout)["hub-store"]
+    line = lines_by_check(result.out)["hub-store"]
     assert line.startswith("FAIL hub-store: no hub database at ")
     assert "hubsync hub migrate" in line
     assert not (tmp_path / "absent.db").exists()
 
 
 def test_an_unreadable_project_store_fails_its_line_and_the_others_still_open(
-    tmp_path: Path, redis_url: str
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, redis_url: str
 ) -> None:
     broken, healthy = make_state_dir(tmp_path / "runtime", projects=2)
     set_schema_version(broken, 99)
 
-    result = doctor(redis_url, "--state-dir", str(tmp_path / "runtime"))
+    result = doctor(capsys, redis_url, "--state-dir", str(tmp_path / "runtime"))
 
-    assert result.returncode == 1
-    lines = lines_by_check(result.stdout)
+    assert result.code == 1
+    lines = lines_by_check(result.out)
     assert lines["state-dir"].startswith("ok   state-dir: ")
-    project_lines = [line for line in result.stdout.splitlines() if " project " in line[:13]]
+    project_lines = [line for line in result.out.splitlines() if " project " in line[:13]]
     assert project_lines[0].startswith("FAIL project ") and "schema version 99" in project_lines[0]
     assert project_lines[1].startswith("ok   project ") and str(healthy) in project_lines[1]
 
 
 def test_a_path_that_is_no_state_dir_fails_and_is_not_created(
-    tmp_path: Path, redis_url: str
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, redis_url: str
 ) -> None:
-    result = doctor(redis_url, "--state-dir", str(tmp_path / "typo"))
+    result = doctor(capsys, redis_url, "--state-dir", str(tmp_path / "typo"))
 
-    line = lines_by_check(result.stdout)["state-dir"]
-    assert result.returncode == 1
+    line = lines_by_check(result.out)["state-dir"]
+    assert result.code == 1
     assert line.startswith("FAIL state-dir: ") and "is not a hubsync state dir" in line
     assert not (tmp_path / "typo").exists()
 
@@ -250,7 +267,10 @@ def test_unreachable_redis_is_a_failed_line_not_exit_3_and_never_shows_the_passw
 ) -> None:
     url = f"redis://doctor:s3cret-pass@127.0.0.1:{free_port()}/0"
 
-    result = doctor(url, "--state-dir", str(tmp_path / "typo"))
+    # a real process: every byte it writes is scanned for the password
+    result = run_hubsync(
+        ["doctor", "--state-dir", str(tmp_path / "typo")], env={"HUBSYNC_REDIS_URL": url}
+    )
 
     assert result.returncode == 1, result.stderr
     lines = lines_by_check(result.stdout)
@@ -262,25 +282,27 @@ def test_unreachable_redis_is_a_failed_line_not_exit_3_and_never_shows_the_passw
 
 
 def test_refused_credentials_are_a_failed_line_that_never_shows_the_password(
-    private_redis: RedisServerProcess, good_redis: redis.Redis
+    capsys: pytest.CaptureFixture[str], private_redis: RedisServerProcess, good_redis: redis.Redis
 ) -> None:
     good_redis.config_set("requirepass", "the-right-one")
     url = private_redis.url.replace("redis://", "redis://default:s3cret-wrong@")
 
-    result = doctor(url)
+    result = doctor(capsys, url)
 
-    assert result.returncode == 1, result.stderr
-    line = lines_by_check(result.stdout)["redis"]
+    assert result.code == 1, result.err
+    line = lines_by_check(result.out)["redis"]
     assert line.startswith(f"FAIL redis: {private_redis.url} refused the credentials")
-    assert "s3cret-wrong" not in result.stdout + result.stderr
+    assert "s3cret-wrong" not in result.out + result.err
 
 
-def test_a_malformed_hub_url_is_a_usage_error(redis_url: str) -> None:
-    result = doctor(redis_url, "--hub-url", "ftp://hub")
+def test_a_malformed_hub_url_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str], redis_url: str
+) -> None:
+    result = doctor(capsys, redis_url, "--hub-url", "ftp://hub")
 
-    assert result.returncode == 2
-    assert result.stdout == ""
-    assert result.stderr.startswith("error: hub URL 'ftp://hub' names no known store")
+    assert result.code == 2
+    assert result.out == ""
+    assert result.err.startswith("error: hub URL 'ftp://hub' names no known store")
 
 
 # ----- the verdicts, for configurations no test server has -----

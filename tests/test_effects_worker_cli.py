@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,11 +10,13 @@ import pytest
 
 from hubsync.keys import EFFECTS_QUEUE
 from hubsync.processes import Child, run_hubsync
+from tests.helpers.operator_support import CliRun, run_cli
 from tests.helpers.support import wait_until
 
 
-def hubsync(*args: str) -> subprocess.CompletedProcess[str]:
-    return run_hubsync(args, timeout=60)
+def check(capsys: pytest.CaptureFixture[str], *args: str) -> CliRun:
+    """``hubsync effects-worker --check ARGS`` in-process."""
+    return run_cli(capsys, "effects-worker", "--check", *args)
 
 
 @pytest.fixture
@@ -28,35 +29,34 @@ def rq_worker(redis_url: str, tmp_path: Path) -> Iterator[Child]:
 
 
 def test_check_passes_for_a_registered_rq_worker_and_fails_for_an_absent_one(
-    redis_url: str, rq_worker: Child
+    capsys: pytest.CaptureFixture[str], redis_url: str, rq_worker: Child
 ) -> None:
-    absent = hubsync("effects-worker", "--redis-url", redis_url, "--check", "--name", "nobody")
-    assert absent.returncode == 1
-    assert "nobody: not registered" in absent.stdout
+    absent = check(capsys, "--redis-url", redis_url, "--name", "nobody")
+    assert absent.code == 1
+    assert "nobody: not registered" in absent.out
 
     def registered() -> bool:
-        return (
-            hubsync(
-                "effects-worker", "--redis-url", redis_url, "--check", "--name", "effects-t"
-            ).returncode
-            == 0
-        )
+        return check(capsys, "--redis-url", redis_url, "--name", "effects-t").code == 0
 
-    wait_until(registered, timeout=30, interval=0.2, what="rq worker effects-t registered")
-    assert hubsync("effects-worker", "--redis-url", redis_url, "--check").returncode == 0
+    wait_until(registered, timeout=30, interval=0.05, what="rq worker effects-t registered")
+    assert check(capsys, "--redis-url", redis_url).code == 0
 
 
-def test_check_without_redis_exits_3_and_a_bad_name_is_a_usage_error() -> None:
-    unreachable = hubsync("effects-worker", "--redis-url", "redis://127.0.0.1:1/0", "--check")
-    assert unreachable.returncode == 3
-    assert "cannot reach Redis" in unreachable.stderr
-    bad = hubsync("effects-worker", "--check", "--name", "{bad}")
-    assert bad.returncode == 2
-    assert "Traceback" not in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
+def test_check_without_redis_exits_3_and_a_bad_name_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    unreachable = check(capsys, "--redis-url", "redis://127.0.0.1:1/0")
+    assert unreachable.code == 3
+    assert "cannot reach Redis" in unreachable.err
+    bad = check(capsys, "--name", "{bad}")
+    assert bad.code == 2
+    assert "Traceback" not in bad.err and len(bad.err.strip().splitlines()) == 1
 
 
 def test_a_burst_worker_logs_json_lines_and_exits_0(redis_url: str) -> None:
-    done = hubsync("effects-worker", "--redis-url", redis_url, "--burst", "--log-format", "json")
+    # a real process: the worker's logging is configured for the whole process
+    argv = ["effects-worker", "--redis-url", redis_url, "--burst", "--log-format", "json"]
+    done = run_hubsync(argv, timeout=60)
     assert done.returncode == 0, done.stderr
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert lines

@@ -3,20 +3,25 @@
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
+
+import pytest
 
 from hubsync.processes import run_hubsync
 from hubsync.wire import parse_sync_event
 from producers.outbox import OutboxEntry
 from producers.registry import RuntimeRegistry
+from tests.helpers.operator_support import CliRun, run_cli
 
 ENV_SECRET = "sk-live-4f9a8b7c6d5e4f3a"
 GITHUB_TOKEN = "ghp_" + "Zx8Yw7Vu6Ts5Rq4Po3Nm2Lk1Jh0Gf9Ed8Cb7"  # 36 after the prefix
 
 
-def produce(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return run_hubsync(["produce", *args], env=env)
+def produce(
+    capsys: pytest.CaptureFixture[str], *args: str, env: dict[str, str] | None = None
+) -> CliRun:
+    """``hubsync produce ARGS`` in-process."""
+    return run_cli(capsys, "produce", *args, env=env)
 
 
 def stored_rows(state: Path, run_id: str) -> list[OutboxEntry]:
@@ -32,20 +37,24 @@ def all_bytes(directory: Path) -> bytes:
 
 def test_planted_env_api_key_and_github_token_never_reach_the_state_dir(tmp_path: Path) -> None:
     state = tmp_path / "state"
-    result = produce(
-        "--state-dir",
-        str(state),
-        "--project-root",
-        str(tmp_path / "shop"),
-        "--runs",
-        "3",
-        "--events-per-run",
-        "12",
-        "--plant",
-        ENV_SECRET,
-        "--plant",
-        GITHUB_TOKEN,
-        "--json",
+    # a real process: the secret comes from its environment, and every file it writes is scanned
+    result = run_hubsync(
+        [
+            "produce",
+            "--state-dir",
+            str(state),
+            "--project-root",
+            str(tmp_path / "shop"),
+            "--runs",
+            "3",
+            "--events-per-run",
+            "12",
+            "--plant",
+            ENV_SECRET,
+            "--plant",
+            GITHUB_TOKEN,
+            "--json",
+        ],
         env={"PAYMENTS_API_KEY": ENV_SECRET},
     )
     assert result.returncode == 0, result.stderr
@@ -67,8 +76,11 @@ def test_planted_env_api_key_and_github_token_never_reach_the_state_dir(tmp_path
     assert any(b'"label-[REDACTED:env]"' in row.sync_event for row in rows)
 
 
-def test_a_planted_text_that_is_no_secret_crosses_in_values_and_keys(tmp_path: Path) -> None:
+def test_a_planted_text_that_is_no_secret_crosses_in_values_and_keys(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
     result = produce(
+        capsys,
         "--state-dir",
         str(tmp_path / "state"),
         "--project-root",
@@ -82,8 +94,8 @@ def test_a_planted_text_that_is_no_secret_crosses_in_values_and_keys(tmp_path: P
         "--batch",
         "--json",
     )
-    assert result.returncode == 0, result.stderr
-    report = json.loads(result.stdout)
+    assert result.code == 0, result.err
+    report = json.loads(result.out)
     rows = stored_rows(tmp_path / "state", report["run_ids"][0])
     assert [row.sequence for row in rows] == [1, 2, 3, 4]
     first = parse_sync_event(rows[0].sync_event, rows[0].content_hash)
@@ -92,8 +104,11 @@ def test_a_planted_text_that_is_no_secret_crosses_in_values_and_keys(tmp_path: P
     assert "plainmark" in str(first.data["workflow_name"])
 
 
-def test_payloads_have_about_the_requested_size(tmp_path: Path) -> None:
+def test_payloads_have_about_the_requested_size(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
     result = produce(
+        capsys,
         "--state-dir",
         str(tmp_path / "state"),
         "--project-root",
@@ -106,8 +121,8 @@ def test_payloads_have_about_the_requested_size(tmp_path: Path) -> None:
         "4000",
         "--json",
     )
-    assert result.returncode == 0, result.stderr
-    report = json.loads(result.stdout)
+    assert result.code == 0, result.err
+    report = json.loads(result.out)
     with RuntimeRegistry(tmp_path / "state") as registry:
         store = registry.open_store(registry.projects()[0], environ={})
     with store:
@@ -115,8 +130,11 @@ def test_payloads_have_about_the_requested_size(tmp_path: Path) -> None:
     assert all(3600 <= size <= 4400 for size in sizes), sizes
 
 
-def test_the_summary_line_names_counts_and_ids(tmp_path: Path) -> None:
+def test_the_summary_line_names_counts_and_ids(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
     result = produce(
+        capsys,
         "--state-dir",
         str(tmp_path / "state"),
         "--project-root",
@@ -130,15 +148,18 @@ def test_the_summary_line_names_counts_and_ids(tmp_path: Path) -> None:
         "--events-per-run",
         "3",
     )
-    assert result.returncode == 0, result.stderr
-    line = result.stdout.strip()
+    assert result.code == 0, result.err
+    line = result.out.strip()
     assert line.startswith("produced 6 events in 2 runs for project shop-")
     assert "hub project acme" in line and "runtime rt-cli-1" in line
     assert "6 pending" in line
 
 
-def test_options_read_their_environment_variables(tmp_path: Path) -> None:
+def test_options_read_their_environment_variables(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
     result = produce(
+        capsys,
         "--json",
         env={
             "HUBSYNC_STATE_DIR": str(tmp_path / "state"),
@@ -147,24 +168,28 @@ def test_options_read_their_environment_variables(tmp_path: Path) -> None:
             "HUBSYNC_EVENTS_PER_RUN": "2",
         },
     )
-    assert result.returncode == 0, result.stderr
-    assert json.loads(result.stdout)["events"] == 4
+    assert result.code == 0, result.err
+    assert json.loads(result.out)["events"] == 4
 
 
-def test_bad_arguments_are_usage_errors(tmp_path: Path) -> None:
+def test_bad_arguments_are_usage_errors(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     base = ["--state-dir", str(tmp_path / "s"), "--project-root", str(tmp_path / "p")]
-    zero_runs = produce(*base, "--runs", "0", "--events-per-run", "1")
-    assert zero_runs.returncode == 2
-    assert "--runs" in zero_runs.stderr
-    missing = produce(*base, "--runs", "1")
-    assert missing.returncode == 2
-    assert "--events-per-run" in missing.stderr
+    zero_runs = produce(capsys, *base, "--runs", "0", "--events-per-run", "1")
+    assert zero_runs.code == 2
+    assert "--runs" in zero_runs.err
+    missing = produce(capsys, *base, "--runs", "1")
+    assert missing.code == 2
+    assert "--events-per-run" in missing.err
 
 
-def test_another_runtime_id_for_an_existing_state_dir_is_a_usage_error(tmp_path: Path) -> None:
+def test_another_runtime_id_for_an_existing_state_dir_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
     base = ["--state-dir", str(tmp_path / "s"), "--project-root", str(tmp_path / "p")]
-    assert produce(*base, "--runs", "1", "--events-per-run", "1").returncode == 0
-    refused = produce(*base, "--runtime-id", "rt-other", "--runs", "1", "--events-per-run", "1")
-    assert refused.returncode == 2
-    assert "belongs to runtime" in refused.stderr
-    assert "Traceback" not in refused.stderr
+    assert produce(capsys, *base, "--runs", "1", "--events-per-run", "1").code == 0
+    refused = produce(
+        capsys, *base, "--runtime-id", "rt-other", "--runs", "1", "--events-per-run", "1"
+    )
+    assert refused.code == 2
+    assert "belongs to runtime" in refused.err
+    assert "Traceback" not in refused.err

@@ -19,6 +19,7 @@ import redis
 from hubsync.connections import connect, read_password_file, use_credentials
 from hubsync.errors import ConfigError
 from hubsync.processes import Child, hubsync_command, run_hubsync
+from tests.helpers.operator_support import run_cli
 from tests.helpers.relay_support import append_many, make_runtime
 from tests.helpers.support import wait_until
 
@@ -136,18 +137,18 @@ def test_without_the_password_a_daemon_is_refused_by_redis(
     ("content", "message"), [("\n  \n", "the file is empty"), (None, "cannot read it")]
 )
 def test_an_empty_or_missing_password_file_is_a_usage_error_naming_the_file(
-    tmp_path: Path, content: str | None, message: str
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, content: str | None, message: str
 ) -> None:
     path = tmp_path / "pw"
     if content is not None:
         path.write_text(content)
     with pytest.raises(ConfigError, match=message):
         read_password_file(path)
-    result = run_hubsync(
-        ["consume", "--hub-db", str(tmp_path / "hub.db"), "--redis-password-file", str(path)]
+    result = run_cli(
+        capsys, "consume", "--hub-db", str(tmp_path / "hub.db"), "--redis-password-file", str(path)
     )
-    assert result.returncode == 2
-    assert message in result.stderr and str(path) in result.stderr
+    assert result.code == 2
+    assert message in result.err and str(path) in result.err
 
 
 def test_a_password_in_the_url_and_a_password_file_at_once_is_refused(

@@ -16,6 +16,7 @@ from hubsync.processes import run_hubsync
 from producers.relay import Relay
 from tests.helpers.clock import FakeClock
 from tests.helpers.hub_double import ack_everything, stream_events
+from tests.helpers.operator_support import run_cli
 from tests.helpers.relay_support import (
     append_many,
     make_runtime,
@@ -176,14 +177,14 @@ def test_kill_minus_nine_mid_drain_then_restart_delivers_everything(
 ) -> None:
     state_dir = tmp_path / "state"
     _registry, (store,) = make_runtime(state_dir, ["alpha"])
-    append_many(store, runs=4, per_run=2_000)
+    append_many(store, runs=4, per_run=1_000)
     total = store.outbox_counts()["total"]
 
-    # small batches keep the drain long next to the moment between seeing 1,000
+    # small batches keep the drain long next to the moment between seeing 500
     # entries (XLEN, cheap) and freezing the relay, so the kill lands mid-drain
     process = start_relay_process(state_dir, redis_url, "--batch-count", "50")
     stream = keys.events_stream("alpha")
-    wait_until(lambda: redis_client.xlen(stream) > 1_000, timeout=30, interval=0.001)
+    wait_until(lambda: redis_client.xlen(stream) > 500, timeout=30, interval=0.001)
     process.pause()
     assert redis_client.xlen(stream) < total, "frozen before the drain finished"
     process.kill()
@@ -283,15 +284,16 @@ def test_a_relay_started_while_redis_is_down_waits_for_it_then_delivers(
 
 
 def test_check_fails_without_a_live_relay_and_bad_arguments_are_usage_errors(
-    tmp_path: Path, redis_url: str
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, redis_url: str
 ) -> None:
     state_dir = tmp_path / "state"
     make_runtime(state_dir, ["alpha"])
     base = ["relay", "--state-dir", str(state_dir)]
-    check = run_hubsync([*base, "--redis-url", redis_url, "--check"])
-    assert check.returncode == 1
-    bad = run_hubsync([*base, "--batch-count", "0", "--once"])
-    assert bad.returncode == 2
-    assert "--batch-count" in bad.stderr and "Traceback" not in bad.stderr
+    check = run_cli(capsys, *base, "--redis-url", redis_url, "--check")
+    assert check.code == 1
+    bad = run_cli(capsys, *base, "--batch-count", "0", "--once")
+    assert bad.code == 2
+    assert "--batch-count" in bad.err and "Traceback" not in bad.err
+    # a real process: the daemon's own exit on a dead Redis
     down = run_hubsync([*base, "--redis-url", "redis://127.0.0.1:1/0", "--once"])
     assert down.returncode == 3 and "cannot reach Redis" in down.stderr

@@ -2,14 +2,20 @@
 
 Every part is the real thing: a runtime registry and event store
 (``producers.registry``), ``Relay.run_once`` onto the private Redis, and
-``HubConsumer.run_once`` into a real SQLite hub database.
+``HubConsumer.run_once`` into a real SQLite hub database. ``run_cli`` runs the
+``hubsync`` command in this process, as a child process would see it.
 """
 
 from __future__ import annotations
 
+import io
+import logging
+import os
 import sqlite3
+import sys
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 import redis
@@ -18,6 +24,7 @@ from consumers.worker import HubConsumer
 from hubstore.sqlite_store import SqliteHubStore
 from hubsync import keys
 from hubsync.cli.main import main
+from hubsync.processes import child_environment
 from hubsync.settings import ConsumerSettings
 from producers.event_store import RunEventStore
 from producers.registry import RuntimeRegistry
@@ -133,12 +140,45 @@ class LivePipeline:
         self.client.close()
 
 
-def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    """``hubsync ARGV`` in-process: (exit code, stdout, stderr)."""
-    with pytest.raises(SystemExit) as info:
-        main(list(argv))
+class CliRun(NamedTuple):
+    """What one in-process ``hubsync`` run gave: its exit code and its text output."""
+
+    code: int
+    out: str
+    err: str
+
+
+def run_cli(
+    capsys: pytest.CaptureFixture[str],
+    *argv: str,
+    env: Mapping[str, str] | None = None,
+    stdin: str = "",
+) -> CliRun:
+    """``hubsync ARGV`` in-process, seeing what a child process would: (exit code, stdout, stderr).
+
+    As for a child (``hubsync.processes.child_environment``), this machine's
+    ``HUBSYNC_*`` and ``REDIS_URL`` are hidden and only ``env`` is set; ``stdin``
+    is its standard input. Logging starts unconfigured, as in a fresh interpreter
+    (a warning reaches stderr), and the test's own logging is put back afterwards.
+    """
+    capsys.readouterr()  # only this run's output
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    with pytest.MonkeyPatch.context() as patch:
+        clean = child_environment(env)
+        for name in set(os.environ) - set(clean):
+            patch.delenv(name)
+        for name, value in clean.items():
+            patch.setenv(name, value)
+        patch.setattr(sys, "stdin", io.StringIO(stdin))
+        root.handlers, root.level = [], logging.WARNING
+        try:
+            with pytest.raises(SystemExit) as info:
+                main(list(argv))
+        finally:
+            root.handlers, root.level = handlers, level
     out, err = capsys.readouterr()
-    return int(info.value.code or 0), out, err
+    return CliRun(int(info.value.code or 0), out, err)
 
 
 def error_lines(err: str) -> list[str]:
