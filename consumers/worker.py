@@ -25,6 +25,7 @@ from typing import Any
 import redis
 
 from consumers.health import write_health
+from consumers.hub_binding import bind_namespace
 from consumers.lag import export_lag
 from consumers.publishing import MAX_DELIVERIES_REASON, Publication
 from consumers.reclaim import reclaim_stream, remove_idle_consumers
@@ -124,6 +125,7 @@ class HubConsumer:
         self._next_health = 0.0
         self._redis_ok = True
         self._backoff = Backoff(base=_BACKOFF_BASE, cap=_BACKOFF_CAP)
+        self.hub_id: str | None = None
 
     # ----- lifecycle -----
 
@@ -231,7 +233,13 @@ class HubConsumer:
         hub project is skipped, a project with no events stream yet gets no
         stream made for it (its group is created once a relay's first XADD has
         made the stream), and at most ``max_projects`` projects are followed.
+
+        First it binds the namespace to this hub (``bind_namespace``): before
+        the first read, and again on every refresh, so a binding a Redis
+        restart lost is made again; another hub's id there stops the worker
+        with ``NamespaceOwnedError``.
         """
+        self.bind_hub()
         members = sorted(as_text(member) for member in self.client.smembers(keys.PROJECTS))
         known = set(self.streams)
         candidates = [
@@ -258,6 +266,14 @@ class HubConsumer:
                 self.streams.append(stream)
                 known.add(stream)
         return self.streams
+
+    def bind_hub(self) -> str:
+        """Give the store its hub id if it has none, bind ``hubsync:hub`` to it; the id."""
+        if self.hub_id is None:
+            # a read first: a store that has its id needs no write lock to start
+            self.hub_id = self.store.hub_id() or self.store.init_hub()
+        bind_namespace(self.client, self.hub_id)
+        return self.hub_id
 
     def _stream_of(self, project: str) -> str | None:
         try:

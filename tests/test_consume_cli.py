@@ -77,7 +77,8 @@ def test_a_killed_consumers_pending_entries_are_reclaimed_by_another(
     redis_client: redis.Redis, redis_url: str, tmp_path: Path, workers: Workers
 ) -> None:
     hub_db = tmp_path / "hub.db"
-    SqliteHubStore(hub_db).close()
+    with SqliteHubStore(hub_db) as store:
+        store.init_hub()  # the identity is written before the lock below, as 'hub init' would
     for s in range(1, 51):
         send(redis_client, sync_event(s))
     # Hold the hub database's write lock so the victim reads its batch and then
@@ -164,7 +165,8 @@ def test_a_second_signal_exits_at_once(
     redis_client: redis.Redis, redis_url: str, tmp_path: Path, workers: Workers
 ) -> None:
     hub_db = tmp_path / "hub.db"
-    SqliteHubStore(hub_db).close()
+    with SqliteHubStore(hub_db) as store:
+        store.init_hub()  # the identity is written before the lock below, as 'hub init' would
     send(redis_client, sync_event(1))
     blocker = sqlite3.connect(hub_db, isolation_level=None)
     blocker.execute("BEGIN IMMEDIATE")  # the batch cannot finish while this is held

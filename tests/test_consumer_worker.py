@@ -276,6 +276,7 @@ def test_a_hub_database_locked_past_its_budget_leaves_the_batch_pending_until_it
 ) -> None:
     path = tmp_path / "hub.db"
     store = SqliteHubStore(path, busy_timeout=0.0, busy_budget=0.05)
+    store.init_hub()  # the identity exists before the lock, as on a hub that has run before
     worker = HubConsumer(redis_client, store, make_settings(redis_url, tmp_path), name="w1")
     holder = sqlite3.connect(path, isolation_level=None)
     holder.execute("BEGIN IMMEDIATE")  # another process's long write
@@ -384,7 +385,8 @@ def test_names_added_to_the_projects_set_make_no_stream_and_no_group(
     bogus = [f"bogus-{index}" for index in range(2_000)]
     redis_client.sadd(keys.PROJECTS, *bogus, "bad{name}", "x" * 500)
     assert worker.refresh_streams(force=True) == []
-    assert redis_client.dbsize() == 1  # the set itself, nothing else
+    # the set itself and the hub binding, nothing else
+    assert sorted(redis_client.keys()) == [keys.HUB_IDENTITY.encode(), keys.PROJECTS.encode()]
     send(redis_client, sync_event(1, hub_project="bogus-7"))  # a relay's first XADD
     assert worker.refresh_streams() == [keys.events_stream("bogus-7")]
     assert worker.run_once().accepted == 1

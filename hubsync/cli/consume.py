@@ -59,8 +59,10 @@ def consume(
     batch in one transaction, sends outcomes to hubsync:{P}:acks:{R}, conflicts
     to hubsync:{P}:alerts and bad entries to hubsync:{P}:dead, then XACKs.
     Entries idle too long in a dead worker are reclaimed; acknowledged entries
-    are trimmed. SIGTERM or SIGINT finishes the batch and exits 0 with a
-    summary; a second signal exits at once.
+    are trimmed. At start the store gets its hub id (as 'hubsync hub init') and
+    binds hubsync:hub to it; a Redis bound to another hub is refused (exit 2).
+    SIGTERM or SIGINT finishes the batch and exits 0 with a summary; a second
+    signal exits at once.
     """
     url = hub_url_of(hub_url, hub_db)
     if url is None:
@@ -96,9 +98,13 @@ def consume(
 def _check(settings: ConsumerSettings, name: str) -> int:
     from consumers.errors import ConsumerUnhealthyError
     from consumers.health import check_health
+    from consumers.hub_binding import bind_namespace
 
+    hub_id = _store_hub_id(settings.hub_url)
     client = connect(settings.redis_url, Role.PROBE)
     try:
+        if hub_id is not None:  # the same rule as at start: another hub's namespace is exit 2
+            bind_namespace(client, hub_id, claim=False)
         record = check_health(client, name)
     except (redis.ConnectionError, redis.TimeoutError):
         click.echo(f"consumer {name}: cannot reach Redis", err=True)
@@ -110,3 +116,15 @@ def _check(settings: ConsumerSettings, name: str) -> int:
         client.close()
     click.echo(f"consumer {name}: healthy (last beat {record.get('at', '?')})")
     return exit_codes.OK
+
+
+def _store_hub_id(hub_url: str) -> str | None:
+    """The hub id of the store ``hub_url`` names; None when it has none yet (or no store)."""
+    from hubstore import open_store
+    from hubsync.errors import SchemaVersionError
+
+    try:
+        with open_store(hub_url, create_schema=False) as store:
+            return store.hub_id()
+    except SchemaVersionError:
+        return None  # no store yet: nothing to compare; a start would create it and bind
