@@ -13,6 +13,7 @@ from __future__ import annotations
 import redis
 
 from consumers.errors import ConsumerError
+from hubstore.lua_scripts import scripts_for
 from hubsync import keys
 from hubsync.errors import ConfigError
 from hubsync.redis_values import as_text, printable
@@ -53,18 +54,8 @@ def release_namespace(client: redis.Redis, hub_id: str) -> bool:
     """Delete ``hubsync:hub`` if (and only if) it still names ``hub_id``; True if deleted.
 
     For a short-lived hub (the demo, a benchmark stage) that is done with the
-    namespace: another hub's binding is never removed.
+    namespace: another hub's binding is never removed (one script, so no
+    binding made between a read and the delete is lost).
     """
-    with client.pipeline(transaction=True) as pipe:
-        try:
-            pipe.watch(keys.HUB_IDENTITY)
-            owner = pipe.get(keys.HUB_IDENTITY)
-            if owner is None or as_text(owner) != hub_id:
-                pipe.unwatch()
-                return False
-            pipe.multi()
-            pipe.delete(keys.HUB_IDENTITY)
-            pipe.execute()
-        except redis.WatchError:
-            return False  # changed under us: no longer ours to remove
-    return True
+    released = scripts_for(client).hub_release(keys=[keys.HUB_IDENTITY], args=[hub_id])
+    return bool(released)

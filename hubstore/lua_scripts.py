@@ -45,6 +45,7 @@ class RedisScripts:
     stream_trim_acked: Script
     stream_remove_idle_consumer: Script
     dead_replay: Script
+    hub_release: Script
 
     @classmethod
     def register(cls, client: Any) -> RedisScripts:

@@ -128,7 +128,9 @@ def test_a_good_deployment_passes_every_check_and_exits_0(
 ) -> None:
     hub_db = make_hub_db(tmp_path / "hub.db")
     make_state_dir(tmp_path / "runtime", projects=2)
-    good_redis.set(keys.HUB_IDENTITY, "hub-main")
+    with open_store(hub_url_from_path(hub_db), create_schema=False) as store:
+        hub_id = store.init_hub()
+    good_redis.set(keys.HUB_IDENTITY, hub_id)  # bound by this hub's consumer
 
     result = doctor(
         capsys, private_redis.url, "--hub-db", str(hub_db), "--state-dir", str(tmp_path / "runtime")
@@ -142,7 +144,7 @@ def test_a_good_deployment_passes_every_check_and_exits_0(
     assert "appendonly yes, appendfsync everysec: " in checks["aof"]
     assert "up to about 1 s" in checks["aof"]
     assert "every project (1 project)" in checks["consumer-group"]
-    assert checks["hub-identity"].endswith("hubsync:hub = hub-main")
+    assert checks["hub-identity"].endswith(f"hubsync:hub = {hub_id}")
     assert str(hub_db) in checks["hub-store"]
     assert "2 projects" in checks["state-dir"]
     projects = [line for line in lines if line.startswith("ok   project ")]
@@ -352,3 +354,23 @@ def test_a_line_reads_status_check_detail_then_what_to_do() -> None:
     assert Check("aof", Status.OK, "fine").line() == "ok   aof: fine"
     assert Check("aof", Status.FAIL, "off", "turn it on").line() == "FAIL aof: off; turn it on"
     assert Check("hub-store", Status.SKIP, "not given").line() == "skip hub-store: not given"
+
+
+def test_a_hub_store_of_another_hub_than_the_namespace_owner_fails_hub_identity(
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    private_redis: RedisServerProcess,
+    good_redis: redis.Redis,
+) -> None:
+    hub_db = make_hub_db(tmp_path / "hub.db")
+    with open_store(hub_url_from_path(hub_db), create_schema=False) as store:
+        hub_id = store.init_hub()
+    good_redis.set(keys.HUB_IDENTITY, "hub-00000000000000aa")
+
+    result = doctor(capsys, private_redis.url, "--hub-db", str(hub_db))
+
+    assert result.code == 1, result.out + result.err
+    line = next(line for line in result.out.splitlines() if "hub-identity" in line)
+    assert line.startswith("FAIL") and "hub-00000000000000aa" in line and hub_id in line
+    without_store = doctor(capsys, private_redis.url)
+    assert "hub-identity" in without_store.out and without_store.code == 0, without_store.out

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from hubsync.doctor.check import Check, Status
 from hubsync.doctor.redis_checks import redis_checks
-from hubsync.doctor.store_checks import hub_store_check, state_dir_checks
+from hubsync.doctor.store_checks import hub_store_check, state_dir_checks, store_identity
 
 __all__ = ["Check", "Status", "run_checks"]
 
@@ -26,8 +26,9 @@ def run_checks(
     redis_url: str, hub_url: str | None, shown_hub: str, state_dir: Path | None
 ) -> list[Check]:
     """Every check, in report order: Redis, the hub store, the runtime's state dir."""
+    store = None if hub_url is None else store_identity(hub_url, shown_hub)
     return [
-        *redis_checks(redis_url),
+        *redis_checks(redis_url, store),
         hub_store_check(hub_url, shown_hub),
         *state_dir_checks(state_dir),
     ]

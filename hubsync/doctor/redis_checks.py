@@ -36,8 +36,11 @@ T = TypeVar("T")
 _VERSION = re.compile(r"(\d+)\.(\d+)")
 
 
-def redis_checks(redis_url: str) -> list[Check]:
+def redis_checks(redis_url: str, store: tuple[str, str | None] | None = None) -> list[Check]:
     """Reachability, version, eviction policy, AOF, consumer groups and hub identity.
+
+    ``store``: the hub store given (as shown, and its hub id), compared with
+    ``hubsync:hub``.
 
     A malformed URL raises ``ConfigError`` (a usage error, before any check).
     """
@@ -56,7 +59,7 @@ def redis_checks(redis_url: str) -> list[Check]:
             _guarded("aof", lambda: _aof(client)),
             _guarded("consumer-group", lambda: consumer_group_check(client)),
         ]
-        identity = _guarded("hub-identity", lambda: hub_identity_check(client))
+        identity = _guarded("hub-identity", lambda: hub_identity_check(client, store))
         return checks if identity is None else [*checks, identity]
     finally:
         client.close()
@@ -255,11 +258,28 @@ def consumer_group_check(client: redis.Redis) -> Check:
     )
 
 
-def hub_identity_check(client: redis.Redis) -> Check | None:
-    """The hub id in ``hubsync:hub`` when the key exists; None (no line) when it does not."""
+def hub_identity_check(
+    client: redis.Redis, store: tuple[str, str | None] | None = None
+) -> Check | None:
+    """The hub id in ``hubsync:hub`` when the key exists; None (no line) when it does not.
+
+    ``store`` is the hub store given (as shown, and its hub id or None): the
+    line FAILs when the key names another hub, since that store's consumers
+    would be refused (a store with no id yet gets a new one at start, so it
+    differs too).
+    """
     value = client.get(keys.HUB_IDENTITY)
     if value is None:
         return None
     text = as_text(value)
     shown = text if text.isprintable() and len(text) <= 200 else repr(text[:200])
+    if store is not None and store[1] != text:
+        store_shown, hub_id = store
+        return Check(
+            "hub-identity",
+            Status.FAIL,
+            f"{keys.HUB_IDENTITY} = {shown}, but {store_shown} is hub {hub_id or '(no id yet)'}: "
+            "its consumers are refused",
+            "give the store of the hub that owns this Redis, or use another Redis or database",
+        )
     return Check("hub-identity", Status.OK, f"{keys.HUB_IDENTITY} = {shown}")

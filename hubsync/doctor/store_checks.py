@@ -43,6 +43,18 @@ def hub_store_check(hub_url: str | None, shown: str) -> Check:
     return Check("hub-store", Status.OK, f"{shown} opens, at this hubsync's schema version")
 
 
+def store_identity(hub_url: str, shown: str) -> tuple[str, str | None] | None:
+    """``(shown, hub id or None)`` of the store ``hub_url`` names; None if it cannot be
+    opened (``hub_store_check`` reports why)."""
+    from hubstore import open_store
+
+    try:
+        with open_store(hub_url, create_schema=False, busy_budget=STORE_BUSY_BUDGET) as store:
+            return shown, store.hub_id()
+    except _OPEN_ERRORS:
+        return None
+
+
 def state_dir_checks(state_dir: Path | None) -> list[Check]:
     """The runtime's registry opens, then one check per registered project: does its store open."""
     if state_dir is None:
