@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import redis
 
+from hubsync import keys
 from hubsync.demo.embedded_redis import RedisServerProcess
 from hubsync.processes import Child, hubsync_command, run_hubsync
 from tests.helpers.support import wait_until
@@ -93,6 +94,23 @@ def test_demo_on_a_given_redis_keeps_its_password_out_of_output_and_command_line
     assert result.returncode == 0, result.stderr[-2000:]
     assert f"127.0.0.1:{private_redis.port}" in result.stdout
     assert password not in result.stdout + result.stderr
+    assert not redis.Redis.from_url(url).exists(keys.HUB_IDENTITY)  # the demo gave it back
+
+
+def test_demo_refuses_a_given_redis_that_another_hub_owns_and_touches_nothing(
+    private_redis: RedisServerProcess,
+) -> None:
+    client = redis.Redis.from_url(private_redis.url)
+    client.set(keys.HUB_IDENTITY, "hub-00000000000000aa")  # a real hub's consumers read here
+    client.xadd(keys.events_stream("demo"), {"kind": "event"})
+    result = run_hubsync(
+        ["demo", "--runs-per-runtime", "1", "--events-per-run", "5"],
+        env={"HUBSYNC_REDIS_URL": private_redis.url},
+    )
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert "owned by hub hub-00000000000000aa" in result.stderr
+    assert client.get(keys.HUB_IDENTITY) == b"hub-00000000000000aa"
+    assert client.xlen(keys.events_stream("demo")) == 1  # its {demo} keys are not cleaned either
 
 
 @pytest.mark.e2e

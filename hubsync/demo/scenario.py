@@ -24,6 +24,7 @@ from typing import Any
 
 import redis
 
+from consumers.hub_binding import bind_namespace, release_namespace
 from hubstore.factory import hub_url_from_path, open_store
 from hubstore.leases import LeaseClient
 from hubstore.store import HubStore
@@ -157,7 +158,13 @@ class DemoScenario:
             hub_url_from_path(self.hub_db), create_schema=True
         )  # created here so polling can start at once
         producer = threading.Thread(target=self._produce, name="demo-produce", daemon=True)
+        hub_id = hub.init_hub()
+        bound = False
         try:
+            # Before any key is touched: a Redis whose consumer group another hub
+            # owns is refused (exit 2), or the demo's consumers would take its events.
+            bind_namespace(self.client, hub_id)
+            bound = True
             self._clean_redis()
             self._open_runtimes()
             self._start_daemons()
@@ -175,6 +182,8 @@ class DemoScenario:
             if producer.is_alive():
                 producer.join()
             self.daemons.kill_all()
+            if bound:  # give the namespace back (only if it still names this demo's hub)
+                release_namespace(self.client, hub_id)
             for runtime in self.runtimes:
                 runtime.store.close()
                 runtime.registry.close()
