@@ -116,6 +116,8 @@ def measure_relay(url: str, events: int, rounds: int) -> dict[str, Any]:
 
 def preload(client: redis.Redis, batch: list[dict[str, str | bytes]]) -> None:
     """A fresh database holding ``batch`` on the bench stream, group ``hub`` at 0."""
+    # Each round's consumer is a new hub (a new hub.db): the flush also drops the
+    # previous round's hubsync:hub binding, which would otherwise refuse it.
     client.flushall()
     client.sadd(keys.PROJECTS, HUB_PROJECT)
     pipe = client.pipeline(transaction=False)
