@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import signal
 import sqlite3
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,22 +15,17 @@ import redis
 from hubstore.sqlite_store import SqliteHubStore
 from hubsync import keys
 from hubsync.demo.embedded_redis import RedisServerProcess
-from hubsync.processes import Child, PipelineProcesses, run_hubsync
+from hubsync.processes import Child, PipelineProcesses
+from tests.helpers.consumer_support import (
+    EVENTS,
+    consume_argv,
+    count_rows,
+    pending_of,
+    run_consume,
+)
 from tests.helpers.operator_support import run_cli
-from tests.helpers.relay_player import HUB_PROJECT, send, sync_event
+from tests.helpers.relay_player import send, sync_event
 from tests.helpers.support import wait_until
-
-EVENTS = keys.events_stream(HUB_PROJECT)
-
-
-def consume_argv(redis_url: str, hub_db: Path, *extra: str) -> list[str]:
-    """``hubsync consume`` on ``redis_url`` into ``hub_db``, with ``extra``."""
-    return ["consume", "--hub-db", str(hub_db), "--redis-url", redis_url, *extra]
-
-
-def run_consume(redis_url: str, hub_db: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    """``hubsync consume ... EXTRA`` as a real process."""
-    return run_hubsync(consume_argv(redis_url, hub_db, *extra))
 
 
 class Workers:
@@ -57,20 +51,6 @@ def workers(tmp_path: Path) -> Iterator[Workers]:
     pool = Workers(tmp_path)
     yield pool
     pool.kill_all()
-
-
-def count_rows(hub_db: Path) -> int:
-    with SqliteHubStore(hub_db) as store:
-        return store.count_events()
-
-
-def pending_of(client: redis.Redis, consumer: str | None = None) -> int:
-    """Pending entries of group hub (of one consumer); 0 before the group exists."""
-    if not client.exists(EVENTS) or not client.xinfo_groups(EVENTS):
-        return 0
-    if consumer is None:
-        return int(client.xpending(EVENTS, keys.CONSUMER_GROUP)["pending"])
-    return len(client.xpending_range(EVENTS, keys.CONSUMER_GROUP, "-", "+", 10_000, consumer))
 
 
 def test_a_killed_consumers_pending_entries_are_reclaimed_by_another(

@@ -13,9 +13,9 @@ from consumers.hub_binding import NamespaceOwnedError, bind_namespace, release_n
 from hubstore.sqlite_store import SqliteHubStore
 from hubsync import keys
 from hubsync.processes import Child, PipelineProcesses
+from tests.helpers.consumer_support import EVENTS, count_rows, pending_of, run_consume
 from tests.helpers.relay_player import send, sync_event
 from tests.helpers.support import wait_until
-from tests.test_consume_cli import EVENTS, count_rows, pending_of, run_consume
 
 HUB_A = "hub-00000000000000aa"
 HUB_B = "hub-00000000000000bb"

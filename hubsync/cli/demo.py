@@ -33,7 +33,8 @@ Examples:
 @env_option(
     "--redis-url",
     help="Use this Redis instead of a private one (its demo keys are replaced); REDIS_URL is "
-    "not read, so a shell's usual Redis is never touched by accident.",
+    "not read, so a shell's usual Redis is never touched by accident. A Redis another hub "
+    "owns (hubsync:hub) is refused.",
 )
 @env_option(
     "--embedded",
