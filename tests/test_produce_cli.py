@@ -24,6 +24,11 @@ def produce(
     return run_cli(capsys, "produce", *args, env=env)
 
 
+def dirs(tmp_path: Path, root: str = "shop") -> list[str]:
+    """``--state-dir`` and ``--project-root`` under ``tmp_path``: the state dir is always ``state``."""
+    return ["--state-dir", str(tmp_path / "state"), "--project-root", str(tmp_path / root)]
+
+
 def stored_rows(state: Path, run_id: str) -> list[OutboxEntry]:
     with RuntimeRegistry(state) as registry:
         store = registry.open_store(registry.projects()[0], environ={})
@@ -81,10 +86,7 @@ def test_a_planted_text_that_is_no_secret_crosses_in_values_and_keys(
 ) -> None:
     result = produce(
         capsys,
-        "--state-dir",
-        str(tmp_path / "state"),
-        "--project-root",
-        str(tmp_path / "shop"),
+        *dirs(tmp_path, "shop"),
         "--runs",
         "1",
         "--events-per-run",
@@ -109,10 +111,7 @@ def test_payloads_have_about_the_requested_size(
 ) -> None:
     result = produce(
         capsys,
-        "--state-dir",
-        str(tmp_path / "state"),
-        "--project-root",
-        str(tmp_path / "p"),
+        *dirs(tmp_path, "p"),
         "--runs",
         "1",
         "--events-per-run",
@@ -135,10 +134,7 @@ def test_the_summary_line_names_counts_and_ids(
 ) -> None:
     result = produce(
         capsys,
-        "--state-dir",
-        str(tmp_path / "state"),
-        "--project-root",
-        str(tmp_path / "shop"),
+        *dirs(tmp_path, "shop"),
         "--runtime-id",
         "rt-cli-1",
         "--hub-project",
@@ -173,7 +169,7 @@ def test_options_read_their_environment_variables(
 
 
 def test_bad_arguments_are_usage_errors(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    base = ["--state-dir", str(tmp_path / "s"), "--project-root", str(tmp_path / "p")]
+    base = dirs(tmp_path, "p")
     zero_runs = produce(capsys, *base, "--runs", "0", "--events-per-run", "1")
     assert zero_runs.code == 2
     assert "--runs" in zero_runs.err
@@ -185,7 +181,7 @@ def test_bad_arguments_are_usage_errors(capsys: pytest.CaptureFixture[str], tmp_
 def test_another_runtime_id_for_an_existing_state_dir_is_a_usage_error(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    base = ["--state-dir", str(tmp_path / "s"), "--project-root", str(tmp_path / "p")]
+    base = dirs(tmp_path, "p")
     assert produce(capsys, *base, "--runs", "1", "--events-per-run", "1").code == 0
     refused = produce(
         capsys, *base, "--runtime-id", "rt-other", "--runs", "1", "--events-per-run", "1"
