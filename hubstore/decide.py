@@ -9,10 +9,13 @@ earlier in the batch are a conflict), and the store writes the result.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from hubsync.entries import ConflictReason, EventEntry, Outcome, OutcomeRecord
+
+log = logging.getLogger(__name__)
 
 EventKey = tuple[str, str, int]
 RunKey = tuple[str, str]
@@ -100,6 +103,19 @@ def decide(batch: Sequence[EventEntry], known: Known) -> Decisions:
         out.accepted.append(entry)
         out.outcomes.append(_outcome(entry, Outcome.ACCEPTED))
     return out
+
+
+def warn_conflicts(conflicts: Sequence[Conflict]) -> None:
+    """Log each refused conflict once the store has recorded it (hash prefixes, never bytes)."""
+    for c in conflicts:
+        log.warning(
+            "conflict refused: %s for %s/%s/%s from runtime %s (offered %s, stored %s)",
+            c.reason.value,
+            *c.entry.key,
+            c.entry.runtime_id,
+            c.entry.content_hash[:16],
+            (c.existing_hash or "-")[:16],
+        )
 
 
 def _outcome(

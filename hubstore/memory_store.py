@@ -7,14 +7,13 @@ SQLite store; one lock makes each operation atomic, as a transaction would.
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from urllib.parse import urlsplit
 
-from hubstore.decide import EventKey, Known, RunKey, decide
+from hubstore.decide import EventKey, Known, RunKey, decide, warn_conflicts
 from hubstore.enrollments import enrolled, revoked
 from hubstore.errors import HubNotInitializedError
 from hubstore.store import (
@@ -35,8 +34,6 @@ from hubsync.enrollment import Enrollment, new_hub_id
 from hubsync.entries import ConflictReason, EventEntry, OutcomeRecord, PresenceBeat
 from hubsync.errors import ConfigError
 from hubsync.sqlite import SchemaChange
-
-log = logging.getLogger(__name__)
 
 AlertKey = tuple[str, str, int, ConflictReason, str]
 """What makes two conflicts one alert: the key, the reason and the offered hash."""
@@ -113,12 +110,7 @@ class MemoryHubStore(HubStore):
                     occurrences=1,
                 )
                 self._next_alert_id += 1
-                log.warning(
-                    "conflict refused: %s for %s/%s/%s from runtime %s",
-                    conflict.reason.value,
-                    *entry.key,
-                    entry.runtime_id,
-                )
+            warn_conflicts(decisions.conflicts)
             return decisions.outcomes
 
     def sync_cursor(self, project_id: str, run_id: str) -> int:

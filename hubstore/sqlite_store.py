@@ -17,7 +17,6 @@ create or upgrade it.
 from __future__ import annotations
 
 import json
-import logging
 import shlex
 import sqlite3
 from collections.abc import Callable, Sequence
@@ -25,7 +24,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
-from hubstore.decide import Known, decide
+from hubstore.decide import Known, decide, warn_conflicts
 from hubstore.enrollments import enrolled, revoked
 from hubstore.errors import HubNotInitializedError, StoreError, StoreOpenError
 from hubstore.sqlite_schema import MIGRATIONS, SCHEMA_STATEMENTS, SCHEMA_VERSION
@@ -49,8 +48,6 @@ from hubsync.entries import ConflictReason, EventEntry, OutcomeRecord, PresenceB
 from hubsync.errors import ConfigError, SchemaVersionError
 from hubsync.settings import hub_url_from_path
 from hubsync.sqlite import DEFAULT_BUSY_BUDGET, DEFAULT_BUSY_TIMEOUT, Database, SchemaChange
-
-log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
@@ -562,15 +559,7 @@ class SqliteHubStore(HubStore):
                     for c in decisions.conflicts
                 ],
             )
-            for c in decisions.conflicts:
-                log.warning(
-                    "conflict refused: %s for %s/%s/%s from runtime %s (offered %s, stored %s)",
-                    c.reason.value,
-                    *c.entry.key,
-                    c.entry.runtime_id,
-                    c.entry.content_hash[:16],
-                    (c.existing_hash or "-")[:16],
-                )
+            warn_conflicts(decisions.conflicts)
         return decisions.outcomes
 
     @staticmethod
