@@ -117,12 +117,7 @@ class MemoryHubStore(HubStore):
         """The run's highest sequence with no gap below it."""
         with self._lock:
             sequences = self._sequences(project_id, run_id)
-        cursor = 0
-        for sequence in sequences:
-            if sequence != cursor + 1:
-                break
-            cursor = sequence
-        return cursor
+        return _cursor(sequences, _gap_ranges(sequences))
 
     def gaps(self, project_id: str, run_id: str, limit: int = 1000) -> list[tuple[int, int]]:
         """Missing ranges ``(first, last)`` below the run's highest sequence."""
@@ -329,6 +324,13 @@ def _gap_ranges(sequences: list[int]) -> list[tuple[int, int]]:
     return found
 
 
+def _cursor(sequences: list[int], gaps: list[tuple[int, int]]) -> int:
+    """The highest of ``sequences`` (sorted) with no gap below it, given their ``gaps``."""
+    if gaps:
+        return gaps[0][0] - 1
+    return sequences[-1] if sequences else 0
+
+
 def _summary(events: list[StoredEvent], gaps_per_run: int) -> RunSummary:
     """One run's summary from all its stored events."""
     sequences = sorted(e.sequence for e in events)
@@ -341,7 +343,7 @@ def _summary(events: list[StoredEvent], gaps_per_run: int) -> RunSummary:
         home_runtime_id=first.home_runtime_id,
         events=len(sequences),
         highest_sequence=sequences[-1],
-        sync_cursor=gaps[0][0] - 1 if gaps else sequences[-1],
+        sync_cursor=_cursor(sequences, gaps),
         missing=sequences[-1] - len(sequences),
         gaps=tuple(gaps[:gaps_per_run]),
         last_received_at=max(e.received_at for e in events),
