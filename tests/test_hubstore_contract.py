@@ -646,13 +646,14 @@ class TestSqliteHubStore(HubStoreContract):
         assert len(statements) == 1
 
     def test_an_enrolled_runtime_is_one_primary_key_search(self, tmp_path: Path) -> None:
+        # The plan of the statement the store itself runs, not of a query written here.
         with SqliteHubStore(tmp_path / "hub.db") as store:
-            plan = store._db.read(
-                lambda c: c.execute(
-                    "EXPLAIN QUERY PLAN SELECT * FROM enrolled_runtimes WHERE runtime_id = ?",
-                    ("rt-a",),
-                ).fetchall()
-            )
+            statements: list[str] = []
+            store._db.connection.set_trace_callback(statements.append)
+            assert store.enrolled_runtime("rt-a") is None
+            store._db.connection.set_trace_callback(None)
+            [statement] = statements
+            plan = store._db.read(lambda c: c.execute(f"EXPLAIN QUERY PLAN {statement}").fetchall())
         assert len(plan) == 1 and "SEARCH enrolled_runtimes USING INDEX" in plan[0][3]
 
     def test_two_stores_on_one_file_agree_on_the_hub_id(self, tmp_path: Path) -> None:
