@@ -214,15 +214,19 @@ class EventDeriver:
                 f"the limit is {MAX_EVENT_BYTES} (shorten the allowlisted fields of its payload "
                 "or narrow the event type's allowlist)"
             )
-        # The hub's own check of what it receives: an event it would refuse must be
-        # refused here, before commit, not lost later as `rejected`.
-        try:
-            parse_sync_event(data)
-        except WireError as exc:
-            raise DerivationError(
-                f"the {event.event_type} sync event of run {event.run_id} would be refused by "
-                f"the hub ({exc}); nothing was written (flatten or shorten its allowlisted fields)"
-            ) from None
+        # An event the hub would refuse must be refused here, before commit, not lost
+        # later as `rejected`. Everything else in these bytes was validated as it was
+        # built; only the data's nesting and keys are left, and when they are plain
+        # the hub's own check (a full parse) would only repeat that work.
+        if not _plain_json(event.data, HUB_MAX_NESTING - 1):
+            try:
+                parse_sync_event(data)
+            except WireError as exc:
+                raise DerivationError(
+                    f"the {event.event_type} sync event of run {event.run_id} would be refused "
+                    f"by the hub ({exc}); nothing was written (flatten or shorten its "
+                    "allowlisted fields)"
+                ) from None
         return data, content_hash(data)
 
     def _check_ids(self, run_id: str, event_type: str) -> None:
@@ -252,6 +256,32 @@ class EventDeriver:
                 f"environment secret); a {what} reaches the hub as it is, never redacted, "
                 "so the event was refused and nothing was written: use one that holds no secret"
             )
+
+
+HUB_MAX_NESTING = 200
+"""Deepest nesting of non-empty JSON objects and arrays the hub's parser accepts in a
+whole sync event (the event object itself is one level); deeper is ``bad_json``."""
+
+
+def _plain_json(value: Any, levels: int) -> bool:
+    # Whether `value` nests non-empty objects and arrays at most `levels` deep and every
+    # object key is a string: then the hub's parser takes its canonical bytes as they are.
+    # (A non-string key is written as a string, and may sort differently once it is one.)
+    if not value:
+        return True
+    if levels <= 0:
+        return False
+    if isinstance(value, dict):
+        if not all(isinstance(key, str) for key in value):
+            return False
+        children: Iterable[Any] = value.values()
+    else:
+        children = value
+    return all(
+        _plain_json(child, levels - 1)
+        for child in children
+        if isinstance(child, dict | list | tuple)
+    )
 
 
 def _timestamp(occurred_at: datetime | str | None) -> str:

@@ -17,9 +17,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hubsync.entries import decode_fields, parse_event_entry, raw_event_entry_fields
-from hubsync.errors import SchemaVersionError
+from hubsync.errors import SchemaVersionError, WireError
 from hubsync.wire import MAX_EVENT_BYTES, parse_sync_event
-from producers.derivation import StoreIdentity
+from producers.derivation import HUB_MAX_NESTING, StoreIdentity
 from producers.errors import (
     DerivationError,
     EventTooLargeError,
@@ -192,6 +192,60 @@ def test_a_payload_nested_deeper_than_the_hub_accepts_is_refused_and_nothing_wri
     assert "nested too deeply" in str(info.value) or "refused by the hub" in str(info.value)
     assert table_counts(store.path) == (0, 0)
     assert store.append_event("run-1", "run.completed", {}).sequence == 1
+
+
+def _nested_list(levels: int) -> object:
+    # `levels` non-empty arrays, one inside the other, around a number.
+    value: object = 1
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize("extra", [0, 1])
+def test_the_runtime_refuses_exactly_the_nesting_the_hub_refuses(
+    store: RunEventStore, extra: int
+) -> None:
+    # The event object and `data` take two levels of the hub's limit.
+    outputs = _nested_list(HUB_MAX_NESTING - 2 + extra)
+    wire = json.dumps(
+        {
+            "schema": "hubsync.sync-event.v1",
+            "project_id": IDENTITY.project_id,
+            "hub_project": IDENTITY.hub_project,
+            "home_runtime_id": IDENTITY.home_runtime_id,
+            "run_id": "run-1",
+            "sequence": 1,
+            "event_type": "run.completed",
+            "occurred_at": "2024-01-01T00:00:00.000000Z",
+            "data": {"outputs": outputs},
+        },
+        sort_keys=True,
+        separators=(",", ":"),
+    ).encode()
+    if extra:
+        with pytest.raises(WireError):
+            parse_sync_event(wire)
+        with pytest.raises(DerivationError, match="refused by the hub"):
+            store.append_event("run-1", "run.completed", {"outputs": outputs})
+        assert table_counts(store.path) == (0, 0)
+    else:
+        parse_sync_event(wire)
+        store.append_event("run-1", "run.completed", {"outputs": outputs})
+        [row] = store.outbox_for_run("run-1")
+        assert parse_sync_event(row.sync_event).data == {"outputs": outputs}
+
+
+def test_object_keys_that_are_not_strings_are_kept_only_where_the_hub_takes_them(
+    store: RunEventStore,
+) -> None:
+    store.append_event("run-1", "run.completed", {"outputs": {1: "one"}})
+    [row] = store.outbox_for_run("run-1")
+    assert parse_sync_event(row.sync_event).data == {"outputs": {"1": "one"}}
+    # Sorted as numbers, 9 comes before 10; as the strings the hub reads, after.
+    with pytest.raises(DerivationError, match="refused by the hub"):
+        store.append_event("run-1", "run.completed", {"outputs": {10: "ten", 9: "nine"}})
+    assert table_counts(store.path) == (1, 1)
 
 
 def test_a_nested_payload_the_runtime_accepts_the_hub_accepts(store: RunEventStore) -> None:

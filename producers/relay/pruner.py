@@ -44,8 +44,6 @@ class PruneStats:
 
     outbox_rows: int = 0
     run_events: int = 0
-    passes: int = 0
-    checkpoints: int = 0
 
     def as_dict(self) -> dict[str, int]:
         """JSON-ready form (the relay summary's ``pruned_*`` fields)."""
@@ -98,7 +96,6 @@ class Pruner:
                 self._report_error(registration.project_id, exc)
             else:
                 self._errors.pop(registration.project_id, None)
-        self.stats.passes += 1
         return self.stats
 
     def close(self) -> None:
@@ -135,7 +132,6 @@ class Pruner:
             pruned += events
         if pruned:
             store.checkpoint()
-            self.stats.checkpoints += 1
             log.info(
                 "pruned %d rows from project %s (retention: outbox %.0fs, events %s)",
                 pruned,
