@@ -98,7 +98,21 @@ class RetentionQueries:
 
         return self._db.write(prune)
 
-    def prune_old_runs(self, after_id: int, cutoff: float, limit: int, now: float) -> PruneStep:
+    def unsettled_runs(self) -> frozenset[str]:
+        """Runs with an outbox row not yet acked: ``prune_old_runs`` leaves them alone.
+
+        Read once per pruning pass, before any write lock: it costs as much as
+        there are unacked rows (the partial indexes). Safe outside the chunks'
+        transactions, since a row never goes back from acked, and a run appended
+        to meanwhile has a recent last event, checked under the lock.
+        """
+        return frozenset(
+            row[0] for row in self._db.read(lambda c: c.execute(_UNSETTLED_RUNS).fetchall())
+        )
+
+    def prune_old_runs(
+        self, after_id: int, cutoff: float, limit: int, now: float, *, unsettled: frozenset[str]
+    ) -> PruneStep:
         """Delete local events of fully acked runs whose last event is older than ``cutoff``.
 
         Looks at the runs of the ``limit`` ``run_events`` rows after ``after_id``
@@ -108,16 +122,9 @@ class RetentionQueries:
         ``cutoff`` and none of its outbox rows is unacked. The run's last event
         is always kept: the next sequence of a run is computed from
         ``run_events``, so a run that resumes continues after it instead of
-        reusing sequences the hub already holds.
+        reusing sequences the hub already holds. ``unsettled`` is
+        ``unsettled_runs()``, read once for the whole pass, not per chunk.
         """
-
-        # Read before the write lock: it costs as much as there are unacked rows
-        # (the partial indexes), and is safe outside the transaction since a row
-        # never goes back from acked, and a run appended to meanwhile has a
-        # recent last event, checked under the lock below.
-        unsettled = {
-            row[0] for row in self._db.read(lambda c: c.execute(_UNSETTLED_RUNS).fetchall())
-        }
 
         def prune(c: sqlite3.Connection) -> PruneStep:
             window = c.execute(
