@@ -42,10 +42,20 @@ def bind_namespace(client: redis.Redis, hub_id: str, *, claim: bool = True) -> N
     missing key is left missing. It never deletes or overwrites the key.
     """
     pipe = client.pipeline(transaction=False)
+    queue_binding(pipe, hub_id, claim=claim)
+    check_owner(pipe.execute()[-1], hub_id)
+
+
+def queue_binding(pipe: redis.client.Pipeline, hub_id: str, *, claim: bool = True) -> None:
+    """Queue ``bind_namespace``'s commands on ``pipe``, its last reply the owner for
+    ``check_owner``: a caller with more to ask sends it in the same round trip."""
     if claim:
         pipe.set(keys.HUB_IDENTITY, hub_id, nx=True)
     pipe.get(keys.HUB_IDENTITY)
-    owner = pipe.execute()[-1]
+
+
+def check_owner(owner: bytes | str | None, hub_id: str) -> None:
+    """``NamespaceOwnedError`` if ``owner`` (``hubsync:hub`` as read) names another hub."""
     if owner is not None and as_text(owner) != hub_id:
         raise NamespaceOwnedError(as_text(owner), hub_id)
 

@@ -25,7 +25,7 @@ from typing import Any
 import redis
 
 from consumers.health import write_health
-from consumers.hub_binding import bind_namespace
+from consumers.hub_binding import check_owner, queue_binding
 from consumers.lag import export_lag
 from consumers.publishing import MAX_DELIVERIES_REASON, Publication
 from consumers.reclaim import reclaim_stream, remove_idle_consumers
@@ -35,7 +35,7 @@ from hubstore.lua_scripts import scripts_for
 from hubstore.store import HubStore
 from hubsync import keys, metrics
 from hubsync.backoff import Backoff
-from hubsync.connections import wait_until_reachable
+from hubsync.connections import UNREACHABLE_ERRORS, wait_until_reachable
 from hubsync.entries import (
     KIND_EVENT,
     KIND_PRESENCE,
@@ -62,7 +62,6 @@ _INGESTED_ACCEPTED = metrics.EVENTS_INGESTED.labels(Outcome.ACCEPTED.value)
 _INGESTED_DUPLICATE = metrics.EVENTS_INGESTED.labels(Outcome.DUPLICATE.value)
 _INGESTED_CONFLICT = metrics.EVENTS_INGESTED.labels(Outcome.CONFLICT.value)
 
-_REDIS_DOWN = (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError)
 _BACKOFF_BASE = 0.1
 _BACKOFF_CAP = 10.0
 _ONCE_MAX_BATCHES = 10_000
@@ -192,7 +191,7 @@ class HubConsumer:
         """Run one step; ride out Redis outages and a busy or failing hub store."""
         try:
             step()
-        except _REDIS_DOWN as exc:
+        except UNREACHABLE_ERRORS as exc:
             if self._redis_ok:
                 log.warning("Redis unreachable (%s); retrying with backoff", exc)
                 self._redis_ok = False
@@ -234,13 +233,18 @@ class HubConsumer:
         stream made for it (its group is created once a relay's first XADD has
         made the stream), and at most ``max_projects`` projects are followed.
 
-        First it binds the namespace to this hub (``bind_namespace``): before
-        the first read, and again on every refresh, so a binding a Redis
-        restart lost is made again; another hub's id there stops the worker
-        with ``NamespaceOwnedError``.
+        First it binds the namespace to this hub (as ``bind_namespace``, in the
+        round trip that reads the set): before the first read, and again on
+        every refresh, so a binding a Redis restart lost is made again;
+        another hub's id there stops the worker with ``NamespaceOwnedError``.
         """
-        self.bind_hub()
-        members = sorted(as_text(member) for member in self.client.smembers(keys.PROJECTS))
+        hub_id = self._store_hub_id()
+        pipe = self.client.pipeline(transaction=False)  # the binding and the set: one round trip
+        queue_binding(pipe, hub_id)
+        pipe.smembers(keys.PROJECTS)
+        *_, owner, raw_members = pipe.execute()
+        check_owner(owner, hub_id)
+        members = sorted(as_text(member) for member in raw_members)
         known = set(self.streams)
         candidates = [
             stream
@@ -267,12 +271,11 @@ class HubConsumer:
                 known.add(stream)
         return self.streams
 
-    def bind_hub(self) -> str:
-        """Give the store its hub id if it has none, bind ``hubsync:hub`` to it; the id."""
+    def _store_hub_id(self) -> str:
+        """The store's hub id (given one if it has none), read once per worker."""
         if self.hub_id is None:
             # a read first: a store that has its id needs no write lock to start
             self.hub_id = self.store.hub_id() or self.store.init_hub()
-        bind_namespace(self.client, self.hub_id)
         return self.hub_id
 
     def _stream_of(self, project: str) -> str | None:

@@ -176,3 +176,13 @@ def test_every_client_of_the_process_uses_the_password_of_the_file(
             anonymous.ping()
     finally:
         anonymous.close()
+
+
+def test_a_wrong_password_is_a_refusal_not_an_unreachable_redis(
+    capsys: pytest.CaptureFixture[str], locked_redis: str
+) -> None:
+    wrong = locked_redis.replace("redis://", "redis://default:not-the-password@", 1)
+    result = run_cli(capsys, "dead", "list", "--hub-project", "shop", "--redis-url", wrong)
+    assert result.code == 1, result.err
+    assert result.err.startswith("error: Redis refused a command"), result.err
+    assert "not-the-password" not in result.err

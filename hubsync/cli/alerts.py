@@ -13,7 +13,6 @@ from consumers.alerts import read_alerts
 from consumers.projects import known_hub_projects, require_hub_project
 from hubstore.store import AlertRecord
 from hubsync.cli.options import (
-    connect_redis,
     count_option,
     hub_options,
     hub_project_filter,
@@ -22,6 +21,7 @@ from hubsync.cli.options import (
     redis_url_option,
     shown_store,
 )
+from hubsync.connections import probe
 from hubsync.redis_values import printable
 from hubsync.settings import hub_url_of
 
@@ -61,7 +61,7 @@ def list_alerts(
 ) -> None:
     """List alerts from hubsync:{P}:alerts (and the hub database's sync_alerts with --hub-db)."""
     store_url = hub_url_of(hub_url, hub_db)
-    client = connect_redis(redis_url)
+    client = probe(redis_url)
     try:
         if hub_project is not None:
             projects = [require_hub_project(client, hub_project)]

@@ -10,7 +10,6 @@ import click
 
 from consumers.dead_letters import DeadLetters, ListedDeadLetter, ReplayResult, validate_entry_id
 from hubsync.cli.options import (
-    connect_redis,
     count_option,
     duration_option,
     env_option,
@@ -18,6 +17,7 @@ from hubsync.cli.options import (
     json_option,
     redis_url_option,
 )
+from hubsync.connections import probe
 from hubsync.errors import ConfigError
 from hubsync.redis_values import printable
 
@@ -75,7 +75,7 @@ def list_dead(
     hub_project: str, count: int, reason: str | None, redis_url: str, as_json: bool
 ) -> None:
     """List dead letters: id, reason, detail, source entry, the key it named, when."""
-    client = connect_redis(redis_url)
+    client = probe(redis_url)
     try:
         letters = DeadLetters(client, hub_project)
         total = letters.count()
@@ -148,7 +148,7 @@ def replay(
         raise click.UsageError("give dead-letter ids or --all (not both)")
     if reason is not None and not replay_all:
         raise click.UsageError("--reason works with --all only")
-    client = connect_redis(redis_url)
+    client = probe(redis_url)
     try:
         letters = DeadLetters(client, hub_project)
         result = letters.replay_all(reason) if replay_all else letters.replay(ids)
@@ -205,7 +205,7 @@ def purge(
     """Delete dead letters: named ids (all-or-nothing), --all, or --older-than."""
     if sum((bool(ids), purge_all, older_than is not None)) != 1:
         raise click.UsageError("give dead-letter ids, --all or --older-than (exactly one)")
-    client = connect_redis(redis_url)
+    client = probe(redis_url)
     try:
         letters = DeadLetters(client, hub_project)
         if purge_all:

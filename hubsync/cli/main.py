@@ -205,14 +205,15 @@ def main(argv: list[str] | None = None) -> None:
     except HubsyncError as exc:
         code = _error(str(exc), exit_codes.FAILURE)
     except Exception as exc:
-        if _is_redis_outage(exc):
-            code = _error(f"cannot reach Redis: {exc}", exit_codes.REDIS_UNREACHABLE)
-        elif _is_redis_refusal(exc):
+        # refusal first: redis-py's AuthenticationError is a ConnectionError subclass
+        if _is_redis_refusal(exc):
             code = _error(
                 f"Redis refused a command: {exc} (check the Redis user's ACL: "
                 "hubsync acl prints what each role needs)",
                 exit_codes.FAILURE,
             )
+        elif _is_redis_outage(exc):
+            code = _error(f"cannot reach Redis: {exc}", exit_codes.REDIS_UNREACHABLE)
         else:
             raise
     sys.exit(code if isinstance(code, int) else exit_codes.OK)

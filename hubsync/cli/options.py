@@ -16,14 +16,13 @@ from types import UnionType
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, Union, get_args, get_origin
 
 import click
-import redis
 from click.core import ParameterSource
 from pydantic import AliasChoices, ValidationError
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 from pydantic_settings import BaseSettings
 
-from hubsync.connections import probe, use_credentials
+from hubsync.connections import use_credentials
 from hubsync.errors import ConfigError
 from hubsync.names import validate_name
 from hubsync.settings import (
@@ -275,14 +274,6 @@ def use_redis_credentials(settings: CommonSettings) -> None:
         settings.redis_password_file,
         url_on_command_line=source is ParameterSource.COMMANDLINE,
     )
-
-
-def connect_redis(url: str) -> redis.Redis:
-    """A client of ``url`` that answered PING (``hubsync.connections.probe``).
-
-    Exit 3 (one line) if Redis cannot be reached, exit 2 if the URL is malformed.
-    """
-    return probe(url)
 
 
 S = TypeVar("S", bound=BaseSettings)

@@ -15,7 +15,6 @@ from consumers.projects import known_hub_projects, require_hub_project
 from consumers.queue_status import health_keys, project_status
 from hubstore.store import DEFAULT_STALE_AFTER, HubStore
 from hubsync.cli.options import (
-    connect_redis,
     deployment_options,
     duration_option,
     env_option,
@@ -26,6 +25,7 @@ from hubsync.cli.options import (
 )
 from hubsync.cli.status_view import StatusReport, render
 from hubsync.clock import utc_now_iso
+from hubsync.connections import probe
 from hubsync.errors import RedisUnavailableError
 from hubsync.redis_values import redis_now_ms
 from hubsync.settings import hub_url_of, safe_url
@@ -184,7 +184,7 @@ class _Gatherer:
 
     def _connect(self) -> redis.Redis:
         if self._client is None:
-            self._client = connect_redis(self.redis_url)
+            self._client = probe(self.redis_url)
         return self._client
 
     def _drop_client(self) -> None:

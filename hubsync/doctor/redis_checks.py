@@ -19,15 +19,12 @@ from hubsync import keys
 from hubsync.connections import Role, connect, ping
 from hubsync.doctor.check import Check, Status, counted
 from hubsync.errors import RedisUnavailableError
-from hubsync.redis_values import as_text
+from hubsync.redis_values import as_text, printable
 from hubsync.settings import safe_url
 
 MIN_REDIS_VERSION = (7, 0)
 """Reclaim relies on XAUTOCLAIM reporting entries deleted while pending, and lag on
 XINFO GROUPS ``lag``: both Redis 7.0."""
-
-"""The hub id owning the namespace's consumer group, written by hub trust when enabled;
-doctor shows it when present and says nothing when it is absent."""
 
 REDIS_CHECKS = ("redis-version", "maxmemory-policy", "aof", "consumer-group")
 """The checks that need Redis, skipped when it cannot be reached."""
@@ -272,7 +269,7 @@ def hub_identity_check(
     if value is None:
         return None
     text = as_text(value)
-    shown = text if text.isprintable() and len(text) <= 200 else repr(text[:200])
+    shown = printable(text[:200])
     if store is not None and store[1] != text:
         store_shown, hub_id = store
         return Check(
