@@ -70,7 +70,7 @@ UNREACHABLE_ERRORS: tuple[type[BaseException], ...] = (
     redis.TimeoutError,
 )
 """Errors of a PING that mean "Redis is not there (yet)"."""
-_CREDENTIAL_ERRORS: tuple[type[BaseException], ...] = (
+CREDENTIAL_ERRORS: tuple[type[BaseException], ...] = (
     redis.AuthenticationError,
     redis.exceptions.AuthorizationError,
 )
@@ -142,7 +142,7 @@ def ping(client: redis.Redis, url: str) -> None:
     """PING through ``client``; raise ``RedisUnavailableError`` (exit 3) if Redis cannot answer."""
     try:
         client.ping()
-    except _CREDENTIAL_ERRORS:
+    except CREDENTIAL_ERRORS:
         raise
     except UNREACHABLE_ERRORS as exc:
         raise RedisUnavailableError(f"{safe_url(url)}: {type(exc).__name__}") from None
@@ -161,7 +161,7 @@ def wait_until_reachable(client: redis.Redis, url: str, stop: threading.Event) -
     while not stop.is_set():
         try:
             client.ping()
-        except _CREDENTIAL_ERRORS:
+        except CREDENTIAL_ERRORS:
             raise
         except UNREACHABLE_ERRORS as exc:
             if failures == 0:

@@ -19,6 +19,7 @@ import redis
 from hubsync.connections import connect, read_password_file, use_credentials
 from hubsync.errors import ConfigError
 from hubsync.processes import Child, hubsync_command, run_hubsync
+from producers.registry import RuntimeRegistry
 from tests.helpers.operator_support import run_cli
 from tests.helpers.relay_support import append_many, make_runtime
 from tests.helpers.support import wait_until
@@ -186,3 +187,20 @@ def test_a_wrong_password_is_a_refusal_not_an_unreachable_redis(
     assert result.code == 1, result.err
     assert result.err.startswith("error: Redis refused a command"), result.err
     assert "not-the-password" not in result.err
+
+
+def test_a_wrong_password_fails_check_as_a_refusal_not_an_unreachable_redis(
+    capsys: pytest.CaptureFixture[str], locked_redis: str, tmp_path: Path
+) -> None:
+    wrong = locked_redis.replace("redis://", "redis://default:not-the-password@", 1)
+    with RuntimeRegistry(tmp_path / "state") as registry:
+        registry.register_project(tmp_path / "shop")
+    checks = {
+        "relay": ["relay", "--state-dir", str(tmp_path / "state"), "--check"],
+        "consume": ["consume", "--hub-db", str(tmp_path / "hub.db"), "--name", "h", "--check"],
+        "effects-worker": ["effects-worker", "--check"],
+    }
+    for command, argv in checks.items():
+        result = run_cli(capsys, *argv, env={"HUBSYNC_REDIS_URL": wrong})
+        assert result.code == 1, (command, result.err)
+        assert result.err.startswith("error: Redis refused a command"), (command, result.err)

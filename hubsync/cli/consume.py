@@ -9,11 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import click
-import redis
 
 from hubsync.cli import exit_codes
 from hubsync.cli.options import build_settings, hub_options, options_from, use_redis_credentials
-from hubsync.connections import Role, connect, ping
+from hubsync.connections import CREDENTIAL_ERRORS, UNREACHABLE_ERRORS, Role, connect, ping
 from hubsync.logs import configure_logging
 from hubsync.names import validate_name
 from hubsync.settings import ConsumerSettings, hub_url_of
@@ -106,7 +105,9 @@ def _check(settings: ConsumerSettings, name: str) -> int:
         if hub_id is not None:  # the same rule as at start: another hub's namespace is exit 2
             bind_namespace(client, hub_id, claim=False)
         record = check_health(client, name)
-    except (redis.ConnectionError, redis.TimeoutError):
+    except CREDENTIAL_ERRORS:
+        raise  # a wrong user or password is a refusal (exit 1), not an outage
+    except UNREACHABLE_ERRORS:
         click.echo(f"consumer {name}: cannot reach Redis", err=True)
         return exit_codes.REDIS_UNREACHABLE
     except ConsumerUnhealthyError as exc:

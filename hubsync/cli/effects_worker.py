@@ -10,7 +10,7 @@ import redis
 
 from hubsync.cli import exit_codes
 from hubsync.cli.options import env_option, options_from, use_redis_credentials
-from hubsync.connections import connect, ping
+from hubsync.connections import CREDENTIAL_ERRORS, UNREACHABLE_ERRORS, connect, ping
 from hubsync.keys import EFFECTS_QUEUE
 from hubsync.logs import configure_logging
 from hubsync.names import validate_name
@@ -86,7 +86,9 @@ def _check(client: redis.Redis, queue: Any, name: str | None) -> int:
 
     try:
         workers = Worker.all(connection=client, queue=queue)
-    except (redis.ConnectionError, redis.TimeoutError):
+    except CREDENTIAL_ERRORS:
+        raise  # a wrong user or password is a refusal (exit 1), not an outage
+    except UNREACHABLE_ERRORS:
         click.echo(f"effects worker {name or '*'}: cannot reach Redis", err=True)
         return exit_codes.REDIS_UNREACHABLE
     names = sorted(worker.name for worker in workers)

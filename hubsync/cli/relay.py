@@ -10,12 +10,11 @@ from types import FrameType
 from typing import Any
 
 import click
-import redis
 
 from hubsync import keys
 from hubsync.cli import exit_codes
 from hubsync.cli.options import build_settings, options_from, use_redis_credentials
-from hubsync.connections import Role, connect, probe
+from hubsync.connections import CREDENTIAL_ERRORS, UNREACHABLE_ERRORS, Role, connect, probe
 from hubsync.logs import configure_logging
 from hubsync.settings import RelaySettings
 from producers.errors import UnreadableStoreError
@@ -112,7 +111,9 @@ def _check(settings: RelaySettings, runtime_id: str) -> int:
     client = connect(settings.redis_url, Role.PROBE)
     try:
         record = client.get(keys.relay_health(runtime_id))
-    except (redis.ConnectionError, redis.TimeoutError):
+    except CREDENTIAL_ERRORS:
+        raise  # a wrong user or password is a refusal (exit 1), not an outage
+    except UNREACHABLE_ERRORS:
         click.echo(f"relay {runtime_id}: cannot reach Redis", err=True)
         return exit_codes.REDIS_UNREACHABLE
     finally:
