@@ -226,10 +226,15 @@ def _is_redis_outage(exc: Exception) -> bool:
 
 
 def _is_redis_refusal(exc: Exception) -> bool:
-    # NOPERM (an ACL user without the right) and wrong credentials, as one line, not a traceback
+    # NOPERM (an ACL user without the right) and wrong credentials (connections'
+    # CREDENTIAL_ERRORS; read off the loaded module so the CLI never imports redis
+    # itself), as one line, not a traceback
     redis = sys.modules.get("redis")
     return redis is not None and isinstance(
-        exc, redis.exceptions.NoPermissionError | redis.exceptions.AuthenticationError
+        exc,
+        redis.exceptions.NoPermissionError
+        | redis.exceptions.AuthenticationError
+        | redis.exceptions.AuthorizationError,
     )
 
 
