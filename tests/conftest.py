@@ -20,7 +20,8 @@ import fakeredis
 import pytest
 import redis
 
-from hubsync.demo.embedded_redis import RedisServerProcess, redis_server_binary
+from hubsync.demo.embedded_redis import RedisServerProcess
+from tests.helpers.support import require_redis_server
 
 ROOT = Path(__file__).resolve().parents[1]
 REAL_REDIS_FIXTURES = frozenset({"redis_server", "redis_url", "redis_client", "private_redis"})
@@ -38,17 +39,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.redis)
 
 
-def _require_redis_server() -> None:
-    if redis_server_binary() is None:
-        if os.environ.get("CI"):
-            pytest.fail("redis-server is required in CI (scripts/test.sh installs it)")
-        pytest.skip("redis-server is not installed")
-
-
 @pytest.fixture(scope="session")
 def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServerProcess]:
     """One private redis-server for the whole session."""
-    _require_redis_server()
+    require_redis_server()
     server = RedisServerProcess(directory=tmp_path_factory.mktemp("redis-session"))
     server.start()
     yield server
@@ -76,7 +70,7 @@ def redis_client(redis_url: str) -> Iterator[redis.Redis]:
 @pytest.fixture
 def private_redis(tmp_path: Path) -> Iterator[RedisServerProcess]:
     """A redis-server of this test's own, with AOF, free to be stopped or killed."""
-    _require_redis_server()
+    require_redis_server()
     server = RedisServerProcess(directory=tmp_path / "redis", appendonly=True)
     server.directory.mkdir(parents=True, exist_ok=True)
     server.start()

@@ -12,7 +12,7 @@ from hubsync.benchmarks import report
 from hubsync.benchmarks.procs import percentiles
 from hubsync.benchmarks.workload import EVENT_BYTES, entries
 from hubsync.cli.main import cli
-from hubsync.demo.embedded_redis import redis_server_binary
+from tests.helpers.support import require_redis_server
 
 
 def test_workload_events_are_about_540_bytes_of_canonical_json() -> None:
@@ -31,8 +31,7 @@ def test_percentiles_use_the_nearest_rank() -> None:
 def test_bench_writes_a_report_with_every_section_and_prints_its_table(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    if redis_server_binary() is None:
-        pytest.skip("redis-server is not installed")
+    require_redis_server()
     monkeypatch.setattr(report, "QUICK", report.TINY)
     out = tmp_path / "bench.json"
     result = CliRunner().invoke(cli, ["bench", "--quick", "--json", str(out)])

@@ -28,8 +28,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from hubstore.sqlite_store import SqliteHubStore
 from hubsync import keys
 from hubsync.canonical import canonical_json, content_hash
-from hubsync.demo.embedded_redis import RedisServerProcess, redis_server_binary
+from hubsync.demo.embedded_redis import RedisServerProcess
 from hubsync.processes import PipelineProcesses, hubsync_command, run_hubsync
+from tests.helpers.support import require_redis_server
 
 pytestmark = pytest.mark.e2e
 
@@ -109,8 +110,7 @@ def malformed_entries(hub_project: str, marker: str) -> list[dict[str, str | byt
 
 @pytest.fixture(scope="module")
 def pipeline(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pipeline]:
-    if redis_server_binary() is None:
-        pytest.skip("redis-server is not installed")
+    require_redis_server()
     work = tmp_path_factory.mktemp("observability")
     server = RedisServerProcess(directory=work / "redis")
     server.directory.mkdir()

@@ -65,5 +65,6 @@ def test_a_paused_holder_cannot_act_after_a_takeover_and_parks_blocked_uncertain
     ledger.close()
     info = leases.show(resource)
     assert (info.holder, info.token, info.state) == ("box-b", taker.lease.token, LeaseState.LIVE)
+    # refused for its token, before holder and proof are even compared
     stale = Lease(resource, "box-a", old_token, "not-the-holders-proof")
-    assert not leases.fenced_write(stale, "deploy", b"late").ok
+    assert leases.fenced_write(stale, "deploy", b"late").status == "superseded"

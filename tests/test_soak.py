@@ -24,10 +24,10 @@ from typing import Any
 import pytest
 import redis
 
-from hubsync.demo.embedded_redis import redis_server_binary
 from tests.helpers import chaos_checks as checks
 from tests.helpers.chaos import FaultScheduler, SoakCluster, wait_for
 from tests.helpers.chaos_inject import Injector
+from tests.helpers.support import require_redis_server
 
 RECLAIM_IDLE = 3.0
 RATE_PER_RUNTIME = 120.0
@@ -41,8 +41,7 @@ def soak_seconds(default: float) -> float:
 
 def run_soak(base: Path, seconds: float) -> dict[str, Any]:
     """Run the whole soak in ``base``; the figures (raises AssertionError on a broken invariant)."""
-    if redis_server_binary() is None:
-        pytest.skip("redis-server is not installed")
+    require_redis_server()
     seed = int(os.environ.get("HUBSYNC_SOAK_SEED", random.randrange(10**6)))
     print(f"\nchaos soak: seed {seed}, {seconds:.0f}s of faults, in {base}")
     rng = random.Random(seed)

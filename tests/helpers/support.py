@@ -2,11 +2,24 @@
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from typing import TypeVar
 
+import pytest
+
+from hubsync.demo.embedded_redis import redis_server_binary
+
 T = TypeVar("T")
+
+
+def require_redis_server() -> None:
+    """Skip the test without ``redis-server``; in CI (``CI`` set) fail it instead."""
+    if redis_server_binary() is None:
+        if os.environ.get("CI"):
+            pytest.fail("redis-server is required in CI (scripts/test.sh installs it)")
+        pytest.skip("redis-server is not installed")
 
 
 def wait_until(
