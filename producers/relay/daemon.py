@@ -86,7 +86,8 @@ class RelaySummary:
             f"relay {self.runtime_id}: {self.projects} projects, sent {self.sender.sent} "
             f"(resent {self.sender.resent}), acked {self.acks.acked}, conflict "
             f"{self.acks.conflict}, rejected {self.acks.rejected + self.sender.rejected_locally}, "
-            f"foreign {self.acks.foreign}, Redis outages {self.outages}, "
+            f"foreign {self.acks.foreign}, unverified outcomes entries {self.acks.unverified}, "
+            f"Redis outages {self.outages}, "
             f"{self.pending} pending{unreadable}, in {self.seconds:.1f}s"
         )
 
@@ -101,6 +102,7 @@ class RelaySummary:
             "conflict": self.acks.conflict,
             "rejected": self.acks.rejected + self.sender.rejected_locally,
             "foreign": self.acks.foreign,
+            "unverified": self.acks.unverified,
             "redis_outages": self.outages,
             "pending": self.pending,
             "seconds": round(self.seconds, 3),
