@@ -31,6 +31,7 @@ from consumers.health import write_health
 from consumers.hub_binding import check_owner, queue_binding
 from consumers.lag import export_lag
 from consumers.publishing import MAX_DELIVERIES_REASON, Publication
+from consumers.read_budget import ReadBudget, reply_bytes
 from consumers.reclaim import reclaim_stream, remove_idle_consumers
 from consumers.trim import trim_acknowledged
 from hubstore.errors import StoreError
@@ -131,6 +132,7 @@ class HubConsumer:
         self._backoff = Backoff(base=_BACKOFF_BASE, cap=_BACKOFF_CAP)
         self.hub_id: str | None = None
         self.authenticator = RuntimeAuthenticator(store)
+        self.read_budget = ReadBudget(settings.read_count, settings.read_bytes)
 
     # ----- lifecycle -----
 
@@ -335,11 +337,20 @@ class HubConsumer:
             keys.CONSUMER_GROUP,
             self.name,
             dict.fromkeys(self.streams, ">"),
-            count=self.settings.read_count,
+            count=self.read_budget.count,
             block=block_ms,
         )
         batch = [(as_text(s), stream_entries(entries)) for s, entries in reply or ()]
+        self._observe_bytes(batch)
         return self.process(batch)
+
+    def _observe_bytes(self, batch: StreamBatch) -> None:
+        total = largest = 0
+        for _, entries in batch:
+            size, big = reply_bytes(entries)
+            total += size
+            largest = max(largest, big)
+        self.read_budget.observe(total, largest)
 
     def recover_own_pending(self) -> int:
         """Take back what this consumer read but never acked (after a restart or a failure)."""
@@ -352,7 +363,7 @@ class HubConsumer:
                     self.name,
                     min_idle_ms=0,
                     max_deliveries=self.settings.max_deliveries,
-                    count=self.settings.read_count,
+                    count=self.read_budget.count,
                     owner=self.name,
                 )
                 total += self._handle_reclaimed(stream, found.retry, found.poison)
@@ -372,7 +383,7 @@ class HubConsumer:
                 self.name,
                 min_idle_ms=idle_ms,
                 max_deliveries=self.settings.max_deliveries,
-                count=self.settings.read_count,
+                count=self.read_budget.count,
             )
             total += self._handle_reclaimed(stream, found.retry, found.poison)
         return total
@@ -417,6 +428,7 @@ class HubConsumer:
         if retry:
             self.stats.reclaimed += len(retry)
             metrics.RECLAIMED.inc(len(retry))
+            self._observe_bytes([(stream, retry)])
             self.process([(stream, retry)])
         return len(retry) + len(poison)
 
