@@ -1,9 +1,9 @@
 """The hub store contract: every ``HubStore`` backend must pass these.
 
 ``HubStoreContract`` holds the tests; each backend subclasses it once
-(``TestSqliteHubStore``, ``TestMemoryHubStore``) saying how to open a new store
-and, when other processes can open it too, its URL. A PostgreSQL store joins
-with one more subclass.
+(``TestSqliteHubStore``, ``TestMemoryHubStore``, ``TestPostgresHubStore``)
+saying how to open a new store and, when other processes can open it too, its
+URL.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -38,6 +39,9 @@ from hubsync.entries import ConflictReason, EventEntry, Outcome, PresenceBeat
 from hubsync.errors import ConfigError
 from hubsync.wire import parse_sync_event
 from tests.helpers.relay_player import event_entry, sync_event
+
+if TYPE_CHECKING:
+    from tests.helpers.postgres_server import PostgresDatabases
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -670,3 +674,17 @@ class TestMemoryHubStore(HubStoreContract):
 
     def shared_url(self, directory: Path) -> str | None:
         return None
+
+
+class TestPostgresHubStore(HubStoreContract):
+    """The contract on PostgreSQL: each store a new database of the test's private cluster."""
+
+    @pytest.fixture(autouse=True)
+    def _databases(self, postgres_databases: PostgresDatabases) -> None:
+        self.databases = postgres_databases
+
+    def open_new(self, directory: Path) -> HubStore:
+        return open_store(self.databases.url_for(directory), create_schema=True)
+
+    def shared_url(self, directory: Path) -> str | None:
+        return self.databases.url_for(directory)
