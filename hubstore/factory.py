@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import importlib
 from typing import TYPE_CHECKING, Protocol, cast
-from urllib.parse import parse_qsl, urlencode, urlsplit
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit
 
 from hubsync.errors import ConfigError
 from hubsync.settings import hub_url_from_path
@@ -129,5 +129,5 @@ def shown_url(url: str) -> str:
             (name, "***" if name.lower() == "password" else value)
             for name, value in parse_qsl(parts.query, keep_blank_values=True)
         ]
-        parts = parts._replace(query=urlencode(query, safe="*"))
+        parts = parts._replace(query=urlencode(query, safe="*", quote_via=quote))
     return parts.geturl()

@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
-from urllib.parse import parse_qsl, urlencode, urlsplit
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit
 
 import psycopg
 import psycopg_pool
@@ -121,7 +121,7 @@ def postgres_target(url: str) -> PostgresTarget:
         kept.append(("connect_timeout", str(DEFAULT_CONNECT_TIMEOUT)))
     if not any(name == "application_name" for name, _ in kept):
         kept.append(("application_name", "hubsync"))
-    conninfo = parts._replace(scheme="postgresql", query=urlencode(kept)).geturl()
+    conninfo = parts._replace(scheme="postgresql", query=urlencode(kept, quote_via=quote)).geturl()
     try:
         psycopg.conninfo.conninfo_to_dict(conninfo)
     except psycopg.ProgrammingError as exc:
