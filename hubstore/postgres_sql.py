@@ -12,25 +12,36 @@ in one order and never deadlock each other.
 from __future__ import annotations
 
 # What the store holds for a batch: hashes of its keys (kind 0), owners of its
-# projects (1), homes of its runs (2); one statement, one round trip.
+# projects (1), homes of its runs (2); one statement, one round trip. Each key
+# is one primary-key probe however large the table grows: the LATERAL
+# subqueries (LIMIT 1 keeps the planner from flattening them into a hash join
+# that would read the whole table) run once per key of the batch.
 KNOWN = """
-    SELECT 0, e.project_id, e.run_id, e.sequence, e.content_hash
-    FROM unnest(%s::text[], %s::text[], %s::bigint[]) AS k(project_id, run_id, sequence)
-    JOIN sync_events AS e USING (project_id, run_id, sequence)
+    SELECT 0, k.project_id, k.run_id, k.sequence, e.content_hash
+    FROM unnest(%b::text[], %b::text[], %b::bigint[]) AS k(project_id, run_id, sequence)
+    CROSS JOIN LATERAL (
+        SELECT content_hash FROM sync_events
+        WHERE project_id = k.project_id AND run_id = k.run_id AND sequence = k.sequence
+        LIMIT 1
+    ) AS e
     UNION ALL
     SELECT 1, o.project_id, NULL, NULL, o.hub_project
-    FROM sync_projects AS o WHERE o.project_id = ANY(%s::text[])
+    FROM sync_projects AS o WHERE o.project_id = ANY(%b::text[])
     UNION ALL
-    SELECT 2, h.project_id, h.run_id, NULL, h.home_runtime_id
-    FROM unnest(%s::text[], %s::text[]) AS k(project_id, run_id)
-    JOIN sync_runs AS h USING (project_id, run_id)
+    SELECT 2, k.project_id, k.run_id, NULL, h.home_runtime_id
+    FROM unnest(%b::text[], %b::text[]) AS k(project_id, run_id)
+    CROSS JOIN LATERAL (
+        SELECT home_runtime_id FROM sync_runs
+        WHERE project_id = k.project_id AND run_id = k.run_id
+        LIMIT 1
+    ) AS h
 """
 
 INSERT_PROJECTS = """
     WITH inserted AS (
         INSERT INTO sync_projects (project_id, hub_project, first_seen_at)
-        SELECT k.project_id, k.hub_project, %s
-        FROM unnest(%s::text[], %s::text[]) AS k(project_id, hub_project)
+        SELECT k.project_id, k.hub_project, %b
+        FROM unnest(%b::text[], %b::text[]) AS k(project_id, hub_project)
         ON CONFLICT DO NOTHING
         RETURNING 1
     )
@@ -40,8 +51,8 @@ INSERT_PROJECTS = """
 INSERT_RUNS = """
     WITH inserted AS (
         INSERT INTO sync_runs (project_id, run_id, home_runtime_id, first_seen_at)
-        SELECT k.project_id, k.run_id, k.home_runtime_id, %s
-        FROM unnest(%s::text[], %s::text[], %s::text[]) AS k(project_id, run_id, home_runtime_id)
+        SELECT k.project_id, k.run_id, k.home_runtime_id, %b
+        FROM unnest(%b::text[], %b::text[], %b::text[]) AS k(project_id, run_id, home_runtime_id)
         ON CONFLICT DO NOTHING
         RETURNING 1
     )
@@ -57,9 +68,9 @@ INSERT_EVENTS = f"""
     WITH inserted AS (
         INSERT INTO sync_events ({EVENT_COLUMNS})
         SELECT k.project_id, k.run_id, k.sequence, k.hub_project, k.home_runtime_id,
-               k.event_type, k.content_hash, %s, k.record
-        FROM unnest(%s::text[], %s::text[], %s::bigint[], %s::text[], %s::text[], %s::text[],
-                    %s::text[], %s::text[])
+               k.event_type, k.content_hash, %b, k.record
+        FROM unnest(%b::text[], %b::text[], %b::bigint[], %b::text[], %b::text[], %b::text[],
+                    %b::text[], %b::text[])
              AS k(project_id, run_id, sequence, hub_project, home_runtime_id, event_type,
                   content_hash, record)
         ON CONFLICT DO NOTHING
@@ -75,9 +86,9 @@ UPSERT_ALERTS = """
                              existing_hash, offered_hash, detail, detected_at,
                              last_detected_at, occurrences)
     SELECT k.reason, k.hub_project, k.runtime_id, k.project_id, k.run_id, k.sequence,
-           k.existing_hash, k.offered_hash, k.detail, %s, %s, k.occurrences
-    FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::bigint[],
-                %s::text[], %s::text[], %s::text[], %s::integer[])
+           k.existing_hash, k.offered_hash, k.detail, %b, %b, k.occurrences
+    FROM unnest(%b::text[], %b::text[], %b::text[], %b::text[], %b::text[], %b::bigint[],
+                %b::text[], %b::text[], %b::text[], %b::integer[])
          AS k(reason, hub_project, runtime_id, project_id, run_id, sequence, existing_hash,
               offered_hash, detail, occurrences)
     ON CONFLICT (project_id, run_id, sequence, reason, offered_hash) DO UPDATE SET
@@ -87,8 +98,8 @@ UPSERT_ALERTS = """
 
 UPSERT_PRESENCE = """
     INSERT INTO runtime_presence (runtime_id, hub_project, host, heartbeat, record)
-    SELECT k.runtime_id, k.hub_project, k.host, %s, k.record
-    FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[])
+    SELECT k.runtime_id, k.hub_project, k.host, %b, k.record
+    FROM unnest(%b::text[], %b::text[], %b::text[], %b::text[])
          AS k(runtime_id, hub_project, host, record)
     ON CONFLICT (hub_project, runtime_id) DO UPDATE SET
         host = excluded.host, heartbeat = excluded.heartbeat, record = excluded.record

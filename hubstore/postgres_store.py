@@ -129,7 +129,7 @@ class PostgresHubStore(HubStore):
         """Decide every event of ``batch`` in one transaction (see the module docstring)."""
         if not batch:
             return []
-        lookup = _lookup_arguments(batch)
+        lookup = lookup_arguments(batch)
         result = self._db.write_pipelined(lambda conn: _ingest(conn, batch, lookup))
         if result.conflicts:
             warn_conflicts(result.conflicts)
@@ -409,7 +409,7 @@ class PostgresHubStore(HubStore):
 Lookup = tuple[list[str], list[str], list[int], list[str], list[str], list[str]]
 
 
-def _lookup_arguments(batch: Sequence[EventEntry]) -> Lookup:
+def lookup_arguments(batch: Sequence[EventEntry]) -> Lookup:
     """The arguments of ``sql.KNOWN``: the batch's distinct keys, projects and runs."""
     keys = sorted({e.key for e in batch})
     runs = sorted({(p, r) for p, r, _ in keys})

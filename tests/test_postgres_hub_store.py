@@ -20,9 +20,10 @@ import psycopg
 import pytest
 
 from hubstore import migrate_store, open_store
+from hubstore import postgres_sql as sql
 from hubstore.errors import StoreError, StoreOpenError
 from hubstore.postgres_schema import SCHEMA_VERSION
-from hubstore.postgres_store import PostgresHubStore
+from hubstore.postgres_store import PostgresHubStore, lookup_arguments
 from hubstore.store import HubStore
 from hubsync.entries import ConflictReason, EventEntry, Outcome
 from hubsync.errors import ConfigError, SchemaVersionError
@@ -442,3 +443,22 @@ def test_connections_the_server_dropped_are_replaced(
         )
     assert store.ingest([event_entry(sync_event(2))])[0].outcome is Outcome.ACCEPTED
     assert store.count_events() == 2
+
+
+def test_a_batch_is_looked_up_by_primary_key_probes_however_big_the_table(
+    store: HubStore, postgres_url: str
+) -> None:
+    # The plan of the statement the store runs, on a table the planner knows is big.
+    for start in range(0, 20_000, 1000):
+        store.ingest(
+            [event_entry(sync_event(s, run_id=f"run-{n}")) for n in range(start, start + 1000, 10)
+             for s in range(1, 11)]
+        )  # fmt: skip
+    batch = [event_entry(sync_event(s, run_id=f"run-{n}")) for n in range(500) for s in (1, 2)]
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute("ANALYZE")
+        rows = conn.execute("EXPLAIN " + sql.KNOWN, lookup_arguments(batch)).fetchall()
+    plan = "\n".join(str(row[0]) for row in rows)
+    assert "Index Scan using sync_events_pkey on sync_events" in plan, plan
+    assert "Index Scan using sync_runs_pkey on sync_runs" in plan, plan
+    assert "Seq Scan on sync_events" not in plan, plan
