@@ -18,6 +18,7 @@ from urllib.parse import unquote, urlsplit
 
 import psycopg
 import pytest
+import redis
 
 from hubstore import migrate_store, open_store
 from hubstore import postgres_sql as sql
@@ -27,9 +28,10 @@ from hubstore.postgres_store import PostgresHubStore, lookup_arguments
 from hubstore.store import HubStore
 from hubsync.entries import ConflictReason, EventEntry, Outcome
 from hubsync.errors import ConfigError, SchemaVersionError
+from hubsync.processes import run_hubsync
 from tests.helpers.operator_support import run_cli
 from tests.helpers.postgres_server import PostgresCluster
-from tests.helpers.relay_player import event_entry, sync_event
+from tests.helpers.relay_player import event_entry, send, sync_event
 from tests.helpers.support import wait_until
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -462,3 +464,37 @@ def test_a_batch_is_looked_up_by_primary_key_probes_however_big_the_table(
     assert "Index Scan using sync_events_pkey on sync_events" in plan, plan
     assert "Index Scan using sync_runs_pkey on sync_runs" in plan, plan
     assert "Seq Scan on sync_events" not in plan, plan
+
+
+# ----- the commands on a PostgreSQL hub -----
+
+
+def test_hubsync_consume_stores_a_streams_events_in_postgresql_and_the_readers_list_them(
+    capsys: pytest.CaptureFixture[str],
+    redis_client: redis.Redis,
+    redis_url: str,
+    postgres_url: str,
+) -> None:
+    for s in range(1, 21):
+        send(redis_client, sync_event(s))
+    send(redis_client, sync_event(3, data={"step": "evil"}))
+    # the password travels in the environment, as HUBSYNC_HUB_URL, never on a command line
+    env = {"HUBSYNC_HUB_URL": postgres_url, "HUBSYNC_REDIS_URL": redis_url}
+    result = run_hubsync(["consume", "--name", "hub-pg", "--once", "--json"], env=env)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["accepted"] == 20
+    assert password_of(postgres_url) not in result.stdout + result.stderr
+    with open_store(postgres_url, create_schema=False) as store:
+        assert store.count_events() == 20
+        assert store.sync_cursor("proj-1", "run-1") == 20
+        [alert] = store.alerts()
+        assert alert.reason is ConflictReason.SEQUENCE_REUSED
+    listed = run_cli(
+        capsys, "events", "--hub-project", "acme", env={"HUBSYNC_HUB_URL": postgres_url}
+    )
+    assert listed.code == 0, listed.err
+    assert [json.loads(line)["sequence"] for line in listed.out.splitlines()] == list(range(1, 21))
+    runs = run_cli(capsys, "runs", "--hub-project", "acme", env={"HUBSYNC_HUB_URL": postgres_url})
+    assert runs.code == 0, runs.err
+    [run] = [json.loads(line) for line in runs.out.splitlines()]
+    assert (run["events"], run["sync_cursor"]) == (20, 20)
