@@ -65,11 +65,12 @@ from hubstore.store import (
     RunPosition,
     RunSummary,
     RuntimeState,
+    SecurityAlert,
     StoredEvent,
 )
 from hubsync.clock import format_timestamp, utc_now
 from hubsync.enrollment import Enrollment, new_hub_id
-from hubsync.entries import ConflictReason, EventEntry, OutcomeRecord, PresenceBeat
+from hubsync.entries import EventEntry, OutcomeRecord, PresenceBeat, alert_reason
 from hubsync.migration import SchemaChange
 
 __all__ = ["PostgresHubStore", "how_to_migrate", "migrate_hub_store", "open_hub_store"]
@@ -292,8 +293,29 @@ class PostgresHubStore(HubStore):
             for r in rows
         ]
 
+    def record_security_alerts(self, alerts: Sequence[SecurityAlert]) -> None:
+        """Keep alerts about entries that did not authenticate (one transaction)."""
+        if not alerts:
+            return
+        rows = [
+            (
+                a.reason.value,
+                a.hub_project,
+                a.runtime_id,
+                a.project_id,
+                a.run_id,
+                a.sequence,
+                None,
+                a.offered_hash,
+                a.detail,
+            )
+            for a in alerts
+        ]
+        args = _alert_arguments(rows, utc_now())
+        self._db.write(lambda conn: conn.execute(sql.UPSERT_ALERTS, args))
+
     def alerts(self, hub_project: str | None = None, limit: int = 100) -> list[AlertRecord]:
-        """Recorded conflicts, newest first."""
+        """Recorded alerts (conflicts and refused entries), newest first."""
         statement = f"SELECT {sql.ALERT_COLUMNS} FROM sync_alerts"
         args: list[object] = []
         if hub_project is not None:
@@ -305,7 +327,7 @@ class PostgresHubStore(HubStore):
         return [
             AlertRecord(
                 alert_id=r[0],
-                reason=ConflictReason(r[1]),
+                reason=alert_reason(r[1]),
                 hub_project=r[2],
                 runtime_id=r[3],
                 project_id=r[4],
@@ -459,7 +481,8 @@ def _ingest(conn: Connection, batch: Sequence[EventEntry], lookup: Lookup) -> _I
         )
         counted.append((conn.execute(sql.INSERT_EVENTS, args), len(accepted)))
     if decisions.conflicts:
-        conn.execute(sql.UPSERT_ALERTS, _alert_arguments(decisions.conflicts, now))
+        rows = [_conflict_row(c) for c in decisions.conflicts]
+        conn.execute(sql.UPSERT_ALERTS, _alert_arguments(rows, now))
     for cursor, expected in counted:
         row = cursor.fetchone()
         if row is None or row[0] != expected:
@@ -467,30 +490,37 @@ def _ingest(conn: Connection, batch: Sequence[EventEntry], lookup: Lookup) -> _I
     return _Ingested(decisions.outcomes, decisions.conflicts)
 
 
-def _alert_arguments(conflicts: Sequence[Conflict], now: datetime) -> tuple[object, ...]:
-    """``sql.UPSERT_ALERTS``'s arguments: one row per distinct offence, counted, in key order."""
-    firsts: dict[tuple[str, str, int, str, str], Conflict] = {}
+AlertRow = tuple[str, str, str, str, str, int, str | None, str, str]
+"""reason, hub project, runtime, project, run, sequence, existing hash, offered hash, detail."""
+
+
+def _conflict_row(c: Conflict) -> AlertRow:
+    event = c.entry.event
+    return (
+        c.reason.value,
+        event.hub_project,
+        c.entry.runtime_id,
+        event.project_id,
+        event.run_id,
+        event.sequence,
+        c.existing_hash,
+        c.entry.content_hash,
+        c.detail,
+    )
+
+
+def _alert_arguments(rows: Sequence[AlertRow], now: datetime) -> tuple[object, ...]:
+    """``sql.UPSERT_ALERTS``'s arguments: one row per distinct offence (key, reason, offered
+    hash), the first of its kind, counted, in key order."""
+    firsts: dict[tuple[str, str, int, str, str], AlertRow] = {}
     counts: dict[tuple[str, str, int, str, str], int] = {}
-    for c in conflicts:
-        key = (*c.entry.key, c.reason.value, c.entry.content_hash)
-        firsts.setdefault(key, c)
+    for row in rows:
+        key = (row[3], row[4], row[5], row[0], row[7])
+        firsts.setdefault(key, row)
         counts[key] = counts.get(key, 0) + 1
     keys = sorted(firsts)
-    rows = [firsts[k] for k in keys]
-    return (
-        now,
-        now,
-        [c.reason.value for c in rows],
-        [c.entry.event.hub_project for c in rows],
-        [c.entry.runtime_id for c in rows],
-        [c.entry.event.project_id for c in rows],
-        [c.entry.event.run_id for c in rows],
-        [c.entry.event.sequence for c in rows],
-        [c.existing_hash for c in rows],
-        [c.entry.content_hash for c in rows],
-        [c.detail for c in rows],
-        [counts[k] for k in keys],
-    )
+    columns = list(zip(*(firsts[k] for k in keys), strict=True))
+    return (now, now, *(list(column) for column in columns), [counts[k] for k in keys])
 
 
 # ----- small reads -----

@@ -33,6 +33,7 @@ from tests.helpers.operator_support import run_cli
 from tests.helpers.postgres_server import PostgresCluster
 from tests.helpers.relay_player import event_entry, send, sync_event
 from tests.helpers.support import wait_until
+from tests.helpers.trust import enroll
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -475,6 +476,8 @@ def test_hubsync_consume_stores_a_streams_events_in_postgresql_and_the_readers_l
     redis_url: str,
     postgres_url: str,
 ) -> None:
+    with open_store(postgres_url, create_schema=True) as store:
+        enroll(store, "rt-1", ["acme"])  # the relay player signs as this runtime
     for s in range(1, 21):
         send(redis_client, sync_event(s))
     send(redis_client, sync_event(3, data={"step": "evil"}))
