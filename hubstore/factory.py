@@ -121,13 +121,13 @@ def shown_url(url: str) -> str:
         parts = urlsplit(url)
     except ValueError:
         return "<unparsable URL>"
+    masked = parts
     userinfo, at, hosts = parts.netloc.rpartition("@")
     if at and ":" in userinfo:
-        parts = parts._replace(netloc=f"{userinfo.partition(':')[0]}:***@{hosts}")
-    if parts.query:
-        query = [
-            (name, "***" if name.lower() == "password" else value)
-            for name, value in parse_qsl(parts.query, keep_blank_values=True)
-        ]
-        parts = parts._replace(query=urlencode(query, safe="*", quote_via=quote))
-    return parts.geturl()
+        masked = masked._replace(netloc=f"{userinfo.partition(':')[0]}:***@{hosts}")
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    if any(name.lower() == "password" for name, _ in query):
+        shown = [(name, "***" if name.lower() == "password" else value) for name, value in query]
+        masked = masked._replace(query=urlencode(shown, safe="*", quote_via=quote))
+    # geturl() would drop the empty host of sqlite:///path: rebuild only what was masked
+    return url if masked is parts else masked.geturl()

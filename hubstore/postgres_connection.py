@@ -129,6 +129,17 @@ def postgres_target(url: str) -> PostgresTarget:
     return PostgresTarget(conninfo=conninfo, shown=shown, pool_size=pool_size)
 
 
+def in_schema(url: str, schema: str) -> str:
+    """``url`` with its tables in ``schema`` (libpq's ``options=-csearch_path=SCHEMA``, added to
+    any options the URL has)."""
+    parts = urlsplit(url)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    given = " ".join(value for name, value in query if name == "options")
+    kept = [(name, value) for name, value in query if name != "options"]
+    kept.append(("options", f"{given} -csearch_path={schema}".strip()))
+    return parts._replace(query=urlencode(kept, quote_via=quote)).geturl()
+
+
 def connect(target: PostgresTarget) -> Connection:
     """One autocommit connection outside the pool (opening, migrating): precise errors."""
     try:

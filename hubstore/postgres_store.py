@@ -30,8 +30,10 @@ under the decision except by such an insert, which the count catches.
 
 from __future__ import annotations
 
+import secrets
 import shlex
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -50,6 +52,7 @@ from hubstore.postgres_connection import (
     PostgresTarget,
     connect,
     database_errors,
+    in_schema,
     postgres_target,
 )
 from hubstore.postgres_schema import SCHEMA_VERSION, check_schema, ensure_schema
@@ -73,7 +76,13 @@ from hubsync.enrollment import Enrollment, new_hub_id
 from hubsync.entries import EventEntry, OutcomeRecord, PresenceBeat, alert_reason
 from hubsync.migration import SchemaChange
 
-__all__ = ["PostgresHubStore", "how_to_migrate", "migrate_hub_store", "open_hub_store"]
+__all__ = [
+    "PostgresHubStore",
+    "how_to_migrate",
+    "migrate_hub_store",
+    "open_hub_store",
+    "scratch_schema",
+]
 
 
 def how_to_migrate(target: PostgresTarget) -> str:
@@ -581,6 +590,22 @@ def open_hub_store(url: str, *, create_schema: bool, busy_budget: float | None) 
     """The ``postgresql`` backend of ``hubstore.open_store``."""
     budget = DEFAULT_BUSY_BUDGET if busy_budget is None else busy_budget
     return PostgresHubStore(url, create_schema=create_schema, busy_budget=budget)
+
+
+@contextmanager
+def scratch_schema(url: str, prefix: str = "hubsync_scratch") -> Iterator[str]:
+    """A hub URL whose tables go in a new, empty schema of ``url``'s database, dropped (with
+    everything in it) on leaving; for benchmarks that need a fresh hub store each time. The
+    role must be allowed to create schemas."""
+    target = postgres_target(url)
+    schema = f"{prefix}_{secrets.token_hex(4)}"
+    with connect(target) as conn, database_errors(target):
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+    try:
+        yield in_schema(url, schema)
+    finally:
+        with connect(target) as conn, database_errors(target):
+            conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
 
 
 def migrate_hub_store(url: str, *, busy_budget: float | None) -> SchemaChange:
