@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import importlib
 from typing import TYPE_CHECKING, Protocol, cast
-from urllib.parse import parse_qsl, quote, urlencode, urlsplit
+from urllib.parse import SplitResult, parse_qsl, quote, urlencode, urlsplit
 
 from hubsync.errors import ConfigError
 from hubsync.settings import hub_url_from_path
@@ -47,6 +47,7 @@ __all__ = [
     "migrate_store",
     "open_store",
     "shown_url",
+    "unsplit_url",
     "url_scheme",
 ]
 
@@ -129,5 +130,15 @@ def shown_url(url: str) -> str:
     if any(name.lower() == "password" for name, _ in query):
         shown = [(name, "***" if name.lower() == "password" else value) for name, value in query]
         masked = masked._replace(query=urlencode(shown, safe="*", quote_via=quote))
-    # geturl() would drop the empty host of sqlite:///path: rebuild only what was masked
-    return url if masked is parts else masked.geturl()
+    return url if masked is parts else unsplit_url(masked)
+
+
+def unsplit_url(parts: SplitResult) -> str:
+    """``parts`` as a URL, keeping ``//`` before an empty host (``sqlite:///path``,
+    ``postgresql:///db?host=/run/postgresql``), which ``geturl()`` drops."""
+    url = f"{parts.scheme}://{parts.netloc}{parts.path}"
+    if parts.query:
+        url += f"?{parts.query}"
+    if parts.fragment:
+        url += f"#{parts.fragment}"
+    return url

@@ -34,7 +34,7 @@ import psycopg_pool
 from psycopg import errors as pg_errors
 
 from hubstore.errors import StoreError, StoreOpenError
-from hubstore.factory import shown_url
+from hubstore.factory import shown_url, unsplit_url
 from hubsync.backoff import Backoff
 from hubsync.closing import ClosesOnExit
 from hubsync.errors import ConfigError, StoreBusyError
@@ -121,7 +121,9 @@ def postgres_target(url: str) -> PostgresTarget:
         kept.append(("connect_timeout", str(DEFAULT_CONNECT_TIMEOUT)))
     if not any(name == "application_name" for name, _ in kept):
         kept.append(("application_name", "hubsync"))
-    conninfo = parts._replace(scheme="postgresql", query=urlencode(kept, quote_via=quote)).geturl()
+    conninfo = unsplit_url(
+        parts._replace(scheme="postgresql", query=urlencode(kept, quote_via=quote))
+    )
     try:
         psycopg.conninfo.conninfo_to_dict(conninfo)
     except psycopg.ProgrammingError as exc:
@@ -137,7 +139,7 @@ def in_schema(url: str, schema: str) -> str:
     given = " ".join(value for name, value in query if name == "options")
     kept = [(name, value) for name, value in query if name != "options"]
     kept.append(("options", f"{given} -csearch_path={schema}".strip()))
-    return parts._replace(query=urlencode(kept, quote_via=quote)).geturl()
+    return unsplit_url(parts._replace(query=urlencode(kept, quote_via=quote)))
 
 
 def connect(target: PostgresTarget) -> Connection:

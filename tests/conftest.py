@@ -119,7 +119,8 @@ def postgres_server() -> Iterator[PostgresCluster]:
 
     external = os.environ.get("HUBSYNC_TEST_POSTGRES_URL")
     if external:
-        yield PostgresCluster.external(external)
+        with PostgresCluster.external(external) as server:  # drops what it made, nothing else
+            yield server
         return
     try:
         cluster = PostgresCluster.start()

@@ -14,7 +14,7 @@ import threading
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
-from urllib.parse import unquote, urlsplit
+from urllib.parse import quote, unquote, urlsplit
 
 import psycopg
 import pytest
@@ -23,6 +23,7 @@ import redis
 from hubstore import migrate_store, open_store
 from hubstore import postgres_sql as sql
 from hubstore.errors import StoreError, StoreOpenError
+from hubstore.factory import shown_url
 from hubstore.postgres_schema import SCHEMA_VERSION
 from hubstore.postgres_store import PostgresHubStore, lookup_arguments
 from hubstore.store import HubStore
@@ -136,6 +137,26 @@ def test_a_password_given_as_a_parameter_is_masked_too(postgres_url: str) -> Non
         open_store(f"{bare}?password=Wrong-Secret-4711", create_schema=False)
     assert "Wrong-Secret-4711" not in str(raised.value)
     assert "password=***" in str(raised.value)
+
+
+def test_a_unix_socket_url_has_no_host(postgres_server: PostgresCluster, postgres_url: str) -> None:
+    if postgres_server.directory is None:
+        pytest.skip("the socket of a server given by HUBSYNC_TEST_POSTGRES_URL is not known here")
+    socket_dir = quote(str(postgres_server.directory), safe="")
+    port = urlsplit(postgres_url).port
+    url = f"postgresql:///{database_of(postgres_url)}?host={socket_dir}&port={port}&user=hubsync"
+    assert migrate_store(url).action == "created"
+    with open_store(url, create_schema=False) as store:
+        assert store.ingest([event_entry(sync_event(1))])[0].outcome is Outcome.ACCEPTED
+    assert tables(postgres_url) != []
+
+
+def test_urls_are_shown_with_every_password_masked_and_otherwise_unchanged() -> None:
+    assert shown_url("sqlite:////var/lib/hub.db") == "sqlite:////var/lib/hub.db"
+    assert shown_url("postgresql:///hub?host=/run/pg") == "postgresql:///hub?host=/run/pg"
+    shown = shown_url("postgresql://app:s3cret@db:5432/hub?sslmode=require&password=other")
+    assert shown == "postgresql://app:***@db:5432/hub?sslmode=require&password=***"
+    assert shown_url("postgres://app@db/hub") == "postgres://app@db/hub"
 
 
 def test_sqlite_and_memory_stores_never_import_the_postgresql_driver(tmp_path: Path) -> None:
