@@ -437,22 +437,40 @@ def test_a_run_another_writer_homes_uncommitted_is_a_home_mismatch_once_it_commi
 def test_a_deadlock_with_another_writer_is_retried_and_the_batch_judged_right(
     postgres_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    first, second = event_entry(sync_event(1)), event_entry(sync_event(2))
-    # The store's sessions look for deadlocks after 50 ms, the other writer's after a
-    # minute: the store is the one PostgreSQL aborts, every time.
+    first, second, third = (event_entry(sync_event(s)) for s in (1, 2, 3))
+    # The store's sessions look for a deadlock 50 ms after they start waiting, the other
+    # writer's after a minute, and the store is the last to wait (it closes the cycle):
+    # PostgreSQL aborts the store's transaction, whatever the timing.
     url = postgres_url + "?options=-c%20deadlock_timeout%3D50ms"
     caplog.set_level(logging.DEBUG, logger="hubstore.postgres_connection")
-    with open_store(url, create_schema=True) as store, psycopg.connect(postgres_url) as other:
+    with (
+        open_store(url, create_schema=True) as store,
+        psycopg.connect(postgres_url) as other,
+        psycopg.connect(postgres_url) as gate,
+    ):
         other.execute("SET deadlock_timeout = '60s'")
-        insert_uncommitted(other, second)
-        ingesting = Ingesting(store, [first, second])  # holds run-1, waits for sequence 2
-        wait_until(lambda: blocked_sessions(postgres_url) == 1, what="ingest waiting on seq 2")
-        # the other writer now waits for the store's run-1: a cycle
-        other.execute("INSERT INTO sync_runs VALUES ('proj-1', 'run-1', 'rt-1', now())")
+        insert_uncommitted(gate, second)  # holds the store up at sequence 2
+        insert_uncommitted(other, third)
+        ingesting = Ingesting(store, [first, second, third])  # takes run-1, waits at seq 2
+        wait_until(lambda: blocked_sessions(postgres_url) == 1, what="ingest waiting at seq 2")
+        waiting = threading.Thread(  # the other writer waits for the store's run-1 ...
+            target=lambda: other.execute(
+                "INSERT INTO sync_runs VALUES ('proj-1', 'run-1', 'rt-1', now())"
+            )
+        )
+        waiting.start()
+        wait_until(lambda: blocked_sessions(postgres_url) == 2, what="the other writer waiting")
+        gate.rollback()  # ... and the store goes on to sequence 3, the other's: a cycle
+        waiting.join(timeout=60)
+        assert not waiting.is_alive()
         other.commit()
         outcomes = ingesting.result()
-        assert [o.outcome for o in outcomes] == [Outcome.ACCEPTED, Outcome.DUPLICATE]  # type: ignore[attr-defined]
-        assert store.count_events() == 2
+        assert [o.outcome for o in outcomes] == [  # type: ignore[attr-defined]
+            Outcome.ACCEPTED,
+            Outcome.ACCEPTED,
+            Outcome.DUPLICATE,
+        ]
+        assert store.count_events() == 3
     assert "40P01" in caplog.text
 
 
