@@ -71,6 +71,15 @@ def postgres_bindir() -> Path | None:
     return None
 
 
+def _temp_root(as_root: bool) -> str | None:
+    """Where the cluster's directory goes: the usual temp dir, unless the unprivileged user
+    could not reach it (a TMPDIR under /root, say); then /tmp."""
+    base = Path(tempfile.gettempdir()).resolve()
+    if not as_root or all(p.stat().st_mode & 0o001 for p in (base, *base.parents)):
+        return None
+    return "/tmp"
+
+
 def _version_key(name: str) -> tuple[int, ...]:
     return tuple(int(part) for part in name.split(".") if part.isdigit())
 
@@ -100,9 +109,10 @@ class PostgresCluster(ClosesOnExit):
                 "--bindir or in /usr/lib/postgresql/*/bin: install the postgresql package "
                 "(scripts/test.sh does) or set HUBSYNC_TEST_POSTGRES_URL to a server's URL"
             )
-        directory = Path(tempfile.mkdtemp(prefix="hubsync-pg-"))
+        as_root = os.geteuid() == 0
+        directory = Path(tempfile.mkdtemp(prefix="hubsync-pg-", dir=_temp_root(as_root)))
         as_user: list[str] = []
-        if os.geteuid() == 0:
+        if as_root:
             # initdb and postgres refuse root: run them as an unprivileged user who owns the dir.
             user = pwd.getpwnam(UNPRIVILEGED)
             os.chown(directory, user.pw_uid, user.pw_gid)
