@@ -153,7 +153,9 @@ class HubStoreSettings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="HUBSYNC_", extra="ignore", frozen=True)
 
-    hub_url: str = Field(description="Hub store URL (sqlite:///PATH).")
+    hub_url: str = Field(
+        description="Hub store URL: sqlite:///PATH, or postgresql://user@host:port/database."
+    )
     hub_db: Path | None = Field(
         default=None,
         description="Hub SQLite file: shorthand of --hub-url sqlite:///<absolute path>.",

@@ -30,7 +30,6 @@ from hubsync.settings import (
     CommonSettings,
     HubStoreSettings,
     RuntimeSettings,
-    safe_url,
 )
 
 if TYPE_CHECKING:
@@ -240,10 +239,12 @@ hub_project_filter = click.option(
 
 
 def shown_store(hub_url: str) -> str:
-    """A hub store as shown to people: a SQLite file's path, or the URL without credentials."""
+    """A hub store as shown to people: a SQLite file's path, or the URL with its password masked."""
+    from hubstore.factory import shown_url
+
     if hub_url.startswith(SQLITE_URL_PREFIX):
         return hub_url.removeprefix(SQLITE_URL_PREFIX)
-    return safe_url(hub_url)
+    return shown_url(hub_url)
 
 
 def open_hub_store(hub_url: str) -> HubStore:
