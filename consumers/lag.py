@@ -11,9 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import redis
-
 from hubsync import keys, metrics
+from hubsync.connections import RedisClient
 from hubsync.redis_values import as_text, entry_id_ms, time_reply_ms
 
 
@@ -29,7 +28,7 @@ class StreamLag:
     """0 when nothing is pending."""
 
 
-def read_lag(client: redis.Redis, streams: Sequence[str]) -> list[StreamLag]:
+def read_lag(client: RedisClient, streams: Sequence[str]) -> list[StreamLag]:
     """Lag, pending count and oldest pending age of group ``hub`` on each of ``streams``."""
     if not streams:
         return []
@@ -63,7 +62,7 @@ def read_lag(client: redis.Redis, streams: Sequence[str]) -> list[StreamLag]:
     return found
 
 
-def export_lag(client: redis.Redis, streams: Sequence[str]) -> list[StreamLag]:
+def export_lag(client: RedisClient, streams: Sequence[str]) -> list[StreamLag]:
     """Read the lag of ``streams`` and set the consumer-lag and oldest-pending gauges."""
     readings = read_lag(client, streams)
     for reading in readings:

@@ -13,11 +13,10 @@ from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-import redis
-
 from hubsync import keys
 from hubsync.canonical import content_hash
 from hubsync.clock import utc_now_iso
+from hubsync.connections import RedisClient
 from hubsync.entries import KIND_EVENT, Outcome, OutcomeRecord, entry_kind, outcomes_entry_fields
 from hubsync.errors import ConfigError
 from hubsync.names import validate_name
@@ -240,7 +239,7 @@ class Publication:
         """Queue the XACK of one entry (sent after everything else)."""
         self.acks[stream].append(entry_id)
 
-    def send(self, client: redis.Redis) -> None:
+    def send(self, client: RedisClient) -> None:
         """Publish dead letters, outcomes and alerts in one pipeline, then XACK in another."""
         if self.dead_letters or self.outcomes or self.alerts:
             pipe = client.pipeline(transaction=False)

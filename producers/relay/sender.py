@@ -13,10 +13,9 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import redis
-
 from hubsync import keys, metrics
 from hubsync.clock import EpochClock, epoch_seconds
+from hubsync.connections import RedisClient
 from hubsync.entries import raw_event_entry_fields
 from hubsync.settings import RelaySettings
 from hubsync.wire import MAX_EVENT_BYTES
@@ -87,7 +86,7 @@ class OutboxSender:
         self._seen_version = version
         return changed
 
-    def send_unsent(self, client: redis.Redis) -> int:
+    def send_unsent(self, client: RedisClient) -> int:
         """Send the next batch of never-attempted rows; return how many went out."""
         rows = self.store.unsent(self.cursor, self.settings.batch_count)
         if not rows:
@@ -103,7 +102,7 @@ class OutboxSender:
         _SENT_NEW.inc(sent)
         return sent
 
-    def send_due_resends(self, client: redis.Redis, now: float) -> int:
+    def send_due_resends(self, client: RedisClient, now: float) -> int:
         """Send again the rows attempted but unacknowledged past their resend time."""
         rows = self.store.due_resends(now, self.settings.batch_count)
         if not rows:
@@ -127,7 +126,7 @@ class OutboxSender:
                 return rows[:index]
         return rows
 
-    def _send(self, client: redis.Redis, rows: Sequence[OutboxRow]) -> int:
+    def _send(self, client: RedisClient, rows: Sequence[OutboxRow]) -> int:
         oversized = [row.seq for row in rows if len(row.sync_event) > MAX_EVENT_BYTES]
         if oversized:
             # append_event refuses such rows, so only an older or foreign writer can
