@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from hubsync import keys, metrics
 from hubsync.connections import RedisClient
-from hubsync.redis_values import as_text, entry_id_ms, time_reply_ms
+from hubsync.redis_values import as_text, entry_id_ms, redis_now_ms
 
 
 @dataclass(frozen=True)
@@ -33,15 +33,14 @@ def read_lag(client: RedisClient, streams: Sequence[str]) -> list[StreamLag]:
     if not streams:
         return []
     pipe = client.pipeline(transaction=False)
-    pipe.time()
     for stream in streams:
         pipe.xinfo_groups(stream)
         pipe.xpending(stream, keys.CONSUMER_GROUP)
     replies = pipe.execute(raise_on_error=False)
-    now_ms = time_reply_ms(replies[0])
+    now_ms = redis_now_ms(client)  # on its own: a cluster pipeline refuses TIME (no key)
     found: list[StreamLag] = []
     for index, stream in enumerate(streams):
-        groups, summary = replies[1 + 2 * index], replies[2 + 2 * index]
+        groups, summary = replies[2 * index], replies[1 + 2 * index]
         if isinstance(groups, Exception) or isinstance(summary, Exception):
             continue  # the stream or group vanished since the last refresh
         group = next((g for g in groups if as_text(g.get("name")) == keys.CONSUMER_GROUP), None)

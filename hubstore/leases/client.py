@@ -56,7 +56,7 @@ from hubstore.leases.types import (
 from hubstore.lua_scripts import scripts_for
 from hubsync import keys, metrics
 from hubsync.connections import RedisClient, is_cluster
-from hubsync.redis_values import as_text
+from hubsync.redis_values import as_text, redis_now_ms
 
 logger = logging.getLogger(__name__)
 
@@ -68,7 +68,7 @@ DEFAULT_REPLICA_WAIT_MS = 1000
 """Longest a grant or renewal waits for one replica to confirm it (``WAIT 1``), capped at half
 the lease's TTL; past it the operation is refused ``not_replicated``."""
 REPLICA_RECHECK_SECONDS = 5.0
-"""How long a master's count of connected replicas (``INFO replication``) is trusted."""
+"""How often a master's connected replicas (``INFO replication``) are counted again."""
 
 _REFUSED_ERRORS: dict[LeaseRefusal, type[LeaseRefusedError]] = {
     LeaseRefusal.HELD: LeaseHeldError,
@@ -357,9 +357,15 @@ class LeaseClient:
         On one server, in one MULTI: every hash as of the same instant. A cluster
         refuses a MULTI over keys of several slots (each resource has its own), so
         there the HGETALLs go in a plain pipeline (one round trip per node) and the
-        clock is one node's ``TIME``.
+        clock is one node's ``TIME``, read after them.
         """
-        pipe = self.redis.pipeline(transaction=not is_cluster(self.redis))
+        if is_cluster(self.redis):
+            pipe = self.redis.pipeline(transaction=False)
+            for key in hashes:
+                pipe.hgetall(key)
+            replies = pipe.execute()
+            return replies, redis_now_ms(self.redis)  # a cluster pipeline refuses TIME
+        pipe = self.redis.pipeline(transaction=True)
         for key in hashes:
             pipe.hgetall(key)
         pipe.time()
@@ -397,10 +403,7 @@ class LeaseClient:
             except (redis.ConnectionError, redis.TimeoutError):
                 self._reread_slots()  # a failed-over master: find the new one next time
                 raise
-            confirmed = int(replies[1]) >= 1
-            if not confirmed:
-                self._forget_replicas(name)  # ask again next time: a replica may be gone
-            return replies[0], confirmed
+            return replies[0], int(replies[1]) >= 1
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _master_of(self, key: str) -> tuple[Any, str]:
@@ -418,7 +421,14 @@ class LeaseClient:
                 cluster.nodes_manager.initialize()
 
     def _replica_count(self, node: Any, name: str) -> int:
-        """Replicas connected to ``node`` (``INFO replication``), asked at most every few s."""
+        """Replicas to wait for on ``node``: the most ``INFO replication`` ever showed connected.
+
+        Asked at most every few seconds. The most ever, not the count now: a replica
+        that lost its link (lagging, partitioned) can still be promoted, so a master
+        once seen with a replica is always waited for, and its grants are refused
+        while no replica confirms them. A master never seen with one (a single
+        server, or a promoted replica whose old master is gone) is not waited for.
+        """
         now = time.monotonic()
         with self._replicas_lock:
             known = self._replicas.get(name)
@@ -433,13 +443,10 @@ class LeaseClient:
                     "replica (a failover may lose one); allow +info and +wait (hubsync acl)"
                 )
             count = 0
+        count = max(count, known[0] if known is not None else 0)
         with self._replicas_lock:
             self._replicas[name] = (count, now)
         return count
-
-    def _forget_replicas(self, name: str) -> None:
-        with self._replicas_lock:
-            self._replicas.pop(name, None)
 
     def _not_replicated(self, lease: Lease, now: int) -> LeaseRefused:
         """A grant no replica confirmed: give it back if Redis lets us, and refuse it."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import shutil
+import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -21,9 +22,11 @@ from typing import Self
 import redis
 from redis.cluster import key_slot
 
-from hubsync.demo.embedded_redis import RedisServerProcess
+from hubsync.demo.embedded_redis import RedisServerProcess, free_port
 
 SLOTS = 16384
+BUS_PORT_OFFSET = 10000
+"""A node's cluster bus listens on its port + 10000."""
 NODE_TIMEOUT_MS = 1000
 """``cluster-node-timeout``: a master silent this long is failed over (about 2 s in all)."""
 
@@ -42,12 +45,14 @@ class RedisClusterProcesses:
         self.masters = masters
         self.replicas = replicas
         self.nodes: list[RedisServerProcess] = []
+        taken: set[int] = set()
         for index in range(masters * (1 + replicas)):
             node_dir = directory / f"node-{index}"
             node_dir.mkdir(parents=True, exist_ok=True)
             self.nodes.append(
                 RedisServerProcess(
                     directory=node_dir,
+                    port=_node_port(taken),
                     extra_args=(
                         "--cluster-enabled",
                         "yes",
@@ -58,7 +63,13 @@ class RedisClusterProcesses:
                         # a replica takes over however long ago it last heard its master
                         "--cluster-replica-validity-factor",
                         "0",
-                    ),  # fmt: skip
+                        # a replica's first sync starts at once (the default waits 5 s)
+                        "--repl-diskless-sync-delay",
+                        "0",
+                        # CLUSTER SLOTS lists a replica once it has an offset: ping it often
+                        "--repl-ping-replica-period",
+                        "1",
+                    ),
                 )
             )
 
@@ -82,7 +93,7 @@ class RedisClusterProcesses:
                 "--cluster-replicas",
                 str(self.replicas),
                 "--cluster-yes",
-            ],  # fmt: skip
+            ],
             capture_output=True,
             text=True,
             timeout=timeout,
@@ -130,7 +141,9 @@ class RedisClusterProcesses:
     @contextlib.contextmanager
     def node_client(self, node: RedisServerProcess) -> Iterator[redis.Redis]:
         """A plain client of that one node."""
-        client = redis.Redis(host="127.0.0.1", port=node.port, decode_responses=False)
+        client = redis.Redis(
+            host="127.0.0.1", port=node.port, socket_timeout=2, socket_connect_timeout=2
+        )
         try:
             yield client
         finally:
@@ -141,7 +154,11 @@ class RedisClusterProcesses:
         slot = key_slot(key.encode())
         for node in self.live_nodes():
             with self.node_client(node) as client:
-                for start, end, owners in _owners(client.cluster("slots")):
+                try:
+                    slots = client.cluster("slots")
+                except redis.RedisError:
+                    continue  # a stopped or failing node: ask another
+                for start, end, owners in _owners(slots):
                     if start <= slot <= end:
                         port = owners[0]
                         return next(n for n in self.nodes if n.port == port)
@@ -192,6 +209,28 @@ class RedisClusterProcesses:
         for node in self.nodes:
             node.close()
         shutil.rmtree(self.directory, ignore_errors=True)
+
+
+def _node_port(taken: set[int]) -> int:
+    """A free port whose cluster bus port (port + 10000) is free too, unlike any in ``taken``."""
+    for _ in range(200):
+        port = free_port()
+        if port + BUS_PORT_OFFSET > 65535 or {port, port + BUS_PORT_OFFSET} & taken:
+            continue
+        if port_is_free(port + BUS_PORT_OFFSET):
+            taken.update((port, port + BUS_PORT_OFFSET))
+            return port
+    raise RedisClusterError("no free port pair for a cluster node")
+
+
+def port_is_free(port: int) -> bool:
+    """Whether ``port`` on 127.0.0.1 can be bound now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 def _owners(slots: object) -> list[tuple[int, int, list[int]]]:
