@@ -15,8 +15,10 @@ from pathlib import Path
 import pytest
 import redis
 from redis.cluster import RedisCluster
+from rq import Queue
 
 from consumers.job_connection import rq_redis_url
+from consumers.maintenance import run_maintenance
 from hubstore.errors import FencedWriteRefusedError
 from hubstore.fence import advance_fence, ensure_fence_table
 from hubstore.leases import LeaseClient, LeaseGranted, LeaseRefusal, LeaseRefused
@@ -28,6 +30,8 @@ from hubsync.connections import (
     use_cluster_mode,
 )
 from hubsync.errors import ConfigError, RedisUnavailableError
+from hubsync.keys import EFFECTS_QUEUE
+from hubsync.processes import run_hubsync
 from hubsync.sqlite import Database
 from hubsync.stream_reads import CLUSTER_BLOCK_MS, read_streams
 from tests.helpers.redis_cluster import RedisClusterProcesses
@@ -209,3 +213,41 @@ def test_rq_needs_a_single_server(cluster_url: str, redis_url: str) -> None:
     with pytest.raises(ConfigError, match="not a cluster"):
         rq_redis_url(cluster_url, cluster_url, redis_is_cluster=True)
     assert rq_redis_url(cluster_url, redis_url, redis_is_cluster=True) == redis_url
+
+
+def test_the_effects_worker_refuses_a_cluster_without_an_rq_redis_in_one_line(
+    cluster_url: str,
+) -> None:
+    result = run_hubsync(["effects-worker", "--check"], env={"HUBSYNC_REDIS_URL": cluster_url})
+    assert result.returncode == 2
+    assert result.stderr.strip().count("\n") == 0 and "--rq-redis-url" in result.stderr
+
+
+def test_rq_jobs_queue_on_their_own_redis_and_work_on_the_cluster(
+    cluster_url: str, redis_url: str, redis_client: redis.Redis
+) -> None:
+    # An idle consumer with nothing pending on a project's stream in the cluster: the
+    # maintenance job removes it only if it reaches the cluster, not RQ's Redis.
+    cluster = cluster_client(cluster_url)
+    stream = keys.events_stream("acme")
+    cluster.sadd(keys.PROJECTS, "acme")
+    cluster.xadd(stream, {"kind": "presence"})
+    cluster.xgroup_create(stream, keys.CONSUMER_GROUP, id="0")
+    cluster.xgroup_createconsumer(stream, keys.CONSUMER_GROUP, "gone-1")
+    queue = Queue(EFFECTS_QUEUE, connection=redis_client)
+    job = queue.enqueue(run_maintenance, dead_consumer_idle=0.0)
+    result = run_hubsync(
+        ["effects-worker", "--burst", "--rq-redis-url", redis_url],
+        env={"HUBSYNC_REDIS_URL": cluster_url},
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    job.refresh()
+    assert job.return_value() == {
+        "purged_effects": 0,
+        "purged_alerts": 0,
+        "purged_presence": 0,
+        "removed_consumers": {"acme": ["gone-1"]},
+    }
+    assert cluster.xinfo_consumers(stream, keys.CONSUMER_GROUP) == []
+    assert not redis_client.exists(stream), "nothing of the pipeline landed on RQ's Redis"
+    cluster.close()
