@@ -379,31 +379,38 @@ class LeaseClient:
 
         Returns the script's reply and whether one replica confirmed it in time
         (True where there is no replica to wait for). WAIT counts the writes of
-        its own connection, so the script and the WAIT go down one connection to
-        the master of the lease's slot, in one pipeline: the single server's
-        client, or on a cluster the client of the node redis-py's slot table
-        names. A node that no longer serves the slot (MOVED) ran nothing; the
-        slot table is read again and the call made once more.
+        its own connection, so the script (EVALSHA) and the WAIT go down one
+        connection to the master of the lease's slot, in one pipeline: the
+        single server's client, or on a cluster the client of the node redis-py's
+        slot table names. A script the node does not know (NOSCRIPT) or a node
+        that no longer serves the slot (MOVED) ran nothing: the script is loaded,
+        or the slot table read again, and the call made once more.
         """
-        for attempt in (1, 2):
+        for attempt in (1, 2, 3):
             node, name = self._master_of(lease_keys[0])
             try:
                 replicas = self._replica_count(node, name)
                 if replicas == 0:  # nothing to wait for (the client routes the script itself)
                     return script(keys=lease_keys, args=args), True
                 pipe = node.pipeline(transaction=False)
-                script(keys=lease_keys, args=args, client=pipe)
+                pipe.evalsha(script.sha, len(lease_keys), *lease_keys, *args)
                 pipe.execute_command("WAIT", 1, max(1, min(self.replica_wait_ms, ttl_ms // 2)))
-                replies = pipe.execute()
+                reply, acked = pipe.execute(raise_on_error=False)
+                if isinstance(reply, redis.exceptions.NoScriptError) and attempt < 3:
+                    node.script_load(script.script)
+                    continue
+                for failed in (reply, acked):
+                    if isinstance(failed, Exception):
+                        raise failed
             except redis.exceptions.MovedError:
-                if attempt == 2:
+                if attempt == 3:
                     raise
                 self._reread_slots()
                 continue
             except (redis.ConnectionError, redis.TimeoutError):
                 self._reread_slots()  # a failed-over master: find the new one next time
                 raise
-            return replies[0], int(replies[1]) >= 1
+            return reply, int(acked) >= 1
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _master_of(self, key: str) -> tuple[Any, str]:
@@ -436,11 +443,13 @@ class LeaseClient:
             return known[0]
         try:
             count = int(node.info("replication").get("connected_slaves", 0))
-        except redis.exceptions.NoPermissionError:
+        except redis.ResponseError as exc:  # INFO refused by an ACL, or a Redis without it
             if known is None:
                 logger.warning(
-                    "leases: INFO is refused to this Redis user, so grants are not waited for a "
-                    "replica (a failover may lose one); allow +info and +wait (hubsync acl)"
+                    "leases: this Redis refuses INFO replication (%s), so grants are not waited "
+                    "for a replica (a failover may lose one); a Redis user needs +info and +wait "
+                    "(hubsync acl)",
+                    type(exc).__name__,
                 )
             count = 0
         count = max(count, known[0] if known is not None else 0)
