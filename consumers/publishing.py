@@ -1,25 +1,41 @@
 """What a processed batch sends back to Redis: dead letters, outcomes, alerts, then acks.
 
-Outcomes are grouped per ``(hub project, runtime)`` into ONE outcomes entry per
-batch, so acknowledging 500 events costs one XADD, not 500. Everything is
-published in one pipeline, and only once that pipeline succeeded are the
-entries XACKed in a second one: an entry is never acknowledged to the stream
-before its verdict is on its way to the runtime.
+Outcomes are grouped per ``(hub project, runtime, key)`` into ONE outcomes
+entry per batch, so acknowledging 500 events costs one XADD, not 500. Each
+outcomes entry names this hub (``hub_id``) and is signed with the runtime key
+the events it answers were signed with (during a rotation's grace period that
+may be the previous one: the relay that sent them holds it). Only entries that
+authenticated as a runtime's get outcomes: a refused entry's runtime is told
+nothing, so a forged copy can never park the genuine outbox row.
+
+Everything is published in one pipeline, and only once that pipeline succeeded
+are the entries XACKed in a second one: an entry is never acknowledged to the
+stream before its verdict is on its way to the runtime.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from hubstore.store import SecurityAlert
 from hubsync import keys
 from hubsync.canonical import content_hash
 from hubsync.clock import utc_now_iso
 from hubsync.connections import RedisClient
-from hubsync.entries import KIND_EVENT, Outcome, OutcomeRecord, entry_kind, outcomes_entry_fields
+from hubsync.entries import (
+    KIND_EVENT,
+    Outcome,
+    OutcomeRecord,
+    SecurityReason,
+    entry_kind,
+    outcomes_entry_fields,
+)
 from hubsync.errors import ConfigError
 from hubsync.names import validate_name
+from hubsync.redis_values import printable
+from hubsync.signing import HUB_ID_FIELD, SIGNATURE_FIELD, RuntimeKey, sign_outcomes_entry
 
 DEAD_FIELD_PREVIEW_BYTES = 4096
 """Original fields longer than this are cut to this many bytes in a dead letter (and listed
@@ -137,11 +153,11 @@ def _truncated_sizes(text: str) -> dict[str, int]:
 def rejected_outcome(fields: Mapping[str, bytes], reason: str) -> tuple[str, OutcomeRecord] | None:
     """``(runtime_id, outcome)`` telling a runtime its entry was refused, when the entry says whose.
 
-    The outcome carries the hash of the bytes the hub actually received, not the
-    hash the entry claimed: a relay applies it only to the outbox row whose own
-    bytes those are, so a forged or corrupted entry can never mark the genuine
-    row rejected. Returns None when the entry does not name a runtime, a key
-    and event bytes.
+    Only for an entry that authenticated as that runtime's. The outcome carries
+    the hash of the bytes the hub actually received, not the hash the entry
+    claimed: a relay applies it only to the outbox row whose own bytes those
+    are. Returns None when the entry does not name a runtime, a key and event
+    bytes.
     """
     if entry_kind(fields) != KIND_EVENT or "event" not in fields:
         return None
@@ -178,20 +194,74 @@ def alert_fields(record: OutcomeRecord, runtime_id: str, detected_at: str) -> di
     }
 
 
+def security_alert(
+    hub_project: str, fields: Mapping[str, bytes], reason: SecurityReason, detail: str
+) -> SecurityAlert:
+    """The alert about an entry that did not authenticate: its claims, shown safely, and a hash."""
+    sequence = _count(_claimed(fields, "sequence"))
+    return SecurityAlert(
+        reason=reason,
+        hub_project=hub_project,
+        runtime_id=_claimed(fields, "runtime_id"),
+        project_id=_claimed(fields, "project_id"),
+        run_id=_claimed(fields, "run_id"),
+        sequence=sequence if sequence is not None and sequence < 2**63 else 0,
+        offered_hash=content_hash(fields.get("event", b"")),
+        detail=detail[:1000],
+    )
+
+
+def _claimed(fields: Mapping[str, bytes], name: str) -> str:
+    """What an unauthenticated entry claims in ``name``: bounded, control characters escaped."""
+    return printable(fields.get(name, b"")[:200].decode("utf-8", "replace"))
+
+
+def security_alert_fields(alert: SecurityAlert, detected_at: str) -> dict[str, str]:
+    """An alert-stream entry for a refused entry: the same fields as a conflict's, and why."""
+    return {
+        "reason": alert.reason.value,
+        "project_id": alert.project_id,
+        "run_id": alert.run_id,
+        "sequence": str(alert.sequence),
+        "runtime_id": alert.runtime_id,
+        "existing_hash": "",
+        "offered_hash": alert.offered_hash,
+        "detail": alert.detail,
+        "detected_at": detected_at,
+    }
+
+
+def signed_outcomes_entry_fields(
+    hub_id: str,
+    hub_project: str,
+    runtime_id: str,
+    records: Sequence[OutcomeRecord],
+    key: RuntimeKey,
+) -> dict[str, str]:
+    """One outcomes entry for ``runtime_id``, naming this hub and signed with ``key``."""
+    fields = outcomes_entry_fields(hub_project, records)
+    fields[HUB_ID_FIELD] = hub_id
+    fields[SIGNATURE_FIELD] = sign_outcomes_entry(key, fields, runtime_id=runtime_id)
+    return fields
+
+
 @dataclass
 class Publication:
     """Collects what one batch sends back, then sends it: publish first, XACK after."""
 
     consumer: str
+    hub_id: str
     dead_maxlen: int
     alerts_maxlen: int
     acks_maxlen: int = 10_000
     """Approximate cap of each ack stream: an entry holds one batch's outcomes for one runtime."""
     dead_letters: list[tuple[str, dict[str, bytes | str]]] = field(default_factory=list)
-    outcomes: dict[tuple[str, str], list[OutcomeRecord]] = field(
+    outcomes: dict[tuple[str, str, RuntimeKey], list[OutcomeRecord]] = field(
         default_factory=lambda: defaultdict(list)
     )
     alerts: list[tuple[str, dict[str, str]]] = field(default_factory=list)
+    security_alerts: list[SecurityAlert] = field(default_factory=list)
+    """Refused entries, for the hub store (the worker keeps them before ``send``)."""
     acks: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
 
     def dead(
@@ -202,8 +272,10 @@ class Publication:
         reason: str,
         detail: str,
         deliveries: int | None = None,
+        key: RuntimeKey | None = None,
     ) -> None:
-        """Dead-letter an entry of ``stream`` (and tell its runtime, if it names one)."""
+        """Dead-letter an entry of ``stream``; tell its runtime only when it authenticated
+        (``key``: the key its signature verified under)."""
         hub_project = keys.hub_project_of(stream)
         # An over-delivered entry may be perfectly valid: keep it whole (its
         # fields passed the size limit on a first delivery or it would have
@@ -220,17 +292,40 @@ class Publication:
             keep_up_to=keep,
         )
         self.dead_letters.append((keys.dead_stream(hub_project), letter))
-        if reason != MAX_DELIVERIES_REASON:
+        if key is not None and reason != MAX_DELIVERIES_REASON:
             # Over-delivery is usually the hub's own trouble: let the relay resend
             # (dedupe makes that safe) instead of giving the event up.
             rejected = rejected_outcome(fields, reason)
             if rejected is not None:
-                self.outcome(hub_project, *rejected)
+                self.outcome(hub_project, *rejected, key)
         self.ack(stream, entry_id)
 
-    def outcome(self, hub_project: str, runtime_id: str, record: OutcomeRecord) -> None:
-        """Queue an outcome for the runtime's acks stream (and an alert for a conflict)."""
-        self.outcomes[(hub_project, runtime_id)].append(record)
+    def refused(
+        self,
+        stream: str,
+        entry_id: str,
+        fields: Mapping[str, bytes],
+        reason: SecurityReason,
+        detail: str,
+    ) -> None:
+        """Dead-letter an entry that did not authenticate and raise a security alert about it.
+
+        Its runtime (whoever it claims to be) is told nothing.
+        """
+        hub_project = keys.hub_project_of(stream)
+        alert = security_alert(hub_project, fields, reason, detail)
+        self.security_alerts.append(alert)
+        self.alerts.append(
+            (keys.alerts_stream(hub_project), security_alert_fields(alert, utc_now_iso()))
+        )
+        self.dead(stream, entry_id, fields, reason.value, detail)
+
+    def outcome(
+        self, hub_project: str, runtime_id: str, record: OutcomeRecord, key: RuntimeKey
+    ) -> None:
+        """Queue an outcome for the runtime's acks stream, to be signed with ``key`` (and an
+        alert for a conflict)."""
+        self.outcomes[(hub_project, runtime_id, key)].append(record)
         if record.outcome is Outcome.CONFLICT:
             alert = alert_fields(record, runtime_id, utc_now_iso())
             self.alerts.append((keys.alerts_stream(hub_project), alert))
@@ -245,13 +340,16 @@ class Publication:
             pipe = client.pipeline(transaction=False)
             for stream, letter in self.dead_letters:
                 pipe.xadd(stream, letter, maxlen=self.dead_maxlen, approximate=True)  # type: ignore[arg-type]
-            for (hub_project, runtime_id), records in self.outcomes.items():
-                # Capped: an entry naming a runtime id no relay reads (a forger's) must not
-                # grow a stream for ever. An outcome trimmed before its relay read it is
-                # made good by the relay's resend, which the hub answers ``duplicate``.
+            for (hub_project, runtime_id, key), records in self.outcomes.items():
+                # Capped: a relay that stopped reading must not grow its stream for
+                # ever. An outcome trimmed before its relay read it is made good by
+                # the relay's resend, which the hub answers ``duplicate``.
+                fields = signed_outcomes_entry_fields(
+                    self.hub_id, hub_project, runtime_id, records, key
+                )
                 pipe.xadd(
                     keys.acks_stream(hub_project, runtime_id),
-                    outcomes_entry_fields(hub_project, records),  # type: ignore[arg-type]
+                    fields,  # type: ignore[arg-type]
                     maxlen=self.acks_maxlen,
                     approximate=True,
                 )

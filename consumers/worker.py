@@ -1,7 +1,9 @@
 """``HubConsumer``: one hub worker in consumer group ``hub`` over every project's events stream.
 
-A batch goes: XREADGROUP -> validate each entry (bad ones become dead letters)
--> ONE ``HubStore.ingest`` for the valid events -> outcomes (one entry per
+A batch goes: XREADGROUP -> authenticate each entry (its signature under an
+enrolled runtime's key, ``consumers.authentication``; refused ones become dead
+letters and security alerts) -> validate it (bad ones become dead letters) ->
+ONE ``HubStore.ingest`` for the valid events -> signed outcomes (one entry per
 runtime), alerts and dead letters published -> XACK. A crash anywhere before
 the XACK leaves the entries pending; they come back (to this worker after a
 restart, or to another one after ``reclaim_idle``) and dedupe answers
@@ -23,10 +25,12 @@ from types import FrameType
 
 import redis
 
+from consumers.authentication import Refusal, RuntimeAuthenticator
 from consumers.health import write_health
 from consumers.hub_binding import check_owner, queue_binding
 from consumers.lag import export_lag
 from consumers.publishing import MAX_DELIVERIES_REASON, Publication
+from consumers.read_budget import ReadBudget, reply_bytes
 from consumers.reclaim import reclaim_stream, remove_idle_consumers
 from consumers.trim import trim_acknowledged
 from hubstore.errors import StoreError
@@ -51,6 +55,7 @@ from hubsync.errors import ConfigError, StoreBusyError, WireError
 from hubsync.names import validate_name
 from hubsync.redis_values import RawEntry, as_text, stream_entries
 from hubsync.settings import ConsumerSettings
+from hubsync.signing import RuntimeKey
 from hubsync.stream_reads import read_streams
 
 log = logging.getLogger(__name__)
@@ -82,6 +87,7 @@ class ConsumerStats:
     duplicate: int = 0
     conflict: int = 0
     dead: int = 0
+    refused: int = 0
     rejected: int = 0
     presence: int = 0
     reclaimed: int = 0
@@ -93,7 +99,7 @@ class ConsumerStats:
         return (
             f"{self.read} entries read in {self.batches} batches: {self.accepted} accepted, "
             f"{self.duplicate} duplicate, {self.conflict} conflict, {self.dead} dead-lettered "
-            f"({self.rejected} reported rejected), {self.presence} presence beats, "
+            f"({self.refused} refused as unauthenticated, {self.rejected} reported rejected), {self.presence} presence beats, "
             f"{self.reclaimed} reclaimed, {self.trimmed} trimmed"
         )
 
@@ -125,6 +131,8 @@ class HubConsumer:
         self._redis_ok = True
         self._backoff = Backoff(base=_BACKOFF_BASE, cap=_BACKOFF_CAP)
         self.hub_id: str | None = None
+        self.authenticator = RuntimeAuthenticator(store)
+        self.read_budget = ReadBudget(settings.read_count, settings.read_bytes)
 
     # ----- lifecycle -----
 
@@ -328,12 +336,21 @@ class HubConsumer:
         reply = read_streams(
             self.client,
             dict.fromkeys(self.streams, ">"),
-            count=self.settings.read_count,
+            count=self.read_budget.count,
             block_ms=block_ms,
             group=(keys.CONSUMER_GROUP, self.name),
         )
         batch = [(as_text(s), stream_entries(entries)) for s, entries in reply]
+        self._observe_bytes(batch)
         return self.process(batch)
+
+    def _observe_bytes(self, batch: StreamBatch) -> None:
+        total = largest = 0
+        for _, entries in batch:
+            size, big = reply_bytes(entries)
+            total += size
+            largest = max(largest, big)
+        self.read_budget.observe(total, largest)
 
     def recover_own_pending(self) -> int:
         """Take back what this consumer read but never acked (after a restart or a failure)."""
@@ -346,7 +363,7 @@ class HubConsumer:
                     self.name,
                     min_idle_ms=0,
                     max_deliveries=self.settings.max_deliveries,
-                    count=self.settings.read_count,
+                    count=self.read_budget.count,
                     owner=self.name,
                 )
                 total += self._handle_reclaimed(stream, found.retry, found.poison)
@@ -366,7 +383,7 @@ class HubConsumer:
                 self.name,
                 min_idle_ms=idle_ms,
                 max_deliveries=self.settings.max_deliveries,
-                count=self.settings.read_count,
+                count=self.read_budget.count,
             )
             total += self._handle_reclaimed(stream, found.retry, found.poison)
         return total
@@ -411,16 +428,18 @@ class HubConsumer:
         if retry:
             self.stats.reclaimed += len(retry)
             metrics.RECLAIMED.inc(len(retry))
+            self._observe_bytes([(stream, retry)])
             self.process([(stream, retry)])
         return len(retry) + len(poison)
 
     # ----- one batch -----
 
     def process(self, batch: StreamBatch) -> int:
-        """Validate, ingest, publish and acknowledge one batch; how many entries it held."""
+        """Authenticate, validate, ingest, publish and acknowledge one batch; its entry count."""
         pub = self._publication()
+        authenticate = self.authenticator
         valid: list[EventEntry] = []
-        origins: list[tuple[str, str]] = []
+        origins: list[tuple[str, str, RuntimeKey]] = []
         beats: list[PresenceBeat] = []
         count = 0
         for stream, entries in batch:
@@ -431,14 +450,23 @@ class HubConsumer:
                     pub.ack(stream, entry_id)
                     continue
                 fields = decode_fields(raw)
+                key: RuntimeKey | Refusal | None = None
                 try:
                     kind = entry_kind(fields)
                     if kind == KIND_EVENT:
+                        key = authenticate.event(fields, project)
+                        if isinstance(key, Refusal):
+                            self._refuse(pub, stream, entry_id, fields, key)
+                            continue
                         entry = parse_event_entry(fields)
                         _same_project(entry.event.hub_project, project)
                         valid.append(entry)
-                        origins.append((stream, entry_id))
+                        origins.append((stream, entry_id, key))
                     elif kind == KIND_PRESENCE:
+                        key = authenticate.presence(fields, project)
+                        if isinstance(key, Refusal):
+                            self._refuse(pub, stream, entry_id, fields, key)
+                            continue
                         beat = parse_presence_entry(fields)
                         _same_project(beat.hub_project, project)
                         beats.append(beat)
@@ -446,22 +474,27 @@ class HubConsumer:
                     else:
                         raise WireError("unknown_kind", f"entry kind {kind[:40]!r} is not known")
                 except WireError as exc:
-                    self._dead_letter(pub, stream, entry_id, fields, exc.reason, exc.detail)
+                    self._dead_letter(pub, stream, entry_id, fields, exc.reason, exc.detail, key)
                 except (ValueError, TypeError, KeyError, UnicodeError) as exc:
                     detail = f"{type(exc).__name__} while validating the entry"
-                    self._dead_letter(pub, stream, entry_id, fields, "invalid_entry", detail)
+                    self._dead_letter(pub, stream, entry_id, fields, "invalid_entry", detail, key)
         if valid:
             started = time.perf_counter()
             outcomes = self.store.ingest(valid)
             metrics.BATCH_INGEST_SECONDS.observe(time.perf_counter() - started)
             before = (self.stats.accepted, self.stats.duplicate, self.stats.conflict)
-            for entry, (stream, entry_id), outcome in zip(valid, origins, outcomes, strict=True):
-                pub.outcome(keys.hub_project_of(stream), entry.runtime_id, outcome)
+            for entry, (stream, entry_id, key), outcome in zip(
+                valid, origins, outcomes, strict=True
+            ):
+                pub.outcome(keys.hub_project_of(stream), entry.runtime_id, outcome, key)
                 pub.ack(stream, entry_id)
                 self._count(outcome.outcome)
             self._export_ingested(before, valid, outcomes)
         if beats:
             self.store.record_presence(beats)
+        if pub.security_alerts:
+            # kept before anything is acknowledged: a crash here redelivers the entries
+            self.store.record_security_alerts(pub.security_alerts)
         pub.send(self.client)
         if pub.dead_letters:
             metrics.count_by_label(
@@ -470,8 +503,17 @@ class HubConsumer:
         self.stats.read += count
         self.stats.presence += len(beats)
         self.stats.dead += pub.dead_count
+        self.stats.refused += len(pub.security_alerts)
         self.stats.batches += 1 if count else 0
         return count
+
+    def _refuse(
+        self, pub: Publication, stream: str, entry_id: str, fields: dict[str, bytes], why: Refusal
+    ) -> None:
+        log.warning(
+            "security: refusing entry %s of %s (%s): %s", entry_id, stream, why.reason, why.detail
+        )
+        pub.refused(stream, entry_id, fields, why.reason, why.detail)
 
     def _dead_letter(
         self,
@@ -481,10 +523,12 @@ class HubConsumer:
         fields: dict[str, bytes],
         reason: str,
         detail: str,
+        key: RuntimeKey | Refusal | None,
     ) -> None:
         log.warning("dead-lettering entry %s of %s: %s", entry_id, stream, reason)
         before = sum(len(v) for v in pub.outcomes.values())
-        pub.dead(stream, entry_id, fields, reason, detail)
+        signed_by = key if isinstance(key, RuntimeKey) else None
+        pub.dead(stream, entry_id, fields, reason, detail, key=signed_by)
         self.stats.rejected += sum(len(v) for v in pub.outcomes.values()) - before
 
     def _export_ingested(
@@ -525,6 +569,7 @@ class HubConsumer:
     def _publication(self) -> Publication:
         return Publication(
             consumer=self.name,
+            hub_id=self._store_hub_id(),
             dead_maxlen=self.settings.dead_maxlen,
             alerts_maxlen=self.settings.alerts_maxlen,
             acks_maxlen=self.settings.acks_maxlen,

@@ -27,16 +27,17 @@ from hubstore.store import (
     PurgeResult,
     RunPosition,
     RunSummary,
+    SecurityAlert,
     StoredEvent,
 )
 from hubsync.clock import format_timestamp, utc_now, utc_now_iso
 from hubsync.enrollment import Enrollment, new_hub_id
-from hubsync.entries import ConflictReason, EventEntry, OutcomeRecord, PresenceBeat
+from hubsync.entries import AlertReason, EventEntry, OutcomeRecord, PresenceBeat
 from hubsync.errors import ConfigError
 from hubsync.sqlite import SchemaChange
 
-AlertKey = tuple[str, str, int, ConflictReason, str]
-"""What makes two conflicts one alert: the key, the reason and the offered hash."""
+AlertKey = tuple[str, str, int, AlertReason, str]
+"""What makes two alerts one: the key, the reason and the offered hash."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,31 +88,67 @@ class MemoryHubStore(HubStore):
             self._run_homes.update(decisions.new_runs)
             for conflict in decisions.conflicts:
                 entry = conflict.entry
-                key: AlertKey = (*entry.key, conflict.reason, entry.content_hash)
-                seen = self._alerts.get(key)
-                if seen is not None:
-                    self._alerts[key] = replace(
-                        seen, last_detected_at=now, occurrences=seen.occurrences + 1
+                event = entry.event
+                self._keep_alert(
+                    AlertRecord(
+                        alert_id=0,
+                        reason=conflict.reason,
+                        hub_project=event.hub_project,
+                        runtime_id=entry.runtime_id,
+                        project_id=event.project_id,
+                        run_id=event.run_id,
+                        sequence=event.sequence,
+                        existing_hash=conflict.existing_hash,
+                        offered_hash=entry.content_hash,
+                        detail=conflict.detail,
+                        detected_at=now,
+                        last_detected_at=now,
+                        occurrences=1,
                     )
-                    continue
-                self._alerts[key] = AlertRecord(
-                    alert_id=self._next_alert_id,
-                    reason=conflict.reason,
-                    hub_project=entry.event.hub_project,
-                    runtime_id=entry.runtime_id,
-                    project_id=entry.event.project_id,
-                    run_id=entry.event.run_id,
-                    sequence=entry.event.sequence,
-                    existing_hash=conflict.existing_hash,
-                    offered_hash=entry.content_hash,
-                    detail=conflict.detail,
-                    detected_at=now,
-                    last_detected_at=now,
-                    occurrences=1,
                 )
-                self._next_alert_id += 1
             warn_conflicts(decisions.conflicts)
             return decisions.outcomes
+
+    def record_security_alerts(self, alerts: Sequence[SecurityAlert]) -> None:
+        """Keep alerts about entries that did not authenticate (atomically)."""
+        now = utc_now_iso()
+        with self._lock:
+            for a in alerts:
+                self._keep_alert(
+                    AlertRecord(
+                        alert_id=0,
+                        reason=a.reason,
+                        hub_project=a.hub_project,
+                        runtime_id=a.runtime_id,
+                        project_id=a.project_id,
+                        run_id=a.run_id,
+                        sequence=a.sequence,
+                        existing_hash=None,
+                        offered_hash=a.offered_hash,
+                        detail=a.detail,
+                        detected_at=now,
+                        last_detected_at=now,
+                        occurrences=1,
+                    )
+                )
+
+    def _keep_alert(self, alert: AlertRecord) -> None:
+        """A new alert gets the next id; a repeat of a kept one counts an occurrence."""
+        key: AlertKey = (
+            alert.project_id,
+            alert.run_id,
+            alert.sequence,
+            alert.reason,
+            alert.offered_hash,
+        )
+        seen = self._alerts.get(key)
+        if seen is not None:
+            self._alerts[key] = replace(
+                seen, last_detected_at=alert.last_detected_at, occurrences=seen.occurrences + 1
+            )
+            return
+        self._alerts[key] = replace(alert, alert_id=self._next_alert_id)
+        self._next_alert_id += 1
 
     def sync_cursor(self, project_id: str, run_id: str) -> int:
         """The run's highest sequence with no gap below it."""

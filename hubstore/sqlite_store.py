@@ -40,11 +40,12 @@ from hubstore.store import (
     RunPosition,
     RunSummary,
     RuntimeState,
+    SecurityAlert,
     StoredEvent,
 )
 from hubsync.clock import format_timestamp, parse_timestamp, utc_now, utc_now_iso
 from hubsync.enrollment import Enrollment, new_hub_id
-from hubsync.entries import ConflictReason, EventEntry, OutcomeRecord, PresenceBeat
+from hubsync.entries import EventEntry, OutcomeRecord, PresenceBeat, alert_reason
 from hubsync.errors import ConfigError, SchemaVersionError
 from hubsync.settings import hub_url_from_path
 from hubsync.sqlite import DEFAULT_BUSY_BUDGET, DEFAULT_BUSY_TIMEOUT, Database, SchemaChange
@@ -380,8 +381,31 @@ class SqliteHubStore(HubStore):
             for r in rows
         ]
 
+    def record_security_alerts(self, alerts: Sequence[SecurityAlert]) -> None:
+        """Keep alerts about entries that did not authenticate (one transaction)."""
+        if not alerts:
+            return
+        now = utc_now_iso()
+        rows = [
+            (
+                a.reason.value,
+                a.hub_project,
+                a.runtime_id,
+                a.project_id,
+                a.run_id,
+                a.sequence,
+                None,
+                a.offered_hash,
+                a.detail,
+                now,
+                now,
+            )
+            for a in alerts
+        ]
+        self._write(lambda conn: conn.executemany(_UPSERT_ALERT, rows))
+
     def alerts(self, hub_project: str | None = None, limit: int = 100) -> list[AlertRecord]:
-        """Recorded conflicts, newest first."""
+        """Recorded alerts (conflicts and refused entries), newest first."""
         sql = f"SELECT {_ALERT_COLUMNS} FROM sync_alerts"
         args: list[object] = []
         if hub_project is not None:
@@ -393,7 +417,7 @@ class SqliteHubStore(HubStore):
         return [
             AlertRecord(
                 alert_id=r[0],
-                reason=ConflictReason(r[1]),
+                reason=alert_reason(r[1]),
                 hub_project=r[2],
                 runtime_id=r[3],
                 project_id=r[4],

@@ -21,7 +21,13 @@ from typing import NamedTuple
 
 from hubsync.closing import ClosesOnExit
 from hubsync.enrollment import Enrollment
-from hubsync.entries import ConflictReason, EventEntry, OutcomeRecord, PresenceBeat
+from hubsync.entries import (
+    AlertReason,
+    EventEntry,
+    OutcomeRecord,
+    PresenceBeat,
+    SecurityReason,
+)
 
 DEFAULT_STALE_AFTER = timedelta(seconds=60)
 """A runtime not heard from for this long is listed as stale."""
@@ -69,14 +75,14 @@ class PresenceRecord:
 
 @dataclass(frozen=True, slots=True)
 class AlertRecord:
-    """One refused conflict from ``sync_alerts``.
+    """One alert from ``sync_alerts``: a refused conflict, or an entry that did not authenticate.
 
     Repeats of the same offence (same key, reason and offered bytes, e.g. a
     redelivery) are one alert whose ``occurrences`` grows.
     """
 
     alert_id: int
-    reason: ConflictReason
+    reason: AlertReason
     hub_project: str
     runtime_id: str
     project_id: str
@@ -88,6 +94,25 @@ class AlertRecord:
     detected_at: str
     last_detected_at: str
     occurrences: int
+
+
+@dataclass(frozen=True, slots=True)
+class SecurityAlert:
+    """An entry refused because it did not authenticate, to be kept as an alert.
+
+    The ids are what the entry claimed (checked as names, else shown escaped),
+    ``sequence`` 0 when it named none, and ``offered_hash`` the SHA-256 of the
+    event bytes it carried: never the bytes themselves.
+    """
+
+    reason: SecurityReason
+    hub_project: str
+    runtime_id: str
+    project_id: str
+    run_id: str
+    sequence: int
+    offered_hash: str
+    detail: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -286,7 +311,15 @@ class HubStore(ClosesOnExit, ABC):
 
     @abstractmethod
     def alerts(self, hub_project: str | None = None, limit: int = 100) -> list[AlertRecord]:
-        """Recorded conflicts, newest first."""
+        """Recorded alerts (conflicts and refused entries), newest first."""
+
+    @abstractmethod
+    def record_security_alerts(self, alerts: Sequence[SecurityAlert]) -> None:
+        """Keep alerts about entries that did not authenticate, in one transaction.
+
+        A repeat (same key, reason and offered hash: a redelivery) counts as an
+        occurrence of the alert already kept, as repeated conflicts do.
+        """
 
     @abstractmethod
     def purge(self, retention: timedelta, now: datetime | None = None) -> PurgeResult:

@@ -71,6 +71,30 @@ class ConflictReason(StrEnum):
     HOME_RUNTIME_MISMATCH = "home_runtime_mismatch"
 
 
+class SecurityReason(StrEnum):
+    """Why an entry was refused before it was judged: it did not authenticate (see
+    docs/contract.md, trust). Dead letters and security alerts carry these."""
+
+    UNAUTHENTICATED = "unauthenticated"
+    """Unsigned, badly signed, or naming a runtime the hub never enrolled or revoked."""
+    NOT_ENROLLED = "not_enrolled"
+    """Signed by an enrolled runtime, for a hub project it is not enrolled for."""
+
+
+AlertReason = ConflictReason | SecurityReason
+"""What an alert can be about: a refused conflict or an entry that did not authenticate."""
+
+
+def alert_reason(text: str) -> AlertReason:
+    """The alert reason ``text`` names; ``ValueError`` for an unknown one."""
+    if text in _SECURITY_REASONS:
+        return SecurityReason(text)
+    return ConflictReason(text)
+
+
+_SECURITY_REASONS = frozenset(reason.value for reason in SecurityReason)
+
+
 Fields = Mapping[str, str | bytes]
 RawFields = Mapping[bytes, bytes] | Mapping[str, str] | Mapping[str | bytes, str | bytes]
 
@@ -320,11 +344,14 @@ __all__ = [
     "KIND_EVENT",
     "KIND_OUTCOMES",
     "KIND_PRESENCE",
+    "AlertReason",
     "ConflictReason",
     "EventEntry",
     "Outcome",
     "OutcomeRecord",
     "PresenceBeat",
+    "SecurityReason",
+    "alert_reason",
     "content_hash",
     "decode_fields",
     "entry_kind",

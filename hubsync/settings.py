@@ -265,6 +265,13 @@ class ConsumerSettings(DaemonSettings, HubStoreSettings):
         "spelling; HUBSYNC_BATCH_COUNT is the relay's).",
         json_schema_extra={"cli_aliases": ["--batch-count"]},
     )
+    read_bytes: int = Field(
+        default=16 * 1024 * 1024,
+        ge=1024 * 1024,
+        le=1024 * 1024 * 1024,
+        description="Bytes one read should stay under: after a larger one, reads ask for fewer "
+        "entries (down to 1) until batches fit again.",
+    )
     block_ms: int = Field(
         default=1000, ge=0, le=60_000, description="How long one read waits for new entries, in ms."
     )

@@ -26,6 +26,7 @@ import redis
 from hubsync.demo.embedded_redis import RedisServerProcess
 from tests.helpers.redis_cluster import RedisClusterProcesses
 from tests.helpers.support import require_redis_server
+from tests.helpers.trust import forget_enrollments
 
 ROOT = Path(__file__).resolve().parents[1]
 REAL_REDIS_FIXTURES = frozenset(
@@ -129,3 +130,10 @@ def fake_redis() -> Iterator[fakeredis.FakeRedis]:
     client = fakeredis.FakeRedis()
     yield client
     client.close()
+
+
+@pytest.fixture(autouse=True)
+def _forget_enrollments() -> Iterator[None]:
+    """Each test enrolls its own runtimes: none signs with another test's key."""
+    yield
+    forget_enrollments()

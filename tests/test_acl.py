@@ -19,6 +19,7 @@ from urllib.parse import quote
 import pytest
 import redis
 
+from hubstore import hub_url_from_path, open_store
 from hubstore.leases import LeaseClient
 from hubstore.sqlite_store import SqliteHubStore
 from hubsync import keys
@@ -163,6 +164,35 @@ def test_a_bad_call_is_one_usage_line(
     code, out, err = run_cli(capsys, "acl", *argv)
     assert code == 2 and out == ""
     assert len(error_lines(err)) == 1 and says in error_lines(err)[0]
+
+
+def test_with_the_hub_a_runtime_user_grants_exactly_its_enrolled_hub_projects(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    hub_db = tmp_path / "hub.db"
+    with open_store(hub_url_from_path(hub_db), create_schema=True) as hub:
+        hub.init_hub()
+        hub.enroll("box-1", ["acme", "beta"])
+        hub.enroll("box-2", ["acme"])
+        hub.revoke("box-2")
+    code, out, _ = run_cli(capsys, "acl", "--hub-db", str(hub_db), "--runtime", "box-1")
+    assert code == 0
+    assert out.splitlines() == runtime_user("box-1", ["acme", "beta"]).setuser_lines()
+    code, out, _ = run_cli(
+        capsys, "acl", "--hub-db", str(hub_db), "--runtime", "box-1", "--hub-project", "beta"
+    )
+    assert code == 0 and out.splitlines() == runtime_user("box-1", ["beta"]).setuser_lines()
+
+    for runtime, extra, says in (
+        ("box-1", ("--hub-project", "gamma"), "not enrolled for gamma"),
+        ("box-2", (), "runtime box-2 is revoked"),
+        ("box-3", (), "runtime box-3 is not enrolled"),
+    ):
+        code, out, err = run_cli(
+            capsys, "acl", "--hub-db", str(hub_db), "--runtime", runtime, *extra
+        )
+        assert code == 2 and out == ""
+        assert len(error_lines(err)) == 1 and says in error_lines(err)[0]
 
 
 def test_glob_literal_escapes_what_a_redis_glob_treats_specially() -> None:

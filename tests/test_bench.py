@@ -37,7 +37,12 @@ def test_bench_writes_a_report_with_every_section_and_prints_its_table(
     result = CliRunner().invoke(cli, ["bench", "--quick", "--json", str(out)])
     assert result.exit_code == 0, result.output
     document = json.loads(out.read_text())
-    assert set(document) == {"relay", "consumer", "end_to_end", "latency", "peers", "machine"}
+    assert set(document) == {
+        "relay", "consumer", "end_to_end", "latency", "signature", "peers", "machine"
+    }  # fmt: skip
+    signature = document["signature"]
+    assert signature["verify_us"] > 0 and signature["verify_during_rotation_us"] > 0
+    assert signature["sign_us"] > 0 and signature["target_verify_us"] == 3.0
     for section in ("relay", "consumer", "end_to_end"):
         assert document[section]["events_per_s"] > 0
         assert document[section]["ceiling_events_per_s"] > 0
@@ -55,6 +60,7 @@ def test_bench_writes_a_report_with_every_section_and_prints_its_table(
     assert document["machine"]["cpus"] >= 1
     assert "end to end (1 relay, 2 consumers)" in result.output
     assert "peer: rq_job_per_event" in result.output
+    assert "signature verify / sign (us per event)" in result.output
 
 
 def test_bench_help_names_its_options_which_read_no_environment_variable() -> None:

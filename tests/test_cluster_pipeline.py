@@ -21,6 +21,7 @@ import redis
 from redis.exceptions import RedisClusterException
 
 from hubstore.leases import LeaseClient, LeaseGranted
+from hubstore.sqlite_store import SqliteHubStore
 from hubsync import keys
 from hubsync.connections import connect
 from hubsync.errors import HubsyncError
@@ -69,12 +70,14 @@ def all_acked(stores: list[RunEventStore]) -> bool:
     return all(store.outbox_counts()["pending"] == 0 for store in stores)
 
 
-def runtimes(tmp_path: Path, count: int) -> list[tuple[Path, list[RunEventStore]]]:
+def runtimes(tmp_path: Path, count: int, hub_db: Path) -> list[tuple[Path, list[RunEventStore]]]:
+    """``count`` runtimes with a project per hub project, enrolled on the hub at ``hub_db``."""
     made = []
-    for index in range(count):
-        state_dir = tmp_path / f"runtime-{index}" / "state"
-        _registry, stores = make_runtime(state_dir, HUB_PROJECTS)
-        made.append((state_dir, stores))
+    with SqliteHubStore(hub_db) as hub:
+        for index in range(count):
+            state_dir = tmp_path / f"runtime-{index}" / "state"
+            _registry, stores = make_runtime(state_dir, HUB_PROJECTS, hub)
+            made.append((state_dir, stores))
     return made
 
 
@@ -89,10 +92,10 @@ def test_the_pipeline_on_a_cluster_stores_every_projects_events_exactly_once(
 ) -> None:
     masters = {redis_cluster.master_of(keys.events_stream(p)).port for p in HUB_PROJECTS}
     assert len(masters) == 3, "the projects must be spread over every master"
-    made = runtimes(tmp_path, 2)
+    hub_db = tmp_path / "hub.db"
+    made = runtimes(tmp_path, 2, hub_db)
     stores = [store for _, project_stores in made for store in project_stores]
     append(stores, 200)  # a backlog before anything runs
-    hub_db = tmp_path / "hub.db"
     with PipelineProcesses(cluster_url, tmp_path / "logs") as pipeline:
         pipeline.consumer("hub-1", hub_db, *CONSUMER_ARGS)
         pipeline.consumer("hub-2", hub_db, *CONSUMER_ARGS)
@@ -158,13 +161,12 @@ def test_a_master_killed_mid_drain_loses_nothing_and_repeats_no_token(
     tmp_path: Path, private_redis_cluster: RedisClusterProcesses
 ) -> None:
     cluster = private_redis_cluster
-    made = runtimes(tmp_path, 1)
-    (state_dir, stores) = made[0]
+    hub_db = tmp_path / "hub.db"
+    (state_dir, stores) = runtimes(tmp_path, 1, hub_db)[0]
     append(stores, 300)
     victim_project = HUB_PROJECTS[0]
     victim_stream = keys.events_stream(victim_project)
     master = cluster.master_of(victim_stream)
-    hub_db = tmp_path / "hub.db"
     churn = LeaseChurn(cluster.url)
     appender = Appender(stores)
     with PipelineProcesses(cluster.url, tmp_path / "logs") as pipeline:

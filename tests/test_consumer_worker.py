@@ -34,6 +34,7 @@ from hubsync.redis_values import as_text
 from hubsync.settings import ConsumerSettings
 from tests.helpers.relay_player import (
     HUB_PROJECT,
+    RUNTIME,
     entry_fields,
     send,
     send_fields,
@@ -41,6 +42,7 @@ from tests.helpers.relay_player import (
     sync_event,
 )
 from tests.helpers.support import wait_until
+from tests.helpers.trust import enroll
 
 EVENTS = keys.events_stream(HUB_PROJECT)
 GROUP = keys.CONSUMER_GROUP
@@ -49,12 +51,14 @@ GROUP = keys.CONSUMER_GROUP
 @pytest.fixture
 def store() -> Iterator[HubStore]:
     with open_store("memory://", create_schema=True) as store:
+        enroll(store, RUNTIME, [HUB_PROJECT])
         yield store
 
 
 @pytest.fixture
 def sqlite_store(tmp_path: Path) -> Iterator[HubStore]:
     with open_store(hub_url_from_path(tmp_path / "hub.db"), create_schema=True) as store:
+        enroll(store, RUNTIME, [HUB_PROJECT])
         yield store
 
 

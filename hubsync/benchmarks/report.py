@@ -1,7 +1,7 @@
 """``hubsync bench``: every measurement in one run, one JSON document and one table.
 
 The JSON's top-level keys are ``relay``, ``consumer``, ``end_to_end``,
-``latency``, ``peers`` and ``machine``; every throughput entry has
+``latency``, ``signature``, ``peers`` and ``machine``; every throughput entry has
 ``events_per_s`` and, where a ceiling applies, ``ceiling_events_per_s``
 measured in the same run.
 """
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hubsync.benchmarks import peers, pipeline, stages
+from hubsync.benchmarks import peers, pipeline, signing, stages
 from hubsync.benchmarks.procs import machine
 from hubsync.benchmarks.workload import EVENT_BYTES
 from hubsync.demo.embedded_redis import RedisServerProcess
@@ -35,11 +35,12 @@ class Sizes:
     naive_events: int
     rq_events: int
     jetstream_events: int
+    signature_calls: int = 20_000
 
 
 FULL = Sizes(100_000, 50_000, 3, 200_000, (1_000, 5_000), 15.0, 20_000, 10_000, 100_000)
-QUICK = Sizes(20_000, 10_000, 1, 40_000, (1_000, 5_000), 4.0, 3_000, 2_000, 20_000)
-TINY = Sizes(600, 600, 1, 600, (500,), 1.5, 100, 60, 300)
+QUICK = Sizes(20_000, 10_000, 1, 40_000, (1_000, 5_000), 4.0, 3_000, 2_000, 20_000, 5_000)
+TINY = Sizes(600, 600, 1, 600, (500,), 1.5, 100, 60, 300, 200)
 """For tests of the report's shape: seconds, not minutes."""
 
 
@@ -69,6 +70,8 @@ def run(sizes: Sizes, progress: Callable[[str], None] = lambda _: None) -> dict[
         rq = peers.measure_rq(url, sizes.rq_events)
     progress("peer: NATS JetStream")
     jetstream = peers.measure_jetstream(sizes.jetstream_events)
+    progress("signature check per event")
+    signature = signing.measure_signing(sizes.signature_calls)
     end_to_end["ceiling"] = "the slowest raw stage: pipelined XADD or XREADGROUP+executemany+XACK"
     end_to_end["ceiling_events_per_s"] = min(
         relay["ceiling_events_per_s"], consumer["ceiling_events_per_s"]
@@ -82,6 +85,7 @@ def run(sizes: Sizes, progress: Callable[[str], None] = lambda _: None) -> dict[
         "consumer": consumer,
         "end_to_end": end_to_end,
         "latency": latency,
+        "signature": signature,
         "peers": {"naive": naive, "rq_job_per_event": rq, "jetstream": jetstream},
         "machine": machine()
         | {
@@ -123,6 +127,15 @@ def table(report: dict[str, Any]) -> str:
                 f"achieved {_n(lat['achieved_events_per_s'])}/s",
             )
         )
+    signature = report["signature"]
+    rows.append(
+        (
+            "signature verify / sign (us per event)",
+            f"{signature['verify_us']}/{signature['sign_us']}",
+            "",
+            f"verify <= {signature['target_verify_us']} us",
+        )
+    )
     rows.append(("relay peak RSS (MB)", str(e2e["relay_peak_rss_mb"]), "", ""))
     rows.append(("consumer peak RSS (MB)", str(e2e["consumer_peak_rss_mb"]), "", ""))
     header = ("measure", "events/s", "ceiling/s", "note")

@@ -23,13 +23,15 @@ from hubsync import keys
 from hubsync.benchmarks.workload import (
     HUB_PROJECT,
     INSERT_ROW,
+    enroll_bench_runtimes,
     entries,
     iter_rows,
     raw_hub_table,
     runtime_with_backlog,
 )
 from hubsync.connections import RedisClient, connect
-from hubsync.settings import ConsumerSettings, RelaySettings
+from hubsync.settings import ConsumerSettings, RelaySettings, hub_url_from_path
+from hubsync.signing import RuntimeKey
 from producers.event_store import RunEventStore
 from producers.relay import Relay
 from producers.relay.sender import outbox_entry_fields
@@ -50,7 +52,8 @@ def raw_xadd_seconds(
 ) -> tuple[float, int]:
     """Seconds to XADD the store's outbox rows as raw pipelined batches (the relay's ceiling)."""
     rows = store.unsent(0, 10**9)
-    fields = [outbox_entry_fields(store, row) for row in rows]
+    key = RuntimeKey.generate()  # the same signed entries; signing is outside the timing
+    fields = [outbox_entry_fields(store, row, key) for row in rows]
     stream = "bench:ceiling"
     started = time.perf_counter()
     for start in range(0, len(fields), batch):
@@ -152,8 +155,17 @@ def raw_ingest_seconds(
     return elapsed, rows
 
 
+def signed_batch(directory: Path, events: int) -> list[dict[str, str | bytes]]:
+    """``events`` entries signed by the bench runtimes, enrolled on the hub at ``DIR/hub.db``."""
+    with open_store(hub_url_from_path(directory / "hub.db"), create_schema=True) as hub:
+        return entries(events, keys=enroll_bench_runtimes(hub))
+
+
 def consumer_seconds(client: RedisClient, url: str, directory: Path) -> tuple[float, int]:
-    """Seconds for ``HubConsumer`` to drain the stream; accepted rows."""
+    """Seconds for ``HubConsumer`` to drain the stream into ``DIR/hub.db``; accepted rows.
+
+    Every check the consumer makes is timed: signature, schema, canonical bytes, hash.
+    """
     settings = ConsumerSettings(hub_db=directory / "hub.db", redis_url=url, read_count=BATCH)
     with open_store(settings.hub_url, create_schema=True) as store:
         worker = HubConsumer(client, store, settings, name="bench")
@@ -180,13 +192,13 @@ def raw_sqlite_seconds(batch: list[dict[str, str | bytes]], directory: Path) -> 
 
 def measure_consumer(url: str, events: int, rounds: int) -> dict[str, Any]:
     """Consumer ingest beside raw XREADGROUP+executemany+XACK and its two halves."""
-    batch = entries(events)
     best = {"hub": float("inf"), "raw": float("inf"), "redis": float("inf"), "sqlite": float("inf")}
     client = connect(url)
     try:
         for attempt in range(rounds):
             with tempfile.TemporaryDirectory(prefix="hubsync-bench-consumer-") as tmp:
                 directory = Path(tmp)
+                batch = signed_batch(directory, events)  # a new hub each round: new keys
                 preload(client, batch)
                 raw_s, raw_n = raw_ingest_seconds(client, directory)
                 preload(client, batch)

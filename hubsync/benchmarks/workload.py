@@ -14,9 +14,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from hubstore.factory import open_store
 from hubstore.sqlite_schema import SCHEMA_STATEMENTS
+from hubstore.store import HubStore
 from hubsync.entries import event_entry_fields
+from hubsync.provisioning import enroll_runtime
 from hubsync.redis_values import as_text
+from hubsync.settings import hub_url_from_path
+from hubsync.signing import SIGNATURE_FIELD, RuntimeKey, sign_event_entry
 from hubsync.wire import SyncEvent
 from producers.event_store import NewEvent, RunEventStore
 from producers.registry import RuntimeRegistry
@@ -66,7 +71,7 @@ def sync_event_for(
         {
             "project_id": f"proj-{runtime}",
             "hub_project": HUB_PROJECT,
-            "home_runtime_id": f"rt-bench-{runtime}",
+            "home_runtime_id": bench_runtime_id(runtime),
             "run_id": run_id,
             "sequence": sequence,
             "event_type": "step.completed",
@@ -83,8 +88,16 @@ def _derived(index: int) -> dict[str, Any]:
     }
 
 
-def entries(count: int, runtimes: int = 3) -> list[dict[str, str | bytes]]:
-    """``count`` valid event entries over ``runtimes`` runtimes, ``EVENTS_PER_RUN`` per run."""
+def bench_runtime_id(runtime: int) -> str:
+    """The runtime id of bench runtime number ``runtime`` (as in ``sync_event_for``)."""
+    return f"rt-bench-{runtime}"
+
+
+def entries(
+    count: int, runtimes: int = 3, keys: list[RuntimeKey] | None = None
+) -> list[dict[str, str | bytes]]:
+    """``count`` valid event entries over ``runtimes`` runtimes, ``EVENTS_PER_RUN`` per run;
+    each signed with its runtime's key when ``keys`` (one per runtime) is given."""
     out = []
     for index in range(count):
         runtime = index % runtimes
@@ -92,8 +105,21 @@ def entries(count: int, runtimes: int = 3) -> list[dict[str, str | bytes]]:
         run_id = f"run-{per_runtime // EVENTS_PER_RUN:05d}"
         event = sync_event_for(runtime, run_id, per_runtime % EVENTS_PER_RUN + 1)
         data, digest = event.encoded()
-        out.append(event_entry_fields(event, data, digest))
+        fields = event_entry_fields(event, data, digest)
+        if keys is not None:
+            fields[SIGNATURE_FIELD] = sign_event_entry(keys[runtime], fields)
+        out.append(fields)
     return out
+
+
+def enroll_bench_runtimes(hub: HubStore, runtimes: int = 3) -> list[RuntimeKey]:
+    """Enroll the bench runtimes ``entries`` writes as on ``hub``; their keys, in order."""
+    if hub.hub_id() is None:
+        hub.init_hub()
+    return [
+        RuntimeKey(hub.enroll(bench_runtime_id(runtime), [HUB_PROJECT]).key)
+        for runtime in range(runtimes)
+    ]
 
 
 def iter_rows(batch: list[dict[str, str | bytes]]) -> Iterator[tuple[Any, ...]]:
@@ -126,10 +152,13 @@ INSERT_ROW = "INSERT OR IGNORE INTO sync_events VALUES (?, ?, ?, ?, ?, ?, ?, ?, 
 
 
 def runtime_with_backlog(
-    root: Path, events: int, synchronous: str = "FULL"
+    root: Path, events: int, synchronous: str = "FULL", hub_url: str | None = None
 ) -> tuple[RuntimeRegistry, RunEventStore]:
-    """A runtime with one project whose outbox holds ``events`` pending rows."""
+    """A runtime with one project whose outbox holds ``events`` pending rows, enrolled on
+    the hub at ``hub_url`` (default: ``ROOT/hub.db``, where the bench's consumers write)."""
     registry = RuntimeRegistry(root / "state")
+    with open_store(hub_url or hub_url_from_path(root / "hub.db"), create_schema=True) as hub:
+        enroll_runtime(hub, registry, [HUB_PROJECT])
     project_root = root / "project"
     project_root.mkdir(parents=True, exist_ok=True)
     registration = registry.register_project(project_root, hub_project=HUB_PROJECT)

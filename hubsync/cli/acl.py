@@ -1,7 +1,9 @@
 """``hubsync acl``: print ``ACL SETUSER`` lines for least-privilege Redis users (redis-cli pipeable).
 
 The rules themselves are ``hubsync.acl_rules``; this command only picks the
-users and the password. A password is read from a file, never from argv, and
+users and the password, and with ``--hub-url``/``--hub-db`` takes a runtime's
+hub projects from its enrollment on that hub, so a relay's user grants exactly
+what the hub lets that runtime write. A password is read from a file, never from argv, and
 printed only as its SHA-256.
 """
 
@@ -14,7 +16,9 @@ import click
 
 from hubsync import acl_rules
 from hubsync.acl_rules import RedisUser
+from hubsync.cli.options import hub_options, open_hub_store
 from hubsync.errors import ConfigError
+from hubsync.settings import hub_url_of
 
 
 def _password(path: Path | None) -> str | None:
@@ -31,6 +35,25 @@ def _password(path: Path | None) -> str | None:
     if "\n" in password or "\r" in password:
         raise click.BadParameter("it holds several lines; write only the password in it")
     return password
+
+
+def _enrolled_projects(hub_url: str, runtime: str, asked: Sequence[str]) -> tuple[str, ...]:
+    """The hub projects ``runtime`` is enrolled for on the hub (a subset, if some are asked)."""
+    with open_hub_store(hub_url) as store:
+        record = store.enrolled_runtime(runtime)
+    if record is None or not record.key:
+        state = "is not enrolled" if record is None else "is revoked"
+        raise click.UsageError(
+            f"--runtime: runtime {runtime} {state} on this hub, so it may write nowhere; "
+            f"enroll it first (hubsync enroll {runtime} --hub-project P ...)"
+        )
+    outside = sorted(set(asked) - set(record.hub_projects))
+    if outside:
+        raise click.UsageError(
+            f"--hub-project: runtime {runtime} is not enrolled for {', '.join(outside)} "
+            f"(enrolled: {', '.join(record.hub_projects)})"
+        )
+    return tuple(asked) or record.hub_projects
 
 
 def _users(
@@ -67,6 +90,7 @@ def _users(
 @click.command(
     epilog="""\b
 Examples:
+  hubsync acl --hub-db hub.db --runtime build-box-1 --password-file relay.pw | redis-cli
   hubsync acl --runtime build-box-1 --hub-project acme --password-file relay.pw | redis-cli
   hubsync acl --runtime build-box-1 --hub-project acme --effects 'effect:*'
   hubsync acl --consumer --password-file consumer.pw | redis-cli --user admin
@@ -74,12 +98,14 @@ Examples:
 """
 )
 @click.option("--runtime", metavar="R", help="Print the user of runtime R (its relay).")
+@hub_options
 @click.option(
     "--hub-project",
     "hub_projects",
     multiple=True,
     metavar="P",
-    help="A hub project the runtime writes to (repeat for each).",
+    help="A hub project the runtime writes to (repeat for each). With --hub-url/--hub-db "
+    "the runtime's enrolled hub projects are the default, and any given must be among them.",
 )
 @click.option(
     "--effects",
@@ -107,6 +133,8 @@ Examples:
 )
 def acl(
     runtime: str | None,
+    hub_url: str | None,
+    hub_db: Path | None,
     hub_projects: tuple[str, ...],
     effects: tuple[str, ...],
     consumer: bool,
@@ -122,10 +150,17 @@ def acl(
     acks, never deletes, trims or reads another's; the consumer has what hub
     consumers need; the operator only reads; the replayer reads and replays
     dead letters. Each user is two lines: the second allows CLIENT SETINFO,
-    which Redis 7.0 and 7.1 refuse as unknown (harmless). Reads no environment
-    variable.
+    which Redis 7.0 and 7.1 refuse as unknown (harmless). Given the hub
+    (--hub-url or --hub-db), a runtime's hub projects are read from its
+    enrollment there. Reads no environment variable but the hub's.
     """
     roles = {"consumer": consumer, "operator": operator, "replayer": replayer}
+    url = hub_url_of(hub_url, hub_db)
+    if url is not None and runtime is not None:
+        try:
+            hub_projects = _enrolled_projects(url, runtime, hub_projects)
+        except ConfigError as exc:
+            raise click.UsageError(str(exc)) from None
     try:
         users = _users(runtime, hub_projects, effects, roles, user_prefix)
     except ConfigError as exc:

@@ -68,9 +68,10 @@ def demo(
 
     Three runtimes append synthetic runs carrying planted secrets; their relays
     and two hub consumers run as real processes. One consumer is killed with
-    SIGKILL mid-batch and the other reclaims its entries; a duplicate, a forged
-    conflict and a garbage entry are injected; two boxes contend for one shared
-    effect's lease and the stale holder's commit is refused. The summary shows
+    SIGKILL mid-batch and the other reclaims its entries; a duplicate, a
+    conflicting entry, an unsigned forgery and a garbage entry are injected;
+    two boxes contend for one shared effect's lease and the stale holder's
+    commit is refused. The summary shows
     what arrived and what was refused; the exit code is 1 if any invariant broke.
     """
     # Imported here: rich and the demo are heavy, and other commands never need them.
@@ -161,6 +162,7 @@ def _print_summary(result: DemoResult, keep: bool, private: bool) -> None:
         ("duplicates answered (redeliveries, injected copy)", f"{result.duplicates:,}"),
         ("entries reclaimed from the killed consumer", f"{result.reclaimed:,}"),
         ("conflicts refused and alerted", f"{result.conflicts}"),
+        ("unsigned entries refused and alerted", f"{result.refused}"),
         ("dead letters", f"{result.dead_letters}"),
         ("secrets found in hub, Redis, state, logs", f"{len(result.secrets_found)}"),
         ("lease tokens (stale box A -> taker box B)",

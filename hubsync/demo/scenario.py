@@ -4,7 +4,9 @@ What it stages, in order: runtimes append synthetic runs carrying planted
 secrets (an environment ``*_API_KEY`` value, a GitHub token, a registered
 secret); relays and consumers run as real processes; one consumer is killed
 with SIGKILL while it holds unacknowledged entries, which the other reclaims;
-a duplicate, a conflicting forgery and a garbage entry are injected; two boxes
+each runtime is enrolled on the hub (its entries are signed), and a duplicate,
+a conflicting entry under a runtime's own key, an unsigned forgery of a new
+event and a garbage entry are injected; two boxes
 contend for one shared effect's lease and the stale one's commit is refused.
 Then it waits for the drain and checks every invariant.
 """
@@ -32,9 +34,11 @@ from hubsync import keys
 from hubsync.canonical import content_hash
 from hubsync.connections import connect
 from hubsync.demo.secrets_scan import files_containing, redis_keys_containing
-from hubsync.entries import event_entry_fields
+from hubsync.entries import ConflictReason, SecurityReason, event_entry_fields
 from hubsync.processes import PipelineProcesses
+from hubsync.provisioning import enroll_runtime
 from hubsync.settings import safe_url
+from hubsync.signing import SIGNATURE_FIELD, RuntimeKey, sign_event_entry
 from hubsync.wire import parse_sync_event
 from producers.effects.kinds import EffectKind
 from producers.effects.ledger import EffectsLedger
@@ -76,6 +80,7 @@ class DemoResult:
     acked: int = 0
     duplicates: int = 0
     conflicts: int = 0
+    refused: int = 0
     dead_letters: int = 0
     reclaimed: int = 0
     secrets_found: list[str] = field(default_factory=list)
@@ -99,6 +104,7 @@ class DemoResult:
             "outbox_acked": self.acked,
             "duplicates": self.duplicates,
             "conflicts": self.conflicts,
+            "refused_unauthenticated": self.refused,
             "dead_letters": self.dead_letters,
             "reclaimed": self.reclaimed,
             "secrets_found": len(self.secrets_found),
@@ -166,7 +172,7 @@ class DemoScenario:
             bind_namespace(self.client, hub_id)
             bound = True
             self._clean_redis()
-            self._open_runtimes()
+            self._open_runtimes(hub)
             self._start_daemons()
             self._wait_until_ready(hub)
             producer.start()
@@ -209,7 +215,7 @@ class DemoScenario:
             self.client.delete(key)
         self.client.srem(keys.PROJECTS, HUB_PROJECT)
 
-    def _open_runtimes(self) -> None:
+    def _open_runtimes(self, hub: HubStore) -> None:
         # The store registers the environment's secrets when it opens, so the
         # variable is set first, as a real deployment's would be.
         os.environ[ENV_SECRET_NAME] = self.secrets["environment"]
@@ -223,6 +229,8 @@ class DemoScenario:
             )
             store = registry.open_store(registration)
             store.redactor.register(self.secrets["registered"], "registered")
+            # hub enroll + runtime join, as an operator would: the relay signs with this key
+            enroll_runtime(hub, registry, [HUB_PROJECT])
             self.runtimes.append(Runtime(f"runtime-{index + 1}", state_dir, registry, store))
 
     def _start_daemons(self) -> None:
@@ -329,18 +337,33 @@ class DemoScenario:
             hub,
         )
         event = parse_sync_event(genuine.sync_event, genuine.content_hash)
+        enrollment = runtime.registry.enrollment()
+        assert enrollment is not None  # enrolled in _open_runtimes
+        key = RuntimeKey(enrollment.key)
         stream = keys.events_stream(HUB_PROJECT)
+
+        def signed(fields: dict[str, str | bytes]) -> Any:
+            fields[SIGNATURE_FIELD] = sign_event_entry(key, fields)
+            return fields
+
         # the same bytes again: the hub must answer duplicate
-        same: Any = event_entry_fields(event, genuine.sync_event, genuine.content_hash)
-        self.client.xadd(stream, same)
-        # other bytes under a used key: the hub must refuse, record and alert
-        forged = event.model_copy(update={"data": {"forged": True}})
+        self.client.xadd(
+            stream, signed(event_entry_fields(event, genuine.sync_event, genuine.content_hash))
+        )
+        # other bytes under a used key, signed by the runtime (a buggy twin holding its
+        # key): the hub must refuse, record and alert
+        twin = event.model_copy(update={"data": {"forged": True}})
+        twin_bytes, twin_hash = twin.encoded()
+        self.client.xadd(stream, signed(event_entry_fields(twin, twin_bytes, twin_hash)))
+        # a new event no runtime signed (anyone with write access to Redis): the hub
+        # must refuse it unread, dead-letter it and raise a security alert
+        forged = event.model_copy(update={"sequence": 10_000_000, "data": {"forged": True}})
         forged_bytes, forged_hash = forged.encoded()
-        self.client.xadd(stream, event_entry_fields(forged, forged_bytes, forged_hash))  # type: ignore[arg-type]
+        unsigned: Any = event_entry_fields(forged, forged_bytes, forged_hash)
+        self.client.xadd(stream, unsigned)
         # bytes that are not JSON: the hub must dead-letter them with the reason
         garbage = b"{this is not json"
-        fields: Any = event_entry_fields(event, garbage, content_hash(garbage))
-        self.client.xadd(stream, fields)
+        self.client.xadd(stream, signed(event_entry_fields(event, garbage, content_hash(garbage))))
 
     def _lease_contention(self) -> dict[str, Any]:
         leases = LeaseClient(connect(self.redis_url))
@@ -389,8 +412,8 @@ class DemoScenario:
                 hub.count_events() == self.total
                 and self._acked() == self.total
                 and pending == 0
-                and self.client.xlen(keys.alerts_stream(HUB_PROJECT)) >= 1
-                and self.client.xlen(keys.dead_stream(HUB_PROJECT)) >= 1
+                and self.client.xlen(keys.alerts_stream(HUB_PROJECT)) >= 2
+                and self.client.xlen(keys.dead_stream(HUB_PROJECT)) >= 2
             )
 
         self._wait("draining: every event to the hub, every ack home", drained, 45, hub)
@@ -403,7 +426,9 @@ class DemoScenario:
         result.produced = sum(r.store.outbox_counts()["total"] for r in self.runtimes)
         result.in_hub = hub.count_events()
         result.acked = self._acked()
-        result.conflicts = len(hub.alerts(HUB_PROJECT))
+        alerts = hub.alerts(HUB_PROJECT)
+        result.conflicts = sum(isinstance(a.reason, ConflictReason) for a in alerts)
+        result.refused = sum(a.reason is SecurityReason.UNAUTHENTICATED for a in alerts)
         result.dead_letters = int(self.client.xlen(keys.dead_stream(HUB_PROJECT)))
         for name in ("consumer-1", "consumer-2"):
             stats = _last_json(self.daemons[name].output())
@@ -423,9 +448,11 @@ class DemoScenario:
              f"{result.in_hub} of {result.produced}"),
             ("every outbox row acknowledged", result.acked == result.produced,
              f"{result.acked} acked"),
-            ("the forged conflict was refused and alerted", result.conflicts == 1,
-             f"{result.conflicts} alerts"),
-            ("the garbage entry was dead-lettered", result.dead_letters == 1,
+            ("the conflicting entry was refused and alerted", result.conflicts == 1,
+             f"{result.conflicts} conflict alerts"),
+            ("the unsigned forgery was refused unread and alerted", result.refused == 1,
+             f"{result.refused} security alerts"),
+            ("the garbage and the forgery were dead-lettered", result.dead_letters == 2,
              f"{result.dead_letters} dead letters"),
             ("no secret in the hub, Redis, state dirs or logs", not result.secrets_found,
              ", ".join(result.secrets_found[:3])),

@@ -1,7 +1,11 @@
 """The acknowledging half of the relay: hub outcomes back onto outbox rows.
 
 The relay reads ``hubsync:{P}:acks:{R}`` for each hub project P its runtime R
-syncs to. An outcome advances an outbox row only when it names the row's own
+syncs to. An outcomes entry is believed only when it is signed with this
+runtime's key, names the hub the runtime joined (``hub_id``) and the hub
+project of the stream it is on; anything else (a forger with write access to
+Redis, a second hub) is counted as ``unverified``, logged once per kind, and
+skipped. An outcome advances an outbox row only when it names the row's own
 content hash; anything else under this runtime's key is someone else's bytes
 (a forger, a buggy twin) and is logged as a security warning, never applied.
 The stream read position is stored in the outbox's own database, in the same
@@ -27,9 +31,11 @@ from hubsync import keys, metrics
 from hubsync.connections import RedisClient
 from hubsync.entries import Outcome, OutcomeRecord, decode_fields, parse_outcomes_entry
 from hubsync.errors import WireError
-from hubsync.redis_values import as_text, entry_id_order
+from hubsync.redis_values import as_text, entry_id_order, printable
+from hubsync.signing import HUB_ID_FIELD, SIGNATURE_FIELD, verify_outcomes_entry
 from hubsync.stream_reads import read_streams
 from producers.event_store import RunEventStore
+from producers.relay.credentials import RelayCredentials
 from producers.unreadable import UNREADABLE_STORE_ERRORS
 
 log = logging.getLogger(__name__)
@@ -40,6 +46,7 @@ _APPLIED_ACKED = metrics.RELAY_OUTCOMES.labels("acked")
 _APPLIED_CONFLICT = metrics.RELAY_OUTCOMES.labels("conflict")
 _APPLIED_REJECTED = metrics.RELAY_OUTCOMES.labels("rejected")
 _APPLIED_FOREIGN = metrics.RELAY_OUTCOMES.labels("foreign")
+_UNVERIFIED = metrics.RELAY_OUTCOMES.labels("unverified")
 
 
 def position_name(hub_project: str) -> str:
@@ -57,6 +64,8 @@ class AckStats:
     foreign: int = 0
     unknown: int = 0
     malformed: int = 0
+    unverified: int = 0
+    """Outcomes entries skipped because they were not signed by this runtime's hub."""
 
 
 class AckReader:
@@ -66,6 +75,7 @@ class AckReader:
         self,
         runtime_id: str,
         stats: AckStats,
+        credentials: RelayCredentials,
         on_unreadable: Callable[[str, BaseException], None] | None = None,
         set_aside: Callable[[str], bool] = lambda project_id: False,
     ) -> None:
@@ -73,6 +83,8 @@ class AckReader:
         now (its outcomes are skipped quietly) from one this runtime does not sync."""
         self.runtime_id = runtime_id
         self.stats = stats
+        self.credentials = credentials
+        self._said_unverified: set[str] = set()
         self._on_unreadable = on_unreadable
         self._set_aside = set_aside
         self._stores: dict[str, RunEventStore] = {}  # project_id -> store
@@ -128,10 +140,16 @@ class AckReader:
     ) -> str | None:
         by_project: dict[str, list[OutcomeRecord]] = defaultdict(list)
         last_id: str | None = None
+        hub_project = keys.hub_project_of(key)
         for raw_id, raw_fields in raw_entries:
             last_id = as_text(raw_id)
+            fields = decode_fields(raw_fields)
+            problem = self._unverified(fields, hub_project)
+            if problem is not None:
+                self._skip_unverified(key, last_id, problem)
+                continue
             try:
-                records = parse_outcomes_entry(decode_fields(raw_fields))
+                records = parse_outcomes_entry(fields)
             except WireError as exc:
                 self.stats.malformed += 1
                 log.warning("%s: skipped malformed ack entry %s (%s)", key, last_id, exc.reason)
@@ -140,7 +158,6 @@ class AckReader:
                 by_project[record.project_id].append(record)
         if last_id is None:
             return None
-        hub_project = keys.hub_project_of(key)
         now = time.time()
         for project_id, records in by_project.items():
             store = self._stores.get(project_id)
@@ -162,6 +179,36 @@ class AckReader:
             if store.hub_project == hub_project and store.project_id not in by_project:
                 self._isolated(store, self._move_on, hub_project, last_id)
         return last_id
+
+    def _unverified(self, fields: dict[str, bytes], hub_project: str) -> str | None:
+        """Why an outcomes entry is not to be believed, or None when it is."""
+        current = self.credentials.current
+        if current is None:
+            return "not_enrolled"  # this runtime sent nothing, so nothing is owed to it
+        if SIGNATURE_FIELD not in fields:
+            return "unsigned"
+        if verify_outcomes_entry([current.key], fields, runtime_id=self.runtime_id) is None:
+            return "bad_signature"
+        if fields.get(HUB_ID_FIELD) != current.hub_id.encode():
+            return "other_hub"
+        if fields.get("hub_project") != hub_project.encode():
+            return "wrong_stream"
+        return None
+
+    def _skip_unverified(self, key: str, entry_id: str, problem: str) -> None:
+        self.stats.unverified += 1
+        _UNVERIFIED.inc()
+        if problem in self._said_unverified:
+            return
+        self._said_unverified.add(problem)
+        log.warning(
+            "security: ignored outcomes entry %s on %s (%s): it is not signed with this "
+            "runtime's key by the hub it joined; the rows it names stay pending and are resent "
+            "(further entries like it are counted as unverified, not logged)",
+            printable(entry_id),
+            printable(key),
+            problem,
+        )
 
     @staticmethod
     def _move_on(store: RunEventStore, hub_project: str, last_id: str) -> None:

@@ -11,6 +11,10 @@ Two threads, each with its own SQLite connections and Redis client:
 When Redis is unreachable both back off with jitter and keep every row
 pending; appends never touch Redis, so they neither block nor fail.
 
+Nothing is sent before the runtime has joined its hub, and every entry (and
+presence beat) is signed with the runtime's key; only outcomes signed with it
+by the hub the runtime joined are applied (``producers.relay.credentials``).
+
 A project whose store cannot be read (``producers.unreadable``) is set aside,
 never the relay: every thread drops its connection to it, the others keep
 syncing, and it is tried again on ``ProjectStates``'s schedule.
@@ -35,9 +39,11 @@ from hubsync.connections import RedisClient, Role, connect, wait_for_redis
 from hubsync.entries import PresenceBeat
 from hubsync.errors import ConfigError
 from hubsync.settings import RelaySettings
+from hubsync.signing import SIGNATURE_FIELD, sign_presence_entry
 from producers.event_store import RunEventStore
 from producers.registry import ProjectRegistration, RuntimeRegistry
 from producers.relay.acks import AckReader, AckStats
+from producers.relay.credentials import RelayCredentials
 from producers.relay.faults import UNAVAILABLE_ERRORS, RedisHealth
 from producers.relay.marker import AttemptMarker
 from producers.relay.project_states import ProjectStates
@@ -78,7 +84,8 @@ class RelaySummary:
             f"relay {self.runtime_id}: {self.projects} projects, sent {self.sender.sent} "
             f"(resent {self.sender.resent}), acked {self.acks.acked}, conflict "
             f"{self.acks.conflict}, rejected {self.acks.rejected + self.sender.rejected_locally}, "
-            f"foreign {self.acks.foreign}, Redis outages {self.outages}, "
+            f"foreign {self.acks.foreign}, unverified outcomes entries {self.acks.unverified}, "
+            f"Redis outages {self.outages}, "
             f"{self.pending} pending{unreadable}, in {self.seconds:.1f}s"
         )
 
@@ -93,6 +100,7 @@ class RelaySummary:
             "conflict": self.acks.conflict,
             "rejected": self.acks.rejected + self.sender.rejected_locally,
             "foreign": self.acks.foreign,
+            "unverified": self.acks.unverified,
             "redis_outages": self.outages,
             "pending": self.pending,
             "seconds": round(self.seconds, 3),
@@ -119,6 +127,7 @@ class Relay:
                 f"state dir {settings.state_dir} belongs to runtime {self.runtime_id!r}, "
                 f"not {settings.runtime_id!r}"
             )
+        self.credentials = RelayCredentials(self.registry)
         self.sender_stats = SenderStats()
         self.ack_stats = AckStats()
         self.health = RedisHealth(f"relay {self.runtime_id}")
@@ -234,8 +243,10 @@ class Relay:
         """Open every project registered to this runtime that is not open yet.
 
         A store that cannot be opened sets its project aside until its retry
-        falls due; one another thread found unreadable is closed here too.
+        falls due; one another thread found unreadable is closed here too. The
+        enrollment is read again too, so a join takes effect without a restart.
         """
+        self.credentials.refresh()
         for registration in self.registry.projects():
             project_id = registration.project_id
             if project_id in self._senders:
@@ -252,7 +263,7 @@ class Relay:
                 continue
             self.project_states.readable(project_id)
             self._senders[registration.project_id] = OutboxSender(
-                store, self.settings, self.sender_stats, self.marker, self.clock
+                store, self.settings, self.sender_stats, self.marker, self.credentials, self.clock
             )
             with self._registrations_lock:
                 self._registrations[registration.project_id] = registration
@@ -367,7 +378,11 @@ class Relay:
         if not beats:
             return
         pipe = client.pipeline(transaction=False)
+        signed = 0
         for hub_project, backlog in beats.items():
+            key = self.credentials.signer_for(hub_project)
+            if key is None:
+                continue  # not enrolled there: the hub would refuse the beat
             beat = PresenceBeat(
                 runtime_id=self.runtime_id,
                 hub_project=hub_project,
@@ -377,9 +392,13 @@ class Relay:
                 backlog=backlog,
                 heartbeat=utc_now_iso(),
             )
+            fields = beat.to_fields()
+            fields[SIGNATURE_FIELD] = sign_presence_entry(key, fields)
             pipe.sadd(keys.PROJECTS, hub_project)
-            pipe.xadd(keys.events_stream(hub_project), beat.to_fields())  # type: ignore[arg-type]
-        pipe.execute()
+            pipe.xadd(keys.events_stream(hub_project), fields)  # type: ignore[arg-type]
+            signed += 1
+        if signed:
+            pipe.execute()
         for hub_project in beats:
             self._next_beat[hub_project] = now + self.settings.presence_interval
 
@@ -434,6 +453,7 @@ class Relay:
         return AckReader(
             self.runtime_id,
             self.ack_stats,
+            self.credentials,
             on_unreadable=self._unreadable_elsewhere,
             set_aside=self.project_states.is_unreadable,
         )

@@ -5,6 +5,11 @@ round trip per batch, and are marked attempted afterwards (by the marker
 thread, in one SQLite transaction, while the next batch goes out). Marking after sending means a crash in between re-sends the batch
 on restart, which the hub's dedupe turns into ``duplicate``; marking before
 would risk a row recorded as sent that never left.
+
+Each entry is signed at send time with the runtime's key (``sig``, see
+``hubsync.signing``), so rows appended before the runtime joined its hub go
+out signed once it has; until then, and for a hub project the runtime is not
+enrolled for, nothing is sent (``producers.relay.credentials`` says why, once).
 """
 
 from __future__ import annotations
@@ -18,8 +23,10 @@ from hubsync.clock import EpochClock, epoch_seconds
 from hubsync.connections import RedisClient
 from hubsync.entries import raw_event_entry_fields
 from hubsync.settings import RelaySettings
+from hubsync.signing import SIGNATURE_FIELD, RuntimeKey, sign_event
 from hubsync.wire import MAX_EVENT_BYTES
 from producers.event_store import OutboxRow, RunEventStore
+from producers.relay.credentials import RelayCredentials
 from producers.relay.marker import AttemptMarker
 
 log = logging.getLogger(__name__)
@@ -31,9 +38,11 @@ _SENT_NEW = metrics.EVENTS_SENT.labels("new")
 _SENT_AGAIN = metrics.EVENTS_SENT.labels("resend")
 
 
-def outbox_entry_fields(store: RunEventStore, row: OutboxRow) -> dict[str, str | bytes]:
-    """The stream fields of one outbox row (its bytes were validated when appended)."""
-    return raw_event_entry_fields(
+def outbox_entry_fields(
+    store: RunEventStore, row: OutboxRow, key: RuntimeKey
+) -> dict[str, str | bytes]:
+    """The signed stream fields of one outbox row (its bytes were validated when appended)."""
+    fields = raw_event_entry_fields(
         project_id=store.project_id,
         hub_project=store.hub_project,
         run_id=row.run_id,
@@ -43,6 +52,16 @@ def outbox_entry_fields(store: RunEventStore, row: OutboxRow) -> dict[str, str |
         digest=row.content_hash,
         data=row.sync_event,
     )
+    fields[SIGNATURE_FIELD] = sign_event(
+        key,
+        project_id=store.project_id,
+        run_id=row.run_id,
+        sequence=row.sequence,
+        hub_project=store.hub_project,
+        runtime_id=store.home_runtime_id,
+        content_hash=row.content_hash,
+    )
+    return fields
 
 
 @dataclass
@@ -64,9 +83,11 @@ class OutboxSender:
         settings: RelaySettings,
         stats: SenderStats,
         marker: AttemptMarker,
+        credentials: RelayCredentials,
         clock: EpochClock = epoch_seconds,
     ) -> None:
         self.store = store
+        self.credentials = credentials
         self.clock = clock  # stamps attempts; resends fall due by the same clock
         self.marker = marker
         self.settings = settings
@@ -88,12 +109,15 @@ class OutboxSender:
 
     def send_unsent(self, client: RedisClient) -> int:
         """Send the next batch of never-attempted rows; return how many went out."""
+        key = self.credentials.signer_for(self.store.hub_project)
+        if key is None:
+            return 0  # not enrolled (for this hub project): the rows wait
         rows = self.store.unsent(self.cursor, self.settings.batch_count)
         if not rows:
             self.caught_up = True
             return 0
         batch = self._within_budget(rows)
-        sent = self._send(client, batch)
+        sent = self._send(client, batch, key)
         # Only after a successful send: a failure leaves the cursor and the
         # caught-up flag as they were, so the same rows are tried again.
         self.cursor = batch[-1].seq
@@ -104,11 +128,14 @@ class OutboxSender:
 
     def send_due_resends(self, client: RedisClient, now: float) -> int:
         """Send again the rows attempted but unacknowledged past their resend time."""
+        key = self.credentials.signer_for(self.store.hub_project)
+        if key is None:
+            return 0
         rows = self.store.due_resends(now, self.settings.batch_count)
         if not rows:
             return 0
         batch = self._within_budget(rows)
-        sent = self._send(client, batch)
+        sent = self._send(client, batch, key)
         # the next look for due rows must see these marked, or it would resend them again
         self.marker.flush()
         self.stats.resent += sent
@@ -126,7 +153,7 @@ class OutboxSender:
                 return rows[:index]
         return rows
 
-    def _send(self, client: RedisClient, rows: Sequence[OutboxRow]) -> int:
+    def _send(self, client: RedisClient, rows: Sequence[OutboxRow], key: RuntimeKey) -> int:
         oversized = [row.seq for row in rows if len(row.sync_event) > MAX_EVENT_BYTES]
         if oversized:
             # append_event refuses such rows, so only an older or foreign writer can
@@ -147,7 +174,7 @@ class OutboxSender:
         pipe = client.pipeline(transaction=False)
         pipe.sadd(keys.PROJECTS, store.hub_project)
         for row in rows:
-            pipe.xadd(self.stream, outbox_entry_fields(store, row))  # type: ignore[arg-type]
+            pipe.xadd(self.stream, outbox_entry_fields(store, row, key))  # type: ignore[arg-type]
         pipe.execute()
         self.marker.submit(store.project_id, [row.seq for row in rows], self.clock())
         self.stats.batches += 1

@@ -1,8 +1,9 @@
 """A stand-in for the hub in relay tests: reads events streams and writes ack entries.
 
 It judges nothing: every event it sees is ``accepted`` unless told otherwise.
-It speaks the real stream protocol (``hubsync.entries``), so the relay under
-test cannot tell it from a hub consumer.
+It speaks the real stream protocol (``hubsync.entries``) and signs its
+outcomes as the hub that enrolled the runtime would (``tests.helpers.trust``),
+so the relay under test cannot tell it from a hub consumer.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from hubsync.entries import (
     entry_kind,
     outcomes_entry_fields,
 )
+from tests.helpers.trust import signed_outcomes
 
 Judge = Callable[[str, str, int], tuple[Outcome, str | None]]
 
@@ -53,7 +55,7 @@ def ack_everything(
             chunk = records[start : start + 500]
             client.xadd(
                 keys.acks_stream(hub_project, runtime_id),
-                outcomes_entry_fields(hub_project, chunk),  # type: ignore[arg-type]
+                signed_outcomes(runtime_id, outcomes_entry_fields(hub_project, chunk)),
             )
             total += len(chunk)
     return total

@@ -1,8 +1,9 @@
 """Plays the relay's part for hub tests: builds real sync events and XADDs their entries.
 
 Entries are built with ``hubsync.wire.SyncEvent`` and
-``hubsync.entries.event_entry_fields``, exactly what a relay sends, so the hub
-under test sees the real protocol.
+``hubsync.entries.event_entry_fields``, exactly what a relay sends, and signed
+with the runtime's key when the test enrolled it (``tests.helpers.trust``), so
+the hub under test sees the real protocol.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from hubsync.entries import EventEntry, PresenceBeat, event_entry_fields, parse_
 from hubsync.entries import decode_fields as _decode
 from hubsync.redis_values import as_text
 from hubsync.wire import SyncEvent
+from tests.helpers.trust import signed_event, signed_presence
 
 HUB_PROJECT = "acme"
 RUNTIME = "rt-1"
@@ -45,9 +47,9 @@ def sync_event(
 
 
 def entry_fields(event: SyncEvent) -> dict[str, str | bytes]:
-    """The stream fields a relay XADDs for ``event``."""
+    """The stream fields a relay XADDs for ``event`` (signed, if its runtime is enrolled)."""
     data, digest = event.encoded()
-    return event_entry_fields(event, data, digest)
+    return signed_event(event_entry_fields(event, data, digest))
 
 
 def event_entry(event: SyncEvent) -> EventEntry:
@@ -74,5 +76,5 @@ def send_fields(
 
 
 def send_presence(client: redis.Redis, beat: PresenceBeat) -> str:
-    """XADD a presence beat to its hub project's events stream."""
-    return send_fields(client, beat.hub_project, beat.to_fields())
+    """XADD a presence beat (signed, if its runtime is enrolled) to its events stream."""
+    return send_fields(client, beat.hub_project, signed_presence(dict(beat.to_fields())))

@@ -4,17 +4,21 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from hubstore.store import HubStore
 from hubsync.processes import Child, hubsync_command
 from hubsync.settings import RelaySettings
 from producers.event_store import RunEventStore
 from producers.registry import RuntimeRegistry
+from tests.helpers.trust import join
 
 
 def make_runtime(
-    state_dir: Path, hub_projects: list[str]
+    state_dir: Path, hub_projects: list[str], hub: HubStore | None = None
 ) -> tuple[RuntimeRegistry, list[RunEventStore]]:
-    """A runtime with one registered project per hub project name."""
+    """A runtime with one registered project per hub project name, enrolled for them on
+    ``hub`` (or on a throw-away hub, when the test plays the hub with ``hub_double``)."""
     registry = RuntimeRegistry(state_dir)
+    join(registry, sorted(set(hub_projects)), hub)
     stores = []
     for index, hub_project in enumerate(hub_projects):
         root = state_dir.parent / f"project-{index}"

@@ -1,0 +1,274 @@
+"""Attacks by someone who can write to Redis, replayed against real Redis and real processes.
+
+Each test stages the attack as an attacker would (reading and writing the
+streams with plain Redis commands), runs the real ``hubsync relay --once`` and
+``hubsync consume --once``, and shows that the attack fails and nothing is
+lost: every genuine event reaches the hub once and every outbox row is acked.
+The second-hub attack is in test_hub_binding.py.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from hubstore import hub_url_from_path, open_store
+from hubstore.store import HubStore
+from hubsync import keys
+from hubsync.canonical import content_hash
+from hubsync.entries import (
+    ConflictReason,
+    Outcome,
+    OutcomeRecord,
+    SecurityReason,
+    decode_fields,
+    event_entry_fields,
+    outcomes_entry_fields,
+)
+from hubsync.processes import run_hubsync
+from hubsync.signing import (
+    HUB_ID_FIELD,
+    SIGNATURE_FIELD,
+    RuntimeKey,
+    sign_event_entry,
+    sign_outcomes_entry,
+)
+from hubsync.wire import SyncEvent
+from producers.event_store import RunEventStore
+from producers.registry import RuntimeRegistry
+from tests.helpers.relay_player import sync_event
+from tests.helpers.relay_support import append_many, make_runtime
+
+pytestmark = pytest.mark.e2e
+
+HUB_PROJECT = "acme"
+OTHER_PROJECT = "other"
+EVENTS = keys.events_stream(HUB_PROJECT)
+
+
+@dataclass
+class Site:
+    """One hub (a SQLite file) and one runtime enrolled on it, with one project."""
+
+    redis_url: str
+    hub_db: Path
+    hub: HubStore
+    registry: RuntimeRegistry
+    store: RunEventStore
+
+    @property
+    def state_dir(self) -> Path:
+        return self.registry.state_dir
+
+    def relay_once(self) -> dict[str, Any]:
+        # a tiny resend timeout: a row whose outcome never came goes out again next pass
+        done = run_hubsync(
+            ["relay", "--state-dir", str(self.state_dir), "--redis-url", self.redis_url,
+             "--once", "--json", "--resend-timeout", "0.01"]
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        self.stderr = done.stderr
+        return dict(json.loads(done.stdout))
+
+    def consume_once(self) -> dict[str, Any]:
+        done = run_hubsync(
+            ["consume", "--hub-db", str(self.hub_db), "--redis-url", self.redis_url,
+             "--once", "--json"]
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        return dict(json.loads(done.stdout))
+
+    def counts(self) -> dict[str, int]:
+        return self.store.outbox_counts()
+
+    def assert_all_synced(self, total: int) -> None:
+        """Nothing lost: every event in the hub once, every outbox row acked."""
+        assert self.hub.count_events() == total
+        assert self.counts() == {
+            "pending": 0, "attempted": 0, "acked": total, "conflict": 0, "rejected": 0,
+            "total": total,
+        }  # fmt: skip
+
+
+@pytest.fixture
+def site(redis_url: str, tmp_path: Path) -> Iterator[Site]:
+    hub_db = tmp_path / "hub.db"
+    with open_store(hub_url_from_path(hub_db), create_schema=True) as hub:
+        hub.init_hub()
+        registry, (store,) = make_runtime(tmp_path / "state", [HUB_PROJECT], hub=hub)
+        try:
+            yield Site(redis_url, hub_db, hub, registry, store)
+        finally:
+            store.close()
+            registry.close()
+
+
+def event_entries(client: redis.Redis) -> list[tuple[str, dict[str, bytes]]]:
+    """The event entries on the stream now (presence beats left out)."""
+    found = []
+    for entry_id, raw in client.xrange(EVENTS):
+        fields = decode_fields(raw)
+        if fields.get("kind") == b"event":
+            found.append((entry_id.decode(), fields))
+    return found
+
+
+def unsigned_fields(event: SyncEvent) -> Any:
+    """The fields of a well-formed event entry that no runtime signed (an attacker's)."""
+    data, digest = event.encoded()
+    return event_entry_fields(event, data, digest)
+
+
+def security_alerts(hub: HubStore) -> list[Any]:
+    return [a for a in hub.alerts() if isinstance(a.reason, SecurityReason)]
+
+
+def conflicts(hub: HubStore) -> list[Any]:
+    return [a for a in hub.alerts() if isinstance(a.reason, ConflictReason)]
+
+
+# ----- 1. a forged ack -----
+
+
+def test_a_forged_ack_leaves_the_rows_unacked_and_they_reach_the_hub_after_the_resend(
+    redis_client: redis.Redis, site: Site
+) -> None:
+    append_many(site.store, runs=2, per_run=10)
+    assert site.relay_once()["sent"] == 20
+
+    # The attacker reads the genuine hashes, deletes the entries before any hub
+    # sees them and acknowledges them all: once unsigned, once signed with a
+    # key of its own under the genuine hub id.
+    genuine = event_entries(redis_client)
+    records = [
+        OutcomeRecord(
+            f["project_id"].decode(), f["run_id"].decode(), int(f["sequence"]),
+            Outcome.ACCEPTED, f["content_hash"].decode(),
+        )
+        for _, f in genuine
+    ]  # fmt: skip
+    redis_client.xdel(EVENTS, *[entry_id for entry_id, _ in genuine])
+    acks = keys.acks_stream(HUB_PROJECT, site.registry.runtime_id)
+    unsigned: Any = outcomes_entry_fields(HUB_PROJECT, records)
+    redis_client.xadd(acks, unsigned)
+    forged: Any = outcomes_entry_fields(HUB_PROJECT, records)
+    forged[HUB_ID_FIELD] = site.hub.hub_id()
+    forged[SIGNATURE_FIELD] = sign_outcomes_entry(
+        RuntimeKey.generate(), forged, runtime_id=site.registry.runtime_id
+    )
+    redis_client.xadd(acks, forged)
+
+    summary = site.relay_once()
+    assert summary["acked"] == 0 and summary["unverified"] == 2
+    assert site.counts()["acked"] == 0 and site.counts()["pending"] == 20
+    assert site.stderr.count("security: ignored outcomes entry") == 2  # once per kind
+    assert "(unsigned)" in site.stderr and "(bad_signature)" in site.stderr
+    assert summary["resent"] == 20  # the pass resent what the hub never acknowledged
+
+    assert site.consume_once()["accepted"] == 20
+    assert site.relay_once()["acked"] == 20
+    site.assert_all_synced(20)
+
+
+# ----- 3. a forged new key -----
+
+
+def test_a_forged_new_key_is_dead_lettered_with_an_alert_and_the_genuine_event_is_accepted(
+    redis_client: redis.Redis, site: Site
+) -> None:
+    project_id, runtime_id = site.store.project_id, site.registry.runtime_id
+    append_many(site.store, runs=1, per_run=3)  # run-0, sequences 1..3
+    assert site.relay_once()["sent"] == 3
+
+    # well-formed, correct SHA-256, for the sequence the runtime will use next:
+    # once unsigned, once signed with a key the hub never gave out
+    for key in (None, RuntimeKey.generate()):
+        fake = unsigned_fields(
+            sync_event(4, run_id="run-0", project_id=project_id, runtime_id=runtime_id,
+                       data={"forged": key is not None})
+        )  # fmt: skip
+        if key is not None:
+            fake[SIGNATURE_FIELD] = sign_event_entry(key, fake)
+        redis_client.xadd(EVENTS, fake)
+
+    stats = site.consume_once()
+    assert stats["accepted"] == 3 and stats["refused"] == 2
+    assert site.hub.count_events() == 3
+    alerts = security_alerts(site.hub)
+    assert [a.reason for a in alerts] == [SecurityReason.UNAUTHENTICATED] * 2
+    assert {(a.project_id, a.run_id, a.sequence) for a in alerts} == {(project_id, "run-0", 4)}
+    letters = redis_client.xrange(keys.dead_stream(HUB_PROJECT))
+    assert [decode_fields(raw)["reason"] for _, raw in letters] == [b"unauthenticated"] * 2
+    streamed = redis_client.xrange(keys.alerts_stream(HUB_PROJECT))
+    assert [decode_fields(raw)["reason"] for _, raw in streamed] == [b"unauthenticated"] * 2
+
+    site.store.append_event("run-0", "step.completed", {"step": "s3", "ok": True})
+    site.relay_once()
+    assert site.consume_once()["accepted"] == 1
+    site.relay_once()
+    site.assert_all_synced(4)
+    assert conflicts(site.hub) == []  # the genuine event was never taken for a reuse
+
+
+# ----- 4. squatting -----
+
+
+def test_a_squatter_claiming_the_project_under_another_hub_project_is_refused(
+    redis_client: redis.Redis, site: Site
+) -> None:
+    project_id, runtime_id = site.store.project_id, site.registry.runtime_id
+    # First to name the project id, under another hub project, as the genuine runtime
+    squat = unsigned_fields(
+        sync_event(1, run_id="run-0", project_id=project_id, hub_project=OTHER_PROJECT,
+                   runtime_id=runtime_id)
+    )  # fmt: skip
+    redis_client.sadd(keys.PROJECTS, OTHER_PROJECT)
+    redis_client.xadd(keys.events_stream(OTHER_PROJECT), squat)
+    stats = site.consume_once()
+    assert stats["refused"] == 1 and stats["accepted"] == 0
+
+    append_many(site.store, runs=1, per_run=5)
+    site.relay_once()
+    assert site.consume_once()["accepted"] == 5
+    site.relay_once()
+    site.assert_all_synced(5)
+    assert conflicts(site.hub) == []  # no project_mismatch: nothing was bound by the squatter
+    assert [a.hub_project for a in security_alerts(site.hub)] == [OTHER_PROJECT]
+
+
+# ----- 5. a bad copy in the same batch -----
+
+
+def test_a_bad_copy_in_the_same_batch_does_not_park_the_genuine_row(
+    redis_client: redis.Redis, site: Site
+) -> None:
+    append_many(site.store, runs=1, per_run=2)
+    site.relay_once()
+    (_, genuine), _second = event_entries(redis_client)
+
+    # a copy claiming another hash: its signature no longer verifies
+    wrong_hash = dict(genuine)
+    wrong_hash["content_hash"] = b"0" * 64
+    redis_client.xadd(EVENTS, wrong_hash)  # type: ignore[arg-type]
+    # a copy keeping the signed fields (and so a valid signature) but other bytes:
+    # authenticated, refused on the hash, and answered with the hash of its own bytes
+    other_bytes = dict(genuine)
+    other_bytes["event"] = genuine["event"].replace(b'"data":{}', b'"data":{"forged":true}')
+    assert other_bytes["event"] != genuine["event"]
+    redis_client.xadd(EVENTS, other_bytes)  # type: ignore[arg-type]
+
+    stats = site.consume_once()
+    assert stats["accepted"] == 2 and stats["dead"] == 2 and stats["refused"] == 1
+    summary = site.relay_once()
+    assert summary["rejected"] == 0 and summary["foreign"] == 1
+    site.assert_all_synced(2)
+    letters = [decode_fields(raw) for _, raw in redis_client.xrange(keys.dead_stream(HUB_PROJECT))]
+    assert sorted(letter["reason"] for letter in letters) == [b"hash_mismatch", b"unauthenticated"]
+    # the refused copy's alert names the hash of the bytes it carried, not the genuine one
+    assert security_alerts(site.hub)[0].offered_hash == content_hash(genuine["event"])

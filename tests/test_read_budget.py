@@ -1,0 +1,64 @@
+"""A worker's reads shrink after a reply over --read-bytes, and grow back as batches fit."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import redis
+
+from consumers.read_budget import ReadBudget, reply_bytes
+from consumers.worker import HubConsumer
+from hubstore import open_store
+from hubsync import keys
+from hubsync.settings import ConsumerSettings
+from tests.helpers.relay_player import HUB_PROJECT, RUNTIME, send, send_fields, sync_event
+from tests.helpers.trust import enroll
+
+MIB = 1024 * 1024
+
+
+def test_reply_bytes_counts_names_and_values_and_skips_deleted_entries() -> None:
+    entries = [("1-0", {b"ab": b"cde"}), ("2-0", None), ("3-0", {b"x": b"y" * 10, b"k": b""})]
+    assert reply_bytes(entries) == (5 + 12, 12)
+
+
+def test_the_count_shrinks_to_what_fits_then_doubles_back() -> None:
+    budget = ReadBudget(read_count=500, read_bytes=4 * MIB)
+    budget.observe(total=3 * MIB, largest=1024)
+    assert budget.count == 500
+    budget.observe(total=12 * MIB, largest=2 * MIB)
+    assert budget.count == 2 and budget.over_budget == 1
+    budget.observe(total=40 * MIB, largest=40 * MIB)  # one entry over the budget: one per read
+    assert budget.count == 1
+    for expected in (2, 4, 8, 16, 32, 64, 128, 256, 500, 500):
+        budget.observe(total=1024, largest=512)
+        assert budget.count == expected
+
+
+def test_a_worker_reads_fewer_entries_after_a_reply_over_its_byte_budget(
+    redis_client: redis.Redis, redis_url: str, tmp_path: Path
+) -> None:
+    settings = ConsumerSettings(
+        hub_db=tmp_path / "hub.db", redis_url=redis_url, read_bytes=4 * MIB, block_ms=0
+    )
+    with open_store("memory://", create_schema=True) as store:
+        enroll(store, RUNTIME, [HUB_PROJECT])
+        worker = HubConsumer(redis_client, store, settings, name="w1")
+        send(redis_client, sync_event(1))
+        worker.refresh_streams(force=True)
+        big = {"kind": "event", "runtime_id": RUNTIME, "event": "x" * (2 * MIB - 1024)}
+        for _ in range(6):
+            send_fields(redis_client, HUB_PROJECT, big)
+        assert worker.poll(block_ms=None) == 7  # the whole backlog: the count was 500
+        assert worker.read_budget.count == 2
+
+        for _ in range(6):
+            send_fields(redis_client, HUB_PROJECT, big)
+        assert worker.poll(block_ms=None) == 2  # two of 2 MiB fit in 4 MiB
+        assert worker.poll(block_ms=None) == 2
+        assert worker.poll(block_ms=None) == 2
+        assert worker.poll(block_ms=None) == 0
+        assert store.count_events() == 1
+        assert worker.stats.dead == 12
+        dead = redis_client.xlen(keys.dead_stream(HUB_PROJECT))
+        assert dead == 12
