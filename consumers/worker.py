@@ -22,7 +22,6 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from types import FrameType
-from typing import Any
 
 import redis
 
@@ -39,7 +38,7 @@ from hubstore.lua_scripts import scripts_for
 from hubstore.store import HubStore
 from hubsync import keys, metrics
 from hubsync.backoff import Backoff
-from hubsync.connections import UNREACHABLE_ERRORS, wait_until_reachable
+from hubsync.connections import UNREACHABLE_ERRORS, RedisClient, wait_until_reachable
 from hubsync.entries import (
     KIND_EVENT,
     KIND_PRESENCE,
@@ -57,6 +56,7 @@ from hubsync.names import validate_name
 from hubsync.redis_values import RawEntry, as_text, stream_entries
 from hubsync.settings import ConsumerSettings
 from hubsync.signing import RuntimeKey
+from hubsync.stream_reads import read_streams
 
 log = logging.getLogger(__name__)
 
@@ -109,7 +109,7 @@ class HubConsumer:
 
     def __init__(
         self,
-        client: redis.Redis,
+        client: RedisClient,
         store: HubStore,
         settings: ConsumerSettings,
         name: str | None = None,
@@ -327,20 +327,20 @@ class HubConsumer:
         return ready
 
     def poll(self, block_ms: int | None) -> int:
-        """One XREADGROUP over every stream (``None``: do not block); processes it; entry count."""
+        """One XREADGROUP over every stream (``None``: do not block); processes it; entry count.
+
+        On a cluster, one per hash slot: ``hubsync.stream_reads`` (each project has its slot).
+        """
         if not self.streams:
             return 0
-        # CROSSSLOT in a cluster: one XREADGROUP over every project's stream spans
-        # as many hash slots as there are projects. A cluster needs one read per
-        # slot (per project), e.g. a worker per slot or non-blocking reads in turn.
-        reply: Any = self.client.xreadgroup(
-            keys.CONSUMER_GROUP,
-            self.name,
+        reply = read_streams(
+            self.client,
             dict.fromkeys(self.streams, ">"),
             count=self.read_budget.count,
-            block=block_ms,
+            block_ms=block_ms,
+            group=(keys.CONSUMER_GROUP, self.name),
         )
-        batch = [(as_text(s), stream_entries(entries)) for s, entries in reply or ()]
+        batch = [(as_text(s), stream_entries(entries)) for s, entries in reply]
         self._observe_bytes(batch)
         return self.process(batch)
 

@@ -5,6 +5,9 @@ Nothing here touches the machine's Redis on 6379 or PostgreSQL on 5432.
 ``redis_server`` is one server for the session; ``redis_url``/``redis_client``
 hand each test a flushed database on it. ``private_redis`` is a server of the
 test's own, with AOF, for tests that stop, kill or restart it.
+``redis_cluster`` (with ``cluster_url``, flushed per test) is a private Redis
+Cluster of 3 masters with a replica each for the session;
+``private_redis_cluster`` one of the test's own, for tests that kill a master.
 
 ``postgres_server`` is one PostgreSQL cluster per session (per xdist worker),
 made with initdb in a temp dir (``tests/helpers/postgres_server.py``), or the
@@ -30,6 +33,7 @@ import pytest
 import redis
 
 from hubsync.demo.embedded_redis import RedisServerProcess
+from tests.helpers.redis_cluster import RedisClusterProcesses
 from tests.helpers.support import require_redis_server
 from tests.helpers.trust import forget_enrollments
 
@@ -37,7 +41,17 @@ if TYPE_CHECKING:
     from tests.helpers.postgres_server import PostgresCluster, PostgresDatabases
 
 ROOT = Path(__file__).resolve().parents[1]
-REAL_REDIS_FIXTURES = frozenset({"redis_server", "redis_url", "redis_client", "private_redis"})
+REAL_REDIS_FIXTURES = frozenset(
+    {
+        "redis_server",
+        "redis_url",
+        "redis_client",
+        "private_redis",
+        "redis_cluster",
+        "cluster_url",
+        "private_redis_cluster",
+    }
+)
 """Using any of these makes a test a ``redis`` test."""
 POSTGRES_FIXTURES = frozenset({"postgres_server", "postgres_databases", "postgres_url"})
 """Using any of these makes a test a ``postgres`` test."""
@@ -95,6 +109,37 @@ def private_redis(tmp_path: Path) -> Iterator[RedisServerProcess]:
     server.start()
     yield server
     server.close()
+
+
+@pytest.fixture(scope="session")
+def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisClusterProcesses]:
+    """One private Redis Cluster for the session: 3 masters with a replica each."""
+    require_redis_server()
+    cluster = RedisClusterProcesses(tmp_path_factory.mktemp("redis-cluster-session"))
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.close()
+
+
+@pytest.fixture
+def cluster_url(redis_cluster: RedisClusterProcesses) -> str:
+    """URL of the session's private cluster, emptied (every master flushed) for this test."""
+    redis_cluster.flush()
+    return redis_cluster.url
+
+
+@pytest.fixture
+def private_redis_cluster(tmp_path: Path) -> Iterator[RedisClusterProcesses]:
+    """A Redis Cluster of this test's own, free to lose a master (kill -9, failover)."""
+    require_redis_server()
+    cluster = RedisClusterProcesses(tmp_path / "redis-cluster")
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.close()
 
 
 @pytest.fixture
