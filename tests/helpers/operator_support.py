@@ -26,11 +26,10 @@ from hubsync import keys
 from hubsync.cli.main import main
 from hubsync.processes import child_environment
 from hubsync.settings import ConsumerSettings
-from hubsync.signing import SIGNATURE_FIELD
 from producers.event_store import RunEventStore
 from producers.registry import RuntimeRegistry
 from producers.relay import Relay
-from tests.helpers.relay_player import entry_fields, send, send_fields, sync_event
+from tests.helpers.relay_player import send, send_fields, sync_event
 from tests.helpers.relay_support import relay_settings
 from tests.helpers.trust import join, signed_event
 
@@ -124,21 +123,6 @@ class LivePipeline:
             "note": "x" * 10_000 if big else "not an event",
         }
         return send_fields(self.client, HUB_PROJECT, signed_event(fields))
-
-    def inject_unsigned(self) -> str:
-        """XADD an unsigned copy of an entry this runtime could send (a forger without the
-        key): the entry id."""
-        forged = entry_fields(
-            sync_event(
-                1,
-                run_id="run-forged",
-                project_id=self.registration.project_id,
-                hub_project=HUB_PROJECT,
-                runtime_id=self.runtime_id,
-            )
-        )
-        del forged[SIGNATURE_FIELD]
-        return send_fields(self.client, HUB_PROJECT, forged)
 
     def make_busy(self) -> None:
         """Six events stored and acked, one conflict, one dead letter, four events in flight of
