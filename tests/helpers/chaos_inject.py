@@ -2,8 +2,13 @@
 
 * duplicates: genuine entries read back from a stream and XADDed again;
 * conflicts: a key the hub already holds, with other data (valid canonical
-  bytes, a correct hash, the runtime's own id): a forger or a buggy twin;
-* garbage: entries every hub worker must dead-letter with a known reason.
+  bytes, a correct hash, the runtime's own id), signed with the runtime's key:
+  a buggy twin, or a forger who stole the key;
+* forgeries: the same offer without the key (unsigned, or signed with a key
+  the hub never enrolled): every hub worker must refuse them as
+  ``unauthenticated`` without telling any runtime;
+* garbage: entries of a runtime, signed with its key after they were spoiled,
+  that every hub worker must dead-letter with a known reason.
 
 Every injected entry id is remembered so duplicates are only ever made of
 genuine entries, and so the end checks can match each injection to its
@@ -27,13 +32,14 @@ from hubsync import keys
 from hubsync.canonical import content_hash
 from hubsync.entries import decode_fields, entry_kind, event_entry_fields
 from hubsync.redis_values import as_text
+from hubsync.signing import SIGNATURE_FIELD, RuntimeKey, sign_event_entry
 from hubsync.wire import SyncEvent
 
 T = TypeVar("T")
 
 GARBAGE_KINDS: dict[str, str] = {
     "bad_json": "bad_json",
-    "missing_field": "missing_field",
+    "missing_field": "missing_field",  # event_type: the signature does not cover it
     "hash_mismatch": "hash_mismatch",
     "corrupted_copy": "hash_mismatch",
     "oversized": "field_too_large",
@@ -50,17 +56,34 @@ class RuntimeLike(Protocol):
     runtime_id: str
     project_id: str
     hub_project: str
+    key: RuntimeKey
 
 
 @dataclass(frozen=True)
 class InjectedConflict:
-    """Other bytes offered under a key the hub already held."""
+    """Other bytes offered under a key the hub already held, signed with the runtime's key."""
 
     hub_project: str
     key: Key
     genuine_hash: str
     forged_hash: str
     entry_id: str
+
+
+@dataclass(frozen=True)
+class InjectedForgery:
+    """Other bytes offered under a key the hub already held, without the runtime's key."""
+
+    hub_project: str
+    key: Key
+    forged_hash: str
+    entry_id: str
+    how: str
+    """``unsigned`` or ``wrong_key`` (signed with a key the hub never enrolled)."""
+
+
+FORGERY_REASON = "unauthenticated"
+"""The dead-letter and alert reason every forgery must get."""
 
 
 @dataclass(frozen=True)
@@ -76,13 +99,14 @@ class InjectedGarbage:
 
 @dataclass
 class Injector:
-    """Writes duplicates, conflicts and garbage; remembers every one of them."""
+    """Writes duplicates, conflicts, forgeries and garbage; remembers every one of them."""
 
     redis_url: str
     hub_db: Path
     runtimes: list[RuntimeLike]
     rng: random.Random
     conflicts: list[InjectedConflict] = field(default_factory=list)
+    forgeries: list[InjectedForgery] = field(default_factory=list)
     garbage_entries: list[InjectedGarbage] = field(default_factory=list)
     duplicated: int = 0
     injected_ids: set[str] = field(default_factory=set)
@@ -90,6 +114,7 @@ class Injector:
     def __post_init__(self) -> None:
         self.client = redis.Redis.from_url(self.redis_url, socket_timeout=5)
         self._garbage_runs = 0
+        self._keys = {runtime.runtime_id: runtime.key for runtime in self.runtimes}
 
     def close(self) -> None:
         """Close the Redis connection."""
@@ -113,6 +138,14 @@ class Injector:
         text = as_text(entry_id)
         self.injected_ids.add(text)
         return text
+
+    def _signed(self, fields: dict[str, Any]) -> dict[str, Any]:
+        """``fields`` signed with the key of the runtime they name, as its relay would."""
+        runtime_id = fields["runtime_id"]
+        if isinstance(runtime_id, bytes):
+            runtime_id = runtime_id.decode()
+        fields[SIGNATURE_FIELD] = sign_event_entry(self._keys[runtime_id], fields)
+        return fields
 
     # ----- duplicates -----
 
@@ -154,16 +187,26 @@ class Injector:
         body["_hash"] = row[0]
         return body
 
-    def conflict(self) -> InjectedConflict | None:
-        """Offer other bytes under a key the hub holds; None while the hub holds nothing."""
+    def _forged_offer(self) -> tuple[SyncEvent, str] | None:
+        """Other data under a key the hub holds (and the genuine hash); None while it holds
+        nothing."""
         body = self._stored_event()
         if body is None:
             return None
         genuine_hash = body.pop("_hash")
         body["data"] = {"forged": "by the chaos soak", "nonce": self.rng.getrandbits(64)}
-        event = SyncEvent.model_validate(body)
+        return SyncEvent.model_validate(body), genuine_hash
+
+    def conflict(self) -> InjectedConflict | None:
+        """Offer other bytes under a key the hub holds, signed with its runtime's key; None
+        while the hub holds nothing."""
+        offer = self._forged_offer()
+        if offer is None:
+            return None
+        event, genuine_hash = offer
         data, digest = event.encoded()
-        entry_id = self._xadd(event.hub_project, event_entry_fields(event, data, digest))
+        fields = self._signed(dict(event_entry_fields(event, data, digest)))
+        entry_id = self._xadd(event.hub_project, fields)
         forged = InjectedConflict(
             event.hub_project,
             (event.project_id, event.run_id, event.sequence),
@@ -172,6 +215,31 @@ class Injector:
             entry_id,
         )
         self.conflicts.append(forged)
+        return forged
+
+    # ----- forgeries -----
+
+    def forgery(self) -> InjectedForgery | None:
+        """Offer other bytes under a key the hub holds without the runtime's key (unsigned,
+        or signed with a key of the forger's own); None while the hub holds nothing."""
+        offer = self._forged_offer()
+        if offer is None:
+            return None
+        event, _ = offer
+        data, digest = event.encoded()
+        fields: dict[str, Any] = dict(event_entry_fields(event, data, digest))
+        how = self.rng.choice(["unsigned", "wrong_key"])
+        if how == "wrong_key":
+            fields[SIGNATURE_FIELD] = sign_event_entry(RuntimeKey.generate(), fields)
+        entry_id = self._xadd(event.hub_project, fields)
+        forged = InjectedForgery(
+            event.hub_project,
+            (event.project_id, event.run_id, event.sequence),
+            digest,
+            entry_id,
+            how,
+        )
+        self.forgeries.append(forged)
         return forged
 
     # ----- garbage -----
@@ -192,7 +260,8 @@ class Injector:
         )
 
     def garbage(self, kind: str) -> InjectedGarbage:
-        """XADD one garbage entry of ``kind`` (see ``GARBAGE_KINDS``)."""
+        """XADD one garbage entry of ``kind`` (see ``GARBAGE_KINDS``), signed with its
+        runtime's key once spoiled: the hub judges what it holds, not who sent it."""
         runtime = self.rng.choice(self.runtimes)
         event = self._fake_event(runtime)
         data, digest = event.encoded()
@@ -203,7 +272,7 @@ class Injector:
             fields["event"] = b'{"schema": "hubsync.sync-event.v1", "run_id": '
             fields["content_hash"] = content_hash(fields["event"])
         elif kind == "missing_field":
-            del fields["content_hash"]
+            del fields["event_type"]
         elif kind == "hash_mismatch":
             fields["content_hash"] = content_hash(data + b" ")
         elif kind == "oversized":
@@ -225,7 +294,7 @@ class Injector:
             fields["content_hash"] = content_hash(fields["event"] + b"corrupted")
         else:
             raise ValueError(f"unknown garbage kind {kind!r}")
-        entry_id = self._xadd(hub_project, fields)
+        entry_id = self._xadd(hub_project, self._signed(fields))
         injected = InjectedGarbage(hub_project, kind, GARBAGE_KINDS[kind], entry_id, key)
         self.garbage_entries.append(injected)
         return injected
