@@ -107,6 +107,7 @@ class SoakCluster:
         self.redis = RedisServerProcess(directory=self.base / "redis", appendonly=True)
         self.redis.directory.mkdir(parents=True, exist_ok=True)
         self.processes = PipelineProcesses(self.redis.url, self.logs)
+        self.hub_id = ""  # set when the runtimes are enrolled
 
     @property
     def redis_url(self) -> str:
@@ -164,6 +165,7 @@ class SoakCluster:
                 with RuntimeRegistry(state_dir, runtime_id=f"rt-chaos-{index}") as registry:
                     registration = registry.register_project(root, hub_project=hub_project)
                     enrollment = enroll_runtime(hub, registry, [hub_project])
+                    self.hub_id = enrollment.hub_id
                 self.runtimes.append(
                     Runtime(
                         index,
@@ -215,6 +217,7 @@ FAULT_KINDS = (
     "duplicates",
     "conflict",
     "forgery",
+    "forged_ack",
     "garbage",
 )
 _WEIGHTS = {
@@ -225,6 +228,7 @@ _WEIGHTS = {
     "duplicates": 3,
     "conflict": 2,
     "forgery": 2,
+    "forged_ack": 2,
     "garbage": 3,
 }
 REDIS_RESTART_SPACING = 10.0
@@ -250,7 +254,7 @@ class FaultScheduler:
         """Inject faults for ``seconds``: every kind once first (seeded order), then at random."""
         first = list(FAULT_KINDS)
         self.rng.shuffle(first)
-        for late in ("conflict", "forgery"):
+        for late in ("conflict", "forgery", "forged_ack"):
             first.remove(late)
             first.append(late)  # the hub has rows to forge by then
         deadline = time.monotonic() + seconds
@@ -265,6 +269,8 @@ class FaultScheduler:
             self._inject("conflict")
         if not self.injector.forgeries:
             self._inject("forgery")
+        if not self.injector.forged_acks:
+            self._inject("forged_ack")
 
     def finish(self) -> None:
         """Do every pending restore now (restart the killed, continue the stopped)."""
@@ -349,6 +355,15 @@ class FaultScheduler:
     def _fault_conflict(self) -> str | None:
         forged = self.injector.conflict()
         return None if forged is None else f"{forged.key} offered {forged.forged_hash[:12]}"
+
+    def _fault_forged_ack(self) -> str | None:
+        forged = self.injector.forged_ack(self.cluster.hub_id)
+        if forged is None:
+            return None
+        return (
+            f"{forged.runtime_id}: {len(forged.deleted)} deleted and acked, "
+            f"{len(forged.parked)} claimed parked ({forged.how})"
+        )
 
     def _fault_forgery(self) -> str | None:
         forged = self.injector.forgery()

@@ -215,6 +215,26 @@ def check_forgeries_told_nothing(cluster: SoakCluster, injector: Injector) -> di
     return {"conflicts_told_to_relays": conflicts_told}
 
 
+def check_forged_acks_ignored(cluster: SoakCluster, injector: Injector) -> dict[str, int]:
+    """No forged ack was applied: the rows it claimed accepted (their entries deleted) and
+    those it claimed parked are all acked, the former being in the hub; and each targeted
+    runtime's relay logged that it ignored an outcomes entry its hub did not sign."""
+    _, states, _ = local_events(cluster)
+    logs = {relay.name: relay.log_text() for relay in cluster.relays}
+    by_runtime = {r.runtime_id: f"relay-{r.index}" for r in cluster.runtimes}
+    claimed = 0
+    for forged in injector.forged_acks:
+        for key in (*forged.deleted, *forged.parked):
+            claimed += 1
+            assert states.get(key) == "acked", (
+                f"a forged ack ({forged.how}) decided row {key}: {states.get(key)}"
+            )
+        assert "security: ignored outcomes entry" in logs[by_runtime[forged.runtime_id]], (
+            f"{forged.runtime_id}'s relay never said it ignored a forged ack"
+        )
+    return {"forged_acks_injected": len(injector.forged_acks), "forged_ack_rows": claimed}
+
+
 def check_garbage_dead_lettered(
     cluster: SoakCluster, injector: Injector, client: redis.Redis
 ) -> dict[str, int]:

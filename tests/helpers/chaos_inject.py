@@ -30,9 +30,22 @@ import redis
 
 from hubsync import keys
 from hubsync.canonical import content_hash
-from hubsync.entries import decode_fields, entry_kind, event_entry_fields
+from hubsync.entries import (
+    Outcome,
+    OutcomeRecord,
+    decode_fields,
+    entry_kind,
+    event_entry_fields,
+    outcomes_entry_fields,
+)
 from hubsync.redis_values import as_text
-from hubsync.signing import SIGNATURE_FIELD, RuntimeKey, sign_event_entry
+from hubsync.signing import (
+    HUB_ID_FIELD,
+    SIGNATURE_FIELD,
+    RuntimeKey,
+    sign_event_entry,
+    sign_outcomes_entry,
+)
 from hubsync.wire import SyncEvent
 
 T = TypeVar("T")
@@ -82,6 +95,23 @@ class InjectedForgery:
     """``unsigned`` or ``wrong_key`` (signed with a key the hub never enrolled)."""
 
 
+@dataclass(frozen=True)
+class InjectedForgedAck:
+    """An outcomes entry a forger put on a runtime's ack stream, not signed by its hub.
+
+    ``deleted`` keys had their genuine entries XDELed first and are claimed
+    ``accepted``: applied, they would be lost. ``parked`` keys are claimed
+    ``conflict`` or ``rejected``: applied, their rows would never be resent.
+    """
+
+    hub_project: str
+    runtime_id: str
+    deleted: tuple[Key, ...]
+    parked: tuple[Key, ...]
+    how: str
+    """``unsigned`` or ``wrong_key``."""
+
+
 FORGERY_REASON = "unauthenticated"
 """The dead-letter and alert reason every forgery must get."""
 
@@ -107,6 +137,7 @@ class Injector:
     rng: random.Random
     conflicts: list[InjectedConflict] = field(default_factory=list)
     forgeries: list[InjectedForgery] = field(default_factory=list)
+    forged_acks: list[InjectedForgedAck] = field(default_factory=list)
     garbage_entries: list[InjectedGarbage] = field(default_factory=list)
     duplicated: int = 0
     injected_ids: set[str] = field(default_factory=set)
@@ -242,6 +273,53 @@ class Injector:
         self.forgeries.append(forged)
         return forged
 
+    # ----- forged acks -----
+
+    def forged_ack(self, hub_id: str) -> InjectedForgedAck | None:
+        """Acknowledge a runtime's recent entries without its hub's key, after deleting some
+        of them from the stream; None while its stream holds none of its entries."""
+        runtime = self.rng.choice(self.runtimes)
+        stream = keys.events_stream(runtime.hub_project)
+        recent = self._redis(lambda: self.client.xrevrange(stream, count=200))
+        mine: list[tuple[str, dict[str, bytes]]] = []
+        for raw_id, raw in recent:
+            entry_id, fields = as_text(raw_id), decode_fields(raw)
+            if (
+                entry_id not in self.injected_ids
+                and entry_kind(fields) == "event"
+                and fields.get("runtime_id") == runtime.runtime_id.encode()
+            ):
+                mine.append((entry_id, fields))
+        if len(mine) < 2:
+            return None
+        picked = self.rng.sample(mine, min(len(mine), 20))
+        half = len(picked) // 2
+        deleted, parked = picked[:half], picked[half:]
+        records = [_claimed(fields, Outcome.ACCEPTED) for _, fields in deleted] + [
+            _claimed(fields, self.rng.choice([Outcome.CONFLICT, Outcome.REJECTED]))
+            for _, fields in parked
+        ]
+        entry: dict[str, Any] = dict(outcomes_entry_fields(runtime.hub_project, records))
+        how = self.rng.choice(["unsigned", "wrong_key"])
+        if how == "wrong_key":
+            entry[HUB_ID_FIELD] = hub_id  # the genuine hub's id, but not its key
+            entry[SIGNATURE_FIELD] = sign_outcomes_entry(
+                RuntimeKey.generate(), entry, runtime_id=runtime.runtime_id
+            )
+        if deleted:
+            self._redis(lambda: self.client.xdel(stream, *[i for i, _ in deleted]))
+        acks = keys.acks_stream(runtime.hub_project, runtime.runtime_id)
+        self._redis(lambda: self.client.xadd(acks, entry))
+        forged = InjectedForgedAck(
+            runtime.hub_project,
+            runtime.runtime_id,
+            tuple(_key(fields) for _, fields in deleted),
+            tuple(_key(fields) for _, fields in parked),
+            how,
+        )
+        self.forged_acks.append(forged)
+        return forged
+
     # ----- garbage -----
 
     def _fake_event(self, runtime: RuntimeLike) -> SyncEvent:
@@ -310,6 +388,15 @@ class Injector:
             if entry_id not in self.injected_ids and entry_kind(fields) == "event":
                 return dict(fields)
         return None
+
+
+def _key(fields: dict[str, bytes]) -> Key:
+    return (fields["project_id"].decode(), fields["run_id"].decode(), int(fields["sequence"]))
+
+
+def _claimed(fields: dict[str, bytes], outcome: Outcome) -> OutcomeRecord:
+    """A forged verdict on a genuine entry, naming its genuine hash (as the hub would)."""
+    return OutcomeRecord(*_key(fields), outcome, fields["content_hash"].decode())
 
 
 def threading_wait(seconds: float) -> None:
