@@ -236,10 +236,12 @@ class HubConsumer:
         """Follow the projects of ``hubsync:projects`` that have a stream, creating group ``hub``.
 
         Anyone who can write to Redis can add names to the set, so what it
-        holds is bounded before it costs anything: a name that is not a valid
-        hub project is skipped, a project with no events stream yet gets no
-        stream made for it (its group is created once a relay's first XADD has
-        made the stream), and at most ``max_projects`` projects are followed.
+        holds is bounded before it costs anything: only hub projects some
+        runtime enrolled on this hub may write to are followed (anything else
+        would be refused unread anyway), a project with no events stream yet
+        gets no stream made for it (its group is created once a relay's first
+        XADD has made the stream), and at most ``max_projects`` projects are
+        followed.
 
         First it binds the namespace to this hub (as ``bind_namespace``, in the
         round trip that reads the set): before the first read, and again on
@@ -252,7 +254,8 @@ class HubConsumer:
         pipe.smembers(keys.PROJECTS)
         *_, owner, raw_members = pipe.execute()
         check_owner(owner, hub_id)
-        members = sorted(as_text(member) for member in raw_members)
+        enrolled = self._enrolled_hub_projects()
+        members = sorted(m for m in map(as_text, raw_members) if m in enrolled)
         known = set(self.streams)
         candidates = [
             stream
@@ -278,6 +281,16 @@ class HubConsumer:
                 self.streams.append(stream)
                 known.add(stream)
         return self.streams
+
+    def _enrolled_hub_projects(self) -> set[str]:
+        """Every hub project an active runtime of this hub is enrolled for (read each refresh:
+        a runtime enrolled meanwhile is followed within a second)."""
+        return {
+            hub_project
+            for runtime in self.store.enrolled_runtimes()
+            if runtime.key is not None
+            for hub_project in runtime.hub_projects
+        }
 
     def _store_hub_id(self) -> str:
         """The store's hub id (given one if it has none), read once per worker."""

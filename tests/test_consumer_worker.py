@@ -309,6 +309,7 @@ def test_entries_that_do_not_authenticate_are_refused_alerted_and_told_nothing(
 def test_an_entry_for_a_hub_project_its_runtime_is_not_enrolled_for_is_refused(
     redis_client: redis.Redis, worker: HubConsumer, store: HubStore
 ) -> None:
+    enroll(store, "rt-other", ["other"])  # so that the worker follows "other" at all
     send(redis_client, sync_event(1, hub_project="other"))  # signed with rt-1's genuine key
     worker.run_once()
     [(_, raw)] = redis_client.xrange(keys.dead_stream("other"))
@@ -493,6 +494,22 @@ def test_names_added_to_the_projects_set_make_no_stream_and_no_group(
     assert worker.run_once().accepted == 1
 
 
+def test_only_hub_projects_an_enrolled_runtime_may_write_to_are_followed(
+    redis_client: redis.Redis, worker: HubConsumer, store: HubStore
+) -> None:
+    send(redis_client, sync_event(1))
+    send(redis_client, sync_event(1, project_id="p-squat", hub_project="squat"))
+    assert worker.refresh_streams(force=True) == [EVENTS]
+    assert worker.run_once().read == 1
+    assert redis_client.xlen(keys.events_stream("squat")) == 1  # left unread, never stored
+    assert not redis_client.xinfo_groups(keys.events_stream("squat"))
+
+    enroll(store, "rt-squat", ["squat"])  # once a runtime may write there, it is followed
+    assert keys.events_stream("squat") in worker.refresh_streams()
+    store.revoke("rt-squat")
+    assert keys.events_stream("squat") in worker.refresh_streams()  # followed ones stay
+
+
 def test_a_consumer_follows_at_most_max_projects_and_says_so_once(
     redis_client: redis.Redis,
     redis_url: str,
@@ -500,6 +517,7 @@ def test_a_consumer_follows_at_most_max_projects_and_says_so_once(
     tmp_path: Path,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
+    enroll(store, "rt-many", [f"proj-{index}" for index in range(5)])
     for index in range(5):
         send(redis_client, sync_event(1, project_id=f"p{index}", hub_project=f"proj-{index}"))
     settings = make_settings(redis_url, tmp_path, max_projects=3)
