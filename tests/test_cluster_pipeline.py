@@ -26,8 +26,8 @@ from hubsync import keys
 from hubsync.connections import connect
 from hubsync.errors import HubsyncError
 from hubsync.processes import PipelineProcesses
+from hubsync.servers.redis_cluster import RedisClusterProcesses
 from producers.event_store import RunEventStore
-from tests.helpers.redis_cluster import RedisClusterProcesses
 from tests.helpers.relay_support import make_runtime
 
 pytestmark = pytest.mark.e2e
