@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -156,15 +156,33 @@ def runtime_with_backlog(
 ) -> tuple[RuntimeRegistry, RunEventStore]:
     """A runtime with one project whose outbox holds ``events`` pending rows, enrolled on
     the hub at ``hub_url`` (default: ``ROOT/hub.db``, where the bench's consumers write)."""
+    registry, stores = runtime_with_backlogs(root, events, (HUB_PROJECT,), synchronous, hub_url)
+    return registry, stores[0]
+
+
+def runtime_with_backlogs(
+    root: Path,
+    events: int,
+    hub_projects: Sequence[str],
+    synchronous: str = "FULL",
+    hub_url: str | None = None,
+) -> tuple[RuntimeRegistry, list[RunEventStore]]:
+    """A runtime with one project per hub project, ``events`` pending rows spread evenly over
+    their outboxes (runs of ``EVENTS_PER_RUN``), enrolled on the hub at ``hub_url`` (default:
+    ``ROOT/hub.db``) for every one of those hub projects."""
     registry = RuntimeRegistry(root / "state")
     with open_store(hub_url or hub_url_from_path(root / "hub.db"), create_schema=True) as hub:
-        enroll_runtime(hub, registry, [HUB_PROJECT])
-    project_root = root / "project"
-    project_root.mkdir(parents=True, exist_ok=True)
-    registration = registry.register_project(project_root, hub_project=HUB_PROJECT)
-    store = registry.open_store(registration, synchronous=synchronous)
-    append_backlog(store, events)
-    return registry, store
+        enroll_runtime(hub, registry, list(hub_projects))
+    stores = []
+    for index, hub_project in enumerate(hub_projects):
+        project_root = root / ("project" if len(hub_projects) == 1 else f"project-{index}")
+        project_root.mkdir(parents=True, exist_ok=True)
+        registration = registry.register_project(project_root, hub_project=hub_project)
+        store = registry.open_store(registration, synchronous=synchronous)
+        share = events // len(hub_projects) + (index < events % len(hub_projects))
+        append_backlog(store, share)
+        stores.append(store)
+    return registry, stores
 
 
 def append_backlog(store: RunEventStore, events: int, start: int = 0) -> None:
