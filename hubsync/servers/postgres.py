@@ -103,6 +103,7 @@ class PostgresServer(ClosesOnExit):
         self.port = 0
         self._as_user = as_user
         self._password = secrets.token_urlsafe(18)
+        self._settings: Mapping[str, str] = {}
 
     @classmethod
     def start(cls, settings: Mapping[str, str] = DISPOSABLE) -> PostgresServer:
@@ -210,30 +211,45 @@ class PostgresServer(ClosesOnExit):
             pwfile.unlink(missing_ok=True)
 
     def _start_server(self, settings: Mapping[str, str]) -> None:
-        assert self.directory is not None
+        self._settings = settings
         last: Exception | None = None
         for _ in range(3):  # a free port may be taken before the server binds it
-            port = free_port()
-            options = " ".join(
-                (
-                    f"-p {port}",
-                    f"-k {self.directory}",
-                    "-c listen_addresses=127.0.0.1",
-                    *(f"-c {name}={value}" for name, value in settings.items()),
-                )
-            )
             try:
-                self._run(
-                    "pg_ctl", "start", "--wait", "--timeout", "60",
-                    "--pgdata", str(self.directory / "data"),
-                    "--log", str(self.directory / "server.log"),
-                    "--options", options,
-                )  # fmt: skip
-                self.port = port
+                self._pg_ctl_start(free_port())
                 return
             except PostgresServerError as exc:
                 last = exc
         raise PostgresServerError(f"the private PostgreSQL server did not start: {last}")
+
+    def _pg_ctl_start(self, port: int) -> None:
+        assert self.directory is not None
+        options = " ".join(
+            (
+                f"-p {port}",
+                f"-k {self.directory}",
+                "-c listen_addresses=127.0.0.1",
+                *(f"-c {name}={value}" for name, value in self._settings.items()),
+            )
+        )
+        self._run(
+            "pg_ctl", "start", "--wait", "--timeout", "60",
+            "--pgdata", str(self.directory / "data"),
+            "--log", str(self.directory / "server.log"),
+            "--options", options,
+        )  # fmt: skip
+        self.port = port
+
+    def stop(self, mode: str = "fast") -> None:
+        """Stop the server, keeping its files (``mode``: pg_ctl's ``fast``, or ``immediate``:
+        as a crash, recovered from the WAL at the next start)."""
+        assert self.directory is not None, "a closed server"
+        self._run(
+            "pg_ctl", "stop", "--wait", "--mode", mode, "--pgdata", str(self.directory / "data")
+        )
+
+    def start_again(self) -> None:
+        """Start the stopped server on the same port, with the same settings."""
+        self._pg_ctl_start(self.port)
 
     def close(self) -> None:
         """Stop the server and remove its directory (idempotent)."""
