@@ -101,7 +101,8 @@ def test_bench_scale_out_reports_every_setup_at_every_consumer_count(
             assert ("redis_replicas" in cpu) == (name == "cluster_sqlite")
     assert setups["cluster_sqlite"]["masters_used"] == 3
     if postgres_here:
-        assert setups["single_postgresql"]["postgres_settings"] == {"synchronous_commit": "off"}
+        settings = setups["single_postgresql"]["postgres_settings"]
+        assert settings == {"fsync": "on", "synchronous_commit": "on"}
     assert [ratio["consumers"] for ratio in section["ratios"]] == counts
     for ratio in section["ratios"]:
         assert ratio["cluster_vs_single"] > 0
