@@ -96,7 +96,8 @@ def test_bench_scale_out_reports_every_setup_at_every_consumer_count(
             cpu = run["cpu_us_per_event"]
             assert len(cpu["consumer_each"]) == run["consumers"]
             assert cpu["consumers"] == pytest.approx(sum(cpu["consumer_each"]), abs=0.5)
-            assert cpu["relay"] > 0 and cpu["redis"] > 0 and cpu["total"] > 0
+            # CPU is counted in clock ticks (10 ms): at tiny sizes a server may show none
+            assert cpu["redis"] >= 0 and cpu["relay"] > 0 and cpu["total"] >= cpu["relay"]
             assert ("postgres" in cpu) == (name == "single_postgresql")
             assert ("redis_replicas" in cpu) == (name == "cluster_sqlite")
     assert setups["cluster_sqlite"]["masters_used"] == 3
