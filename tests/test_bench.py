@@ -106,8 +106,9 @@ def test_bench_scale_out_reports_every_setup_at_every_consumer_count(
         assert settings == {"fsync": "on", "synchronous_commit": "on"}
     assert [ratio["consumers"] for ratio in section["ratios"]] == counts
     for ratio in section["ratios"]:
-        assert ratio["cluster_vs_single"] > 0
+        assert ratio["cluster_vs_single"] > 0 and ratio["cluster_vs_single_cpu"] > 0
         assert (ratio["postgresql_vs_sqlite"] is None) == (not postgres_here)
+        assert (ratio["postgresql_vs_sqlite_cpu"] is None) == (not postgres_here)
     assert section["target_ratio"] == 0.7
     for title in (
         "redis-server + SQLite hub, 1 consumer",

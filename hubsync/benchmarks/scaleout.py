@@ -285,22 +285,32 @@ def _shaped(result: dict[str, Any]) -> dict[str, Any]:
 
 
 def _ratios(setups: dict[str, Any], counts: tuple[int, ...]) -> list[dict[str, Any]]:
-    """At each N: PostgreSQL hub / SQLite hub and cluster / single server (None if skipped)."""
+    """At each N: PostgreSQL hub / SQLite hub and cluster / single server (None if skipped),
+    by events/s, and by CPU per event (``..._cpu``: the baseline's CPU per event over the
+    setup's, what the ratio of rates becomes when the cores are the bottleneck; steadier than
+    the rates on a machine other work shares)."""
 
-    def rate(name: str, index: int) -> int | None:
+    def run(name: str, index: int) -> dict[str, Any] | None:
         runs = setups[name].get("runs")
-        return None if not runs else int(runs[index]["events_per_s"])
+        return None if not runs else dict(runs[index])
 
     out = []
     for index, consumers in enumerate(counts):
-        base = rate("single_sqlite", index)
+        base = run("single_sqlite", index)
         entry: dict[str, Any] = {"consumers": consumers}
         for key, name in (
             ("postgresql_vs_sqlite", "single_postgresql"),
             ("cluster_vs_single", "cluster_sqlite"),
         ):
-            other = rate(name, index)
-            entry[key] = round(other / base, 2) if other is not None and base else None
+            other = run(name, index)
+            if other is None or base is None:
+                entry[key] = entry[f"{key}_cpu"] = None
+                continue
+            entry[key] = round(other["events_per_s"] / base["events_per_s"], 2)
+            used = other["cpu_us_per_event"]["total"]
+            entry[f"{key}_cpu"] = (
+                round(base["cpu_us_per_event"]["total"] / used, 2) if used else None
+            )
         out.append(entry)
     return out
 
@@ -359,9 +369,11 @@ def table(section: dict[str, Any]) -> str:
             ("postgresql_vs_sqlite", "PostgreSQL hub / SQLite hub"),
             ("cluster_vs_single", "Redis Cluster / one redis-server"),
         ):
-            value = ratio[key]
+            value, by_cpu = ratio[key], ratio[f"{key}_cpu"]
             verdict = "n/a" if value is None else ("met" if value >= target else "MISSED")
             shown = "skipped" if value is None else f"{value}x"
+            if by_cpu is not None:
+                shown += f" (by CPU per event: {by_cpu}x)"
             lines.append(
                 f"ratio {what}, {_consumers(ratio['consumers'])}: {shown} (>= {target}x: {verdict})"
             )
