@@ -111,6 +111,14 @@ CREATE TABLE relay_state (
 );
 """
 
+BOOKKEEPING_SYNCHRONOUS = "NORMAL"
+"""SQLite durability of the relay's own writes: attempt marks and outcomes applied (the
+pruner's too). Every one of them is idempotent and redone when lost: a mark or an ack a
+power cut takes back (WAL, NORMAL: the last commits since the file was last synced) means
+the rows are sent again and the hub answers ``duplicate``. Appends stay FULL; and a FULL
+commit syncs the WAL frames before it, so a later append makes earlier marks durable too.
+See docs/relay.md (durability)."""
+
 _ROW_COLUMNS = "seq, run_id, sequence, sync_event, content_hash, attempts, event_type"
 _PENDING = "acked_at IS NULL AND outcome IS NULL"
 

@@ -43,6 +43,7 @@ from hubsync.errors import ConfigError
 from hubsync.settings import RelaySettings
 from hubsync.signing import SIGNATURE_FIELD, sign_presence_entry
 from producers.event_store import RunEventStore
+from producers.outbox import BOOKKEEPING_SYNCHRONOUS
 from producers.registry import ProjectRegistration, RuntimeRegistry
 from producers.relay.acks import AckReader, AckStats
 from producers.relay.credentials import RelayCredentials
@@ -314,7 +315,9 @@ class Relay:
     def _open_marker_store(self, project_id: str) -> RunEventStore | None:
         with self._registrations_lock:
             registration = self._registrations.get(project_id)
-        return None if registration is None else self.registry.open_store(registration)
+        if registration is None:
+            return None
+        return self.registry.open_store(registration, synchronous=BOOKKEEPING_SYNCHRONOUS)
 
     # -- the sender thread -------------------------------------------------
 
@@ -476,7 +479,9 @@ class Relay:
                 continue
             failures = states.failures(project_id)  # read first: a failure meanwhile reopens
             try:
-                reader.add_store(self.registry.open_store(registration))
+                reader.add_store(
+                    self.registry.open_store(registration, synchronous=BOOKKEEPING_SYNCHRONOUS)
+                )
             except UNREADABLE_STORE_ERRORS as exc:
                 self._unreadable_elsewhere(project_id, exc)
                 continue
