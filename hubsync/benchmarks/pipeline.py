@@ -3,7 +3,11 @@
 * end-to-end drain: an outbox backlog goes outbox -> stream -> hub -> acked;
   timed from the first entry's stream id (the relay's first XADD, on Redis's
   clock, which is this machine's) to the moment no outbox row is pending; the
-  peak RSS (``VmHWM``) of the relay and of the consumers is read at the end;
+  peak RSS (``VmHWM``) of the relay and of the consumers is read at the end.
+  CPU per event counts the drain only: the relay is started before its runtime
+  joins the hub (so it sends nothing) and every process's CPU is read once all
+  are up, just before the join, so no start-up is counted and ``--quick``
+  (fewer events) gives the same figure as the full run;
 * latency: this process commits events at a fixed offered rate (a small
   ``append_events`` transaction every 5 ms) and each event's latency is its
   hub row's ``received_at`` (the hub transaction's time) minus the moment its
@@ -30,12 +34,14 @@ from hubsync.benchmarks.procs import (
 from hubsync.benchmarks.workload import (
     EVENTS_PER_RUN,
     HUB_PROJECT,
+    join_bench_hub,
     payload,
     runtime_with_backlog,
 )
 from hubsync.clock import parse_timestamp
 from hubsync.connections import connect
 from hubsync.processes import Child, PipelineProcesses
+from hubsync.settings import hub_url_from_path
 from producers.event_store import NewEvent, RunEventStore
 
 CONSUMERS = 2
@@ -83,12 +89,18 @@ def measure_end_to_end(url: str, events: int) -> dict[str, Any]:
     stream = keys.events_stream(HUB_PROJECT)
     with tempfile.TemporaryDirectory(prefix="hubsync-bench-e2e-") as tmp:
         directory = Path(tmp)
-        registry, store = runtime_with_backlog(directory, events)
+        # Not joined yet: the relay starts (imports, opens its stores) without sending, so
+        # the CPU it uses from the join on is the drain's alone, as it is the consumers'.
+        registry, store = runtime_with_backlog(directory, events, join=False)
         with PipelineProcesses(url, directory / "logs") as pipeline:
             consumers = _start_consumers(pipeline, directory, CONSUMERS)
-            consumer_cpu = sum(cpu_seconds(c.pid) for c in consumers)
-            redis_cpu = redis_cpu_seconds(client)
             relay = _start_relay(pipeline, directory)
+            runtime = registry.runtime_id
+            pipeline.wait_until(lambda: client.exists(keys.relay_health(runtime)), 30, "the relay")
+            consumer_cpu = sum(cpu_seconds(c.pid) for c in consumers)
+            relay_cpu = cpu_seconds(relay.pid)
+            redis_cpu = redis_cpu_seconds(client)
+            join_bench_hub(registry, hub_url_from_path(directory / "hub.db"))
             first_ms = None
             deadline = time.monotonic() + 60 + events / 1000
             while True:
@@ -107,7 +119,7 @@ def measure_end_to_end(url: str, events: int) -> dict[str, Any]:
             consumer_rss = max(peak_rss_mb(c.pid) for c in consumers)
             # Where the CPU went (the machine has few cores: it is the budget).
             cpu = {
-                "relay": cpu_seconds(relay.pid),
+                "relay": cpu_seconds(relay.pid) - relay_cpu,
                 "consumers": sum(cpu_seconds(c.pid) for c in consumers) - consumer_cpu,
                 "redis": redis_cpu_seconds(client) - redis_cpu,
             }

@@ -152,19 +152,32 @@ INSERT_ROW = "INSERT OR IGNORE INTO sync_events VALUES (?, ?, ?, ?, ?, ?, ?, ?, 
 
 
 def runtime_with_backlog(
-    root: Path, events: int, synchronous: str = "FULL", hub_url: str | None = None
+    root: Path,
+    events: int,
+    synchronous: str = "FULL",
+    hub_url: str | None = None,
+    join: bool = True,
 ) -> tuple[RuntimeRegistry, RunEventStore]:
     """A runtime with one project whose outbox holds ``events`` pending rows, enrolled on
-    the hub at ``hub_url`` (default: ``ROOT/hub.db``, where the bench's consumers write)."""
+    the hub at ``hub_url`` (default: ``ROOT/hub.db``, where the bench's consumers write);
+    with ``join`` False the runtime is not joined yet (``join_bench_hub`` does it), so a relay
+    started on it sends nothing until then."""
     registry = RuntimeRegistry(root / "state")
-    with open_store(hub_url or hub_url_from_path(root / "hub.db"), create_schema=True) as hub:
-        enroll_runtime(hub, registry, [HUB_PROJECT])
+    if join:
+        join_bench_hub(registry, hub_url or hub_url_from_path(root / "hub.db"))
     project_root = root / "project"
     project_root.mkdir(parents=True, exist_ok=True)
     registration = registry.register_project(project_root, hub_project=HUB_PROJECT)
     store = registry.open_store(registration, synchronous=synchronous)
     append_backlog(store, events)
     return registry, store
+
+
+def join_bench_hub(registry: RuntimeRegistry, hub_url: str) -> None:
+    """Enroll ``registry``'s runtime for the bench hub project on the hub at ``hub_url``
+    and join it there (a relay running on it starts sending at its next refresh)."""
+    with open_store(hub_url, create_schema=True) as hub:
+        enroll_runtime(hub, registry, [HUB_PROJECT])
 
 
 def append_backlog(store: RunEventStore, events: int, start: int = 0) -> None:
