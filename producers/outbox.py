@@ -14,10 +14,13 @@ All times are UNIX epoch floats (``time.time()``).
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
+
+import orjson
 
 from hubsync.entries import Outcome, OutcomeRecord
 from hubsync.sqlite import Database
@@ -366,8 +369,12 @@ class OutboxQueries:
         )
 
 
-_KEY_CHUNK = 400
-"""Keys per lookup statement (two parameters each, well under SQLite's limit)."""
+# CROSS JOIN pins json_each as the outer loop: one probe of UNIQUE (run_id, sequence) per key.
+_ROWS_BY_KEY = """
+    SELECT o.run_id, o.sequence, o.seq, o.content_hash, o.acked_at
+    FROM json_each(?) AS k CROSS JOIN outbox AS o
+    ON o.run_id = json_extract(k.value, '$[0]') AND o.sequence = json_extract(k.value, '$[1]')
+"""
 
 
 def _rows_by_key(
@@ -376,23 +383,18 @@ def _rows_by_key(
     """``(run_id, sequence) -> (seq, content_hash, settled)`` for the keys that exist.
 
     ``settled`` means acked: nothing changes it any more. A parked row is not
-    settled, so a dead letter replayed after its fix can still ack it.
+    settled, so a dead letter replayed after its fix can still ack it. One
+    statement for the whole batch: the keys travel as one JSON array (text, not
+    a BLOB, which SQLite 3.45+ would read as its binary JSON).
     """
-    found: dict[tuple[str, int], tuple[int, str, bool]] = {}
-    unique = list(dict.fromkeys(keys))
-    for start in range(0, len(unique), _KEY_CHUNK):
-        chunk = unique[start : start + _KEY_CHUNK]
-        values = ",".join("(?, ?)" for _ in chunk)
-        params = [part for key in chunk for part in key]
-        for run_id, sequence, seq, digest, acked_at in c.execute(
-            f"WITH wanted(run_id, sequence) AS (VALUES {values}) "
-            "SELECT o.run_id, o.sequence, o.seq, o.content_hash, o.acked_at "
-            "FROM wanted JOIN outbox AS o "
-            "ON o.run_id = wanted.run_id AND o.sequence = wanted.sequence",
-            params,
-        ):
-            found[(run_id, sequence)] = (seq, digest, acked_at is not None)
-    return found
+    try:
+        wanted = orjson.dumps(list(dict.fromkeys(keys))).decode()
+    except orjson.JSONEncodeError:  # a sequence past 64 bits: no row has it
+        wanted = json.dumps([k for k in dict.fromkeys(keys) if -(2**63) <= k[1] < 2**63])
+    return {
+        (run_id, sequence): (seq, digest, acked_at is not None)
+        for run_id, sequence, seq, digest, acked_at in c.execute(_ROWS_BY_KEY, (wanted,))
+    }
 
 
 def _outcome(value: str) -> Outcome:

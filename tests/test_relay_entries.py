@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
-from hypothesis import given
+import pytest
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hubsync.canonical import canonical_json
@@ -17,6 +19,7 @@ from hubsync.entries import (
     parse_outcomes_entry,
     raw_event_entry_fields,
 )
+from hubsync.errors import WireError
 from hubsync.signing import (
     SIGNATURE_FIELD,
     EventSigner,
@@ -103,3 +106,110 @@ def test_an_outcomes_entry_is_compact_json_whatever_the_sequence() -> None:
     fields = outcomes_entry_fields("acme", huge)
     assert fields["outcomes"].encode() == canonical_json([r.to_wire() for r in huge])
     assert parse_outcomes_entry(decode_fields(fields)) == huge
+
+
+def _outcomes_as_coerced(raw: bytes) -> list[OutcomeRecord] | str:
+    """The outcomes the general rule reads from ``raw`` (json, then each value converted),
+    or "malformed": what parse_outcomes_entry must agree with."""
+    try:
+        return [
+            OutcomeRecord(
+                str(r[0]),
+                str(r[1]),
+                int(r[2]),
+                Outcome(r[3]),
+                str(r[4]),
+                None if r[5] is None else str(r[5]),
+                None if r[6] is None else str(r[6]),
+            )
+            for r in json.loads(raw)
+        ]
+    except (ValueError, TypeError, IndexError, KeyError):
+        return "malformed"
+
+
+values = (
+    st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats() | st.text(max_size=4)
+)
+
+
+@st.composite
+def odd_records(draw: st.DrawFn) -> object:
+    """A hub's record with one slot changed, one cut or one added; or something else."""
+    verdict = draw(st.sampled_from(list(Outcome))).value
+    record: list[object] = ["p-1", "r-1", 7, verdict, H, None, None]
+    change = draw(st.integers(0, 5))
+    if change <= 2:
+        record[draw(st.integers(0, 6))] = draw(values | st.sampled_from(["maybe", "accepted"]))
+    elif change == 3:
+        record = record[: draw(st.integers(0, 6))]
+    elif change == 4:
+        record.append(draw(values))
+    else:
+        return draw(values)
+    return record
+
+
+outcome_lists = st.lists(odd_records(), max_size=4) | values
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    st.lists(
+        st.tuples(ids, ids, st.integers(1, 2**62), st.sampled_from(list(Outcome)), st.text()),
+        max_size=5,
+    ),
+    outcome_lists,
+)
+def test_outcomes_are_read_as_the_general_rule_reads_them(
+    good: list[tuple[str, str, int, Outcome, str]], odd: list[object]
+) -> None:
+    records = [
+        OutcomeRecord(p, r, s, o, d, None if o is Outcome.ACCEPTED else d) for p, r, s, o, d in good
+    ]
+    fields = decode_fields(outcomes_entry_fields("acme", records))
+    assert parse_outcomes_entry(fields) == records
+    for raw in (json.dumps(odd).encode(), json.dumps(odd).replace("null", "NaN", 1).encode()):
+        try:
+            got: list[OutcomeRecord] | str = parse_outcomes_entry(
+                {"kind": b"outcomes", "outcomes": raw}
+            )
+        except WireError as exc:
+            assert exc.reason == "bad_outcomes"
+            got = "malformed"
+        expected = _outcomes_as_coerced(raw)
+        assert repr(got) == repr(expected)
+
+
+@pytest.mark.parametrize(
+    ("slot", "value"),
+    [
+        (0, 1),
+        (1, None),
+        (2, True),
+        (2, False),
+        (2, 7.0),
+        (2, "7"),
+        (2, 2**70),
+        (3, "maybe"),
+        (3, 1),
+        (4, 5),
+        (5, 1),
+        (5, "sequence_reused"),
+        (6, 2.5),
+        (6, H),
+    ],
+)
+def test_an_outcome_of_another_type_is_read_as_the_general_rule_reads_it(
+    slot: int, value: object
+) -> None:
+    record: list[object] = ["p-1", "r-1", 7, "accepted", H, None, None]
+    record[slot] = value
+    raw = json.dumps([["p-1", "r-1", 6, "duplicate", H, None, None], record]).encode()
+    try:
+        got: list[OutcomeRecord] | str = parse_outcomes_entry(
+            {"kind": b"outcomes", "outcomes": raw}
+        )
+    except WireError:
+        got = "malformed"
+    assert repr(got) == repr(_outcomes_as_coerced(raw))
