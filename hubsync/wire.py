@@ -227,13 +227,15 @@ def _quick_check(data: bytes) -> CheckedEvent | None:
         return None  # nine fields, but not these nine: the model says which
     if schema != SYNC_EVENT_SCHEMA or type(payload) is not dict:
         return None
-    for name in names:
-        if type(name) is not str or len(name) > MAX_NAME_LENGTH or not NAME_PATTERN.fullmatch(name):
-            return None
     if type(sequence) is not int or not 1 <= sequence <= _MAX_SEQUENCE:
         return None
-    if type(event_type) is not str or not EVENT_TYPE_PATTERN.fullmatch(event_type):
-        return None
+    ids = (*names, event_type)
+    if ids not in _valid_ids:  # a run's events share their ids: each set is checked once
+        if not _ids_are_valid(ids):
+            return None
+        if len(_valid_ids) >= _MAX_VALID_IDS:
+            _valid_ids.clear()
+        _valid_ids[ids] = None
     # The canonical spelling (``format_timestamp``'s) digit for digit, in UTC (``Z``): the
     # model's parser reads exactly these fields back, or refuses them (month 13, ...). Hour
     # 24, which some parsers take for the next midnight, is left to the model.
@@ -250,6 +252,21 @@ def _quick_check(data: bytes) -> CheckedEvent | None:
     return CheckedEvent(
         names[0], names[1], names[2], names[3], sequence, event_type, moment, payload
     )
+
+
+_valid_ids: dict[tuple[object, ...], None] = {}
+"""Id sets (``project_id``, ``hub_project``, ``home_runtime_id``, ``run_id``, ``event_type``)
+that passed the model's rules, as exact ``str`` values (a tuple of other types, or of str
+subclasses, never compares equal to one of these: the rules ran on ``str`` only)."""
+_MAX_VALID_IDS = 4096
+
+
+def _ids_are_valid(ids: tuple[object, ...]) -> bool:
+    *names, event_type = ids
+    for name in names:
+        if type(name) is not str or len(name) > MAX_NAME_LENGTH or not NAME_PATTERN.fullmatch(name):
+            return False
+    return type(event_type) is str and EVENT_TYPE_PATTERN.fullmatch(event_type) is not None
 
 
 def _require_canonical(data: bytes, event: SyncEvent) -> None:

@@ -14,13 +14,10 @@ All times are UNIX epoch floats (``time.time()``).
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
-
-import orjson
 
 from hubsync.entries import Outcome, OutcomeRecord
 from hubsync.sqlite import Database
@@ -369,12 +366,11 @@ class OutboxQueries:
         )
 
 
-# CROSS JOIN pins json_each as the outer loop: one probe of UNIQUE (run_id, sequence) per key.
-_ROWS_BY_KEY = """
-    SELECT o.run_id, o.sequence, o.seq, o.content_hash, o.acked_at
-    FROM json_each(?) AS k CROSS JOIN outbox AS o
-    ON o.run_id = json_extract(k.value, '$[0]') AND o.sequence = json_extract(k.value, '$[1]')
-"""
+_ROWS_OF_RUN = (
+    "SELECT sequence, seq, content_hash, acked_at FROM outbox "
+    "WHERE run_id = ? AND sequence BETWEEN ? AND ?"
+)
+_SQLITE_INTEGERS = range(-(2**63), 2**63)
 
 
 def _rows_by_key(
@@ -383,18 +379,20 @@ def _rows_by_key(
     """``(run_id, sequence) -> (seq, content_hash, settled)`` for the keys that exist.
 
     ``settled`` means acked: nothing changes it any more. A parked row is not
-    settled, so a dead letter replayed after its fix can still ack it. One
-    statement for the whole batch: the keys travel as one JSON array (text, not
-    a BLOB, which SQLite 3.45+ would read as its binary JSON).
+    settled, so a dead letter replayed after its fix can still ack it. The
+    outcomes of a batch name runs of consecutive sequences, so each run of
+    them is one range scan of UNIQUE (run_id, sequence).
     """
-    try:
-        wanted = orjson.dumps(list(dict.fromkeys(keys))).decode()
-    except orjson.JSONEncodeError:  # a sequence past 64 bits: no row has it
-        wanted = json.dumps([k for k in dict.fromkeys(keys) if -(2**63) <= k[1] < 2**63])
-    return {
-        (run_id, sequence): (seq, digest, acked_at is not None)
-        for run_id, sequence, seq, digest, acked_at in c.execute(_ROWS_BY_KEY, (wanted,))
-    }
+    by_run: dict[str, list[int]] = {}
+    for run_id, sequence in keys:
+        if sequence in _SQLITE_INTEGERS:  # past 64 bits no row has it, and SQLite refuses it
+            by_run.setdefault(run_id, []).append(sequence)
+    found: dict[tuple[str, int], tuple[int, str, bool]] = {}
+    for run_id, sequences in by_run.items():
+        for first, last in seq_ranges(sequences):
+            for sequence, seq, digest, acked_at in c.execute(_ROWS_OF_RUN, (run_id, first, last)):
+                found[(run_id, sequence)] = (seq, digest, acked_at is not None)
+    return found
 
 
 def _outcome(value: str) -> Outcome:

@@ -50,6 +50,9 @@ def bench(quick: bool, json_file: Path | None) -> None:
     def progress(step: str) -> None:
         click.echo(f"... {step}", err=True)
 
+    from hubsync.gc_tuning import tune_for_throughput
+
+    tune_for_throughput()  # what the daemons run with: the in-process stages and their raw loops
     result = report.run(report.QUICK if quick else report.FULL, progress)
     click.echo(report.table(result), err=to_stdout)
     if json_file is not None:
