@@ -194,6 +194,9 @@ class Relay:
 
     def run_once(self) -> RelaySummary:
         """Do everything due now (send, resend, read acks, beat), then return."""
+        # One pass, flushed at its end: a mark waiting for an ack would only be written
+        # after the last batch instead of beside the next ones.
+        self.marker.delay = 0.0
         self.refresh_projects()
         client = connect(self.settings.redis_url)
         reader = self._ack_reader()

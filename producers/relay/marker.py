@@ -66,7 +66,8 @@ class AttemptMarker:
         self._base_timeout = base_timeout
         self._cap = cap
         self._stores: dict[str, RunEventStore] = {}
-        self._delay = min(MARK_DELAY, base_timeout / 4)
+        self.delay = min(MARK_DELAY, base_timeout / 4)
+        """Seconds a mark waits for its row's ack (0: written as soon as the thread can)."""
         self._queue: queue.Queue[Job | object] = queue.Queue()
         self.error: BaseException | None = None
         self._thread = threading.Thread(target=self._work, name="relay-marker", daemon=True)
@@ -111,12 +112,12 @@ class AttemptMarker:
             if urgent:
                 due, held = held, []
             else:
-                cutoff = time.monotonic() - self._delay
+                cutoff = time.monotonic() - self.delay
                 due = [item for item in held if isinstance(item, tuple) and item[3] <= cutoff]
                 if not due:
                     oldest = min(item[3] for item in held if isinstance(item, tuple))
                     with contextlib.suppress(queue.Empty):
-                        wait = max(0.001, oldest + self._delay - time.monotonic())
+                        wait = max(0.001, oldest + self.delay - time.monotonic())
                         held.append(self._queue.get(timeout=wait))
                     continue
                 held = [
