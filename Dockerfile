@@ -1,5 +1,6 @@
-# hubsync from this repository: one image for the relay, the hub consumers and
-# the RQ effects worker (docker-compose.yml picks the command).
+# hubsync from this repository: one image for the relay, the hub consumers (with
+# the PostgreSQL driver, for a postgresql:// hub store) and the RQ effects
+# worker (docker-compose.yml picks the command).
 FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
@@ -13,7 +14,7 @@ COPY hubsync ./hubsync
 COPY producers ./producers
 COPY consumers ./consumers
 COPY hubstore ./hubstore
-RUN pip install . \
+RUN pip install ".[postgres]" \
     && useradd --system --uid 10001 --home-dir /var/lib/hubsync --create-home hubsync \
     && mkdir -p /state /hub \
     && chown hubsync:hubsync /state /hub

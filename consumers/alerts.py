@@ -11,9 +11,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-import redis
-
 from hubsync import keys
+from hubsync.connections import RedisClient
 from hubsync.entries import decode_fields
 from hubsync.redis_values import as_text
 
@@ -38,7 +37,7 @@ class StreamAlert:
         return asdict(self)
 
 
-def read_alerts(client: redis.Redis, hub_project: str, count: int = 50) -> list[StreamAlert]:
+def read_alerts(client: RedisClient, hub_project: str, count: int = 50) -> list[StreamAlert]:
     """The newest ``count`` alerts of ``hub_project``'s alert stream, newest first."""
     reply: Any = client.xrevrange(keys.alerts_stream(hub_project), "+", "-", count=count)
     return [_alert(hub_project, raw_id, decode_fields(raw or {})) for raw_id, raw in reply]

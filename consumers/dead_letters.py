@@ -19,13 +19,12 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import redis
-
 from consumers.errors import DeadLetterNotFoundError, DeadLetterNotReplayableError
 from consumers.projects import require_hub_project
 from consumers.publishing import DeadLetter, parse_dead_letter
 from hubstore.lua_scripts import scripts_for
 from hubsync import keys
+from hubsync.connections import RedisClient
 from hubsync.entries import decode_fields
 from hubsync.errors import ConfigError
 from hubsync.redis_values import as_text, redis_now_ms
@@ -114,7 +113,7 @@ class ReplayResult:
 class DeadLetters:
     """The dead-letter stream of one hub project, for operator tools."""
 
-    def __init__(self, client: redis.Redis, hub_project: str) -> None:
+    def __init__(self, client: RedisClient, hub_project: str) -> None:
         """Open ``hub_project``'s dead letters; ``UnknownHubProjectError`` if Redis never saw it."""
         self.client = client
         self.hub_project = require_hub_project(client, hub_project)

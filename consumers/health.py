@@ -11,14 +11,13 @@ import os
 import socket
 from collections.abc import Mapping
 
-import redis
-
 from consumers.errors import ConsumerUnhealthyError
 from hubsync import keys
 from hubsync.clock import utc_now_iso
+from hubsync.connections import RedisClient
 
 
-def write_health(client: redis.Redis, name: str, ttl: float, stats: Mapping[str, int]) -> None:
+def write_health(client: RedisClient, name: str, ttl: float, stats: Mapping[str, int]) -> None:
     """Refresh the health key of consumer ``name`` for ``ttl`` seconds."""
     value = json.dumps(
         {"name": name, "host": socket.gethostname(), "pid": os.getpid(), "at": utc_now_iso()}
@@ -27,7 +26,7 @@ def write_health(client: redis.Redis, name: str, ttl: float, stats: Mapping[str,
     client.set(keys.consumer_health(name), value, px=max(1, int(ttl * 1000)))
 
 
-def check_health(client: redis.Redis, name: str) -> dict[str, object]:
+def check_health(client: RedisClient, name: str) -> dict[str, object]:
     """The fresh health record of consumer ``name``; ``ConsumerUnhealthyError`` if none."""
     raw = client.get(keys.consumer_health(name))
     if raw is None:

@@ -10,11 +10,10 @@ Redis restart lost is set again (docs/contract.md#trust).
 
 from __future__ import annotations
 
-import redis
-
 from consumers.errors import ConsumerError
 from hubstore.lua_scripts import scripts_for
 from hubsync import keys
+from hubsync.connections import RedisClient, RedisPipeline
 from hubsync.errors import ConfigError
 from hubsync.redis_values import as_text, printable
 
@@ -32,7 +31,7 @@ class NamespaceOwnedError(ConsumerError, ConfigError):
         self.hub_id = hub_id
 
 
-def bind_namespace(client: redis.Redis, hub_id: str, *, claim: bool = True) -> None:
+def bind_namespace(client: RedisClient, hub_id: str, *, claim: bool = True) -> None:
     """Make sure ``hubsync:hub`` names ``hub_id``; ``NamespaceOwnedError`` if it names another hub.
 
     The guarantee: once this returns, the key held ``hub_id`` (set now with
@@ -46,7 +45,7 @@ def bind_namespace(client: redis.Redis, hub_id: str, *, claim: bool = True) -> N
     check_owner(pipe.execute()[-1], hub_id)
 
 
-def queue_binding(pipe: redis.client.Pipeline, hub_id: str, *, claim: bool = True) -> None:
+def queue_binding(pipe: RedisPipeline, hub_id: str, *, claim: bool = True) -> None:
     """Queue ``bind_namespace``'s commands on ``pipe``, its last reply the owner for
     ``check_owner``: a caller with more to ask sends it in the same round trip."""
     if claim:
@@ -60,7 +59,7 @@ def check_owner(owner: bytes | str | None, hub_id: str) -> None:
         raise NamespaceOwnedError(as_text(owner), hub_id)
 
 
-def release_namespace(client: redis.Redis, hub_id: str) -> bool:
+def release_namespace(client: RedisClient, hub_id: str) -> bool:
     """Delete ``hubsync:hub`` if (and only if) it still names ``hub_id``; True if deleted.
 
     For a short-lived hub (the demo, a benchmark stage) that is done with the

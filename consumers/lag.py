@@ -11,10 +11,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import redis
-
 from hubsync import keys, metrics
-from hubsync.redis_values import as_text, entry_id_ms, time_reply_ms
+from hubsync.connections import RedisClient
+from hubsync.redis_values import as_text, entry_id_ms, redis_now_ms
 
 
 @dataclass(frozen=True)
@@ -29,20 +28,19 @@ class StreamLag:
     """0 when nothing is pending."""
 
 
-def read_lag(client: redis.Redis, streams: Sequence[str]) -> list[StreamLag]:
+def read_lag(client: RedisClient, streams: Sequence[str]) -> list[StreamLag]:
     """Lag, pending count and oldest pending age of group ``hub`` on each of ``streams``."""
     if not streams:
         return []
     pipe = client.pipeline(transaction=False)
-    pipe.time()
     for stream in streams:
         pipe.xinfo_groups(stream)
         pipe.xpending(stream, keys.CONSUMER_GROUP)
     replies = pipe.execute(raise_on_error=False)
-    now_ms = time_reply_ms(replies[0])
+    now_ms = redis_now_ms(client)  # on its own: a cluster pipeline refuses TIME (no key)
     found: list[StreamLag] = []
     for index, stream in enumerate(streams):
-        groups, summary = replies[1 + 2 * index], replies[2 + 2 * index]
+        groups, summary = replies[2 * index], replies[1 + 2 * index]
         if isinstance(groups, Exception) or isinstance(summary, Exception):
             continue  # the stream or group vanished since the last refresh
         group = next((g for g in groups if as_text(g.get("name")) == keys.CONSUMER_GROUP), None)
@@ -63,7 +61,7 @@ def read_lag(client: redis.Redis, streams: Sequence[str]) -> list[StreamLag]:
     return found
 
 
-def export_lag(client: redis.Redis, streams: Sequence[str]) -> list[StreamLag]:
+def export_lag(client: RedisClient, streams: Sequence[str]) -> list[StreamLag]:
     """Read the lag of ``streams`` and set the consumer-lag and oldest-pending gauges."""
     readings = read_lag(client, streams)
     for reading in readings:

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import redis
-
 from consumers.errors import UnknownHubProjectError
 from hubsync import keys
+from hubsync.connections import RedisClient
 from hubsync.errors import ConfigError
 from hubsync.names import validate_name
 from hubsync.redis_values import as_text
 
 
-def known_hub_projects(client: redis.Redis) -> list[str]:
+def known_hub_projects(client: RedisClient) -> list[str]:
     """Every valid hub project name in ``hubsync:projects``, sorted (invalid members skipped)."""
     names = []
     for member in client.smembers(keys.PROJECTS):
@@ -22,7 +21,7 @@ def known_hub_projects(client: redis.Redis) -> list[str]:
     return sorted(names)
 
 
-def require_hub_project(client: redis.Redis, hub_project: str) -> str:
+def require_hub_project(client: RedisClient, hub_project: str) -> str:
     """``hub_project`` validated and known to Redis; ``UnknownHubProjectError`` (exit 2) if not.
 
     A project counts as known when it is in ``hubsync:projects`` or still has a

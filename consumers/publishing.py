@@ -19,12 +19,11 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-import redis
-
 from hubstore.store import SecurityAlert
 from hubsync import keys
 from hubsync.canonical import content_hash
 from hubsync.clock import utc_now_iso
+from hubsync.connections import RedisClient
 from hubsync.entries import (
     KIND_EVENT,
     Outcome,
@@ -340,7 +339,7 @@ class Publication:
         if entry_ids:
             self.acks[stream].extend(entry_ids)
 
-    def send(self, client: redis.Redis) -> None:
+    def send(self, client: RedisClient) -> None:
         """Publish dead letters, outcomes and alerts in one pipeline, then XACK in another."""
         if self.dead_letters or self.outcomes or self.alerts:
             pipe = client.pipeline(transaction=False)

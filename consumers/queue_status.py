@@ -14,11 +14,10 @@ from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 from typing import Any
 
-import redis
-
 from hubstore.store import DEFAULT_STALE_AFTER, HubStore
 from hubsync import keys
 from hubsync.clock import parse_timestamp, utc_now
+from hubsync.connections import RedisClient
 from hubsync.entries import KIND_PRESENCE, decode_fields, entry_kind, parse_presence_entry
 from hubsync.errors import WireError
 from hubsync.redis_values import as_text, entry_id_ms
@@ -111,7 +110,7 @@ class HealthKey:
 
 
 def project_status(
-    client: redis.Redis,
+    client: RedisClient,
     hub_project: str,
     now_ms: int,
     store: HubStore | None = None,
@@ -151,7 +150,7 @@ def project_status(
     return status
 
 
-def health_keys(client: redis.Redis) -> list[HealthKey]:
+def health_keys(client: RedisClient) -> list[HealthKey]:
     """Every live relay and consumer health key, sorted by kind then name."""
     found: list[tuple[str, str, str]] = []
     for kind, pattern in (
@@ -186,7 +185,7 @@ def health_keys(client: redis.Redis) -> list[HealthKey]:
     return out
 
 
-def _group(client: redis.Redis, stream: str, now_ms: int) -> GroupInfo | None:
+def _group(client: RedisClient, stream: str, now_ms: int) -> GroupInfo | None:
     groups = {as_text(g["name"]): g for g in client.xinfo_groups(stream)}
     group = groups.get(keys.CONSUMER_GROUP)
     if group is None:
@@ -239,7 +238,7 @@ def _presence_from_store(
 
 
 def _presence_from_stream(
-    client: redis.Redis, stream: str, now_ms: int, stale_after: timedelta
+    client: RedisClient, stream: str, now_ms: int, stale_after: timedelta
 ) -> list[RuntimeInfo]:
     # Beats are acked and trimmed like events, so only the newest few may still be there;
     # the hub database (--hub-db) is the complete view.

@@ -13,10 +13,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import redis
-
 from hubstore.lua_scripts import RedisScripts
 from hubsync import keys
+from hubsync.connections import RedisClient
 from hubsync.redis_values import RawEntry, as_text, stream_entries
 
 StreamId = int | bytes | str | memoryview
@@ -32,7 +31,7 @@ class Reclaimed:
 
 
 def reclaim_stream(
-    client: redis.Redis,
+    client: RedisClient,
     stream: str,
     consumer: str,
     min_idle_ms: int,
@@ -90,7 +89,7 @@ def reclaim_stream(
 
 
 def remove_idle_consumers(
-    client: redis.Redis, scripts: RedisScripts, stream: str, me: str, idle_ms: int
+    client: RedisClient, scripts: RedisScripts, stream: str, me: str, idle_ms: int
 ) -> list[str]:
     """Remove consumers idle at least ``idle_ms`` that own no pending entry; their names."""
     removed: list[str] = []

@@ -23,7 +23,6 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from types import FrameType
-from typing import Any
 
 import redis
 
@@ -40,7 +39,7 @@ from hubstore.lua_scripts import scripts_for
 from hubstore.store import HubStore
 from hubsync import keys, metrics
 from hubsync.backoff import Backoff
-from hubsync.connections import UNREACHABLE_ERRORS, wait_until_reachable
+from hubsync.connections import UNREACHABLE_ERRORS, RedisClient, wait_until_reachable
 from hubsync.entries import (
     KIND_EVENT,
     KIND_PRESENCE,
@@ -58,6 +57,7 @@ from hubsync.names import validate_name
 from hubsync.redis_values import RawEntry, as_text, stream_entries
 from hubsync.settings import ConsumerSettings
 from hubsync.signing import RuntimeKey
+from hubsync.stream_reads import read_streams
 
 log = logging.getLogger(__name__)
 
@@ -113,7 +113,7 @@ class HubConsumer:
 
     def __init__(
         self,
-        client: redis.Redis,
+        client: RedisClient,
         store: HubStore,
         settings: ConsumerSettings,
         name: str | None = None,
@@ -240,10 +240,12 @@ class HubConsumer:
         """Follow the projects of ``hubsync:projects`` that have a stream, creating group ``hub``.
 
         Anyone who can write to Redis can add names to the set, so what it
-        holds is bounded before it costs anything: a name that is not a valid
-        hub project is skipped, a project with no events stream yet gets no
-        stream made for it (its group is created once a relay's first XADD has
-        made the stream), and at most ``max_projects`` projects are followed.
+        holds is bounded before it costs anything: only hub projects some
+        runtime enrolled on this hub may write to are followed (anything else
+        would be refused unread anyway), a project with no events stream yet
+        gets no stream made for it (its group is created once a relay's first
+        XADD has made the stream), and at most ``max_projects`` projects are
+        followed.
 
         First it binds the namespace to this hub (as ``bind_namespace``, in the
         round trip that reads the set): before the first read, and again on
@@ -256,7 +258,8 @@ class HubConsumer:
         pipe.smembers(keys.PROJECTS)
         *_, owner, raw_members = pipe.execute()
         check_owner(owner, hub_id)
-        members = sorted(as_text(member) for member in raw_members)
+        enrolled = self._enrolled_hub_projects()
+        members = sorted(m for m in map(as_text, raw_members) if m in enrolled)
         known = set(self.streams)
         candidates = [
             stream
@@ -282,6 +285,16 @@ class HubConsumer:
                 self.streams.append(stream)
                 known.add(stream)
         return self.streams
+
+    def _enrolled_hub_projects(self) -> set[str]:
+        """Every hub project an active runtime of this hub is enrolled for (read each refresh:
+        a runtime enrolled meanwhile is followed within a second)."""
+        return {
+            hub_project
+            for runtime in self.store.enrolled_runtimes()
+            if runtime.key is not None
+            for hub_project in runtime.hub_projects
+        }
 
     def _store_hub_id(self) -> str:
         """The store's hub id (given one if it has none), read once per worker."""
@@ -331,20 +344,20 @@ class HubConsumer:
         return ready
 
     def poll(self, block_ms: int | None) -> int:
-        """One XREADGROUP over every stream (``None``: do not block); processes it; entry count."""
+        """One XREADGROUP over every stream (``None``: do not block); processes it; entry count.
+
+        On a cluster, one per hash slot: ``hubsync.stream_reads`` (each project has its slot).
+        """
         if not self.streams:
             return 0
-        # CROSSSLOT in a cluster: one XREADGROUP over every project's stream spans
-        # as many hash slots as there are projects. A cluster needs one read per
-        # slot (per project), e.g. a worker per slot or non-blocking reads in turn.
-        reply: Any = self.client.xreadgroup(
-            keys.CONSUMER_GROUP,
-            self.name,
+        reply = read_streams(
+            self.client,
             dict.fromkeys(self.streams, ">"),
             count=self.read_budget.count,
-            block=block_ms,
+            block_ms=block_ms,
+            group=(keys.CONSUMER_GROUP, self.name),
         )
-        batch = [(as_text(s), stream_entries(entries)) for s, entries in reply or ()]
+        batch = [(as_text(s), stream_entries(entries)) for s, entries in reply]
         self._observe_bytes(batch)
         return self.process(batch)
 

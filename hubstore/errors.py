@@ -55,6 +55,10 @@ class LeaseMissingError(LeaseRefusedError):
     """There is no lease on the resource (never taken, or released)."""
 
 
+class LeaseNotReplicatedError(LeaseRefusedError):
+    """Granted on the Redis master but not confirmed by a replica in time (``WAIT``): not ours."""
+
+
 class LeaseLostError(LeaseRefusedError):
     """An auto-renewing lease was lost (a renewal was refused or failed); every later fenced
     commit under it refuses. ``refused`` is None when Redis could not be reached."""

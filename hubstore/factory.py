@@ -7,15 +7,19 @@ Hub URLs:
   directory, ``sqlite:////var/lib/hubsync/hub.db`` (four slashes) is absolute.
   No options may follow the path. ``--hub-db PATH`` is shorthand for
   ``hub_url_from_path(PATH)``, which always writes the absolute form.
+* ``postgresql://[user[:password]@]host[:port]/database[?parameters]`` (or
+  ``postgres://``): a PostgreSQL database, shared by consumers on any host.
+  The parameters are libpq's (``sslmode``, ``connect_timeout``, ...) plus
+  ``pool_size``, the most connections one store opens (``postgres_store``).
 * ``memory://``: a new, empty in-memory store per open, for tests; nothing
   survives the process and no other process can open it.
 
 A backend is a module in ``BACKENDS`` with two functions,
 ``open_hub_store(url, *, create_schema, busy_budget) -> HubStore`` and
 ``migrate_hub_store(url, *, busy_budget) -> SchemaChange``; another
-database (PostgreSQL) plugs in as one more module and one more entry. Modules
-are imported only when their scheme is opened, so a backend's driver is
-needed only by those who use it.
+database plugs in as one more module and one more entry. Modules are imported
+only when their scheme is opened, so a backend's driver (psycopg for
+PostgreSQL) is needed only by those who use it.
 
 Opening never creates or upgrades a schema unless asked: ``hubsync consume``
 opens with ``create_schema=True``, and ``hubsync hub migrate`` calls
@@ -28,19 +32,29 @@ from __future__ import annotations
 
 import importlib
 from typing import TYPE_CHECKING, Protocol, cast
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, parse_qsl, quote, urlencode, urlsplit
 
 from hubsync.errors import ConfigError
 from hubsync.settings import hub_url_from_path
 
 if TYPE_CHECKING:
     from hubstore.store import HubStore
-    from hubsync.sqlite import SchemaChange
+    from hubsync.migration import SchemaChange
 
-__all__ = ["BACKENDS", "hub_url_from_path", "migrate_store", "open_store", "url_scheme"]
+__all__ = [
+    "BACKENDS",
+    "hub_url_from_path",
+    "migrate_store",
+    "open_store",
+    "shown_url",
+    "unsplit_url",
+    "url_scheme",
+]
 
 BACKENDS: dict[str, str] = {
     "memory": "hubstore.memory_store",
+    "postgres": "hubstore.postgres_store",
+    "postgresql": "hubstore.postgres_store",
     "sqlite": "hubstore.sqlite_store",
 }
 """Hub URL scheme -> the module implementing that backend."""
@@ -68,7 +82,7 @@ def url_scheme(url: str) -> str:
         scheme = ""
     if "://" not in url or scheme not in BACKENDS:
         raise ConfigError(
-            f"hub URL {_shown(url)!r} names no known store; known schemes: "
+            f"hub URL {shown_url(url)[:80]!r} names no known store; known schemes: "
             f"{', '.join(f'{s}://' for s in sorted(BACKENDS))} (e.g. sqlite:///path/to/hub.db)"
         )
     return scheme
@@ -102,12 +116,29 @@ def _backend(url: str) -> Backend:
     return cast(Backend, importlib.import_module(BACKENDS[url_scheme(url)]))
 
 
-def _shown(url: str) -> str:
-    # A URL may carry a password (postgresql://user:secret@host/db): never show it.
+def shown_url(url: str) -> str:
+    """``url`` as messages show it: any password (``user:secret@``, ``?password=``) as ``***``."""
     try:
         parts = urlsplit(url)
     except ValueError:
         return "<unparsable URL>"
-    if "@" in parts.netloc:
-        parts = parts._replace(netloc="***@" + parts.netloc.rpartition("@")[2])
-    return parts.geturl()[:80]
+    masked = parts
+    userinfo, at, hosts = parts.netloc.rpartition("@")
+    if at and ":" in userinfo:
+        masked = masked._replace(netloc=f"{userinfo.partition(':')[0]}:***@{hosts}")
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    if any(name.lower() == "password" for name, _ in query):
+        shown = [(name, "***" if name.lower() == "password" else value) for name, value in query]
+        masked = masked._replace(query=urlencode(shown, safe="*", quote_via=quote))
+    return url if masked is parts else unsplit_url(masked)
+
+
+def unsplit_url(parts: SplitResult) -> str:
+    """``parts`` as a URL, keeping ``//`` before an empty host (``sqlite:///path``,
+    ``postgresql:///db?host=/run/postgresql``), which ``geturl()`` drops."""
+    url = f"{parts.scheme}://{parts.netloc}{parts.path}"
+    if parts.query:
+        url += f"?{parts.query}"
+    if parts.fragment:
+        url += f"#{parts.fragment}"
+    return url

@@ -34,7 +34,7 @@ from hubsync.clock import format_timestamp, utc_now, utc_now_iso
 from hubsync.enrollment import Enrollment, new_hub_id
 from hubsync.entries import AlertReason, EventEntry, OutcomeRecord, PresenceBeat
 from hubsync.errors import ConfigError
-from hubsync.sqlite import SchemaChange
+from hubsync.migration import SchemaChange
 
 AlertKey = tuple[str, str, int, AlertReason, str]
 """What makes two alerts one: the key, the reason and the offered hash."""

@@ -40,9 +40,11 @@ from hubsync.names import validate_name
 DEFAULT_USER_PREFIX = "hubsync-"
 """What every user name starts with unless ``--user-prefix`` says otherwise."""
 
-CONNECTION_COMMANDS = ("ping", "hello", "select")
+CONNECTION_COMMANDS = ("ping", "hello", "select", "info", "cluster|slots", "command")
 """What redis-py may send on a connection of its own: PING (health checks, probes), HELLO (a
-``protocol=3`` URL), SELECT (a URL naming a database other than 0). AUTH is always allowed."""
+``protocol=3`` URL), SELECT (a URL naming a database other than 0); and what a Redis Cluster
+client needs: INFO (``--redis-cluster auto`` asks ``INFO cluster``), CLUSTER SLOTS (redis-py's
+slot table) and COMMAND (redis-py's key positions). AUTH is always allowed."""
 
 CLIENT_SETINFO = "client|setinfo"
 """redis-py 5+ sends CLIENT SETINFO on connect and ignores a refusal; allowed on a line of its
@@ -155,7 +157,8 @@ def runtime_user(
     ``effects`` are lease-resource patterns (``effect:*``) this runtime's
     shared-effect holders take leases on: the lease scripts (hubstore/lua/
     lease_*.lua, fenced_write.lua) run HMGET, HGET, HSET, HDEL, TIME and XADD
-    on ``hubsync:lease:{RES}``, its ``:log`` and its ``:fenced:*`` values.
+    on ``hubsync:lease:{RES}``, its ``:log`` and its ``:fenced:*`` values; a
+    grant then waits for a replica (INFO replication, WAIT).
 
     The hub projects are the caller's: given on the command line today, and
     read from the hub's enrolled runtimes when the hub store can say them.
@@ -165,7 +168,8 @@ def runtime_user(
     if not projects:
         raise ConfigError(f"runtime {runtime} needs at least one hub project to write to")
     grants = [
-        _connection(*(("time", "script|load") if effects else ())),
+        # leases: Redis's clock, their scripts, and WAIT for a replica after a grant
+        _connection(*(("time", "script|load", "wait") if effects else ())),
         # its events streams: events and presence beats
         Grant(
             ("xadd",),

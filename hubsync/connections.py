@@ -28,9 +28,15 @@ called once at a daemon's start, reads that file and makes its password the
 one every client of the process authenticates with when its URL names none;
 it warns once when the URL on the command line carries a password.
 
-A Redis Cluster branch belongs in ``_client``: detect a cluster node (``INFO
-cluster``) and return a ``redis.cluster.RedisCluster`` built with the same
-timeouts and retry. Not built yet; every caller already goes through here.
+Redis Cluster (docs/deploy.md): ``--redis-cluster auto|yes|no``
+(``HUBSYNC_REDIS_CLUSTER``, set once per process by ``use_cluster_mode``)
+decides whether ``connect`` hands out a ``redis.cluster.RedisCluster`` with the
+same timeouts and retries per role. ``auto`` asks the server once per URL
+(``INFO cluster``: ``cluster_enabled:1``) and remembers the answer; a server
+that cannot be asked yet gets a single-server client, so a daemon waits for
+Redis with ``wait_for_redis`` before it makes the clients it keeps. Code takes
+either kind as ``RedisClient``; the few reads that name keys of several hash
+slots in one command go through ``hubsync.stream_reads``.
 """
 
 from __future__ import annotations
@@ -40,17 +46,30 @@ import threading
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
+from typing import Literal, TypeAlias, overload
 from urllib.parse import urlsplit
 
 import redis
 from redis.backoff import ExponentialBackoff, NoBackoff
+from redis.cluster import ClusterPipeline, RedisCluster
+from redis.exceptions import (
+    ClusterDownError,
+    RedisClusterException,
+    SlotNotCoveredError,
+    TryAgainError,
+)
 from redis.retry import Retry
 
 from hubsync.backoff import Backoff
 from hubsync.errors import ConfigError, RedisUnavailableError
-from hubsync.settings import safe_url
+from hubsync.settings import ClusterMode, safe_url
 
 log = logging.getLogger(__name__)
+
+RedisClient: TypeAlias = redis.Redis | RedisCluster
+"""What ``connect`` hands out: a client of one server, or of a Redis Cluster."""
+RedisPipeline: TypeAlias = redis.client.Pipeline | ClusterPipeline
+"""A pipeline of either kind of client (on a cluster: not a transaction, split by node)."""
 
 CONNECT_TIMEOUT_SECONDS = 2.0
 """How long opening a connection may take, in every role: a live server answers in milliseconds."""
@@ -65,11 +84,18 @@ HEALTH_CHECK_INTERVAL_SECONDS = 30
 START_WAIT_CAP_SECONDS = 2.0
 """Longest pause between two PINGs while a daemon waits for Redis at start."""
 
+CLUSTER_UNAVAILABLE_ERRORS: tuple[type[BaseException], ...] = (
+    ClusterDownError,  # CLUSTERDOWN, MASTERDOWN: a master lost, its replica not promoted yet
+    TryAgainError,  # TRYAGAIN: a slot being moved or failed over
+    SlotNotCoveredError,  # the client's slot table has no node for the key's slot (yet)
+)
+"""What a Redis Cluster answers while a master is failed over: try again later."""
 UNREACHABLE_ERRORS: tuple[type[BaseException], ...] = (
     redis.ConnectionError,  # includes BusyLoadingError (LOADING)
     redis.TimeoutError,
+    *CLUSTER_UNAVAILABLE_ERRORS,
 )
-"""Errors of a PING that mean "Redis is not there (yet)"."""
+"""Errors that mean "Redis is not there (yet)": of a PING, or of a cluster mid-failover."""
 CREDENTIAL_ERRORS: tuple[type[BaseException], ...] = (
     redis.AuthenticationError,
     redis.exceptions.AuthorizationError,
@@ -116,14 +142,54 @@ def client_options(role: Role, block_seconds: float | None = None) -> ClientOpti
     )
 
 
+@overload
 def connect(
-    url: str, role: Role = Role.DAEMON, *, block_seconds: float | None = None
-) -> redis.Redis:
-    """A client of ``url`` for ``role``; no round trip yet. A malformed URL is a ``ConfigError``."""
-    return _client(url, client_options(role, block_seconds))
+    url: str,
+    role: Role = Role.DAEMON,
+    *,
+    block_seconds: float | None = None,
+    cluster: Literal[False],
+) -> redis.Redis: ...
 
 
-def probe(url: str) -> redis.Redis:
+@overload
+def connect(
+    url: str,
+    role: Role = Role.DAEMON,
+    *,
+    block_seconds: float | None = None,
+    cluster: bool | None = None,
+) -> RedisClient: ...
+
+
+def connect(
+    url: str,
+    role: Role = Role.DAEMON,
+    *,
+    block_seconds: float | None = None,
+    cluster: bool | None = None,
+) -> RedisClient:
+    """A client of ``url`` for ``role``. A malformed URL is a ``ConfigError``.
+
+    ``cluster`` None follows ``--redis-cluster`` (``cluster_mode_of``); False
+    makes a client of that one server even if it is a cluster node (to start
+    or administer it). A single server's client makes no round trip yet. A
+    cluster's does (redis-py reads the slot table when it is made): an
+    unreachable cluster is a ``RedisUnavailableError`` (exit 3), so a daemon
+    calls ``wait_for_redis`` first.
+    """
+    options = client_options(role, block_seconds)
+    if cluster_mode_of(url) if cluster is None else cluster:
+        return _cluster_client(url, options)
+    return _client(url, options)
+
+
+def is_cluster(client: RedisClient) -> bool:
+    """Whether ``client`` is a Redis Cluster's (its multi-key reads go slot by slot)."""
+    return isinstance(client, RedisCluster)
+
+
+def probe(url: str) -> RedisClient:
     """A ``PROBE`` client of ``url`` that answered PING.
 
     Raises ``RedisUnavailableError`` (exit 3) if Redis cannot be reached and
@@ -138,7 +204,7 @@ def probe(url: str) -> redis.Redis:
     return client
 
 
-def ping(client: redis.Redis, url: str) -> None:
+def ping(client: RedisClient, url: str) -> None:
     """PING through ``client``; raise ``RedisUnavailableError`` (exit 3) if Redis cannot answer."""
     try:
         client.ping()
@@ -148,7 +214,21 @@ def ping(client: redis.Redis, url: str) -> None:
         raise RedisUnavailableError(f"{safe_url(url)}: {type(exc).__name__}") from None
 
 
-def wait_until_reachable(client: redis.Redis, url: str, stop: threading.Event) -> bool:
+def wait_for_redis(url: str, stop: threading.Event) -> bool:
+    """``wait_until_reachable`` through a short-lived single-server client of ``url``.
+
+    A daemon calls this before it makes the clients it keeps: a cluster's client
+    cannot be made while the cluster is down, and ``--redis-cluster auto`` can
+    only ask a server that answers. PING is answered by any cluster node.
+    """
+    client = _client(url, client_options(Role.DAEMON))
+    try:
+        return wait_until_reachable(client, url, stop)
+    finally:
+        client.close()
+
+
+def wait_until_reachable(client: RedisClient, url: str, stop: threading.Event) -> bool:
     """PING until Redis answers, backing off; False if ``stop`` was set first.
 
     A daemon calls this at start, so compose ordering or a reboot that brings
@@ -238,10 +318,109 @@ def _url_password(url: str) -> str | None:
         return None  # from_url names the malformed URL
 
 
-def _client(url: str, options: ClientOptions) -> redis.Redis:
-    # ACL user and password, TLS (rediss://) and later a cluster branch go here.
+_process_cluster_mode: ClusterMode = "auto"
+"""``--redis-cluster`` of this process: ``auto`` asks each URL's server once."""
+_detected_cluster: dict[str, bool] = {}
+"""``auto``'s answers, by URL: a server does not turn into a cluster while a process runs."""
+_detected_lock = threading.Lock()
+
+
+def use_cluster_mode(mode: ClusterMode) -> None:
+    """Set this process's ``--redis-cluster`` (every command that reads the option calls this)."""
+    global _process_cluster_mode
+    _process_cluster_mode = mode
+
+
+def cluster_mode_of(url: str) -> bool:
+    """Whether ``connect(url)`` makes a cluster client: ``--redis-cluster``, or under
+    ``auto`` the server's own answer (``INFO cluster``), asked once per URL.
+
+    Under ``auto`` a server that cannot be asked now (unreachable, a wrong
+    password, INFO refused by its ACL) counts as a single server, and is asked
+    again next time; ``yes`` never asks.
+    """
+    if _process_cluster_mode != "auto":
+        return _process_cluster_mode == "yes"
+    with _detected_lock:
+        known = _detected_cluster.get(url)
+    if known is not None:
+        return known
+    try:
+        found = _cluster_enabled(url)
+    except redis.RedisError:
+        return False  # not answered: the first command says why (exit 3, 1 or 2)
+    with _detected_lock:
+        _detected_cluster[url] = found
+    if found:
+        log.debug("Redis at %s is a cluster node: using a cluster client", safe_url(url))
+    return found
+
+
+def server_is_cluster(url: str) -> bool:
+    """Whether the server of ``url`` says it is a cluster node (``INFO cluster``), whatever
+    ``--redis-cluster`` says; False when it cannot be asked now."""
+    try:
+        return _cluster_enabled(url)
+    except redis.RedisError:
+        return False  # not answered: the first command says why (exit 3, 1 or 2)
+
+
+def _cluster_enabled(url: str) -> bool:
+    """``INFO cluster`` of the one server of ``url``: ``cluster_enabled:1``?"""
+    asker = _client(url, client_options(Role.PROBE))
+    try:
+        return str(asker.info("cluster").get("cluster_enabled")) == "1"
+    finally:
+        asker.close()
+
+
+def _credentials() -> dict[str, str]:
     # A password in the URL wins (redis-py lets URL options override keywords).
-    credentials = {} if _process_password is None else {"password": _process_password}
+    return {} if _process_password is None else {"password": _process_password}
+
+
+_CLUSTER_START_ERRORS: tuple[type[BaseException], ...] = (
+    RedisClusterException,
+    *UNREACHABLE_ERRORS,
+)
+
+
+def _cluster_client(url: str, options: ClientOptions) -> RedisCluster:
+    """A ``RedisCluster`` of ``url`` (any node: redis-py finds the others), reading its slots.
+
+    Timeouts are the role's; the role's retry count is the cluster client's too,
+    each retry re-reading the slot table (how a failed-over master is found).
+    """
+    parts = urlsplit(url)
+    if parts.scheme not in ("redis", "rediss") or parts.path.strip("/") not in ("", "0"):
+        raise ConfigError(
+            f"Redis URL {safe_url(url)}: a cluster is reached over TCP and has database 0 only "
+            "(redis://[user:password@]host:port, or rediss:// for TLS)"
+        )
+    try:
+        return RedisCluster.from_url(
+            url,
+            socket_connect_timeout=options.socket_connect_timeout,
+            socket_timeout=options.socket_timeout,
+            retry=Retry(NoBackoff(), options.retry.get_retries()),
+            **_credentials(),
+        )
+    except ValueError as exc:
+        raise ConfigError(
+            f"Redis URL {safe_url(url)}: {exc} (expected redis://[user:password@]host:port, "
+            "or rediss:// for TLS)"
+        ) from None
+    except CREDENTIAL_ERRORS:
+        raise
+    except _CLUSTER_START_ERRORS as exc:
+        raise RedisUnavailableError(
+            f"{safe_url(url)}: the cluster's slot table could not be read ({type(exc).__name__})"
+        ) from None
+
+
+def _client(url: str, options: ClientOptions) -> redis.Redis:
+    # ACL user and password and TLS (rediss://) go here; a cluster's in _cluster_client.
+    credentials = _credentials()
     try:
         return redis.Redis.from_url(
             url,

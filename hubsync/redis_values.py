@@ -15,7 +15,7 @@ import unicodedata
 from collections.abc import Iterable
 from typing import Any
 
-import redis
+from hubsync.connections import RedisClient
 
 RawEntry = tuple[str, dict[bytes, bytes] | None]
 """``(entry id, raw fields)``; fields are None for an entry deleted from the stream."""
@@ -74,7 +74,7 @@ def time_reply_ms(reply: Any) -> int:
     return int(seconds) * 1000 + int(micros) // 1000
 
 
-def redis_now_ms(client: redis.Redis) -> int:
+def redis_now_ms(client: RedisClient) -> int:
     """Redis's own clock in milliseconds (``TIME``): the clock stream ids and ages use."""
     return time_reply_ms(client.time())
 

@@ -37,6 +37,9 @@ LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 
+ClusterMode = Literal["auto", "yes", "no"]
+"""``--redis-cluster``: ask the server (``INFO cluster``), or say it is (not) a Redis Cluster."""
+
 SQLITE_URL_PREFIX = "sqlite:///"
 
 
@@ -77,6 +80,11 @@ class CommonSettings(BaseSettings):
         description="File holding the Redis password (surrounding whitespace dropped), for a "
         "URL without one: keeps the password off the command line, where ps shows it.",
     )
+    redis_cluster: ClusterMode = Field(
+        default="auto",
+        description="Is the Redis of --redis-url a Redis Cluster: auto (ask it, INFO cluster), "
+        "yes or no.",
+    )
     log_format: Literal["text", "json"] = Field(
         default="text", description="Log format: text, or json (one object per line)."
     )
@@ -86,6 +94,16 @@ class CommonSettings(BaseSettings):
     @classmethod
     def _level_upper(cls, value: Any) -> Any:
         return value.upper() if isinstance(value, str) else value
+
+
+class EffectsWorkerSettings(CommonSettings):
+    """``hubsync effects-worker``: the pipeline's Redis, and the one RQ's queue lives on."""
+
+    rq_redis_url: str | None = Field(
+        default=None,
+        description="Redis URL of RQ's queue and registries: one Redis server, as RQ does not "
+        "support Redis Cluster [default: --redis-url, unless that is a cluster].",
+    )
 
 
 class RuntimeSettings(BaseSettings):
@@ -153,7 +171,9 @@ class HubStoreSettings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="HUBSYNC_", extra="ignore", frozen=True)
 
-    hub_url: str = Field(description="Hub store URL (sqlite:///PATH).")
+    hub_url: str = Field(
+        description="Hub store URL: sqlite:///PATH, or postgresql://user@host:port/database."
+    )
     hub_db: Path | None = Field(
         default=None,
         description="Hub SQLite file: shorthand of --hub-url sqlite:///<absolute path>.",

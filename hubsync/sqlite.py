@@ -18,7 +18,8 @@ way only:
   latest schema at once; an older one is copied to ``<file>.v<old>.bak`` (the
   online backup API, mode 0600) and then upgraded by its numbered, forward-only
   ``Migration`` steps in one transaction, so it ends at the latest version or
-  stays as it was. A newer version, or a file that is not ours, is refused
+  stays as it was (``Migration`` and ``SchemaChange`` are ``hubsync.migration``'s,
+  shared with the PostgreSQL hub store, and re-exported here). A newer version, or a file that is not ours, is refused
   (``SchemaVersionError``) and left untouched.
 """
 
@@ -30,7 +31,6 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 from urllib.parse import quote
@@ -38,6 +38,20 @@ from urllib.parse import quote
 from hubsync.backoff import Backoff
 from hubsync.closing import ClosesOnExit
 from hubsync.errors import SchemaVersionError, StoreBusyError
+from hubsync.migration import Migration, SchemaChange, check_migrations, steps_from
+
+__all__ = [
+    "DEFAULT_BUSY_BUDGET",
+    "DEFAULT_BUSY_TIMEOUT",
+    "Database",
+    "Migration",
+    "SchemaChange",
+    "backup_path",
+    "create_private_dirs",
+    "create_private_file",
+    "run_transaction",
+    "split_statements",
+]
 
 log = logging.getLogger(__name__)
 
@@ -109,68 +123,9 @@ def create_private_file(path: Path) -> None:
         os.close(fd)
 
 
-@dataclass(frozen=True, slots=True)
-class Migration:
-    """One numbered, forward-only schema step: ``from_version`` to ``from_version + 1``.
-
-    ``change`` is the SQL statements to run in order, or a callable given the
-    connection (to rewrite rows, say). Every step of an upgrade runs inside one
-    transaction: a step must not commit, and a failing one leaves the file as
-    it was. ``summary`` says what the step does, for the operator.
-    """
-
-    from_version: int
-    summary: str
-    change: Sequence[str] | Callable[[sqlite3.Connection], None]
-
-    def __post_init__(self) -> None:
-        if isinstance(self.change, str):
-            raise TypeError("Migration.change takes a sequence of statements, not one string")
-
-    def apply(self, connection: sqlite3.Connection) -> None:
-        """Run this step on ``connection``, inside the caller's transaction."""
-        if callable(self.change):
-            self.change(connection)
-            return
-        for statement in self.change:
-            connection.execute(statement)
-
-
-@dataclass(frozen=True, slots=True)
-class SchemaChange:
-    """What bringing a file's schema up to date did.
-
-    ``from_version`` 0 is a file created here; equal versions, a file already
-    current. An upgrade names the copy of the file taken before it (``backup``)
-    and the summaries of the steps it ran.
-    """
-
-    from_version: int
-    to_version: int
-    backup: Path | None = None
-    steps: tuple[str, ...] = ()
-
-    @property
-    def action(self) -> str:
-        """``created``, ``upgraded`` or ``current``."""
-        if self.from_version == self.to_version:
-            return "current"
-        return "created" if self.from_version == 0 else "upgraded"
-
-
 def backup_path(path: Path, version: int) -> Path:
     """Where the copy of ``path`` taken before upgrading it from ``version`` goes."""
     return path.with_name(f"{path.name}.v{version}.bak")
-
-
-def check_migrations(migrations: Sequence[Migration], version: int) -> None:
-    """Refuse (``ValueError``) steps that are not numbered one after another up to ``version``."""
-    expected = [version - len(migrations) + i for i in range(len(migrations))]
-    found = [m.from_version for m in migrations]
-    if found != expected or (migrations and expected[0] < 1):
-        raise ValueError(
-            f"migrations must go one version at a time up to {version}; they start from {found}"
-        )
 
 
 def split_statements(ddl: str) -> list[str]:
@@ -374,8 +329,8 @@ class Database(ClosesOnExit):
     def _steps_from(
         self, found: int, version: int, migrations: Sequence[Migration], what: str
     ) -> list[Migration]:
-        steps = [m for m in migrations if m.from_version >= found]
-        if len(steps) != version - found:
+        steps = steps_from(found, version, migrations)
+        if steps is None:
             oldest = migrations[0].from_version if migrations else version
             raise SchemaVersionError(
                 f"{self.path} is a {what} of schema version {found}; this hubsync upgrades "

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The test command: installs hubsync with its test extra, makes sure a
-# redis-server binary exists (the tests start their own private servers from
-# it, never the machine's Redis on 6379), checks lint, format and types, then
-# runs pytest. Extra arguments go to pytest; by default slow soak tests are
+# redis-server binary and PostgreSQL's initdb/pg_ctl exist (the tests start
+# their own private servers from them, never the machine's Redis on 6379 or
+# PostgreSQL on 5432), checks lint, format and types, then runs pytest. Extra arguments go to pytest; by default slow soak tests are
 # left out (run them with: scripts/test.sh -m slow, or scripts/soak.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,6 +19,26 @@ if ! command -v redis-server >/dev/null 2>&1; then
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null
   else
     echo "redis-server is missing: install it (e.g. 'sudo apt-get install -y redis-server' or 'brew install redis') and re-run" >&2
+    exit 1
+  fi
+fi
+
+# Where tests/helpers/postgres_server.py looks for initdb: PATH, pg_config --bindir,
+# then /usr/lib/postgresql/*/bin. HUBSYNC_TEST_POSTGRES_URL (an existing server)
+# makes it unnecessary.
+have_initdb() {
+  command -v initdb >/dev/null 2>&1 && return 0
+  if command -v pg_config >/dev/null 2>&1 && [ -x "$(pg_config --bindir)/initdb" ]; then
+    return 0
+  fi
+  compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null
+}
+if [ -z "${HUBSYNC_TEST_POSTGRES_URL:-}" ] && ! have_initdb; then
+  if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
+    echo "== installing the PostgreSQL server (apt-get)"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
+  else
+    echo "PostgreSQL's initdb is missing: install the server (e.g. 'sudo apt-get install -y postgresql' or 'brew install postgresql'), or set HUBSYNC_TEST_POSTGRES_URL to a server the tests may create databases on, and re-run" >&2
     exit 1
   fi
 fi

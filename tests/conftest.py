@@ -1,13 +1,24 @@
-"""Fixtures: a private real redis-server (own port, own temp dir), and fakeredis.
+"""Fixtures: a private real redis-server (own port, own temp dir), fakeredis, and a private
+PostgreSQL cluster.
 
-Nothing here touches the machine's Redis on 6379. ``redis_server`` is one
-server for the session; ``redis_url``/``redis_client`` hand each test a flushed
-database on it. ``private_redis`` is a server of the test's own, with AOF, for
-tests that stop, kill or restart it.
+Nothing here touches the machine's Redis on 6379 or PostgreSQL on 5432.
+``redis_server`` is one server for the session; ``redis_url``/``redis_client``
+hand each test a flushed database on it. ``private_redis`` is a server of the
+test's own, with AOF, for tests that stop, kill or restart it.
+``redis_cluster`` (with ``cluster_url``, flushed per test) is a private Redis
+Cluster of 3 masters with a replica each for the session;
+``private_redis_cluster`` one of the test's own, for tests that kill a master.
+
+``postgres_server`` is one PostgreSQL cluster per session (per xdist worker),
+made with initdb in a temp dir (``tests/helpers/postgres_server.py``), or the
+server ``HUBSYNC_TEST_POSTGRES_URL`` names; without either, the tests using it
+are skipped (and fail in CI). ``postgres_databases`` hands a test new, empty
+databases, dropped when it ends; ``postgres_url`` is the URL of one.
 
 Child processes the tests start run this checkout's code: its root goes first
 on their ``PYTHONPATH``, whatever copy of hubsync is installed. A test that
-uses a real-Redis fixture is marked ``redis`` here, from its fixtures.
+uses a real-Redis fixture is marked ``redis`` here, from its fixtures, and one
+that uses a PostgreSQL fixture ``postgres``.
 """
 
 from __future__ import annotations
@@ -15,18 +26,35 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import fakeredis
 import pytest
 import redis
 
 from hubsync.demo.embedded_redis import RedisServerProcess
+from tests.helpers.redis_cluster import RedisClusterProcesses
 from tests.helpers.support import require_redis_server
 from tests.helpers.trust import forget_enrollments
 
+if TYPE_CHECKING:
+    from tests.helpers.postgres_server import PostgresCluster, PostgresDatabases
+
 ROOT = Path(__file__).resolve().parents[1]
-REAL_REDIS_FIXTURES = frozenset({"redis_server", "redis_url", "redis_client", "private_redis"})
+REAL_REDIS_FIXTURES = frozenset(
+    {
+        "redis_server",
+        "redis_url",
+        "redis_client",
+        "private_redis",
+        "redis_cluster",
+        "cluster_url",
+        "private_redis_cluster",
+    }
+)
 """Using any of these makes a test a ``redis`` test."""
+POSTGRES_FIXTURES = frozenset({"postgres_server", "postgres_databases", "postgres_url"})
+"""Using any of these makes a test a ``postgres`` test."""
 
 os.environ["PYTHONPATH"] = os.pathsep.join(
     part for part in (str(ROOT), os.environ.get("PYTHONPATH")) if part
@@ -34,10 +62,14 @@ os.environ["PYTHONPATH"] = os.pathsep.join(
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark ``redis`` every test that uses a real-Redis fixture, however indirectly."""
+    """Mark ``redis`` (``postgres``) every test that uses a real-Redis (PostgreSQL) fixture,
+    however indirectly."""
     for item in items:
-        if REAL_REDIS_FIXTURES & set(getattr(item, "fixturenames", ())):
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if REAL_REDIS_FIXTURES & fixtures:
             item.add_marker(pytest.mark.redis)
+        if POSTGRES_FIXTURES & fixtures:
+            item.add_marker(pytest.mark.postgres)
 
 
 @pytest.fixture(scope="session")
@@ -79,6 +111,37 @@ def private_redis(tmp_path: Path) -> Iterator[RedisServerProcess]:
     server.close()
 
 
+@pytest.fixture(scope="session")
+def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisClusterProcesses]:
+    """One private Redis Cluster for the session: 3 masters with a replica each."""
+    require_redis_server()
+    cluster = RedisClusterProcesses(tmp_path_factory.mktemp("redis-cluster-session"))
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.close()
+
+
+@pytest.fixture
+def cluster_url(redis_cluster: RedisClusterProcesses) -> str:
+    """URL of the session's private cluster, emptied (every master flushed) for this test."""
+    redis_cluster.flush()
+    return redis_cluster.url
+
+
+@pytest.fixture
+def private_redis_cluster(tmp_path: Path) -> Iterator[RedisClusterProcesses]:
+    """A Redis Cluster of this test's own, free to lose a master (kill -9, failover)."""
+    require_redis_server()
+    cluster = RedisClusterProcesses(tmp_path / "redis-cluster")
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.close()
+
+
 @pytest.fixture
 def fake_redis() -> Iterator[fakeredis.FakeRedis]:
     """An in-memory fakeredis with Lua, for unit logic."""
@@ -92,3 +155,39 @@ def _forget_enrollments() -> Iterator[None]:
     """Each test enrolls its own runtimes: none signs with another test's key."""
     yield
     forget_enrollments()
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresCluster]:
+    """One PostgreSQL server for the session: a private cluster, or HUBSYNC_TEST_POSTGRES_URL's."""
+    from tests.helpers.postgres_server import PostgresCluster, PostgresUnavailable
+
+    external = os.environ.get("HUBSYNC_TEST_POSTGRES_URL")
+    if external:
+        with PostgresCluster.external(external) as server:  # drops what it made, nothing else
+            yield server
+        return
+    try:
+        cluster = PostgresCluster.start()
+    except PostgresUnavailable as exc:
+        if os.environ.get("CI"):
+            pytest.fail(f"PostgreSQL is required in CI: {exc}")
+        pytest.skip(str(exc))
+    with cluster:
+        yield cluster
+
+
+@pytest.fixture
+def postgres_databases(postgres_server: PostgresCluster) -> Iterator[PostgresDatabases]:
+    """New PostgreSQL databases for this test, dropped at its end."""
+    from tests.helpers.postgres_server import PostgresDatabases
+
+    databases = PostgresDatabases(postgres_server)
+    yield databases
+    databases.drop_all()
+
+
+@pytest.fixture
+def postgres_url(postgres_databases: PostgresDatabases) -> str:
+    """The URL of a new, empty PostgreSQL database of this test's own."""
+    return postgres_databases.new_url()

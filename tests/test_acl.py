@@ -321,7 +321,8 @@ def test_each_daemon_and_operator_command_works_under_its_own_user(
 ) -> None:
     server_url, admin = acl_redis
     state_dir = tmp_path / "runtime" / "state"
-    registry, (store,) = make_runtime(state_dir, [HUB_PROJECT])
+    hub_db = tmp_path / "hub.db"
+    registry, (store,) = make_runtime(state_dir, [HUB_PROJECT], hub_db)
     runtime_id = registry.runtime_id
     store.append_events([NewEvent(f"run-{n % 3}", "step.completed", {"n": n}) for n in range(60)])
     roles = [["--runtime", runtime_id, "--hub-project", HUB_PROJECT], ["--consumer"]]
@@ -331,11 +332,11 @@ def test_each_daemon_and_operator_command_works_under_its_own_user(
     consumer_url = user_url(server_url, f"{PREFIX}consumer")
     operator_env = {"HUBSYNC_REDIS_URL": user_url(server_url, f"{PREFIX}operator")}
     replayer_env = {"HUBSYNC_REDIS_URL": user_url(server_url, f"{PREFIX}replayer")}
-    # one entry no hub accepts, so there is a dead letter to list and replay
+    # one unsigned entry, which the hub refuses: a dead letter to list and replay, and a
+    # security alert the consumer's user must be allowed to raise
     send_fields(admin, HUB_PROJECT, {"kind": "event", "note": "not an event"})
     LeaseClient(admin).acquire_or_raise("effect:pr:1", "box-1:1", 60_000)  # for lease list
 
-    hub_db = tmp_path / "hub.db"
     fast = ("--block-ms", "100", "--reclaim-interval", "0.5")
     with PipelineProcesses(runtime_url, tmp_path / "logs") as pipeline:
         pipeline.start("relay", hubsync_command("relay", "--state-dir", str(state_dir)))
@@ -376,7 +377,8 @@ def test_each_daemon_and_operator_command_works_under_its_own_user(
     assert [p["dead_letters"] for p in shown["hub_projects"]] == [1]
     assert {h["kind"] for h in shown["health"]} == {"relay", "consumer"}
     assert "showing 1 of 1 dead letter(s)" in dead_list.stdout
-    assert "effect:pr:1" in lease_list.stdout and "0 alert(s)" in alerts.stdout
+    assert "effect:pr:1" in lease_list.stdout
+    assert "1 alert(s)" in alerts.stdout and "unauthenticated" in alerts.stdout, alerts.stdout
     assert "ok   consumer-group" in doctor.stdout
     assert "NOPERM" not in doctor.stdout + doctor.stderr, doctor.stdout
     assert replay_refused.returncode == 1 and "no permissions" in replay_refused.stderr

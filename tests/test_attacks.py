@@ -223,7 +223,8 @@ def test_a_squatter_claiming_the_project_under_another_hub_project_is_refused(
     redis_client: redis.Redis, site: Site
 ) -> None:
     project_id, runtime_id = site.store.project_id, site.registry.runtime_id
-    # First to name the project id, under another hub project, as the genuine runtime
+    site.hub.enroll("rt-other", [OTHER_PROJECT])  # another hub project, in use by another runtime
+    # First to name the project id, under that other hub project, as the genuine runtime
     squat = unsigned_fields(
         sync_event(1, run_id="run-0", project_id=project_id, hub_project=OTHER_PROJECT,
                    runtime_id=runtime_id)

@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import psycopg
 import pytest
 from click.testing import CliRunner
 
-from hubsync.benchmarks import report
+from hubsync.benchmarks import pipeline, report
 from hubsync.benchmarks.procs import percentiles
 from hubsync.benchmarks.workload import EVENT_BYTES, entries
 from hubsync.cli.main import cli
@@ -58,7 +59,8 @@ def test_bench_writes_a_report_with_every_section_and_prints_its_table(
     assert peers["naive"]["events_per_s"] > 0 and peers["rq_job_per_event"]["events_per_s"] > 0
     assert "events_per_s" in peers["jetstream"] or "skipped" in peers["jetstream"]
     assert document["machine"]["cpus"] >= 1
-    assert "end to end (1 relay, 2 consumers)" in result.output
+    assert document["end_to_end"]["hub"] == latency["hub"] == "sqlite"
+    assert "end to end (1 relay, 2 consumers, sqlite hub)" in result.output
     assert "peer: rq_job_per_event" in result.output
     assert "signature verify / sign (us per event)" in result.output
 
@@ -71,8 +73,34 @@ def test_bench_help_names_its_options_which_read_no_environment_variable() -> No
     assert "HUBSYNC_JSON" not in result.output
 
 
+@pytest.mark.e2e
+@pytest.mark.timeout(240)
+def test_the_end_to_end_and_latency_runs_can_use_a_postgresql_hub(
+    redis_url: str, postgres_url: str
+) -> None:
+    end_to_end = pipeline.measure_end_to_end(redis_url, 600, hub_url=postgres_url)
+    assert (end_to_end["hub"], end_to_end["events"]) == ("postgresql", 600)
+    assert end_to_end["events_per_s"] > 0
+    latency = pipeline.measure_latency(redis_url, 500, 1.5, hub_url=postgres_url)
+    assert latency["hub"] == "postgresql"
+    assert 0 < latency["p50_ms"] <= latency["p99_ms"]
+    # each run had a schema of its own, and dropped it: the database is as it was
+    with psycopg.connect(postgres_url) as conn:
+        schemas = conn.execute(
+            "SELECT nspname FROM pg_namespace WHERE nspname LIKE 'hubsync_bench%'"
+        ).fetchall()
+        tables = conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")
+        assert (schemas, tables.fetchall()) == ([], [])
+
+
 def test_bench_refuses_malformed_arguments_with_a_usage_error() -> None:
-    for args in (["bench", "--bogus"], ["bench", "--json"], ["bench", "--quick=maybe"]):
+    for args in (
+        ["bench", "--bogus"],
+        ["bench", "--json"],
+        ["bench", "--quick=maybe"],
+        ["bench", "--hub-url", "sqlite:///hub.db"],
+        ["bench", "--hub-url", "nonsense"],
+    ):
         result = CliRunner().invoke(cli, args)
         assert result.exit_code == 2, (args, result.output)
         assert "Traceback" not in result.output

@@ -20,12 +20,14 @@ from tests.helpers.consumer_support import (
     EVENTS,
     consume_argv,
     count_rows,
+    enroll_on,
     pending_of,
     run_consume,
 )
 from tests.helpers.operator_support import run_cli
-from tests.helpers.relay_player import send, sync_event
+from tests.helpers.relay_player import HUB_PROJECT, RUNTIME, send, sync_event
 from tests.helpers.support import wait_until
+from tests.helpers.trust import enroll
 
 
 class Workers:
@@ -58,7 +60,9 @@ def test_a_killed_consumers_pending_entries_are_reclaimed_by_another(
 ) -> None:
     hub_db = tmp_path / "hub.db"
     with SqliteHubStore(hub_db) as store:
-        store.init_hub()  # the identity is written before the lock below, as 'hub init' would
+        # the identity and the enrollment are written before the lock below, as
+        # 'hub init' and 'enroll' would
+        enroll(store, RUNTIME, [HUB_PROJECT])
     for s in range(1, 51):
         send(redis_client, sync_event(s))
     # Hold the hub database's write lock so the victim reads its batch and then
@@ -92,6 +96,7 @@ def test_several_worker_processes_share_one_hub_database(
 ) -> None:
     hub_db = tmp_path / "hub.db"
     projects = ["alpha", "beta", "gamma"]
+    enroll_on(hub_db, projects)
     for project in projects:
         for s in range(1, 401):
             send(redis_client, sync_event(s, project_id=f"p-{project}", hub_project=project))
@@ -133,6 +138,7 @@ def test_once_ingests_what_is_there_and_exits_zero(
     redis_client: redis.Redis, redis_url: str, tmp_path: Path
 ) -> None:
     hub_db = tmp_path / "hub.db"
+    enroll_on(hub_db)
     for s in range(1, 11):
         send(redis_client, sync_event(s))
     result = run_consume(redis_url, hub_db, "--once")
@@ -146,7 +152,9 @@ def test_a_second_signal_exits_at_once(
 ) -> None:
     hub_db = tmp_path / "hub.db"
     with SqliteHubStore(hub_db) as store:
-        store.init_hub()  # the identity is written before the lock below, as 'hub init' would
+        # the identity and the enrollment are written before the lock below, as
+        # 'hub init' and 'enroll' would
+        enroll(store, RUNTIME, [HUB_PROJECT])
     send(redis_client, sync_event(1))
     blocker = sqlite3.connect(hub_db, isolation_level=None)
     blocker.execute("BEGIN IMMEDIATE")  # the batch cannot finish while this is held
@@ -194,6 +202,7 @@ def test_a_worker_started_while_redis_is_down_waits_for_it_then_ingests(
 ) -> None:
     private_redis.stop()  # its port now has nothing listening
     hub_db = tmp_path / "hub.db"
+    enroll_on(hub_db)
     proc = workers.start(private_redis.url, hub_db, "early")
     unreachable = f"Redis unreachable at {private_redis.url}"
     wait_until(lambda: unreachable in proc.log_text(), what="the outage logged")
@@ -213,6 +222,7 @@ def test_a_worker_rides_out_a_redis_restart(
     private_redis: RedisServerProcess, tmp_path: Path, workers: Workers
 ) -> None:
     hub_db = tmp_path / "hub.db"
+    enroll_on(hub_db)
     client = redis.Redis.from_url(private_redis.url)
     send(client, sync_event(1))
     proc = workers.start(private_redis.url, hub_db, "steady")

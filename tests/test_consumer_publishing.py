@@ -1,4 +1,5 @@
-"""Dead-letter and rejected-outcome construction: bounded copies, hashes of what arrived."""
+"""Dead-letter, rejected-outcome and outcomes construction: bounded copies, hashes of what
+arrived, signed outcomes, and nothing told about a refused entry."""
 
 from __future__ import annotations
 
@@ -10,12 +11,16 @@ from consumers.publishing import (
     dead_letter_fields,
     parse_dead_letter,
     rejected_outcome,
+    signed_outcomes_entry_fields,
 )
 from hubsync import keys
 from hubsync.canonical import content_hash
-from hubsync.entries import Outcome, OutcomeRecord, decode_fields
+from hubsync.entries import Outcome, OutcomeRecord, SecurityReason, decode_fields
 from hubsync.settings import ConsumerSettings
+from hubsync.signing import HUB_ID_FIELD, RuntimeKey, verify_outcomes_entry
 from tests.helpers.relay_player import entry_fields, sync_event
+
+HUB_ID = "hub-test-1"
 
 
 def letter(original: dict[str, bytes], **extra: object) -> dict[str, bytes]:
@@ -64,17 +69,74 @@ def test_no_rejected_outcome_for_an_entry_that_names_no_runtime_or_key() -> None
 
 
 def test_an_ack_stream_is_capped_near_its_maxlen(redis_client: redis.Redis) -> None:
-    # A forger names runtime ids no relay reads: their ack streams must stay bounded.
+    # A relay that stopped reading its acks stream must not grow it for ever.
     record = OutcomeRecord("p1", "run-1", 1, Outcome.ACCEPTED, "a" * 64, None, None)
+    key = RuntimeKey.generate()
     for _ in range(1_000):
         publication = Publication(
-            consumer="w1", dead_maxlen=100, alerts_maxlen=100, acks_maxlen=100
+            consumer="w1", hub_id=HUB_ID, dead_maxlen=100, alerts_maxlen=100, acks_maxlen=100
         )
-        publication.outcome("acme", "rt-nobody-reads", record)
+        publication.outcome("acme", "rt-gone-quiet", record, key)
         publication.send(redis_client)
-    length = redis_client.xlen(keys.acks_stream("acme", "rt-nobody-reads"))
+    length = redis_client.xlen(keys.acks_stream("acme", "rt-gone-quiet"))
     # approximate trimming drops whole stream nodes (100 entries each by default)
     assert 100 <= length <= 200
+
+
+def test_outcomes_are_signed_for_their_runtime_with_the_key_and_name_the_hub(
+    fake_redis: redis.Redis,
+) -> None:
+    record = OutcomeRecord("p1", "run-1", 1, Outcome.ACCEPTED, "a" * 64, None, None)
+    key, previous = RuntimeKey.generate(), RuntimeKey.generate()
+    publication = Publication(consumer="w1", hub_id=HUB_ID, dead_maxlen=10, alerts_maxlen=10)
+    publication.outcome("acme", "rt-1", record, key)
+    publication.outcome("acme", "rt-1", record, previous)  # sent signed with the old key
+    publication.send(fake_redis)
+    entries = [decode_fields(f) for _, f in fake_redis.xrange(keys.acks_stream("acme", "rt-1"))]
+    assert [e[HUB_ID_FIELD] for e in entries] == [HUB_ID.encode()] * 2
+    assert [verify_outcomes_entry([key, previous], e, runtime_id="rt-1") for e in entries] == [
+        key,
+        previous,
+    ]
+    # a signature for rt-1 is no signature for another runtime's stream
+    assert verify_outcomes_entry([key], entries[0], runtime_id="rt-2") is None
+    fields = signed_outcomes_entry_fields(HUB_ID, "acme", "rt-1", [record], key)
+    assert verify_outcomes_entry([key], decode_fields(fields), runtime_id="rt-1") is key
+
+
+def test_a_refused_entry_is_dead_lettered_and_alerted_and_its_runtime_told_nothing() -> None:
+    fields = decode_fields(dict(entry_fields(sync_event(3)), content_hash="0" * 64))
+    publication = Publication(consumer="w1", hub_id=HUB_ID, dead_maxlen=10, alerts_maxlen=10)
+    publication.refused(
+        keys.events_stream("acme"), "1-0", fields, SecurityReason.UNAUTHENTICATED, "unsigned"
+    )
+    [(stream, dead)] = publication.dead_letters
+    assert stream == keys.dead_stream("acme") and dead["reason"] == "unauthenticated"
+    [alert] = publication.security_alerts
+    assert (alert.reason, alert.runtime_id, alert.sequence) == (
+        SecurityReason.UNAUTHENTICATED,
+        "rt-1",
+        3,
+    )
+    assert alert.offered_hash == content_hash(fields["event"])
+    [(stream, streamed)] = publication.alerts
+    assert stream == keys.alerts_stream("acme") and streamed["reason"] == "unauthenticated"
+    assert not publication.outcomes
+    assert publication.acks == {keys.events_stream("acme"): ["1-0"]}
+
+
+def test_a_bad_entry_is_told_rejected_only_when_it_authenticated() -> None:
+    fields = decode_fields(dict(entry_fields(sync_event(3)), content_hash="0" * 64))
+    key = RuntimeKey.generate()
+    stream = keys.events_stream("acme")
+    unsigned = Publication(consumer="w1", hub_id=HUB_ID, dead_maxlen=10, alerts_maxlen=10)
+    unsigned.dead(stream, "1-0", fields, "hash_mismatch", "hash")
+    assert not unsigned.outcomes
+    signed = Publication(consumer="w1", hub_id=HUB_ID, dead_maxlen=10, alerts_maxlen=10)
+    signed.dead(stream, "1-0", fields, "hash_mismatch", "hash", key=key)
+    [((hub_project, runtime_id, signer), [record])] = signed.outcomes.items()
+    assert (hub_project, runtime_id, signer) == ("acme", "rt-1", key)
+    assert record.outcome is Outcome.REJECTED and record.reason == "hash_mismatch"
 
 
 def test_consumer_settings_cap_ack_streams_by_default() -> None:

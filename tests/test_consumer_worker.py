@@ -27,11 +27,13 @@ from hubsync.entries import (
     Outcome,
     OutcomeRecord,
     PresenceBeat,
+    SecurityReason,
     decode_fields,
     parse_outcomes_entry,
 )
 from hubsync.redis_values import as_text
 from hubsync.settings import ConsumerSettings
+from hubsync.signing import SIGNATURE_FIELD, RuntimeKey, sign_event_entry
 from tests.helpers.relay_player import (
     HUB_PROJECT,
     RUNTIME,
@@ -42,7 +44,7 @@ from tests.helpers.relay_player import (
     sync_event,
 )
 from tests.helpers.support import wait_until
-from tests.helpers.trust import enroll
+from tests.helpers.trust import enroll, signed_event
 
 EVENTS = keys.events_stream(HUB_PROJECT)
 GROUP = keys.CONSUMER_GROUP
@@ -180,8 +182,11 @@ def test_the_same_key_with_other_bytes_is_a_conflict_alerted_and_never_stored(
 
 
 def _garbage() -> dict[str, dict[str, str | bytes]]:
+    """Bad entries of the enrolled runtime: each is signed after it was spoiled, so it
+    authenticates and what the hub judges is its content."""
     good = entry_fields(sync_event(50))
-    missing = {k: v for k, v in good.items() if k != "content_hash"}
+    # event_type is not signed (the event bytes carry it): a signed entry can lack it
+    missing = {k: v for k, v in good.items() if k != "event_type"}
     not_json = dict(
         entry_fields(sync_event(51)), event=b"{not json", content_hash=content_hash(b"{not json")
     )
@@ -195,13 +200,14 @@ def _garbage() -> dict[str, dict[str, str | bytes]]:
     )
     mismatch = dict(entry_fields(sync_event(53)), content_hash="0" * 64)
     huge = dict(entry_fields(sync_event(54)), event=b"x" * (10 * 1024 * 1024))
-    return {
+    spoiled = {
         "missing_field": missing,
         "bad_json": not_json,
         "unknown_schema": wrong_schema,
         "hash_mismatch": mismatch,
         "field_too_large": huge,
     }
+    return {reason: signed_event(fields) for reason, fields in spoiled.items()}
 
 
 def test_garbage_entries_become_dead_letters_while_valid_ones_are_ingested(
@@ -222,7 +228,7 @@ def test_garbage_entries_become_dead_letters_while_valid_ones_are_ingested(
     assert huge.truncated == {"event": 10 * 1024 * 1024}
     assert len(huge.fields["event"]) <= 4096
     [missing] = [letter for letter in letters if letter.reason == "missing_field"]
-    assert missing.replayable and "content_hash" not in missing.fields
+    assert missing.replayable and "event_type" not in missing.fields
     assert pending_count(redis_client) == 0
 
     # Entries that name their runtime and key are told "rejected", with the hash
@@ -245,6 +251,95 @@ def test_an_entry_naming_another_hub_project_is_dead_lettered(
     assert store.count_events() == 0
 
 
+def _unsigned(fields: dict[str, str | bytes]) -> dict[str, str | bytes]:
+    return {name: value for name, value in fields.items() if name != SIGNATURE_FIELD}
+
+
+def test_entries_that_do_not_authenticate_are_refused_alerted_and_told_nothing(
+    redis_client: redis.Redis, worker: HubConsumer, store: HubStore
+) -> None:
+    stranger_key = RuntimeKey.generate()
+    wrong_key = _unsigned(entry_fields(sync_event(3)))
+    wrong_key[SIGNATURE_FIELD] = sign_event_entry(stranger_key, wrong_key)
+    # other bytes under the genuine signature of sequence 4: the hash it signed is not theirs
+    evil = sync_event(4, data={"step": "evil"})
+    tampered = dict(entry_fields(sync_event(4)), event=evil.encoded()[0])
+    tampered["content_hash"] = evil.encoded()[1]
+    stranger = entry_fields(sync_event(5, runtime_id="rt-stranger"))  # never enrolled
+    stranger[SIGNATURE_FIELD] = sign_event_entry(stranger_key, stranger)
+    refused = {
+        "unsigned": _unsigned(entry_fields(sync_event(2))),
+        "signed with another key": wrong_key,
+        "tampered": tampered,
+        "unknown runtime": stranger,
+        # a bad entry that would be told "rejected" if it authenticated
+        "unsigned garbage": _unsigned(_garbage()["hash_mismatch"]),
+    }
+    send(redis_client, sync_event(1))
+    for fields in refused.values():
+        send_fields(redis_client, HUB_PROJECT, fields)
+    stats = worker.run_once()
+
+    assert (stats.accepted, stats.refused, stats.rejected) == (1, len(refused), 0)
+    assert store.count_events() == 1  # nothing refused reached the store
+    letters = dead_letters(redis_client)
+    assert [letter.reason for letter in letters] == ["unauthenticated"] * len(refused)
+    assert [letter.fields for letter in letters] == [
+        decode_fields(fields) for fields in refused.values()
+    ]
+    kept = store.alerts()
+    assert [a.reason for a in kept] == [SecurityReason.UNAUTHENTICATED] * len(refused)
+    assert {(a.runtime_id, a.sequence) for a in kept} == {
+        (RUNTIME, 2),
+        (RUNTIME, 3),
+        (RUNTIME, 4),
+        ("rt-stranger", 5),
+        (RUNTIME, 53),
+    }
+    [tampered_alert] = [a for a in kept if a.sequence == 4]
+    assert tampered_alert.offered_hash == evil.encoded()[1]
+    streamed = [decode_fields(f) for _, f in redis_client.xrange(keys.alerts_stream(HUB_PROJECT))]
+    assert [f["reason"] for f in streamed] == [b"unauthenticated"] * len(refused)
+    # the runtime hears only about its genuine entry; nobody hears about the refused ones
+    assert [[o.outcome for o in e] for e in outcomes(redis_client)] == [[Outcome.ACCEPTED]]
+    assert not redis_client.exists(keys.acks_stream(HUB_PROJECT, "rt-stranger"))
+    assert pending_count(redis_client) == 0
+
+
+def test_an_entry_for_a_hub_project_its_runtime_is_not_enrolled_for_is_refused(
+    redis_client: redis.Redis, worker: HubConsumer, store: HubStore
+) -> None:
+    enroll(store, "rt-other", ["other"])  # so that the worker follows "other" at all
+    send(redis_client, sync_event(1, hub_project="other"))  # signed with rt-1's genuine key
+    worker.run_once()
+    [(_, raw)] = redis_client.xrange(keys.dead_stream("other"))
+    assert parse_dead_letter(decode_fields(raw)).reason == "not_enrolled"
+    assert store.count_events() == 0
+    [alert] = store.alerts()
+    assert (alert.reason, alert.hub_project, alert.runtime_id) == (
+        SecurityReason.NOT_ENROLLED,
+        "other",
+        RUNTIME,
+    )
+    assert not redis_client.exists(keys.acks_stream("other", RUNTIME))
+
+
+def test_presence_beats_that_do_not_authenticate_are_refused(
+    redis_client: redis.Redis, worker: HubConsumer, store: HubStore
+) -> None:
+    genuine = PresenceBeat(RUNTIME, HUB_PROJECT, "box", 7, "0.1.0", 12, "2026-11-29T16:38:54Z")
+    send_presence(redis_client, genuine)
+    forged = PresenceBeat(RUNTIME, HUB_PROJECT, "evil", 8, "0.1.0", 0, "2026-11-29T16:39:54Z")
+    send_fields(redis_client, HUB_PROJECT, forged.to_fields())  # unsigned
+    stranger = PresenceBeat("rt-stranger", HUB_PROJECT, "x", 9, "0.1.0", 0, genuine.heartbeat)
+    send_presence(redis_client, stranger)  # not enrolled: unsigned
+    stats = worker.run_once()
+    assert (stats.presence, stats.refused) == (1, 2)
+    [seen] = store.presence(HUB_PROJECT)
+    assert seen.beat == genuine
+    assert [letter.reason for letter in dead_letters(redis_client)] == ["unauthenticated"] * 2
+
+
 def test_presence_beats_update_runtime_presence(
     redis_client: redis.Redis, worker: HubConsumer, store: HubStore
 ) -> None:
@@ -261,6 +356,7 @@ def test_new_projects_are_picked_up_without_a_restart(
 ) -> None:
     # The daemon loop in a thread while this one reads the same SQLite connection.
     store = sqlite_store
+    enroll(store, RUNTIME, [HUB_PROJECT, "newcomer"])  # the runtime may write to both
     worker = HubConsumer(redis_client, store, make_settings(redis_url, tmp_path), name="w1")
     thread = threading.Thread(target=worker.run, daemon=True)
     thread.start()
@@ -280,7 +376,8 @@ def test_a_hub_database_locked_past_its_budget_leaves_the_batch_pending_until_it
 ) -> None:
     path = tmp_path / "hub.db"
     store = SqliteHubStore(path, busy_timeout=0.0, busy_budget=0.05)
-    store.init_hub()  # the identity exists before the lock, as on a hub that has run before
+    # the identity and the enrollment exist before the lock, as on a hub that has run before
+    enroll(store, RUNTIME, [HUB_PROJECT])
     worker = HubConsumer(redis_client, store, make_settings(redis_url, tmp_path), name="w1")
     holder = sqlite3.connect(path, isolation_level=None)
     holder.execute("BEGIN IMMEDIATE")  # another process's long write
@@ -384,8 +481,9 @@ def test_idle_consumers_with_nothing_pending_are_removed_but_not_those_with_pend
 
 
 def test_names_added_to_the_projects_set_make_no_stream_and_no_group(
-    redis_client: redis.Redis, worker: HubConsumer
+    redis_client: redis.Redis, worker: HubConsumer, store: HubStore
 ) -> None:
+    enroll(store, RUNTIME, [HUB_PROJECT, "bogus-7"])  # the relay below may write there
     bogus = [f"bogus-{index}" for index in range(2_000)]
     redis_client.sadd(keys.PROJECTS, *bogus, "bad{name}", "x" * 500)
     assert worker.refresh_streams(force=True) == []
@@ -396,6 +494,22 @@ def test_names_added_to_the_projects_set_make_no_stream_and_no_group(
     assert worker.run_once().accepted == 1
 
 
+def test_only_hub_projects_an_enrolled_runtime_may_write_to_are_followed(
+    redis_client: redis.Redis, worker: HubConsumer, store: HubStore
+) -> None:
+    send(redis_client, sync_event(1))
+    send(redis_client, sync_event(1, project_id="p-squat", hub_project="squat"))
+    assert worker.refresh_streams(force=True) == [EVENTS]
+    assert worker.run_once().read == 1
+    assert redis_client.xlen(keys.events_stream("squat")) == 1  # left unread, never stored
+    assert not redis_client.xinfo_groups(keys.events_stream("squat"))
+
+    enroll(store, "rt-squat", ["squat"])  # once a runtime may write there, it is followed
+    assert keys.events_stream("squat") in worker.refresh_streams()
+    store.revoke("rt-squat")
+    assert keys.events_stream("squat") in worker.refresh_streams()  # followed ones stay
+
+
 def test_a_consumer_follows_at_most_max_projects_and_says_so_once(
     redis_client: redis.Redis,
     redis_url: str,
@@ -403,6 +517,7 @@ def test_a_consumer_follows_at_most_max_projects_and_says_so_once(
     tmp_path: Path,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
+    enroll(store, "rt-many", [f"proj-{index}" for index in range(5)])
     for index in range(5):
         send(redis_client, sync_event(1, project_id=f"p{index}", hub_project=f"proj-{index}"))
     settings = make_settings(redis_url, tmp_path, max_projects=3)

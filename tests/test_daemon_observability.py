@@ -1,9 +1,11 @@
 """A live relay and consumer (real processes, private Redis): /metrics over HTTP, JSON logs.
 
 One pipeline run serves both tests: events produced through ``hubsync
-produce`` with a unique marker planted in their allowlisted payload, plus two
-malformed entries carrying the same marker straight onto the stream, go
-through ``hubsync relay`` and ``hubsync consume`` started with
+produce`` with a unique marker planted in their allowlisted payload (the
+runtime enrolled on the hub as ``hubsync enroll`` and ``runtime join`` do),
+plus two malformed entries of another enrolled runtime and one unsigned entry,
+all carrying the same marker, straight onto the stream, go through ``hubsync
+relay`` and ``hubsync consume`` started with
 ``--metrics-port`` and ``--log-format json --log-level DEBUG``. The scraped
 counters must equal what went through; the logs must be JSON lines that never
 contain the marker (so no event bytes, valid or not, reach a log record).
@@ -25,12 +27,15 @@ import pytest
 import redis
 from prometheus_client.parser import text_string_to_metric_families
 
+from hubstore import hub_url_from_path, open_store
 from hubstore.sqlite_store import SqliteHubStore
 from hubsync import keys
 from hubsync.canonical import canonical_json, content_hash
 from hubsync.demo.embedded_redis import RedisServerProcess
 from hubsync.processes import PipelineProcesses, hubsync_command, run_hubsync
+from hubsync.provisioning import enroll_state_dir
 from tests.helpers.support import require_redis_server
+from tests.helpers.trust import enroll, signed_event
 
 pytestmark = pytest.mark.e2e
 
@@ -79,7 +84,8 @@ class Pipeline:
 
 
 def malformed_entries(hub_project: str, marker: str) -> list[dict[str, str | bytes]]:
-    """Two bad entries whose bytes carry the marker: a wrong hash, and a wrong field type."""
+    """Two bad entries of runtime ``rt-x`` whose bytes carry the marker: a wrong hash, and a
+    wrong field type (unsigned: the caller signs them as the runtime)."""
     wrong_type = canonical_json(
         {
             "schema": "hubsync.sync-event.v1",
@@ -145,9 +151,14 @@ def run_pipeline(work: Path, processes: PipelineProcesses) -> Pipeline:
     assert produced.returncode == 0, produced.stderr
     report = json.loads(produced.stdout)
     hub_project = report["hub_project"]
+    with open_store(hub_url_from_path(hub_db), create_schema=True) as hub:
+        enroll_state_dir(hub, state_dir, [hub_project])
+        enroll(hub, "rt-x", [hub_project])  # signs the malformed entries below
     client = redis.Redis.from_url(processes.redis_url)
     client.sadd(keys.PROJECTS, hub_project)
-    for fields in malformed_entries(hub_project, marker):
+    bad = [signed_event(fields) for fields in malformed_entries(hub_project, marker)]
+    unsigned = dict(malformed_entries(hub_project, marker)[0], run_id="run-unsigned")
+    for fields in [*bad, unsigned]:
         client.xadd(keys.events_stream(hub_project), fields)  # type: ignore[arg-type]
 
     relay_port, consumer_port = free_port(), free_port()
@@ -232,6 +243,7 @@ def test_scraped_metrics_equal_what_was_sent_and_ingested(pipeline: Pipeline) ->
     assert value(consumer, "hubsync_events_ingested_total", outcome="duplicate") == 0
     assert value(consumer, "hubsync_dead_letters_total", reason="hash_mismatch") == 1
     assert value(consumer, "hubsync_dead_letters_total", reason="invalid_event") == 1
+    assert value(consumer, "hubsync_dead_letters_total", reason="unauthenticated") == 1
     assert value(consumer, "hubsync_end_to_end_latency_seconds_count") == EVENTS
     assert value(consumer, "hubsync_batch_ingest_seconds_count") >= 1
     hub = pipeline.hub_project
@@ -255,4 +267,5 @@ def test_json_logs_are_json_lines_without_event_bytes(pipeline: Pipeline) -> Non
     # The paths that handle bad bytes did log (so the marker check means something).
     messages = [json.loads(line)["message"] for line in pipeline.consumer_log.splitlines()]
     assert sum("dead-lettering" in m for m in messages) == 2
+    assert sum("security: refusing" in m for m in messages) == 1
     assert any("metrics" in json.loads(line)["message"] for line in pipeline.relay_log.splitlines())

@@ -79,9 +79,10 @@ def test_list_shows_reason_detail_source_and_key_without_event_bytes(
     pipeline.consume_once()
     [letter] = listed(capsys, pipeline)
     assert letter["reason"] == "missing_field"
-    assert "project_id" in letter["detail"]
+    assert "'event'" in letter["detail"]
     assert letter["source_id"] == source and letter["replayable"] is True
-    assert letter["fields"] == {"kind": 5, "note": 12}
+    assert letter["fields"]["kind"] == 5 and letter["fields"]["note"] == 12
+    assert letter["fields"]["sig"] == 64 and "event" not in letter["fields"]
     assert "not an event" not in json.dumps(letter)
     code, out, _ = dead(capsys, pipeline, "list")
     assert code == 0 and letter["id"] in out and "missing_field" in out

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import click
 import pytest
@@ -22,7 +23,11 @@ from hubsync.keys import EFFECTS_QUEUE
 ROOT = Path(__file__).resolve().parents[1]
 COMPOSE: dict[str, Any] = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
 SERVICES: dict[str, dict[str, Any]] = COMPOSE["services"]
-OURS = sorted(name for name in SERVICES if name != "redis")
+OURS = sorted(name for name in SERVICES if SERVICES[name].get("build") == ".")
+"""The services running this repository's image."""
+DAEMONS = sorted(name for name in OURS if SERVICES[name].get("restart") != "no")
+"""Those that keep running (the rest are one-shot steps, such as the hub migration)."""
+CONSUMERS = [name for name in OURS if SERVICES[name]["command"][:2] == ["hubsync", "consume"]]
 
 
 def argv(value: Any) -> list[str]:
@@ -34,19 +39,31 @@ def argv(value: Any) -> list[str]:
     return [str(part) for part in value]
 
 
-def resolve(args: list[str]) -> click.Context:
-    """Parse ``args`` with the real click command they name; raise if anything is unknown."""
+def resolve(args: list[str], service: str | None = None) -> click.Context:
+    """Parse ``args`` with the real click command they name; raise if anything is unknown.
+
+    With ``service``, options also come from that service's environment, as in
+    its container (``HUBSYNC_<OPTION>`` variables).
+    """
     program, *rest = args
-    groups = {"hubsync": hubsync_cli, "rq": rq_cli}
+    groups: dict[str, click.Group] = {"hubsync": hubsync_cli, "rq": rq_cli}
     assert program in groups, f"{program!r} is not one of our entry points"
     group = groups[program]
-    name, *options = rest
-    with click.Context(group) as parent:
-        command = group.get_command(parent, name)
-        assert command is not None, f"{program} has no command {name!r}"
-        # make_context parses (unknown options, missing required ones, bad
-        # types all raise) without running the command.
-        return command.make_context(name, options, parent=parent)
+    environment = {} if service is None else SERVICES[service].get("environment", {})
+    with pytest.MonkeyPatch.context() as patch:
+        for key, value in environment.items():
+            patch.setenv(key, str(value))
+        with click.Context(group) as parent:
+            while True:  # down through subcommand groups (hubsync hub migrate)
+                name, *rest = rest
+                command = group.get_command(parent, name)
+                assert command is not None, f"{program} has no command {name!r}"
+                if not isinstance(command, click.Group):
+                    break
+                group, parent = command, click.Context(command, parent=parent)
+            # make_context parses (unknown options, missing required ones, bad
+            # types all raise) without running the command.
+            return command.make_context(name, rest, parent=parent)
 
 
 @pytest.fixture(autouse=True)
@@ -59,12 +76,15 @@ def _no_environment(monkeypatch: pytest.MonkeyPatch) -> None:
             monkeypatch.delenv(key)
 
 
-def test_the_services_are_redis_a_relay_two_consumers_and_the_effects_worker() -> None:
-    programs = {name: argv(SERVICES[name]["command"])[:2] for name in OURS}
-    assert "redis" in SERVICES
+def test_the_services_are_redis_postgres_a_relay_two_consumers_and_the_effects_worker() -> None:
+    programs = {name: argv(SERVICES[name]["command"])[:2] for name in DAEMONS}
+    assert "redis" in SERVICES and "postgres" in SERVICES
     assert sorted(programs.values()).count(["hubsync", "consume"]) >= 2
     assert ["hubsync", "relay"] in programs.values()
     assert ["rq", "worker"] in programs.values()
+    assert [argv(SERVICES[name]["command"]) for name in OURS if name not in DAEMONS] == [
+        ["hubsync", "hub", "migrate"]
+    ]
 
 
 def test_redis_keeps_an_append_only_file_on_a_volume_and_answers_ping() -> None:
@@ -80,35 +100,67 @@ def test_redis_keeps_an_append_only_file_on_a_volume_and_answers_ping() -> None:
 
 
 @pytest.mark.parametrize("service", OURS)
-def test_each_command_and_health_check_is_a_real_entry_point(service: str) -> None:
-    spec = SERVICES[service]
-    resolve(argv(spec["command"]))
-    check = argv(spec["healthcheck"]["test"])
+def test_each_command_is_a_real_entry_point(service: str) -> None:
+    resolve(argv(SERVICES[service]["command"]), service)
+
+
+@pytest.mark.parametrize("service", DAEMONS)
+def test_each_daemon_has_a_health_check_that_is_a_real_entry_point(service: str) -> None:
+    check = argv(SERVICES[service]["healthcheck"]["test"])
     assert "--check" in check
-    context = resolve(check)
+    context = resolve(check, service)
     assert context.params["check"] is True
 
 
-@pytest.mark.parametrize("service", OURS)
-def test_each_service_waits_for_a_healthy_redis(service: str) -> None:
+@pytest.mark.parametrize("service", DAEMONS)
+def test_each_daemon_waits_for_a_healthy_redis(service: str) -> None:
     assert SERVICES[service]["depends_on"]["redis"]["condition"] == "service_healthy"
 
 
-def test_consumers_have_distinct_names_and_share_one_hub_database() -> None:
-    consumers = [
-        resolve(argv(SERVICES[name]["command"]))
-        for name in OURS
-        if argv(SERVICES[name]["command"])[:2] == ["hubsync", "consume"]
-    ]
+def test_consumers_have_distinct_names_and_share_one_postgresql_hub_store() -> None:
+    consumers = [resolve(argv(SERVICES[name]["command"]), name) for name in CONSUMERS]
     names = [context.params["name"] for context in consumers]
     assert len(set(names)) == len(names) >= 2
-    assert len({str(context.params["hub_db"]) for context in consumers}) == 1
-    for name in OURS:
-        command = resolve(argv(SERVICES[name]["command"]))
-        check = resolve(argv(SERVICES[name]["healthcheck"]["test"]))
+    urls = {str(context.params["hub_url"]) for context in consumers}
+    [url] = urls
+    assert url.startswith("postgresql://") and urlsplit(url).hostname == "postgres"
+    assert urlsplit(url).password is None, "the password comes from PGPASSWORD, not the URL"
+    assert all(context.params["hub_db"] is None for context in consumers)
+    for name in DAEMONS:
+        command = resolve(argv(SERVICES[name]["command"]), name)
+        check = resolve(argv(SERVICES[name]["healthcheck"]["test"]), name)
         if "name" in check.params and check.params["name"] is not None:
-            # the health check must look at the worker this service runs
+            # the health check must look at the worker this service runs, in its store
             assert check.params["name"] == command.params["name"]
+            assert check.params.get("hub_url") == command.params.get("hub_url")
+
+
+def test_postgres_keeps_its_data_on_a_volume_and_answers_pg_isready() -> None:
+    postgres = SERVICES["postgres"]
+    assert str(postgres["image"]) == "postgres:16"
+    assert any(str(v).endswith(":/var/lib/postgresql/data") for v in postgres["volumes"])
+    assert {str(v).split(":")[0] for v in postgres["volumes"]} <= set(COMPOSE["volumes"])
+    assert argv(postgres["healthcheck"]["test"])[0] == "pg_isready"
+    environment = postgres["environment"]
+    url = urlsplit(SERVICES[CONSUMERS[0]]["environment"]["HUBSYNC_HUB_URL"])
+    assert (url.username, url.path) == (
+        environment["POSTGRES_USER"],
+        f"/{environment['POSTGRES_DB']}",
+    )
+    for name in ("hub-migrate", *CONSUMERS):
+        assert SERVICES[name]["environment"]["PGPASSWORD"] == environment["POSTGRES_PASSWORD"]
+
+
+def test_the_schema_is_migrated_once_before_the_consumers_start() -> None:
+    migrate = SERVICES["hub-migrate"]
+    context = resolve(argv(migrate["command"]), "hub-migrate")
+    consumer_url = SERVICES[CONSUMERS[0]]["environment"]["HUBSYNC_HUB_URL"]
+    assert context.params["hub_url"] == consumer_url
+    assert migrate["restart"] == "no"
+    assert migrate["depends_on"]["postgres"]["condition"] == "service_healthy"
+    for name in CONSUMERS:
+        depends = SERVICES[name]["depends_on"]
+        assert depends["hub-migrate"]["condition"] == "service_completed_successfully"
 
 
 def test_the_effects_worker_serves_the_effects_queue_and_metrics_ports_are_published() -> None:
@@ -119,8 +171,8 @@ def test_the_effects_worker_serves_the_effects_queue_and_metrics_ports_are_publi
     )
     assert EFFECTS_QUEUE in worker.params["queues"]
     assert worker.params["url"].startswith("redis://redis:6379")
-    for name in OURS:
-        port = resolve(argv(SERVICES[name]["command"])).params.get("metrics_port")
+    for name in DAEMONS:
+        port = resolve(argv(SERVICES[name]["command"]), name).params.get("metrics_port")
         if port:
             published = [str(mapping).rsplit(":", 1)[-1] for mapping in SERVICES[name]["ports"]]
             assert str(port) in published, (
@@ -128,9 +180,9 @@ def test_the_effects_worker_serves_the_effects_queue_and_metrics_ports_are_publi
             )
 
 
-def test_the_image_is_built_from_this_repository_with_pip() -> None:
+def test_the_image_is_built_from_this_repository_with_pip_and_the_postgresql_driver() -> None:
     dockerfile = (ROOT / "Dockerfile").read_text()
-    assert re.search(r"^RUN pip install \.", dockerfile, re.MULTILINE)
+    assert re.search(r'^RUN pip install "\.\[postgres\]"', dockerfile, re.MULTILINE)
     for package in ("hubsync", "producers", "consumers", "hubstore"):
         assert f"COPY {package} ./{package}" in dockerfile
     assert all(SERVICES[name]["build"] == "." for name in OURS)

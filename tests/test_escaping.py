@@ -20,7 +20,10 @@ from hubsync.entries import KIND_OUTCOMES
 from hubsync.logs import JsonFormatter, TextFormatter
 from hubsync.processes import run_hubsync
 from hubsync.redis_values import printable
+from hubsync.signing import SIGNATURE_FIELD
 from tests.helpers.operator_support import HUB_PROJECT, LivePipeline
+from tests.helpers.relay_player import send_fields
+from tests.helpers.trust import signed_outcomes, signed_presence
 
 FORGED_LINE = "2030-01-01 00:00:00,000 INFO producers.relay: all clear"
 HOSTILE = f"box\x1b[2J\x1b]0;owned\x07\n{FORGED_LINE}\r\u202eevil"
@@ -48,7 +51,7 @@ def test_printable_escapes_control_characters_and_keeps_the_rest() -> None:
     assert printable(b"\xff\x85") == "\ufffd\ufffd"  # invalid UTF-8 never raises
 
 
-def test_status_shows_a_forged_hosts_control_bytes_escaped(pipeline: LivePipeline) -> None:
+def test_status_shows_a_hostile_hosts_control_bytes_escaped(pipeline: LivePipeline) -> None:
     pipeline.append("run-a", 1)
     pipeline.relay_once()  # a genuine beat, to copy
     beats = [
@@ -56,13 +59,25 @@ def test_status_shows_a_forged_hosts_control_bytes_escaped(pipeline: LivePipelin
         for _, fields in pipeline.client.xrange(pipeline.events)
         if fields.get(b"kind") == b"presence"
     ]
-    forged = dict(beats[-1]) | {b"host": HOSTILE.encode(), b"heartbeat": b"\x1b[31mnow"}
-    pipeline.client.xadd(pipeline.events, forged)  # type: ignore[arg-type]
+    # signed with the runtime's key (a runtime whose host name is hostile): the hub keeps it
+    hostile = {
+        name.decode(): value
+        for name, value in beats[-1].items()
+        if name.decode() != SIGNATURE_FIELD
+    } | {"host": HOSTILE.encode(), "heartbeat": b"\x1b[31mnow"}
+    pipeline.client.xadd(pipeline.events, signed_presence(hostile))  # type: ignore[arg-type]
     wide = {"COLUMNS": "400"}  # rich folds cells at the width it is given
     result = run_hubsync(["status", "--redis-url", pipeline.redis_url], env=wide, timeout=60)
     assert result.returncode == 0, result.stderr
     assert f"box\\x1b[2J\\x1b]0;owned\\x07\\x0a{FORGED_LINE}" in result.stdout
     assert "\\x1b[31mnow" in result.stdout
+    assert_nothing_raw(result.stdout)
+
+    assert pipeline.consume_once().stats.presence == 2  # authenticated: recorded on the hub
+    argv = ["status", "--redis-url", pipeline.redis_url, "--hub-db", str(pipeline.hub_db)]
+    result = run_hubsync(argv, env=wide, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert f"box\\x1b[2J\\x1b]0;owned\\x07\\x0a{FORGED_LINE}" in result.stdout
     assert_nothing_raw(result.stdout)
 
 
@@ -88,7 +103,44 @@ def test_alerts_list_shows_a_forged_alerts_fields_escaped(pipeline: LivePipeline
     assert_nothing_raw(result.stdout)
 
 
-def test_a_forged_acks_project_id_cannot_forge_a_line_of_the_relay_log(
+def test_alerts_list_shows_what_a_refused_entry_claimed_escaped(pipeline: LivePipeline) -> None:
+    pipeline.relay_once()  # the project exists
+    unsigned = {
+        "kind": "event",
+        "project_id": HOSTILE,
+        "hub_project": HUB_PROJECT,
+        "run_id": "run\x1b[8m",
+        "sequence": "1",
+        "event_type": "step.completed",
+        "runtime_id": pipeline.runtime_id,
+        "content_hash": "0" * 64,
+        "event": b"{}",
+    }
+    send_fields(pipeline.client, HUB_PROJECT, unsigned)
+    assert pipeline.consume_once().stats.refused == 1
+    argv = ["alerts", "list", "--redis-url", pipeline.redis_url, "--hub-db", str(pipeline.hub_db)]
+    result = run_hubsync(argv, timeout=60)
+    assert result.returncode == 0, result.stderr
+    lines = [line for line in result.stdout.splitlines() if "unauthenticated" in line]
+    assert lines, result.stdout
+    for line in lines:
+        assert "box\\x1b[2J" in line and "run\\x1b[8m" in line
+    assert_nothing_raw(result.stdout)
+
+
+def run_relay_once(pipeline: LivePipeline) -> str:
+    """``hubsync relay --once`` of the pipeline's runtime as its own process: its stderr."""
+    pipeline.registry.close()  # the relay process opens the registry itself
+    result = run_hubsync(
+        ["relay", "--state-dir", str(pipeline.state_dir), "--once"],
+        env={"HUBSYNC_REDIS_URL": pipeline.redis_url},
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stderr
+
+
+def test_a_forged_ack_is_ignored_and_its_project_id_never_reaches_the_relay_log(
     pipeline: LivePipeline,
 ) -> None:
     pipeline.append("run-a", 1)
@@ -98,16 +150,27 @@ def test_a_forged_acks_project_id_cannot_forge_a_line_of_the_relay_log(
         keys.acks_stream(HUB_PROJECT, pipeline.runtime_id),
         {"kind": KIND_OUTCOMES, "hub_project": HUB_PROJECT, "outcomes": json.dumps(forged)},
     )
-    pipeline.registry.close()  # the relay process opens the registry itself
-    result = run_hubsync(
-        ["relay", "--state-dir", str(pipeline.state_dir), "--once"],
-        env={"HUBSYNC_REDIS_URL": pipeline.redis_url},
-        timeout=60,
+    stderr = run_relay_once(pipeline)
+    [warning] = [line for line in stderr.splitlines() if "security:" in line]
+    assert "ignored outcomes entry" in warning and "(unsigned)" in warning
+    assert "owned" not in stderr  # nothing the forger wrote is logged, escaped or not
+    assert_nothing_raw(stderr)
+
+
+def test_a_hostile_project_id_in_a_signed_ack_is_logged_escaped(pipeline: LivePipeline) -> None:
+    pipeline.append("run-a", 1)
+    pipeline.relay_once()
+    hostile = [[HOSTILE, "run-a", 1, "accepted", "c" * 64, None, None]]
+    fields = {"kind": KIND_OUTCOMES, "hub_project": HUB_PROJECT, "outcomes": json.dumps(hostile)}
+    # signed as the runtime's hub signs: what a hub (or a holder of the key) could send
+    pipeline.client.xadd(
+        keys.acks_stream(HUB_PROJECT, pipeline.runtime_id),
+        signed_outcomes(pipeline.runtime_id, fields),
     )
-    assert result.returncode == 0, result.stderr
-    [warning] = [line for line in result.stderr.splitlines() if "security:" in line]
+    stderr = run_relay_once(pipeline)
+    [warning] = [line for line in stderr.splitlines() if "security:" in line]
     assert "box\\x1b[2J" in warning and "\\x0a" + FORGED_LINE in warning
-    assert_nothing_raw(result.stderr)
+    assert_nothing_raw(stderr)
 
 
 def _record(message: str, *args: object) -> logging.LogRecord:

@@ -13,7 +13,7 @@ from consumers.hub_binding import NamespaceOwnedError, bind_namespace, release_n
 from hubstore.sqlite_store import SqliteHubStore
 from hubsync import keys
 from hubsync.processes import Child, PipelineProcesses
-from tests.helpers.consumer_support import EVENTS, count_rows, pending_of, run_consume
+from tests.helpers.consumer_support import EVENTS, count_rows, enroll_on, pending_of, run_consume
 from tests.helpers.relay_player import send, sync_event
 from tests.helpers.support import wait_until
 
@@ -90,6 +90,7 @@ def test_a_second_hub_is_refused_and_the_first_hub_loses_nothing(
     redis_client: redis.Redis, redis_url: str, tmp_path: Path
 ) -> None:
     first, other = tmp_path / "hub.db", tmp_path / "other.db"
+    enroll_on(first)  # 'hub init' and 'enroll' of the runtime whose events are sent below
     started = run_consume(redis_url, first, "--once")  # binds the namespace to the first hub
     assert started.returncode == 0, started.stderr
     first_id = hub_id_of(first)
@@ -122,6 +123,7 @@ def test_a_running_consumer_binds_again_after_the_key_is_lost_and_stops_for_anot
     redis_client: redis.Redis, redis_url: str, tmp_path: Path
 ) -> None:
     hub_db = tmp_path / "hub.db"
+    enroll_on(hub_db)  # 'hub init' and 'enroll' of the runtime whose event is sent below
     with PipelineProcesses(redis_url, tmp_path / "logs") as pipeline:
         worker = pipeline.consumer("w1", hub_db, "--block-ms", "100")
         binds_again_then_stops_for_another_hub(redis_client, hub_db, worker)

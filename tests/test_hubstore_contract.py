@@ -1,9 +1,9 @@
 """The hub store contract: every ``HubStore`` backend must pass these.
 
 ``HubStoreContract`` holds the tests; each backend subclasses it once
-(``TestSqliteHubStore``, ``TestMemoryHubStore``) saying how to open a new store
-and, when other processes can open it too, its URL. A PostgreSQL store joins
-with one more subclass.
+(``TestSqliteHubStore``, ``TestMemoryHubStore``, ``TestPostgresHubStore``)
+saying how to open a new store and, when other processes can open it too, its
+URL.
 """
 
 from __future__ import annotations
@@ -14,8 +14,10 @@ import sys
 import textwrap
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -31,13 +33,17 @@ from hubstore.store import (
     RunPosition,
     RunSummary,
     RuntimeState,
+    SecurityAlert,
 )
 from hubsync.canonical import content_hash
 from hubsync.clock import utc_now
-from hubsync.entries import ConflictReason, EventEntry, Outcome, PresenceBeat
+from hubsync.entries import ConflictReason, EventEntry, Outcome, PresenceBeat, SecurityReason
 from hubsync.errors import ConfigError
 from hubsync.wire import CheckedEvent, parse_sync_event
 from tests.helpers.relay_player import event_entry, sync_event
+
+if TYPE_CHECKING:
+    from tests.helpers.postgres_server import PostgresDatabases
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -250,6 +256,40 @@ class HubStoreContract:
         assert again.outcome is Outcome.CONFLICT
         [alert] = store.alerts()
         assert alert.occurrences == 2
+
+    def test_refused_entries_are_kept_as_alerts_a_repeat_counting_an_occurrence(
+        self, store: HubStore
+    ) -> None:
+        unsigned = SecurityAlert(
+            reason=SecurityReason.UNAUTHENTICATED,
+            hub_project="acme",
+            runtime_id="rt-x",
+            project_id="proj-1",
+            run_id="run-1",
+            sequence=1,
+            offered_hash="ab" * 32,
+            detail="no signature",
+        )
+        elsewhere = replace(unsigned, reason=SecurityReason.NOT_ENROLLED, hub_project="other")
+        store.record_security_alerts([unsigned, elsewhere, unsigned])
+        store.record_security_alerts([])
+        store.record_security_alerts([unsigned])
+        [kept] = store.alerts(hub_project="acme")
+        assert (kept.reason, kept.runtime_id, kept.occurrences) == (
+            SecurityReason.UNAUTHENTICATED,
+            "rt-x",
+            3,
+        )
+        assert (kept.existing_hash, kept.offered_hash, kept.detail) == (
+            None,
+            "ab" * 32,
+            "no signature",
+        )
+        # alerts of one call: newest first among calls, in no promised order within one
+        assert sorted(a.reason.value for a in store.alerts()) == ["not_enrolled", "unauthenticated"]
+        assert store.count_events() == 0
+        result = store.purge(timedelta(days=1), now=utc_now() + timedelta(days=2))
+        assert (result.alerts, store.alerts()) == (2, [])
 
     def test_the_cursor_is_the_highest_sequence_with_no_gap_below(self, store: HubStore) -> None:
         assert store.sync_cursor("proj-1", "run-1") == 0
@@ -670,3 +710,17 @@ class TestMemoryHubStore(HubStoreContract):
 
     def shared_url(self, directory: Path) -> str | None:
         return None
+
+
+class TestPostgresHubStore(HubStoreContract):
+    """The contract on PostgreSQL: each store a new database of the test's private cluster."""
+
+    @pytest.fixture(autouse=True)
+    def _databases(self, postgres_databases: PostgresDatabases) -> None:
+        self.databases = postgres_databases
+
+    def open_new(self, directory: Path) -> HubStore:
+        return open_store(self.databases.url_for(directory), create_schema=True)
+
+    def shared_url(self, directory: Path) -> str | None:
+        return self.databases.url_for(directory)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import signal
+from pathlib import Path
 
 import pytest
 import redis
@@ -15,6 +17,7 @@ from hubstore.errors import (
     LeaseExpiredError,
     LeaseHeldError,
     LeaseMissingError,
+    LeaseNotReplicatedError,
     LeaseStateCorruptError,
     LeaseSupersededError,
     LeaseUnavailableError,
@@ -28,9 +31,11 @@ from hubstore.leases import (
     LeaseState,
     LeaseTransition,
 )
+from hubstore.leases.client import raise_refusal
 from hubsync import keys
 from hubsync.demo.embedded_redis import RedisServerProcess
 from tests.helpers.lease_support import expire_lease
+from tests.helpers.support import wait_until
 
 TTL = 30_000
 
@@ -363,3 +368,38 @@ def test_an_oversized_fence_is_refused_as_corrupt_not_wrapped_to_a_negative_toke
     with pytest.raises(LeaseStateCorruptError, match="unreadable fence"):
         leases.acquire("huge", "box-a", TTL)
     assert redis_client.hget(keys.lease("huge"), "token") is None
+
+
+def test_a_single_server_with_a_replica_waits_for_it_and_refuses_what_it_did_not_confirm(
+    private_redis: RedisServerProcess, tmp_path: Path
+) -> None:
+    replica_dir = tmp_path / "replica"
+    replica_dir.mkdir()
+    replica = RedisServerProcess(
+        directory=replica_dir, extra_args=("--replicaof", "127.0.0.1", str(private_redis.port))
+    ).start()
+    master = redis.Redis.from_url(private_redis.url)
+    try:
+        wait_until(
+            lambda: master.info("replication").get("slave0", {}).get("state") == "online",
+            what="the replica in sync",
+        )
+        leases = LeaseClient(master, replica_wait_ms=200)
+        granted = leases.acquire_or_raise("repo/a", "box-a", ttl_ms=5_000)  # confirmed
+        assert granted.lease.token == 1
+        assert replica.process is not None
+        replica.process.send_signal(signal.SIGSTOP)
+        try:
+            refused = leases.renew(granted.lease)
+            taken = leases.acquire("repo/b", "box-b", ttl_ms=5_000)
+        finally:
+            replica.process.send_signal(signal.SIGCONT)
+        assert isinstance(refused, LeaseRefused) and isinstance(taken, LeaseRefused)
+        assert refused.refusal is taken.refusal is LeaseRefusal.NOT_REPLICATED
+        assert isinstance(raise_refusal(taken), LeaseNotReplicatedError)
+        assert leases.show("repo/b").state is LeaseState.FREE, "the unconfirmed grant went back"
+        again = leases.acquire_or_raise("repo/b", "box-b", ttl_ms=5_000)
+        assert again.lease.token == 2
+    finally:
+        master.close()
+        replica.close()

@@ -26,11 +26,20 @@ from hubsync import keys, metrics
 from hubsync.canonical import content_hash
 from hubsync.processes import Child, hubsync_command, run_hubsync
 from hubsync.settings import ConsumerSettings
+from hubsync.signing import SIGNATURE_FIELD
 from producers.relay import Relay
 from tests.helpers.hub_double import ack_everything
-from tests.helpers.relay_player import HUB_PROJECT, entry_fields, send, send_fields, sync_event
+from tests.helpers.relay_player import (
+    HUB_PROJECT,
+    RUNTIME,
+    entry_fields,
+    send,
+    send_fields,
+    sync_event,
+)
 from tests.helpers.relay_support import append_many, make_runtime, relay_settings
 from tests.helpers.support import wait_until
+from tests.helpers.trust import enroll, signed_event
 
 
 def sample(name: str, **labels: str) -> float:
@@ -50,6 +59,7 @@ def worker(redis_client: redis.Redis, redis_url: str, tmp_path: Path) -> Iterato
         hub_db=tmp_path / "hub.db", redis_url=redis_url, block_ms=50, reclaim_interval=0.05
     )
     with SqliteHubStore(settings.hub_db) as store:
+        enroll(store, RUNTIME, [HUB_PROJECT])
         yield HubConsumer(redis_client, store, settings, name="w1")
 
 
@@ -108,6 +118,7 @@ def test_consumer_counts_outcomes_conflicts_dead_letters_latency_and_ingest_time
     conflict = delta("hubsync_events_ingested_total", outcome="conflict")
     reused = delta("hubsync_conflicts_total", reason="sequence_reused")
     bad_hash = delta("hubsync_dead_letters_total", reason="hash_mismatch")
+    refused = delta("hubsync_dead_letters_total", reason="unauthenticated")
     latencies = delta("hubsync_end_to_end_latency_seconds_count")
     ingests = delta("hubsync_batch_ingest_seconds_count")
 
@@ -115,13 +126,17 @@ def test_consumer_counts_outcomes_conflicts_dead_letters_latency_and_ingest_time
         send(redis_client, sync_event(sequence))
     send(redis_client, sync_event(1))  # same bytes again: duplicate
     send(redis_client, sync_event(2, data={"other": "bytes"}))  # same key, other bytes
+    # signed after tampering: the runtime's own bad entry, judged on its content
     tampered = entry_fields(sync_event(4)) | {"content_hash": content_hash(b"not these bytes")}
-    send_fields(redis_client, HUB_PROJECT, tampered)
+    send_fields(redis_client, HUB_PROJECT, signed_event(tampered))
+    unsigned = {k: v for k, v in entry_fields(sync_event(5)).items() if k != SIGNATURE_FIELD}
+    send_fields(redis_client, HUB_PROJECT, unsigned)
     worker.run_once()
 
     assert (accepted(), duplicate(), conflict()) == (3, 1, 1)
     assert reused() == 1
     assert bad_hash() == 1
+    assert refused() == 1
     assert latencies() == 3  # accepted events only
     assert ingests() >= 1
     # occurred_at is in 2026-11; whatever the clock says, a latency is never negative

@@ -11,7 +11,7 @@ from hubstore.sqlite_store import SqliteHubStore
 from hubsync import keys
 from hubsync.processes import PipelineProcesses
 from producers.event_store import NewEvent
-from tests.helpers.relay_support import make_runtime
+from tests.helpers.relay_support import make_runtime, open_hub_db
 
 pytestmark = pytest.mark.e2e
 
@@ -41,9 +41,12 @@ def test_twenty_thousand_events_from_three_runtimes_survive_a_killed_consumer(
     tmp_path: Path, redis_url: str, redis_client: redis.Redis
 ) -> None:
     runtimes = []
+    hub_db = tmp_path / "hub.db"
+    hub = open_hub_db(hub_db)
     for index in range(RUNTIMES):
         state_dir = tmp_path / f"runtime-{index}" / "state"
-        registry, (store,) = make_runtime(state_dir, [HUB_PROJECT])
+        # enrolled on the hub before its relay runs ('hub init', 'enroll', 'runtime join')
+        registry, (store,) = make_runtime(state_dir, [HUB_PROJECT], hub)
         share = EVENTS // RUNTIMES + (1 if index < EVENTS % RUNTIMES else 0)
         events = [
             NewEvent(f"run-{n % 7}", "step.completed", {"step": f"s{n}", "ok": True})
@@ -52,9 +55,9 @@ def test_twenty_thousand_events_from_three_runtimes_survive_a_killed_consumer(
         for start in range(0, share, 2_000):
             store.append_events(events[start : start + 2_000])
         runtimes.append((state_dir, registry, store))
+    hub.close()
     assert sum(store.outbox_counts()["total"] for _, _, store in runtimes) == EVENTS
 
-    hub_db = tmp_path / "hub.db"
     with PipelineProcesses(redis_url, tmp_path / "logs") as pipeline:
         consumer_args = ("--batch-count", "50", "--block-ms", "100",
                          "--reclaim-idle", str(RECLAIM_IDLE), "--reclaim-interval", "0.5")  # fmt: skip

@@ -65,11 +65,11 @@ def test_relay_and_consumer_authenticate_from_a_password_file_kept_off_argv(
     tmp_path: Path, locked_redis: str, password_file: Path
 ) -> None:
     state_dir = tmp_path / "state"
-    registry, (store,) = make_runtime(state_dir, ["acme"])
+    hub_db = tmp_path / "hub.db"
+    registry, (store,) = make_runtime(state_dir, ["acme"], hub_db)
     append_many(store, runs=2, per_run=5)
     store.close()
     registry.close()
-    hub_db = tmp_path / "hub.db"
     secret = ["--redis-password-file", str(password_file)]
     relay = Child(
         "relay",

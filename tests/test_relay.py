@@ -13,6 +13,7 @@ from hubsync import keys
 from hubsync.demo.embedded_redis import RedisServerProcess
 from hubsync.entries import Outcome, OutcomeRecord, outcomes_entry_fields
 from hubsync.processes import run_hubsync
+from hubsync.signing import HUB_ID_FIELD, SIGNATURE_FIELD, RuntimeKey, sign_outcomes_entry
 from producers.relay import Relay
 from tests.helpers.clock import FakeClock
 from tests.helpers.hub_double import ack_everything, stream_events
@@ -24,6 +25,7 @@ from tests.helpers.relay_support import (
     start_relay_process,
 )
 from tests.helpers.support import wait_until
+from tests.helpers.trust import enrollment_of, signed_outcomes
 
 
 def keys_on_stream(client: redis.Redis, hub_project: str) -> list[tuple[str, str, int]]:
@@ -138,9 +140,10 @@ def test_an_outcome_for_other_bytes_under_our_key_leaves_the_row_alone(
     forged = OutcomeRecord(
         store.project_id, "run-0", 1, Outcome.CONFLICT, "f" * 64, "sequence_reused", "e" * 64
     )
+    # signed as the hub signs: the hub judged other bytes under this runtime's key
     redis_client.xadd(
         keys.acks_stream("alpha", registry.runtime_id),
-        outcomes_entry_fields("alpha", [forged]),  # type: ignore[arg-type]
+        signed_outcomes(registry.runtime_id, outcomes_entry_fields("alpha", [forged])),
     )
     with caplog.at_level("WARNING", logger="producers.relay.acks"):
         relay.run_once()
@@ -151,6 +154,52 @@ def test_an_outcome_for_other_bytes_under_our_key_leaves_the_row_alone(
     assert any(
         r.name == "producers.relay.acks" and "security" in r.getMessage() for r in caplog.records
     )
+
+
+def test_outcomes_not_signed_by_our_hub_for_this_stream_are_ignored(
+    tmp_path: Path, redis_url: str, redis_client: redis.Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    state_dir = tmp_path / "state"
+    registry, (store,) = make_runtime(state_dir, ["alpha"])
+    store.append_event("run-0", "step.completed", {"step": "one"})
+    relay = Relay(relay_settings(state_dir, redis_url), registry)
+    relay.run_once()
+    [sent] = stream_events(redis_client, "alpha")
+    accepted = OutcomeRecord(
+        store.project_id, "run-0", 1, Outcome.ACCEPTED, sent["content_hash"].decode()
+    )
+    runtime_id = registry.runtime_id
+    enrollment = enrollment_of(runtime_id)
+    assert enrollment is not None
+    key = RuntimeKey(enrollment.key)
+
+    def signed_by(signer: RuntimeKey, hub_id: str) -> dict[str, str]:
+        fields = outcomes_entry_fields("alpha", [accepted])
+        fields[HUB_ID_FIELD] = hub_id
+        fields[SIGNATURE_FIELD] = sign_outcomes_entry(signer, fields, runtime_id=runtime_id)
+        return fields
+
+    untrusted = {
+        "unsigned": outcomes_entry_fields("alpha", [accepted]),
+        "bad_signature": signed_by(RuntimeKey.generate(), enrollment.hub_id),
+        "other_hub": signed_by(key, "another-hub"),
+        # genuinely signed, but for another hub project's stream
+        "wrong_stream": signed_outcomes(runtime_id, outcomes_entry_fields("beta", [accepted])),
+    }
+    acks = keys.acks_stream("alpha", runtime_id)
+    for fields in [*untrusted.values(), *untrusted.values()]:
+        redis_client.xadd(acks, fields)  # type: ignore[arg-type]
+    with caplog.at_level("WARNING", logger="producers.relay.acks"):
+        relay.run_once()
+    assert relay.ack_stats.unverified == 2 * len(untrusted)
+    assert relay.ack_stats.acked == 0 and store.outbox_counts()["pending"] == 1
+    warnings = [r.getMessage() for r in caplog.records if r.name == "producers.relay.acks"]
+    assert sorted(w.split("(")[1].split(")")[0] for w in warnings) == sorted(untrusted)
+
+    ack_everything(redis_client, "alpha")  # the hub's own, signed outcome
+    relay.run_once()
+    relay.close()
+    assert relay.ack_stats.acked == 1 and store.outbox_counts()["acked"] == 1
 
 
 def test_rows_left_unacked_past_the_resend_timeout_are_sent_again(

@@ -4,7 +4,8 @@ Real processes on a private redis-server with AOF everysec: 3 runtimes
 appending continuously (secrets planted in their payloads), one relay each,
 3 hub consumers with a short reclaim time, and a seeded fault scheduler
 (``tests.helpers.chaos``). Once everything has drained, ``tests.helpers.chaos_checks`` proves:
-no loss, no duplicate, conflicts alerted, garbage dead-lettered, no secret
+no loss, no duplicate, conflicts alerted, forged acks ignored, forgeries refused (dead-lettered as
+unauthenticated, alerted, no runtime told), garbage dead-lettered, no secret
 anywhere. The figures are printed (run with ``-s`` to see them).
 
 ``HUBSYNC_SOAK_SECONDS`` sets how long faults are injected (short version in
@@ -73,6 +74,8 @@ def run_soak(base: Path, seconds: float) -> dict[str, Any]:
         figures |= checks.check_hub_equals_local(cluster)
         figures |= checks.check_outbox_terminal(cluster, injector)
         figures |= checks.check_conflicts_alerted(cluster, injector, client)
+        figures |= checks.check_forgeries_told_nothing(cluster, injector)
+        figures |= checks.check_forged_acks_ignored(cluster, injector)
         figures |= checks.check_garbage_dead_lettered(cluster, injector, client)
         figures |= checks.check_redaction_happened(cluster)
         figures |= checks.check_no_secret(cluster, client)

@@ -18,9 +18,12 @@ Semantics (docs/contract.md, "Lease semantics"):
 from __future__ import annotations
 
 import builtins
+import contextlib
 import logging
 import secrets
-from collections.abc import Callable, Iterator
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
@@ -31,6 +34,7 @@ from hubstore.errors import (
     LeaseExpiredError,
     LeaseHeldError,
     LeaseMissingError,
+    LeaseNotReplicatedError,
     LeaseRefusedError,
     LeaseStateCorruptError,
     LeaseSupersededError,
@@ -51,7 +55,8 @@ from hubstore.leases.types import (
 )
 from hubstore.lua_scripts import scripts_for
 from hubsync import keys, metrics
-from hubsync.redis_values import as_text
+from hubsync.connections import RedisClient, is_cluster
+from hubsync.redis_values import as_text, redis_now_ms
 
 logger = logging.getLogger(__name__)
 
@@ -59,12 +64,18 @@ DEFAULT_LOG_MAXLEN = 1000
 """Approximate cap of each lease's audit stream (``XADD MAXLEN ~``)."""
 PROOF_BYTES = 32
 """Entropy of a proof secret (``secrets.token_urlsafe``)."""
+DEFAULT_REPLICA_WAIT_MS = 1000
+"""Longest a grant or renewal waits for one replica to confirm it (``WAIT 1``), capped at half
+the lease's TTL; past it the operation is refused ``not_replicated``."""
+REPLICA_RECHECK_SECONDS = 5.0
+"""How often a master's connected replicas (``INFO replication``) are counted again."""
 
 _REFUSED_ERRORS: dict[LeaseRefusal, type[LeaseRefusedError]] = {
     LeaseRefusal.HELD: LeaseHeldError,
     LeaseRefusal.SUPERSEDED: LeaseSupersededError,
     LeaseRefusal.EXPIRED: LeaseExpiredError,
     LeaseRefusal.MISSING: LeaseMissingError,
+    LeaseRefusal.NOT_REPLICATED: LeaseNotReplicatedError,
 }
 
 T = TypeVar("T")
@@ -139,12 +150,23 @@ class LeaseClient:
     ``LeaseUnavailableError`` from every method.
     """
 
-    def __init__(self, redis_client: redis.Redis, *, log_maxlen: int = DEFAULT_LOG_MAXLEN) -> None:
+    def __init__(
+        self,
+        redis_client: RedisClient,
+        *,
+        log_maxlen: int = DEFAULT_LOG_MAXLEN,
+        replica_wait_ms: int = DEFAULT_REPLICA_WAIT_MS,
+    ) -> None:
         if log_maxlen < 1:
             raise InvalidLeaseArgumentError("log_maxlen must be at least 1")
+        if replica_wait_ms < 1:
+            raise InvalidLeaseArgumentError("replica_wait_ms must be at least 1")
         self.redis = redis_client
         self.log_maxlen = log_maxlen
+        self.replica_wait_ms = replica_wait_ms
         self._scripts = scripts_for(redis_client)
+        self._replicas: dict[str, tuple[int, float]] = {}  # master -> (replicas, when asked)
+        self._replicas_lock = threading.Lock()
 
     # -- operations ---------------------------------------------------------------------
 
@@ -163,9 +185,11 @@ class LeaseClient:
         presented = "" if proof is None else lease_args.proof_hash(lease_args.validate_proof(proof))
         secret = secrets.token_urlsafe(PROOF_BYTES)
         with _redis_errors(resource):
-            reply = self._scripts.lease_acquire(
-                keys=[keys.lease(resource), keys.lease_log(resource)],
-                args=[holder, lease_args.proof_hash(secret), ttl_ms, presented, self.log_maxlen],
+            reply, replicated = self._replicated(
+                self._scripts.lease_acquire,
+                [keys.lease(resource), keys.lease_log(resource)],
+                [holder, lease_args.proof_hash(secret), ttl_ms, presented, self.log_maxlen],
+                ttl_ms,
             )
         status, token, deadline, now, current_holder = self._parse(reply)
         if status == "held":
@@ -175,6 +199,8 @@ class LeaseClient:
         transition = LeaseTransition(status)
         kept = proof if transition is LeaseTransition.RENEWED and proof is not None else secret
         lease = Lease(resource, holder, token, kept, deadline, ttl_ms)
+        if not replicated:
+            return self._not_replicated(lease, now)
         logger.debug("lease %s %s by %s, token %s", resource, transition.value, holder, token)
         return LeaseGranted(lease, transition, now)
 
@@ -183,20 +209,24 @@ class LeaseClient:
         self._validate_lease(lease)
         ttl = lease_args.validate_ttl_ms(ttl_ms if ttl_ms is not None else lease.ttl_ms)
         with _redis_errors(lease.resource):
-            reply = self._scripts.lease_renew(
-                keys=[keys.lease(lease.resource), keys.lease_log(lease.resource)],
-                args=[
+            reply, replicated = self._replicated(
+                self._scripts.lease_renew,
+                [keys.lease(lease.resource), keys.lease_log(lease.resource)],
+                [
                     lease.holder,
                     lease.token,
                     lease_args.proof_hash(lease.proof),
                     ttl,
                     self.log_maxlen,
                 ],
+                ttl,
             )
         status, token, deadline, now, holder = self._parse(reply)
         if status != "renewed":
             return _refused(lease, status, holder, token, deadline, now)
         renewed = Lease(lease.resource, lease.holder, token, lease.proof, deadline, ttl)
+        if not replicated:
+            return self._not_replicated(renewed, now)
         return LeaseGranted(renewed, LeaseTransition.RENEWED, now)
 
     def release(self, lease: Lease) -> LeaseReleased | LeaseRefused:
@@ -290,11 +320,8 @@ class LeaseClient:
         """The lease on ``resource`` as Redis sees it now (free, live or expired)."""
         lease_args.validate_resource(resource)
         with _redis_errors(resource):
-            pipe = self.redis.pipeline(transaction=True)
-            pipe.hgetall(keys.lease(resource))
-            pipe.time()
-            fields, (seconds, micros) = pipe.execute()
-        return self._info(resource, fields, seconds * 1000 + micros // 1000)
+            (fields,), now = self._read_hashes([keys.lease(resource)])
+        return self._info(resource, fields, now)
 
     def list(self, *, limit: int = 10_000) -> builtins.list[LeaseInfo]:
         """Every lease hash (up to ``limit``), sorted by resource; SCAN, never KEYS."""
@@ -304,19 +331,10 @@ class LeaseClient:
                 found.append(as_text(key))
                 if len(found) >= limit:
                     break
-            # CROSSSLOT in a cluster: one MULTI over every lease key spans many
-            # hash slots (one per resource). A cluster needs one HGETALL per key,
-            # each with its own TIME read, or a MULTI per slot.
-            pipe = self.redis.pipeline(transaction=True)
-            for key in found:
-                pipe.hgetall(key)
-            pipe.time()
-            replies = pipe.execute()
-        seconds, micros = replies[-1]
-        now = seconds * 1000 + micros // 1000
+            replies, now = self._read_hashes(found)
         infos = [
             self._info(keys.hub_project_of(key), fields, now)
-            for key, fields in zip(found, replies[:-1], strict=True)
+            for key, fields in zip(found, replies, strict=True)
             if fields
         ]
         return sorted(infos, key=lambda info: info.resource)
@@ -332,6 +350,135 @@ class LeaseClient:
         ]
 
     # -- helpers -------------------------------------------------------------------------
+
+    def _read_hashes(self, hashes: Sequence[str]) -> tuple[builtins.list[Any], int]:
+        """HGETALL of each of ``hashes`` and Redis's clock (ms), in one round trip.
+
+        On one server, in one MULTI: every hash as of the same instant. A cluster
+        refuses a MULTI over keys of several slots (each resource has its own), so
+        there the HGETALLs go in a plain pipeline (one round trip per node) and the
+        clock is one node's ``TIME``, read after them.
+        """
+        if is_cluster(self.redis):
+            pipe = self.redis.pipeline(transaction=False)
+            for key in hashes:
+                pipe.hgetall(key)
+            replies = pipe.execute()
+            return replies, redis_now_ms(self.redis)  # a cluster pipeline refuses TIME
+        pipe = self.redis.pipeline(transaction=True)
+        for key in hashes:
+            pipe.hgetall(key)
+        pipe.time()
+        *replies, (seconds, micros) = pipe.execute()
+        return replies, int(seconds) * 1000 + int(micros) // 1000
+
+    def _replicated(
+        self, script: Any, lease_keys: builtins.list[str], args: builtins.list[Any], ttl_ms: int
+    ) -> tuple[Any, bool]:
+        """Run a granting script; then, where the lease's master has replicas, ``WAIT 1``.
+
+        Returns the script's reply and whether one replica confirmed it in time
+        (True where there is no replica to wait for). WAIT counts the writes of
+        its own connection, so the script (EVALSHA) and the WAIT go down one
+        connection to the master of the lease's slot, in one pipeline: the
+        single server's client, or on a cluster the client of the node redis-py's
+        slot table names. A script the node does not know (NOSCRIPT) or a node
+        that no longer serves the slot (MOVED) ran nothing: the script is loaded,
+        or the slot table read again, and the call made once more.
+        """
+        for attempt in (1, 2, 3):
+            node, name = self._master_of(lease_keys[0])
+            try:
+                replicas = self._replica_count(node, name)
+                if replicas == 0:  # nothing to wait for (the client routes the script itself)
+                    return script(keys=lease_keys, args=args), True
+                pipe = node.pipeline(transaction=False)
+                pipe.evalsha(script.sha, len(lease_keys), *lease_keys, *args)
+                pipe.execute_command("WAIT", 1, max(1, min(self.replica_wait_ms, ttl_ms // 2)))
+                reply, acked = pipe.execute(raise_on_error=False)
+                if isinstance(reply, redis.exceptions.NoScriptError) and attempt < 3:
+                    node.script_load(script.script)
+                    continue
+                for failed in (reply, acked):
+                    if isinstance(failed, Exception):
+                        raise failed
+            except redis.exceptions.MovedError:
+                if attempt == 3:
+                    raise
+                self._reread_slots()
+                continue
+            except (redis.ConnectionError, redis.TimeoutError):
+                self._reread_slots()  # a failed-over master: find the new one next time
+                raise
+            return reply, int(acked) >= 1
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _master_of(self, key: str) -> tuple[Any, str]:
+        """The single-server client to run ``key``'s scripts on, and a name for it."""
+        if not is_cluster(self.redis):
+            return self.redis, ""
+        cluster: Any = self.redis  # redis-py leaves RedisCluster's methods untyped
+        node = cluster.get_node_from_key(key)
+        return cluster.get_redis_connection(node), str(node.name)
+
+    def _reread_slots(self) -> None:
+        if is_cluster(self.redis):
+            cluster: Any = self.redis
+            with contextlib.suppress(redis.RedisError, redis.exceptions.RedisClusterException):
+                cluster.nodes_manager.initialize()
+
+    def _replica_count(self, node: Any, name: str) -> int:
+        """Replicas to wait for on ``node``: the most ``INFO replication`` ever showed connected.
+
+        Asked at most every few seconds. The most ever, not the count now: a replica
+        that lost its link (lagging, partitioned) can still be promoted, so a master
+        once seen with a replica is always waited for, and its grants are refused
+        while no replica confirms them. A master never seen with one (a single
+        server, or a promoted replica whose old master is gone) is not waited for.
+        """
+        now = time.monotonic()
+        with self._replicas_lock:
+            known = self._replicas.get(name)
+        if known is not None and now - known[1] < REPLICA_RECHECK_SECONDS:
+            return known[0]
+        try:
+            count = int(node.info("replication").get("connected_slaves", 0))
+        except redis.ResponseError as exc:  # INFO refused by an ACL, or a Redis without it
+            if known is None:
+                logger.warning(
+                    "leases: this Redis refuses INFO replication (%s), so grants are not waited "
+                    "for a replica (a failover may lose one); a Redis user needs +info and +wait "
+                    "(hubsync acl)",
+                    type(exc).__name__,
+                )
+            count = 0
+        count = max(count, known[0] if known is not None else 0)
+        with self._replicas_lock:
+            self._replicas[name] = (count, now)
+        return count
+
+    def _not_replicated(self, lease: Lease, now: int) -> LeaseRefused:
+        """A grant no replica confirmed: give it back if Redis lets us, and refuse it."""
+        with contextlib.suppress(LeaseUnavailableError, LeaseRefusedError, redis.RedisError):
+            self.release(lease)
+        logger.warning(
+            "lease %s: token %s was not confirmed by a replica within %d ms; refused and given "
+            "back",
+            lease.resource,
+            lease.token,
+            self.replica_wait_ms,
+        )
+        return _counted(
+            LeaseRefused(
+                lease.resource,
+                LeaseRefusal.NOT_REPLICATED,
+                lease.holder,
+                lease.token,
+                lease.deadline_ms,
+                now,
+                lease.token,
+            )
+        )
 
     @staticmethod
     def _validate_lease(lease: Lease) -> None:

@@ -23,6 +23,9 @@ class LeaseRefusal(StrEnum):
     """The deadline passed on Redis's clock (or could not be read); it is never resurrected."""
     MISSING = "missing"
     """No lease on the resource: never taken, or released."""
+    NOT_REPLICATED = "not_replicated"
+    """Granted or renewed on the master, but no replica confirmed it in time (``WAIT``): a
+    failover could lose it, so it is not reported granted (and was given back if possible)."""
 
 
 class LeaseTransition(StrEnum):
@@ -128,6 +131,12 @@ class LeaseRefused:
             return (
                 f"lease {self.resource!r} {presented}refused: expired on Redis's clock; acquire "
                 "it again (a new token) before acting"
+            )
+        if self.refusal is LeaseRefusal.NOT_REPLICATED:
+            return (
+                f"lease {self.resource!r} {presented}refused: not replicated, no replica of the "
+                "Redis master confirmed the grant in time (a failover could lose it), so it was "
+                "given back; try again, and check the master's replicas if it persists"
             )
         return (
             f"lease {self.resource!r} {presented}refused: missing, no lease is held on it; "

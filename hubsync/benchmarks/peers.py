@@ -97,7 +97,7 @@ def rq_ingest_one(row: tuple[Any, ...]) -> None:
 def _rq_producer(url: str, events: int) -> float:
     from rq import Queue
 
-    client = connect(url)
+    client = connect(url, cluster=False)  # RQ needs one Redis server
     queue = Queue(RQ_QUEUE, connection=client)
     rows = list(iter_rows(entries(events)))
     started = time.time()
@@ -114,7 +114,7 @@ def _rq_consumer(url: str, events: int, db_path: str, ready: EventType) -> float
 
     global _rq_db
     _rq_db = raw_hub_table(Path(db_path))
-    client = connect(url)
+    client = connect(url, cluster=False)  # RQ needs one Redis server
     worker = SimpleWorker([Queue(RQ_QUEUE, connection=client)], connection=client)
     ready.set()
     while _rq_done < events:

@@ -8,6 +8,8 @@
   joins the hub (so it sends nothing) and every process's CPU is read once all
   are up, just before the join, so no start-up is counted and ``--quick``
   (fewer events) gives the same figure as the full run;
+* the hub both write to is a temp SQLite file, or a new schema of the PostgreSQL
+  database ``hubsync bench --hub-url`` names (``hubs``);
 * latency: this process commits events at a fixed offered rate (a small
   ``append_events`` transaction every 5 ms) and each event's latency is its
   hub row's ``received_at`` (the hub transaction's time) minus the moment its
@@ -16,14 +18,15 @@
 
 from __future__ import annotations
 
-import sqlite3
 import tempfile
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
+from hubstore.factory import open_store
 from hubsync import keys
+from hubsync.benchmarks.hubs import bench_hub, hub_kind, hub_rows
 from hubsync.benchmarks.procs import (
     BenchError,
     cpu_seconds,
@@ -40,8 +43,7 @@ from hubsync.benchmarks.workload import (
 )
 from hubsync.clock import parse_timestamp
 from hubsync.connections import connect
-from hubsync.processes import Child, PipelineProcesses
-from hubsync.settings import hub_url_from_path
+from hubsync.processes import Child, PipelineProcesses, hubsync_command
 from producers.event_store import NewEvent, RunEventStore
 
 CONSUMERS = 2
@@ -49,10 +51,16 @@ TICK_SECONDS = 0.005
 WARMUP_SECONDS = 1.0
 
 
-def _start_consumers(pipeline: PipelineProcesses, directory: Path, count: int) -> list[Child]:
+def _start_consumers(pipeline: PipelineProcesses, hub_url: str, count: int) -> list[Child]:
     names = [f"bench-{i}" for i in range(count)]
     consumers = [
-        pipeline.consumer(name, directory / "hub.db", "--block-ms", "100") for name in names
+        # the hub URL (maybe with a password) in the environment, off the command line
+        pipeline.start(
+            name,
+            hubsync_command("consume", "--name", name, "--block-ms", "100"),
+            env={"HUBSYNC_HUB_URL": hub_url},
+        )
+        for name in names
     ]
     client = connect(pipeline.redis_url)
     try:
@@ -70,37 +78,32 @@ def _start_relay(pipeline: PipelineProcesses, directory: Path) -> Child:
     return pipeline.relay("relay", directory / "state")
 
 
-def _hub_rows(hub_db: Path) -> int:
-    if not hub_db.exists():
-        return 0
-    db = sqlite3.connect(f"file:{hub_db}?mode=ro", uri=True, timeout=10)
-    try:
-        return int(db.execute("SELECT count(*) FROM sync_events").fetchone()[0])
-    except sqlite3.OperationalError:
-        return 0
-    finally:
-        db.close()
+def measure_end_to_end(url: str, events: int, hub_url: str | None = None) -> dict[str, Any]:
+    """Drain ``events`` from a runtime's outbox to the hub and back (acked); rate and peak RSS.
 
-
-def measure_end_to_end(url: str, events: int) -> dict[str, Any]:
-    """Drain ``events`` from a runtime's outbox to the hub and back (acked); rate and peak RSS."""
+    The hub is a temp SQLite file, or a new schema of the PostgreSQL database
+    ``hub_url`` names (``hubs.bench_hub``).
+    """
     client = connect(url)
     client.flushall()
     stream = keys.events_stream(HUB_PROJECT)
-    with tempfile.TemporaryDirectory(prefix="hubsync-bench-e2e-") as tmp:
+    with (
+        tempfile.TemporaryDirectory(prefix="hubsync-bench-e2e-") as tmp,
+        bench_hub(Path(tmp), hub_url) as hub,
+    ):
         directory = Path(tmp)
         # Not joined yet: the relay starts (imports, opens its stores) without sending, so
         # the CPU it uses from the join on is the drain's alone, as it is the consumers'.
-        registry, store = runtime_with_backlog(directory, events, join=False)
+        registry, store = runtime_with_backlog(directory, events, hub_url=hub, join=False)
         with PipelineProcesses(url, directory / "logs") as pipeline:
-            consumers = _start_consumers(pipeline, directory, CONSUMERS)
+            consumers = _start_consumers(pipeline, hub, CONSUMERS)
             relay = _start_relay(pipeline, directory)
             runtime = registry.runtime_id
             pipeline.wait_until(lambda: client.exists(keys.relay_health(runtime)), 30, "the relay")
             consumer_cpu = sum(cpu_seconds(c.pid) for c in consumers)
             relay_cpu = cpu_seconds(relay.pid)
             redis_cpu = redis_cpu_seconds(client)
-            join_bench_hub(registry, hub_url_from_path(directory / "hub.db"))
+            join_bench_hub(registry, hub)
             first_ms = None
             deadline = time.monotonic() + 60 + events / 1000
             while True:
@@ -127,13 +130,14 @@ def measure_end_to_end(url: str, events: int) -> dict[str, Any]:
         counts = store.outbox_counts()
         store.close()
         registry.close()
-        stored = _hub_rows(directory / "hub.db")
+        stored = hub_rows(hub)
     client.flushall()
     client.close()
     if counts["acked"] != events or stored != events:
         raise BenchError(f"end to end: {counts['acked']} acked, {stored} stored of {events}")
     seconds = finished - first_ms / 1000
     return {
+        "hub": hub_kind(hub_url),
         "events": events,
         "relays": 1,
         "consumers": CONSUMERS,
@@ -144,6 +148,20 @@ def measure_end_to_end(url: str, events: int) -> dict[str, Any]:
         "consumer_peak_rss_mb": round(consumer_rss, 1),
         "cpu_us_per_event": {name: round(used / events * 1e6, 1) for name, used in cpu.items()},
     }
+
+
+def _received(hub_url: str) -> dict[tuple[str, int], float]:
+    """When the hub received each event: its row's ``received_at`` (the hub transaction's time)."""
+    received: dict[tuple[str, int], float] = {}
+    with open_store(hub_url, create_schema=False) as hub:
+        after = None
+        while page := hub.events(HUB_PROJECT, after=after, limit=10_000):
+            for event in page:
+                received[(event.run_id, event.sequence)] = parse_timestamp(
+                    event.received_at
+                ).timestamp()
+            after = page[-1].position
+    return received
 
 
 def _offer(store: RunEventStore, rate: int, seconds: float) -> dict[tuple[str, int], float]:
@@ -174,34 +192,31 @@ def _offer(store: RunEventStore, rate: int, seconds: float) -> dict[tuple[str, i
     return committed
 
 
-def measure_latency(url: str, rate: int, seconds: float) -> dict[str, Any]:
+def measure_latency(
+    url: str, rate: int, seconds: float, hub_url: str | None = None
+) -> dict[str, Any]:
     """Local commit -> hub commit latency at ``rate`` events/s offered (p50/p95/p99 in ms)."""
     client = connect(url)
     client.flushall()
-    with tempfile.TemporaryDirectory(prefix="hubsync-bench-latency-") as tmp:
+    with (
+        tempfile.TemporaryDirectory(prefix="hubsync-bench-latency-") as tmp,
+        bench_hub(Path(tmp), hub_url) as hub,
+    ):
         directory = Path(tmp)
-        registry, store = runtime_with_backlog(directory, 0)
-        hub_db = directory / "hub.db"
+        registry, store = runtime_with_backlog(directory, 0, hub_url=hub)
         with PipelineProcesses(url, directory / "logs") as pipeline:
-            _start_consumers(pipeline, directory, CONSUMERS)
+            _start_consumers(pipeline, hub, CONSUMERS)
             _start_relay(pipeline, directory)
             runtime = registry.runtime_id
             pipeline.wait_until(lambda: client.exists(keys.relay_health(runtime)), 30, "the relay")
             started = time.perf_counter()
             committed = _offer(store, rate, seconds)
             offered_for = time.perf_counter() - started
-            pipeline.wait_until(lambda: _hub_rows(hub_db) >= len(committed), 60, "the hub")
+            pipeline.wait_until(lambda: hub_rows(hub) >= len(committed), 60, "the hub")
             pipeline.stop_all()
         store.close()
         registry.close()
-        db = sqlite3.connect(f"file:{hub_db}?mode=ro", uri=True)
-        received = {
-            (run_id, sequence): parse_timestamp(at).timestamp()
-            for run_id, sequence, at in db.execute(
-                "SELECT run_id, sequence, received_at FROM sync_events"
-            )
-        }
-        db.close()
+        received = _received(hub)
     client.flushall()
     client.close()
     first = min(committed.values())
@@ -210,6 +225,7 @@ def measure_latency(url: str, rate: int, seconds: float) -> dict[str, Any]:
     ]
     figures = percentiles(latencies_ms)
     return {
+        "hub": hub_kind(hub_url),
         "offered_events_per_s": rate,
         "achieved_events_per_s": round(len(committed) / offered_for),
         "events_measured": len(latencies_ms),

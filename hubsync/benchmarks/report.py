@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hubsync.benchmarks import peers, pipeline, signing, stages
+from hubsync.benchmarks import hubs, peers, pipeline, signing, stages
 from hubsync.benchmarks.procs import machine
 from hubsync.benchmarks.workload import EVENT_BYTES
 from hubsync.demo.embedded_redis import RedisServerProcess
@@ -44,8 +44,15 @@ TINY = Sizes(600, 600, 1, 600, (500,), 1.5, 100, 60, 300, 200)
 """For tests of the report's shape: seconds, not minutes."""
 
 
-def run(sizes: Sizes, progress: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
-    """Run every measurement on a private redis-server; the report."""
+def run(
+    sizes: Sizes, progress: Callable[[str], None] = lambda _: None, hub_url: str | None = None
+) -> dict[str, Any]:
+    """Run every measurement on a private redis-server; the report.
+
+    The end-to-end and latency consumers write to temp SQLite files, or, with
+    ``hub_url`` (a ``postgresql://`` database), to new schemas of that
+    database, one per measurement, dropped afterwards.
+    """
     started = time.monotonic()
     # Other work on the machine moves absolute figures; the load says how busy it was.
     load_at_start = os.getloadavg()[0]
@@ -58,12 +65,15 @@ def run(sizes: Sizes, progress: Callable[[str], None] = lambda _: None) -> dict[
         relay = stages.measure_relay(url, sizes.relay_events, sizes.rounds)
         progress("consumer ingest vs raw XREADGROUP + executemany + XACK")
         consumer = stages.measure_consumer(url, sizes.consumer_events, sizes.rounds)
-        progress("end-to-end drain: 1 relay, 2 consumers")
-        end_to_end = pipeline.measure_end_to_end(url, sizes.end_to_end_events)
+        hub = hubs.hub_kind(hub_url)
+        progress(f"end-to-end drain: 1 relay, 2 consumers, {hub} hub")
+        end_to_end = pipeline.measure_end_to_end(url, sizes.end_to_end_events, hub_url)
         latency = {}
         for rate in sizes.latency_rates:
-            progress(f"latency at {rate} events/s offered")
-            latency[f"at_{rate}_per_s"] = pipeline.measure_latency(url, rate, sizes.latency_seconds)
+            progress(f"latency at {rate} events/s offered, {hub} hub")
+            latency[f"at_{rate}_per_s"] = pipeline.measure_latency(
+                url, rate, sizes.latency_seconds, hub_url
+            )
         progress("peer: naive")
         naive = peers.measure_naive(url, sizes.naive_events)
         progress("peer: one RQ job per event")
@@ -104,7 +114,7 @@ def table(report: dict[str, Any]) -> str:
         ("consumer ingest", _n(consumer["events_per_s"]), _n(consumer["ceiling_events_per_s"]), f"{consumer['ratio']}x (>= 0.6x)"),
         ("  raw XREADGROUP + XACK", _n(consumer["raw_xreadgroup_xack_events_per_s"]), "", ""),
         ("  raw SQLite batch insert", _n(consumer["raw_sqlite_batch_insert_events_per_s"]), "", ""),
-        ("end to end (1 relay, 2 consumers)", _n(e2e["events_per_s"]), _n(e2e["ceiling_events_per_s"]), ">= 25,000/s"),
+        (f"end to end (1 relay, 2 consumers, {e2e['hub']} hub)", _n(e2e["events_per_s"]), _n(e2e["ceiling_events_per_s"]), ">= 25,000/s"),
     ]  # fmt: skip
     for name, peer in report["peers"].items():
         if "events_per_s" in peer:

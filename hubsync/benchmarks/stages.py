@@ -17,8 +17,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import redis
-
 from consumers.worker import HubConsumer
 from hubstore.factory import open_store
 from hubsync import keys
@@ -31,7 +29,7 @@ from hubsync.benchmarks.workload import (
     raw_hub_table,
     runtime_with_backlog,
 )
-from hubsync.connections import connect
+from hubsync.connections import RedisClient, connect
 from hubsync.settings import ConsumerSettings, RelaySettings, hub_url_from_path
 from hubsync.signing import RuntimeKey
 from producers.event_store import RunEventStore
@@ -50,7 +48,7 @@ def _rate(count: int, seconds: float) -> float:
 
 
 def raw_xadd_seconds(
-    client: redis.Redis, store: RunEventStore, batch: int = BATCH
+    client: RedisClient, store: RunEventStore, batch: int = BATCH
 ) -> tuple[float, int]:
     """Seconds to XADD the store's outbox rows as raw pipelined batches (the relay's ceiling)."""
     rows = store.unsent(0, 10**9)
@@ -117,7 +115,7 @@ def measure_relay(url: str, events: int, rounds: int) -> dict[str, Any]:
 # ----- consumer -----
 
 
-def preload(client: redis.Redis, batch: list[dict[str, str | bytes]]) -> None:
+def preload(client: RedisClient, batch: list[dict[str, str | bytes]]) -> None:
     """A fresh database holding ``batch`` on the bench stream, group ``hub`` at 0."""
     # Each round's consumer is a new hub (a new hub.db): the flush also drops the
     # previous round's hubsync:hub binding, which would otherwise refuse it.
@@ -133,7 +131,7 @@ def preload(client: redis.Redis, batch: list[dict[str, str | bytes]]) -> None:
 
 
 def raw_ingest_seconds(
-    client: redis.Redis, directory: Path, with_sqlite: bool = True
+    client: RedisClient, directory: Path, with_sqlite: bool = True
 ) -> tuple[float, int]:
     """Raw XREADGROUP (+ ``executemany`` INSERT, one transaction per batch) + XACK; seconds, rows."""
     db = raw_hub_table(directory / "raw.db") if with_sqlite else None
@@ -163,7 +161,7 @@ def signed_batch(directory: Path, events: int) -> list[dict[str, str | bytes]]:
         return entries(events, keys=enroll_bench_runtimes(hub))
 
 
-def consumer_seconds(client: redis.Redis, url: str, directory: Path) -> tuple[float, int]:
+def consumer_seconds(client: RedisClient, url: str, directory: Path) -> tuple[float, int]:
     """Seconds for ``HubConsumer`` to drain the stream into ``DIR/hub.db``; accepted rows.
 
     Every check the consumer makes is timed: signature, schema, canonical bytes, hash.

@@ -10,12 +10,24 @@ import click
 from hubsync.errors import ConfigError
 
 
+def _postgresql_url(_: click.Context, __: click.Parameter, value: str | None) -> str | None:
+    from hubsync.benchmarks.hubs import check_bench_hub_url
+
+    if value is not None:
+        try:
+            check_bench_hub_url(value)
+        except ConfigError as exc:
+            raise click.BadParameter(str(exc).removeprefix("--hub-url ")) from None
+    return value
+
+
 @click.command(
     epilog="""\b
 Examples:
   hubsync bench --quick                       about a minute, prints the table
   hubsync bench --json bench.json             the full run (a few minutes), JSON written too
   hubsync bench --quick --json - | jq .end_to_end
+  PGPASSWORD=... hubsync bench --quick --hub-url postgresql://bench@db.internal/scratch
 """
 )
 @click.option(
@@ -30,7 +42,15 @@ Examples:
     help="Write the report as JSON to this file ('-' = stdout, and the table goes to stderr; "
     "no environment variable).",
 )
-def bench(quick: bool, json_file: Path | None) -> None:
+@click.option(
+    "--hub-url",
+    metavar="URL",
+    callback=_postgresql_url,
+    help="A PostgreSQL database (postgresql://...) for the end-to-end and latency hubs: each "
+    "measurement makes a new schema in it and drops it afterwards (its role must be allowed "
+    "to create schemas) [default: temp SQLite files] (no environment variable).",
+)
+def bench(quick: bool, json_file: Path | None, hub_url: str | None) -> None:
     """Measure the pipeline against its ceilings and its peers, in one run.
 
     Starts its own redis-server (and nats-server, when installed) on free
@@ -39,6 +59,8 @@ def bench(quick: bool, json_file: Path | None) -> None:
     executemany + XACK, the end-to-end drain with 1 relay and 2 consumers,
     commit-to-hub latency at 1,000 and 5,000 events/s offered, peak RSS, and
     the naive, RQ-per-event and NATS JetStream peers, all with ~540-byte events.
+    The end-to-end and latency hubs are temp SQLite files, or PostgreSQL with
+    --hub-url.
     """
     from hubsync.benchmarks import report
     from hubsync.demo.embedded_redis import redis_server_binary
@@ -53,7 +75,7 @@ def bench(quick: bool, json_file: Path | None) -> None:
     from hubsync.gc_tuning import tune_for_throughput
 
     tune_for_throughput()  # what the daemons run with: the in-process stages and their raw loops
-    result = report.run(report.QUICK if quick else report.FULL, progress)
+    result = report.run(report.QUICK if quick else report.FULL, progress, hub_url)
     click.echo(report.table(result), err=to_stdout)
     if json_file is not None:
         document = json.dumps(result, indent=2, sort_keys=True)

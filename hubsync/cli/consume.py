@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import logging
+import signal
+import threading
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -12,7 +14,14 @@ import click
 
 from hubsync.cli import exit_codes
 from hubsync.cli.options import build_settings, hub_options, options_from, use_redis_credentials
-from hubsync.connections import CREDENTIAL_ERRORS, UNREACHABLE_ERRORS, Role, connect, ping
+from hubsync.connections import (
+    CREDENTIAL_ERRORS,
+    UNREACHABLE_ERRORS,
+    Role,
+    connect,
+    ping,
+    wait_for_redis,
+)
 from hubsync.logs import configure_logging
 from hubsync.names import validate_name
 from hubsync.settings import ConsumerSettings, hub_url_of
@@ -79,6 +88,8 @@ def consume(
     from hubsync.gc_tuning import tune_for_throughput
     from hubsync.metrics import start_metrics_server  # prometheus_client: daemons only
 
+    if not once and not _wait_for_redis(settings.redis_url):
+        return  # stopped by a signal before Redis answered
     client = connect(settings.redis_url, Role.BLOCKING, block_seconds=settings.block_ms / 1000)
     try:
         if once:
@@ -97,6 +108,23 @@ def consume(
         click.echo(json.dumps({"consumer": worker.name} | asdict(stats), sort_keys=True))
     elif once:
         click.echo(f"consumer {worker.name}: {stats.summary()}")
+
+
+def _wait_for_redis(url: str) -> bool:
+    """Wait for a Redis down at start (logged once) before the worker's client is made:
+    a cluster's client cannot be made while it is down, and ``--redis-cluster auto`` asks
+    the server. False when SIGTERM or SIGINT came first."""
+    stop = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        return wait_for_redis(url, stop)
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+    for sig in previous:
+        signal.signal(sig, lambda signum, frame: stop.set())
+    try:
+        return wait_for_redis(url, stop)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _check(settings: ConsumerSettings, name: str) -> int:

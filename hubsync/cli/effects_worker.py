@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import click
 import redis
 
 from hubsync.cli import exit_codes
-from hubsync.cli.options import env_option, options_from, use_redis_credentials
-from hubsync.connections import CREDENTIAL_ERRORS, UNREACHABLE_ERRORS, connect, ping
+from hubsync.cli.options import build_settings, env_option, options_from, use_redis_credentials
+from hubsync.connections import CREDENTIAL_ERRORS, UNREACHABLE_ERRORS, cluster_mode_of, ping
 from hubsync.keys import EFFECTS_QUEUE
 from hubsync.logs import configure_logging
 from hubsync.names import validate_name
-from hubsync.settings import CommonSettings
+from hubsync.settings import EffectsWorkerSettings
 
 
 @click.command(
@@ -27,7 +26,7 @@ Examples:
   rq worker {EFFECTS_QUEUE} --with-scheduler --name effects-1   the same worker, rq's own CLI
 """,
 )
-@options_from(CommonSettings)
+@options_from(EffectsWorkerSettings)
 @env_option(
     "--worker-name",
     "--name",
@@ -44,39 +43,41 @@ Examples:
     help=f"Exit 0 if an RQ worker (named --worker-name, if given) is registered on "
     f"{EFFECTS_QUEUE}, else 1 (no environment variable).",
 )
-def effects_worker(
-    redis_url: str,
-    redis_password_file: Path | None,
-    worker_name: str | None,
-    burst: bool,
-    check: bool,
-    log_format: str,
-    log_level: str,
-) -> None:
+def effects_worker(worker_name: str | None, burst: bool, check: bool, **options: Any) -> None:
     """Run shared-effect jobs from the RQ queue hubsync-effects (with RQ's scheduler).
 
     Equivalent to `rq worker hubsync-effects --with-scheduler`, with hubsync's
     text or JSON logs. --check asks RQ's worker registry instead: a worker
     stays registered while it heartbeats (RQ's worker TTL), so a dead or
-    wedged worker drops out and the check fails.
+    wedged worker drops out and the check fails. RQ does not support Redis
+    Cluster: with a cluster at --redis-url, RQ's queue lives on the Redis
+    server of --rq-redis-url, and the jobs' leases and maintenance on the cluster.
     """
     from rq import Queue, Worker
 
-    url = redis_url
+    from consumers.job_connection import rq_connection, rq_redis_url, use_pipeline_redis
+
+    settings = build_settings(EffectsWorkerSettings, **options)
     name = worker_name
     if name is not None:
         validate_name(name, "worker name")
-    configure_logging(log_level, log_format)
-    use_redis_credentials(CommonSettings(redis_url=url, redis_password_file=redis_password_file))
+    configure_logging(settings.log_level, settings.log_format)
+    use_redis_credentials(settings)
+    url = rq_redis_url(
+        settings.redis_url,
+        settings.rq_redis_url,
+        redis_is_cluster=cluster_mode_of(settings.redis_url),
+    )
+    use_pipeline_redis(None if url == settings.redis_url else settings.redis_url)
     # RQ raises the socket timeout above its own blocking dequeue by itself
-    client = connect(url)
+    client = rq_connection(url)
     try:
         queue = Queue(EFFECTS_QUEUE, connection=client)
         if check:
             raise SystemExit(_check(client, queue, name))
         ping(client, url)
         worker = Worker([queue], connection=client, name=name)
-        worker.work(with_scheduler=True, burst=burst, logging_level=log_level)
+        worker.work(with_scheduler=True, burst=burst, logging_level=settings.log_level)
     finally:
         client.close()
 

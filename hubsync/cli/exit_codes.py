@@ -16,3 +16,5 @@ LEASE_EXPIRED = 12
 """``hubsync lease``: the lease expired on Redis's clock."""
 LEASE_MISSING = 13
 """``hubsync lease``: no lease is held on the resource."""
+LEASE_NOT_REPLICATED = 14
+"""``hubsync lease``: granted on the Redis master, but no replica confirmed it in time."""

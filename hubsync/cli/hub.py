@@ -9,8 +9,8 @@ from pathlib import Path
 import click
 
 from hubsync.cli.options import hub_options, json_option, shown_store
+from hubsync.migration import SchemaChange
 from hubsync.settings import hub_url_of
-from hubsync.sqlite import SchemaChange
 
 
 @click.group(
@@ -19,6 +19,7 @@ Examples:
   hubsync hub init --hub-db /var/lib/hubsync/hub.db
   hubsync hub migrate --hub-db /var/lib/hubsync/hub.db
   hubsync hub migrate --hub-url sqlite:////var/lib/hubsync/hub.db --json
+  hubsync hub migrate --hub-url postgresql://hubsync_admin@db.internal/hubsync
 """
 )
 def hub() -> None:
@@ -66,6 +67,7 @@ def init(hub_url: str | None, hub_db: Path | None, as_json: bool) -> None:
 Examples:
   hubsync hub migrate --hub-db /var/lib/hubsync/hub.db
   HUBSYNC_HUB_URL=sqlite:////var/lib/hubsync/hub.db hubsync hub migrate --json
+  HUBSYNC_HUB_URL=postgresql://hubsync_admin@db.internal/hubsync hubsync hub migrate
 """,
 )
 @hub_options
@@ -77,9 +79,11 @@ def migrate(hub_url: str | None, hub_db: Path | None, as_json: bool) -> None:
     step), or already current. A SQLite file of an older schema version is
     first copied to <file>.v<old>.bak beside it (mode 0600), then upgraded
     step by step in one transaction: it ends at the current version or stays
-    as it was. Running it again does nothing. A newer version is refused and
-    left untouched (exit 1). Stop the consumers first on a large database:
-    they wait for the upgrade.
+    as it was. A PostgreSQL schema is upgraded in one transaction too; run
+    this as a role allowed to create tables (the consumers need not be).
+    Running it again does nothing. A newer version is refused and left
+    untouched (exit 1). Stop the consumers first on a large database: they
+    wait for the upgrade.
     """
     from hubstore import migrate_store
 
@@ -116,7 +120,8 @@ def _sentence(store: str, change: SchemaChange) -> str:
         return f"hub store {store}: created at schema version {change.to_version}"
     steps = "".join(f"\n  {change.from_version + i} -> {change.from_version + i + 1}: {s}"
                     for i, s in enumerate(change.steps))  # fmt: skip
+    kept = "" if change.backup is None else f"; the file as it was is kept at {change.backup}"
     return (
         f"hub store {store}: upgraded from schema version {change.from_version} to "
-        f"{change.to_version}; the file as it was is kept at {change.backup}{steps}"
+        f"{change.to_version}{kept}{steps}"
     )

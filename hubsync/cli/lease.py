@@ -27,6 +27,7 @@ REFUSAL_EXIT_CODES = {
     LeaseRefusal.SUPERSEDED: exit_codes.LEASE_SUPERSEDED,
     LeaseRefusal.EXPIRED: exit_codes.LEASE_EXPIRED,
     LeaseRefusal.MISSING: exit_codes.LEASE_MISSING,
+    LeaseRefusal.NOT_REPLICATED: exit_codes.LEASE_NOT_REPLICATED,
 }
 DEFAULT_TTL_MS = 30_000
 

@@ -22,15 +22,15 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 from pydantic_settings import BaseSettings
 
-from hubsync.connections import use_credentials
+from hubsync.connections import use_cluster_mode, use_credentials
 from hubsync.errors import ConfigError
 from hubsync.names import validate_name
 from hubsync.settings import (
     SQLITE_URL_PREFIX,
+    ClusterMode,
     CommonSettings,
     HubStoreSettings,
     RuntimeSettings,
-    safe_url,
 )
 
 if TYPE_CHECKING:
@@ -105,14 +105,20 @@ def setting_envvars(name: str, field: FieldInfo) -> list[str]:
     return [f"HUBSYNC_{name.upper()}"]
 
 
-def setting_option(settings: type[BaseSettings], name: str, *, required: bool | None = None) -> Any:
+def setting_option(
+    settings: type[BaseSettings],
+    name: str,
+    *,
+    required: bool | None = None,
+    **click_attributes: Any,
+) -> Any:
     """The click option of one settings field: ``--<name>``, its variables, type, help, default.
 
     A ``bool`` field is a ``--<name>/--no-<name>`` switch, a ``tuple[T, ...]`` field a
     repeatable option.
     Click applies the same precedence as the settings (command line, then the
     variables in order, then the field's default), so the value it hands the
-    command is the setting's value.
+    command is the setting's value. ``click_attributes`` go to ``click.option`` as they are.
     """
     field = settings.model_fields[name]
     default = None if field.default is PydanticUndefined else field.default
@@ -141,6 +147,7 @@ def setting_option(settings: type[BaseSettings], name: str, *, required: bool | 
         required=field.is_required() if required is None else required,
         help=field.description,
         **shown,
+        **click_attributes,
     )
 
 
@@ -168,7 +175,22 @@ def options_from(
     return decorate
 
 
-redis_url_option = options_from(CommonSettings, only=["redis_url"])
+def _use_cluster_mode(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    mode: ClusterMode = "yes" if value == "yes" else "no" if value == "no" else "auto"
+    use_cluster_mode(mode)
+
+
+def redis_url_option(command: F) -> F:
+    """``--redis-url`` and ``--redis-cluster`` of a command that takes no other setting: the
+    cluster mode is applied as the command line is read, and not handed to the command."""
+    url_option = options_from(CommonSettings, only=["redis_url"])
+    cluster_option = setting_option(
+        CommonSettings, "redis_cluster", callback=_use_cluster_mode, expose_value=False
+    )
+    decorated: F = url_option(cluster_option(command))
+    return decorated
+
+
 hub_options = options_from(HubStoreSettings, required=False)
 """``--hub-url`` and its shorthand ``--hub-db``; resolve them with ``settings.hub_url_of``."""
 
@@ -240,10 +262,12 @@ hub_project_filter = click.option(
 
 
 def shown_store(hub_url: str) -> str:
-    """A hub store as shown to people: a SQLite file's path, or the URL without credentials."""
+    """A hub store as shown to people: a SQLite file's path, or the URL with its password masked."""
+    from hubstore.factory import shown_url
+
     if hub_url.startswith(SQLITE_URL_PREFIX):
         return hub_url.removeprefix(SQLITE_URL_PREFIX)
-    return safe_url(hub_url)
+    return shown_url(hub_url)
 
 
 def open_hub_store(hub_url: str) -> HubStore:
@@ -263,7 +287,8 @@ def open_hub_store(hub_url: str) -> HubStore:
 
 
 def use_redis_credentials(settings: CommonSettings) -> None:
-    """Set a daemon's Redis password from ``--redis-password-file`` (after its logging is set up).
+    """Set a daemon's Redis password from ``--redis-password-file`` (after its logging is set up),
+    and its ``--redis-cluster``.
 
     Warns once if the URL given on this command line carries a password.
     """
@@ -274,6 +299,7 @@ def use_redis_credentials(settings: CommonSettings) -> None:
         settings.redis_password_file,
         url_on_command_line=source is ParameterSource.COMMANDLINE,
     )
+    use_cluster_mode(settings.redis_cluster)
 
 
 S = TypeVar("S", bound=BaseSettings)

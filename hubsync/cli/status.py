@@ -25,7 +25,7 @@ from hubsync.cli.options import (
 )
 from hubsync.cli.status_view import StatusReport, render
 from hubsync.clock import utc_now_iso
-from hubsync.connections import probe
+from hubsync.connections import RedisClient, probe
 from hubsync.errors import RedisUnavailableError
 from hubsync.redis_values import redis_now_ms
 from hubsync.settings import hub_url_of, safe_url
@@ -135,7 +135,7 @@ class _Gatherer:
         self.hub_project = hub_project
         self.stale_after = timedelta(seconds=stale_after)
         self.no_redis = no_redis
-        self._client: redis.Redis | None = None
+        self._client: RedisClient | None = None
         self._store: HubStore | None = None
 
     def __enter__(self) -> _Gatherer:
@@ -182,7 +182,7 @@ class _Gatherer:
             report.redis_error = type(exc).__name__
         return report
 
-    def _connect(self) -> redis.Redis:
+    def _connect(self) -> RedisClient:
         if self._client is None:
             self._client = probe(self.redis_url)
         return self._client

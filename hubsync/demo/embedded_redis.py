@@ -17,6 +17,7 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol, Self
 
@@ -61,7 +62,9 @@ class RedisServerProcess(ClosesOnExit):
         port: int | None = None,
         appendonly: bool = False,
         binary: str | None = None,
+        extra_args: Sequence[str] = (),
     ) -> None:
+        """``extra_args`` go after the defaults on the command line (a cluster node's flags)."""
         self.binary = binary or redis_server_binary()
         if self.binary is None:
             raise EmbeddedRedisError(
@@ -71,6 +74,7 @@ class RedisServerProcess(ClosesOnExit):
         self.directory = Path(directory or tempfile.mkdtemp(prefix="hubsync-redis-"))
         self.port = port or free_port()
         self.appendonly = appendonly
+        self.extra_args = tuple(extra_args)
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -91,12 +95,13 @@ class RedisServerProcess(ClosesOnExit):
             "--protected-mode", "yes",
             "--daemonize", "no",
             "--logfile", str(self.directory / "redis.log"),
+            *self.extra_args,
         ]  # fmt: skip
         self.process = subprocess.Popen(
             args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
         )
         deadline = time.monotonic() + timeout
-        client = connect(self.url, Role.PROBE)
+        client = connect(self.url, Role.PROBE, cluster=False)  # this server, even a cluster node
         try:
             while True:
                 if self.process.poll() is not None:

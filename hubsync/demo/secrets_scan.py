@@ -6,7 +6,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-import redis
+from hubsync.connections import RedisClient
 
 
 def files_containing(paths: Iterable[Path], secrets: Sequence[str]) -> list[str]:
@@ -22,7 +22,7 @@ def files_containing(paths: Iterable[Path], secrets: Sequence[str]) -> list[str]
     return found
 
 
-def redis_keys_containing(client: redis.Redis, secrets: Sequence[str]) -> list[str]:
+def redis_keys_containing(client: RedisClient, secrets: Sequence[str]) -> list[str]:
     """Keys whose value (any type, read whole) or name contains any secret."""
     needles = [s.encode("utf-8") for s in secrets]
     found = []
@@ -33,7 +33,7 @@ def redis_keys_containing(client: redis.Redis, secrets: Sequence[str]) -> list[s
     return found
 
 
-def _value_bytes(client: redis.Redis, key: bytes) -> bytes:
+def _value_bytes(client: RedisClient, key: bytes) -> bytes:
     kind = client.type(key)
     parts: list[Any]
     if kind == b"stream":

@@ -16,7 +16,7 @@ import redis
 
 from consumers.projects import known_hub_projects
 from hubsync import keys
-from hubsync.connections import Role, connect, ping
+from hubsync.connections import RedisClient, Role, connect, ping
 from hubsync.doctor.check import Check, Status, counted
 from hubsync.errors import RedisUnavailableError
 from hubsync.redis_values import as_text, printable
@@ -62,7 +62,7 @@ def redis_checks(redis_url: str, store: tuple[str, str | None] | None = None) ->
         client.close()
 
 
-def _reach(client: redis.Redis, redis_url: str) -> Check:
+def _reach(client: RedisClient, redis_url: str) -> Check:
     shown = safe_url(redis_url)
     try:
         ping(client, redis_url)
@@ -100,16 +100,16 @@ _PERMISSIONS_FIX = (
 _RETRY_FIX = "check that Redis is up and answering, then run hubsync doctor again"
 
 
-def _info(client: redis.Redis, section: str) -> dict[str, Any]:
+def _info(client: RedisClient, section: str) -> dict[str, Any]:
     return dict(client.info(section))
 
 
-def _eviction_policy(client: redis.Redis) -> str:
+def _eviction_policy(client: RedisClient) -> str:
     # INFO, not CONFIG GET: managed Redis services often refuse CONFIG.
     return str(_info(client, "memory")["maxmemory_policy"])
 
 
-def _aof(client: redis.Redis) -> Check:
+def _aof(client: RedisClient) -> Check:
     persistence = _info(client, "persistence")
     fsync: str | None
     try:
@@ -217,7 +217,7 @@ def judge_aof(enabled: bool, fsync: str | None, last_write: str = "ok") -> Check
     return Check("aof", status, f"appendonly yes, appendfsync {fsync}: {risk}", fix)
 
 
-def consumer_group_check(client: redis.Redis) -> Check:
+def consumer_group_check(client: RedisClient) -> Check:
     """Group ``hub`` on the events stream of every project in ``hubsync:projects``."""
     projects = known_hub_projects(client)
     if not projects:
@@ -256,7 +256,7 @@ def consumer_group_check(client: redis.Redis) -> Check:
 
 
 def hub_identity_check(
-    client: redis.Redis, store: tuple[str, str | None] | None = None
+    client: RedisClient, store: tuple[str, str | None] | None = None
 ) -> Check | None:
     """The hub id in ``hubsync:hub`` when the key exists; None (no line) when it does not.
 

@@ -27,13 +27,13 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import redis
-
 from hubsync import keys, metrics
+from hubsync.connections import RedisClient
 from hubsync.entries import Outcome, OutcomeRecord, decode_fields, parse_outcomes_entry
 from hubsync.errors import WireError
 from hubsync.redis_values import as_text, entry_id_order, printable
 from hubsync.signing import HUB_ID_FIELD, SIGNATURE_FIELD, verify_outcomes_entry
+from hubsync.stream_reads import read_streams
 from producers.event_store import RunEventStore
 from producers.relay.credentials import RelayCredentials
 from producers.unreadable import UNREADABLE_STORE_ERRORS
@@ -116,14 +116,16 @@ class AckReader:
         if not any(s.hub_project == store.hub_project for s in self._stores.values()):
             self._positions.pop(keys.acks_stream(store.hub_project, self.runtime_id), None)
 
-    def read(self, client: redis.Redis, block_ms: int | None, count: int = 100) -> int:
-        """Read and apply what is on the ack streams; return how many entries were read."""
+    def read(self, client: RedisClient, block_ms: int | None, count: int = 100) -> int:
+        """Read and apply what is on the ack streams; return how many entries were read.
+
+        One XREAD over them all; on a cluster, one per hash slot (``hubsync.stream_reads``).
+        """
         if not self._positions:
             return 0
-        streams: dict[Any, Any] = dict(self._positions)
-        reply: Any = client.xread(streams, count=count, block=block_ms)
+        reply = read_streams(client, dict(self._positions), count=count, block_ms=block_ms)
         entries = 0
-        for raw_key, raw_entries in reply or []:
+        for raw_key, raw_entries in reply:
             key = as_text(raw_key)
             last_id = self._apply_entries(key, raw_entries)
             entries += len(raw_entries)

@@ -32,12 +32,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-import redis
-
 from hubsync import __version__, keys, metrics
 from hubsync.backoff import Backoff
 from hubsync.clock import EpochClock, epoch_seconds, utc_now_iso
-from hubsync.connections import Role, connect, wait_until_reachable
+from hubsync.connections import RedisClient, Role, connect, wait_for_redis
 from hubsync.entries import PresenceBeat
 from hubsync.errors import ConfigError
 from hubsync.settings import RelaySettings
@@ -167,12 +165,9 @@ class Relay:
         A Redis unreachable at start is waited for (logged once), not a failure.
         """
         self.refresh_projects()
-        client = connect(self.settings.redis_url)
-        try:
-            if not wait_until_reachable(client, self.settings.redis_url, self._stop):
-                return self.summary()
-        finally:
-            client.close()
+        # before the clients the threads keep: a cluster's cannot be made while it is down
+        if not wait_for_redis(self.settings.redis_url, self._stop):
+            return self.summary()
         if not self._senders and not self.project_states.unreadable():
             # not an error (projects registered later are picked up), but a
             # mistyped --state-dir looks exactly like this, so say it
@@ -215,7 +210,7 @@ class Relay:
             client.close()
         return self.summary()
 
-    def _drain(self, sender: OutboxSender, client: redis.Redis) -> int:
+    def _drain(self, sender: OutboxSender, client: RedisClient) -> int:
         sent = 0
         while batch := sender.send_unsent(client):
             sent += batch
@@ -362,7 +357,7 @@ class Relay:
             client.close()
             self.marker.flush()  # the summary's counts include the last batch
 
-    def _send_new(self, client: redis.Redis) -> int:
+    def _send_new(self, client: RedisClient) -> int:
         def send(sender: OutboxSender) -> int:
             # A sender that is behind keeps sending; one that caught up waits for
             # a commit by another connection before querying again.
@@ -372,7 +367,7 @@ class Relay:
 
         return self._each_project(send)
 
-    def _beat_presence(self, client: redis.Redis, force: bool = False) -> None:
+    def _beat_presence(self, client: RedisClient, force: bool = False) -> None:
         now = time.monotonic()
         beats: dict[str, int] = {}
 
@@ -413,7 +408,7 @@ class Relay:
         for hub_project in beats:
             self._next_beat[hub_project] = now + self.settings.presence_interval
 
-    def _write_health(self, client: redis.Redis) -> None:
+    def _write_health(self, client: RedisClient) -> None:
         record = {
             "runtime_id": self.runtime_id,
             "host": self.host,

@@ -18,10 +18,9 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-import redis
-
 from hubsync import keys, metrics
 from hubsync.clock import EpochClock, epoch_seconds
+from hubsync.connections import RedisClient
 from hubsync.entries import KIND_EVENT
 from hubsync.settings import RelaySettings
 from hubsync.signing import SIGNATURE_FIELD, EventSigner, RuntimeKey
@@ -144,7 +143,7 @@ class OutboxSender:
         self._seen_version = version
         return changed
 
-    def send_unsent(self, client: redis.Redis) -> int:
+    def send_unsent(self, client: RedisClient) -> int:
         """Send the next batch of never-attempted rows; return how many went out."""
         key = self.credentials.signer_for(self.store.hub_project)
         if key is None:
@@ -163,7 +162,7 @@ class OutboxSender:
         _SENT_NEW.inc(sent)
         return sent
 
-    def send_due_resends(self, client: redis.Redis, now: float) -> int:
+    def send_due_resends(self, client: RedisClient, now: float) -> int:
         """Send again the rows attempted but unacknowledged past their resend time."""
         key = self.credentials.signer_for(self.store.hub_project)
         if key is None:
@@ -190,7 +189,7 @@ class OutboxSender:
                 return rows[:index]
         return rows
 
-    def _send(self, client: redis.Redis, rows: Sequence[OutboxRow], key: RuntimeKey) -> int:
+    def _send(self, client: RedisClient, rows: Sequence[OutboxRow], key: RuntimeKey) -> int:
         oversized = [row.seq for row in rows if len(row.sync_event) > MAX_EVENT_BYTES]
         if oversized:
             # append_event refuses such rows, so only an older or foreign writer can

@@ -5,8 +5,11 @@ appender process and a ``hubsync relay`` process), 3 ``hubsync consume``
 processes sharing one hub database, and a ``redis-server`` with AOF everysec.
 ``FaultScheduler`` then, at seeded random times, kill -9s a relay or a consumer
 and restarts it, SIGSTOPs one for longer than the reclaim time, restarts
-redis-server, and injects duplicates, conflicting bytes and garbage entries
-(``tests.helpers.chaos_inject``). The end checks live in ``tests.helpers.chaos_checks``.
+redis-server, and injects duplicates, conflicting bytes signed with a runtime's key,
+unsigned or badly signed forgeries and garbage entries (``tests.helpers.chaos_inject``).
+Every runtime is enrolled on the hub database (``hubsync.provisioning``, what
+``hubsync hub init``, ``enroll`` and ``runtime join`` do) before any relay starts.
+The end checks live in ``tests.helpers.chaos_checks``.
 """
 
 from __future__ import annotations
@@ -24,8 +27,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from hubstore import hub_url_from_path, open_store
 from hubsync.demo.embedded_redis import RedisServerProcess
 from hubsync.processes import Child, PipelineProcesses, python_command
+from hubsync.provisioning import enroll_runtime
+from hubsync.signing import RuntimeKey
 from producers.registry import RuntimeRegistry
 from tests.helpers.chaos_inject import GARBAGE_KINDS, Injector
 from tests.helpers.support import wait_until
@@ -66,7 +72,8 @@ class PlantedSecrets:
 
 @dataclass
 class Runtime:
-    """One runtime of the soak: its state dir, project and hub project."""
+    """One runtime of the soak: its state dir, project, hub project and the key the hub
+    enrolled it with (for injections that sign as the runtime on purpose)."""
 
     index: int
     state_dir: Path
@@ -74,6 +81,7 @@ class Runtime:
     project_id: str
     hub_project: str
     store_path: Path
+    key: RuntimeKey = field(repr=False)
 
 
 @dataclass
@@ -99,6 +107,7 @@ class SoakCluster:
         self.redis = RedisServerProcess(directory=self.base / "redis", appendonly=True)
         self.redis.directory.mkdir(parents=True, exist_ok=True)
         self.processes = PipelineProcesses(self.redis.url, self.logs)
+        self.hub_id = ""  # set when the runtimes are enrolled
 
     @property
     def redis_url(self) -> str:
@@ -110,40 +119,30 @@ class SoakCluster:
         yield from itertools.chain(self.appenders, self.relays, self.consumers)
 
     def start(self, consumers: int = 3) -> None:
-        """Start redis, register the runtimes, then every appender, relay and consumer."""
+        """Start redis, register and enroll the runtimes, then every appender, relay and
+        consumer."""
         self.redis.start()
-        for index, hub_project in enumerate(HUB_PROJECTS):
-            state_dir = self.base / f"runtime-{index}" / "state"
-            root = self.base / f"runtime-{index}" / f"shop-{index}"
-            root.mkdir(parents=True)
-            with RuntimeRegistry(state_dir, runtime_id=f"rt-chaos-{index}") as registry:
-                registration = registry.register_project(root, hub_project=hub_project)
-            runtime = Runtime(
-                index,
-                state_dir,
-                f"rt-chaos-{index}",
-                registration.project_id,
-                hub_project,
-                registration.store_path,
-            )
-            self.runtimes.append(runtime)
+        self.enroll_runtimes()
+        for runtime in self.runtimes:
             appender_env = {
                 "CHAOS_API_KEY": self.planted.api_key,
                 "CHAOS_PLANTED": f"{self.planted.api_key} {self.planted.github_token}",
             }
             appender = python_command(
                 "tests.helpers.chaos_appender",
-                str(state_dir),
+                str(runtime.state_dir),
                 runtime.project_id,
                 str(self.rate_per_runtime),
-                str(self.seed * 10 + index),
+                str(self.seed * 10 + runtime.index),
                 str(self.stop_file),
-                str(self.summary_path(index)),
+                str(self.summary_path(runtime.index)),
             )
             self.appenders.append(
-                self.processes.start(f"appender-{index}", appender, env=appender_env)
+                self.processes.start(f"appender-{runtime.index}", appender, env=appender_env)
             )
-            self.relays.append(self.processes.relay(f"relay-{index}", state_dir, *RELAY_ARGS))
+            self.relays.append(
+                self.processes.relay(f"relay-{runtime.index}", runtime.state_dir, *RELAY_ARGS)
+            )
         consumer_args = (
             "--block-ms", "200",
             "--reclaim-idle", str(self.reclaim_idle),
@@ -154,6 +153,30 @@ class SoakCluster:
             self.consumers.append(
                 self.processes.consumer(f"hub-{index}", self.hub_db, *consumer_args)
             )
+
+    def enroll_runtimes(self) -> None:
+        """Register each runtime's project and enroll the runtime on the hub database for
+        its hub project, as an operator does before the relays run."""
+        with open_store(hub_url_from_path(self.hub_db), create_schema=True) as hub:
+            for index, hub_project in enumerate(HUB_PROJECTS):
+                state_dir = self.base / f"runtime-{index}" / "state"
+                root = self.base / f"runtime-{index}" / f"shop-{index}"
+                root.mkdir(parents=True)
+                with RuntimeRegistry(state_dir, runtime_id=f"rt-chaos-{index}") as registry:
+                    registration = registry.register_project(root, hub_project=hub_project)
+                    enrollment = enroll_runtime(hub, registry, [hub_project])
+                    self.hub_id = enrollment.hub_id
+                self.runtimes.append(
+                    Runtime(
+                        index,
+                        state_dir,
+                        registry.runtime_id,
+                        registration.project_id,
+                        hub_project,
+                        registration.store_path,
+                        RuntimeKey(enrollment.key),
+                    )
+                )
 
     def summary_path(self, index: int) -> Path:
         """Where appender ``index`` writes its JSON summary when it stops."""
@@ -193,6 +216,8 @@ FAULT_KINDS = (
     "restart_redis",
     "duplicates",
     "conflict",
+    "forgery",
+    "forged_ack",
     "garbage",
 )
 _WEIGHTS = {
@@ -202,6 +227,8 @@ _WEIGHTS = {
     "restart_redis": 1,
     "duplicates": 3,
     "conflict": 2,
+    "forgery": 2,
+    "forged_ack": 2,
     "garbage": 3,
 }
 REDIS_RESTART_SPACING = 10.0
@@ -227,8 +254,9 @@ class FaultScheduler:
         """Inject faults for ``seconds``: every kind once first (seeded order), then at random."""
         first = list(FAULT_KINDS)
         self.rng.shuffle(first)
-        first.remove("conflict")
-        first.append("conflict")  # the hub has rows to forge by then
+        for late in ("conflict", "forgery", "forged_ack"):
+            first.remove(late)
+            first.append(late)  # the hub has rows to forge by then
         deadline = time.monotonic() + seconds
         while time.monotonic() < deadline:
             kind = first.pop(0) if first else self._pick()
@@ -239,6 +267,10 @@ class FaultScheduler:
                 self._pace.wait(0.05)
         if not self.injector.conflicts:
             self._inject("conflict")
+        if not self.injector.forgeries:
+            self._inject("forgery")
+        if not self.injector.forged_acks:
+            self._inject("forged_ack")
 
     def finish(self) -> None:
         """Do every pending restore now (restart the killed, continue the stopped)."""
@@ -323,6 +355,21 @@ class FaultScheduler:
     def _fault_conflict(self) -> str | None:
         forged = self.injector.conflict()
         return None if forged is None else f"{forged.key} offered {forged.forged_hash[:12]}"
+
+    def _fault_forged_ack(self) -> str | None:
+        forged = self.injector.forged_ack(self.cluster.hub_id)
+        if forged is None:
+            return None
+        return (
+            f"{forged.runtime_id}: {len(forged.deleted)} deleted and acked, "
+            f"{len(forged.parked)} claimed parked ({forged.how})"
+        )
+
+    def _fault_forgery(self) -> str | None:
+        forged = self.injector.forgery()
+        if forged is None:
+            return None
+        return f"{forged.key} offered {forged.forged_hash[:12]} ({forged.how})"
 
     def _fault_garbage(self) -> str | None:
         kinds = list(GARBAGE_KINDS)

@@ -6,10 +6,12 @@ the first offending keys (never event bytes) when an invariant does not hold:
 * hub rows equal the committed local events, key by key and byte for byte,
   with zero duplicates;
 * every outbox row is acked, or parked in a state an injected fault explains;
-* every injected conflict raised an alert (hub table and alert stream) and no
-  genuine event ever did;
-* every garbage entry was dead-lettered with its reason, and nothing genuine
-  was, except for over-delivery (``max_deliveries``);
+* every injected conflict raised an alert (hub table and alert stream), every
+  forgery a security alert, and no genuine event ever did;
+* every garbage entry was dead-lettered with its reason, every forgery as
+  ``unauthenticated``, and nothing genuine was, except for over-delivery
+  (``max_deliveries``);
+* no relay was told anything about a forgery;
 * no planted secret is in the hub database, in Redis (every key dumped and
   read), in the runtimes' files, in the AOF or in any log.
 """
@@ -27,7 +29,7 @@ from hubsync import keys
 from hubsync.entries import decode_fields
 from hubsync.redis_values import as_text, entry_id_order
 from tests.helpers.chaos import SoakCluster
-from tests.helpers.chaos_inject import Injector, Key
+from tests.helpers.chaos_inject import FORGERY_REASON, Injector, Key
 
 Row = tuple[str, bytes]
 
@@ -139,7 +141,8 @@ def check_outbox_terminal(cluster: SoakCluster, injector: Injector) -> dict[str,
 def check_conflicts_alerted(
     cluster: SoakCluster, injector: Injector, client: redis.Redis
 ) -> dict[str, int]:
-    """Each forged offer is in ``sync_alerts`` and on the alert stream; nothing else is."""
+    """Each signed conflicting offer is in ``sync_alerts`` as ``sequence_reused`` and each
+    forgery as ``unauthenticated``, both on the alert stream too; nothing else is."""
     db = _read_only(cluster.hub_db)
     try:
         table = {
@@ -151,7 +154,7 @@ def check_conflicts_alerted(
         }
     finally:
         db.close()
-    streamed: set[tuple[str, str, int, str]] = set()
+    streamed: set[tuple[str, str, int, str, str]] = set()
     for hub_project in {r.hub_project for r in cluster.runtimes}:
         for _, raw in client.xrange(keys.alerts_stream(hub_project)):
             f = decode_fields(raw)
@@ -161,25 +164,82 @@ def check_conflicts_alerted(
                     f["run_id"].decode(),
                     int(f["sequence"]),
                     f["offered_hash"].decode(),
+                    f["reason"].decode(),
                 )
             )
     expected = set()
-    for forged in injector.conflicts:
-        alert_key = (*forged.key, forged.forged_hash)
+    for conflict in injector.conflicts:
+        alert_key = (*conflict.key, conflict.forged_hash)
         expected.add(alert_key)
-        assert table.get(alert_key) == ("sequence_reused", forged.genuine_hash), (
-            f"forged offer for {forged.key} is not in sync_alerts as sequence_reused "
+        assert table.get(alert_key) == ("sequence_reused", conflict.genuine_hash), (
+            f"conflicting offer for {conflict.key} is not in sync_alerts as sequence_reused "
             f"over the genuine hash (found {table.get(alert_key)})"
         )
-        assert alert_key in streamed, f"forged offer for {forged.key} raised no stream alert"
+        assert (*alert_key, "sequence_reused") in streamed, (
+            f"conflicting offer for {conflict.key} raised no stream alert"
+        )
+    for forgery in injector.forgeries:
+        alert_key = (*forgery.key, forgery.forged_hash)
+        expected.add(alert_key)
+        assert table.get(alert_key) == (FORGERY_REASON, None), (
+            f"{forgery.how} forgery for {forgery.key} is not in sync_alerts as "
+            f"{FORGERY_REASON} (found {table.get(alert_key)})"
+        )
+        assert (*alert_key, FORGERY_REASON) in streamed, (
+            f"{forgery.how} forgery for {forgery.key} raised no stream alert"
+        )
     assert set(table) <= expected, f"alerts no injection explains: {sorted(set(table) - expected)}"
-    return {"conflicts_injected": len(injector.conflicts), "alerts": len(table)}
+    return {
+        "conflicts_injected": len(injector.conflicts),
+        "forgeries_injected": len(injector.forgeries),
+        "alerts": len(table),
+    }
+
+
+def check_forgeries_told_nothing(cluster: SoakCluster, injector: Injector) -> dict[str, int]:
+    """No relay heard of a forgery: none logged a verdict on other bytes under a forged key
+    (as each does for a signed conflict, whose outcome names bytes its row does not hold)."""
+    logs = "\n".join(relay.log_text() for relay in cluster.relays)
+
+    def told(key: Key) -> bool:
+        project_id, run_id, sequence = key
+        return f"project {project_id} run {run_id} sequence {sequence};" in logs
+
+    conflicts_told = sum(told(c.key) for c in injector.conflicts)
+    if injector.conflicts:
+        # the line looked for below is the one relays do write for a verdict on other bytes
+        assert conflicts_told, "no relay logged the verdict on any signed conflicting offer"
+    conflicted = {c.key for c in injector.conflicts}
+    heard = [f.key for f in injector.forgeries if f.key not in conflicted and told(f.key)]
+    assert not heard, f"relays were told about forgeries: {heard[:5]}"
+    return {"conflicts_told_to_relays": conflicts_told}
+
+
+def check_forged_acks_ignored(cluster: SoakCluster, injector: Injector) -> dict[str, int]:
+    """No forged ack was applied: the rows it claimed accepted (their entries deleted) and
+    those it claimed parked are all acked, the former being in the hub; and each targeted
+    runtime's relay logged that it ignored an outcomes entry its hub did not sign."""
+    _, states, _ = local_events(cluster)
+    logs = {relay.name: relay.log_text() for relay in cluster.relays}
+    by_runtime = {r.runtime_id: f"relay-{r.index}" for r in cluster.runtimes}
+    claimed = 0
+    for forged in injector.forged_acks:
+        for key in (*forged.deleted, *forged.parked):
+            claimed += 1
+            assert states.get(key) == "acked", (
+                f"a forged ack ({forged.how}) decided row {key}: {states.get(key)}"
+            )
+        assert "security: ignored outcomes entry" in logs[by_runtime[forged.runtime_id]], (
+            f"{forged.runtime_id}'s relay never said it ignored a forged ack"
+        )
+    return {"forged_acks_injected": len(injector.forged_acks), "forged_ack_rows": claimed}
 
 
 def check_garbage_dead_lettered(
     cluster: SoakCluster, injector: Injector, client: redis.Redis
 ) -> dict[str, int]:
-    """Every garbage entry dead-lettered with its reason; genuine entries only for over-delivery."""
+    """Every garbage entry dead-lettered with its reason, every forgery as unauthenticated;
+    genuine entries only for over-delivery."""
     by_source: dict[str, list[str]] = defaultdict(list)
     reasons: Counter[str] = Counter()
     for hub_project in {r.hub_project for r in cluster.runtimes}:
@@ -188,12 +248,13 @@ def check_garbage_dead_lettered(
             reason = f["reason"].decode()
             by_source[f["source_id"].decode()].append(reason)
             reasons[reason] += 1
-    garbage_ids = {g.entry_id for g in injector.garbage_entries}
-    for garbage in injector.garbage_entries:
-        got = by_source.get(garbage.entry_id, [])
-        assert garbage.expected_reason in got, (
-            f"{garbage.kind} entry {garbage.entry_id} was not dead-lettered as "
-            f"{garbage.expected_reason} (got {got})"
+    expected = [(g.kind, g.entry_id, g.expected_reason) for g in injector.garbage_entries]
+    expected += [(f"{f.how} forgery", f.entry_id, FORGERY_REASON) for f in injector.forgeries]
+    garbage_ids = {entry_id for _, entry_id, _ in expected}
+    for kind, entry_id, reason in expected:
+        got = by_source.get(entry_id, [])
+        assert reason in got, (
+            f"{kind} entry {entry_id} was not dead-lettered as {reason} (got {got})"
         )
     stray = {
         source: got
@@ -204,6 +265,7 @@ def check_garbage_dead_lettered(
     over_delivered = sum(1 for s in by_source if s not in garbage_ids)
     return {
         "garbage_injected": len(injector.garbage_entries),
+        "forgeries_dead_lettered": len(injector.forgeries),
         "dead_letters": sum(reasons.values()),
         "dead_max_deliveries_genuine": over_delivered,
     } | {f"dead_{reason}": n for reason, n in sorted(reasons.items())}

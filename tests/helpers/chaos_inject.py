@@ -2,8 +2,13 @@
 
 * duplicates: genuine entries read back from a stream and XADDed again;
 * conflicts: a key the hub already holds, with other data (valid canonical
-  bytes, a correct hash, the runtime's own id): a forger or a buggy twin;
-* garbage: entries every hub worker must dead-letter with a known reason.
+  bytes, a correct hash, the runtime's own id), signed with the runtime's key:
+  a buggy twin, or a forger who stole the key;
+* forgeries: the same offer without the key (unsigned, or signed with a key
+  the hub never enrolled): every hub worker must refuse them as
+  ``unauthenticated`` without telling any runtime;
+* garbage: entries of a runtime, signed with its key after they were spoiled,
+  that every hub worker must dead-letter with a known reason.
 
 Every injected entry id is remembered so duplicates are only ever made of
 genuine entries, and so the end checks can match each injection to its
@@ -25,15 +30,29 @@ import redis
 
 from hubsync import keys
 from hubsync.canonical import content_hash
-from hubsync.entries import decode_fields, entry_kind, event_entry_fields
+from hubsync.entries import (
+    Outcome,
+    OutcomeRecord,
+    decode_fields,
+    entry_kind,
+    event_entry_fields,
+    outcomes_entry_fields,
+)
 from hubsync.redis_values import as_text
+from hubsync.signing import (
+    HUB_ID_FIELD,
+    SIGNATURE_FIELD,
+    RuntimeKey,
+    sign_event_entry,
+    sign_outcomes_entry,
+)
 from hubsync.wire import SyncEvent
 
 T = TypeVar("T")
 
 GARBAGE_KINDS: dict[str, str] = {
     "bad_json": "bad_json",
-    "missing_field": "missing_field",
+    "missing_field": "missing_field",  # event_type: the signature does not cover it
     "hash_mismatch": "hash_mismatch",
     "corrupted_copy": "hash_mismatch",
     "oversized": "field_too_large",
@@ -50,17 +69,51 @@ class RuntimeLike(Protocol):
     runtime_id: str
     project_id: str
     hub_project: str
+    key: RuntimeKey
 
 
 @dataclass(frozen=True)
 class InjectedConflict:
-    """Other bytes offered under a key the hub already held."""
+    """Other bytes offered under a key the hub already held, signed with the runtime's key."""
 
     hub_project: str
     key: Key
     genuine_hash: str
     forged_hash: str
     entry_id: str
+
+
+@dataclass(frozen=True)
+class InjectedForgery:
+    """Other bytes offered under a key the hub already held, without the runtime's key."""
+
+    hub_project: str
+    key: Key
+    forged_hash: str
+    entry_id: str
+    how: str
+    """``unsigned`` or ``wrong_key`` (signed with a key the hub never enrolled)."""
+
+
+@dataclass(frozen=True)
+class InjectedForgedAck:
+    """An outcomes entry a forger put on a runtime's ack stream, not signed by its hub.
+
+    ``deleted`` keys had their genuine entries XDELed first and are claimed
+    ``accepted``: applied, they would be lost. ``parked`` keys are claimed
+    ``conflict`` or ``rejected``: applied, their rows would never be resent.
+    """
+
+    hub_project: str
+    runtime_id: str
+    deleted: tuple[Key, ...]
+    parked: tuple[Key, ...]
+    how: str
+    """``unsigned`` or ``wrong_key``."""
+
+
+FORGERY_REASON = "unauthenticated"
+"""The dead-letter and alert reason every forgery must get."""
 
 
 @dataclass(frozen=True)
@@ -76,13 +129,15 @@ class InjectedGarbage:
 
 @dataclass
 class Injector:
-    """Writes duplicates, conflicts and garbage; remembers every one of them."""
+    """Writes duplicates, conflicts, forgeries and garbage; remembers every one of them."""
 
     redis_url: str
     hub_db: Path
     runtimes: list[RuntimeLike]
     rng: random.Random
     conflicts: list[InjectedConflict] = field(default_factory=list)
+    forgeries: list[InjectedForgery] = field(default_factory=list)
+    forged_acks: list[InjectedForgedAck] = field(default_factory=list)
     garbage_entries: list[InjectedGarbage] = field(default_factory=list)
     duplicated: int = 0
     injected_ids: set[str] = field(default_factory=set)
@@ -90,6 +145,7 @@ class Injector:
     def __post_init__(self) -> None:
         self.client = redis.Redis.from_url(self.redis_url, socket_timeout=5)
         self._garbage_runs = 0
+        self._keys = {runtime.runtime_id: runtime.key for runtime in self.runtimes}
 
     def close(self) -> None:
         """Close the Redis connection."""
@@ -113,6 +169,14 @@ class Injector:
         text = as_text(entry_id)
         self.injected_ids.add(text)
         return text
+
+    def _signed(self, fields: dict[str, Any]) -> dict[str, Any]:
+        """``fields`` signed with the key of the runtime they name, as its relay would."""
+        runtime_id = fields["runtime_id"]
+        if isinstance(runtime_id, bytes):
+            runtime_id = runtime_id.decode()
+        fields[SIGNATURE_FIELD] = sign_event_entry(self._keys[runtime_id], fields)
+        return fields
 
     # ----- duplicates -----
 
@@ -154,16 +218,26 @@ class Injector:
         body["_hash"] = row[0]
         return body
 
-    def conflict(self) -> InjectedConflict | None:
-        """Offer other bytes under a key the hub holds; None while the hub holds nothing."""
+    def _forged_offer(self) -> tuple[SyncEvent, str] | None:
+        """Other data under a key the hub holds (and the genuine hash); None while it holds
+        nothing."""
         body = self._stored_event()
         if body is None:
             return None
         genuine_hash = body.pop("_hash")
         body["data"] = {"forged": "by the chaos soak", "nonce": self.rng.getrandbits(64)}
-        event = SyncEvent.model_validate(body)
+        return SyncEvent.model_validate(body), genuine_hash
+
+    def conflict(self) -> InjectedConflict | None:
+        """Offer other bytes under a key the hub holds, signed with its runtime's key; None
+        while the hub holds nothing."""
+        offer = self._forged_offer()
+        if offer is None:
+            return None
+        event, genuine_hash = offer
         data, digest = event.encoded()
-        entry_id = self._xadd(event.hub_project, event_entry_fields(event, data, digest))
+        fields = self._signed(dict(event_entry_fields(event, data, digest)))
+        entry_id = self._xadd(event.hub_project, fields)
         forged = InjectedConflict(
             event.hub_project,
             (event.project_id, event.run_id, event.sequence),
@@ -172,6 +246,78 @@ class Injector:
             entry_id,
         )
         self.conflicts.append(forged)
+        return forged
+
+    # ----- forgeries -----
+
+    def forgery(self) -> InjectedForgery | None:
+        """Offer other bytes under a key the hub holds without the runtime's key (unsigned,
+        or signed with a key of the forger's own); None while the hub holds nothing."""
+        offer = self._forged_offer()
+        if offer is None:
+            return None
+        event, _ = offer
+        data, digest = event.encoded()
+        fields: dict[str, Any] = dict(event_entry_fields(event, data, digest))
+        how = self.rng.choice(["unsigned", "wrong_key"])
+        if how == "wrong_key":
+            fields[SIGNATURE_FIELD] = sign_event_entry(RuntimeKey.generate(), fields)
+        entry_id = self._xadd(event.hub_project, fields)
+        forged = InjectedForgery(
+            event.hub_project,
+            (event.project_id, event.run_id, event.sequence),
+            digest,
+            entry_id,
+            how,
+        )
+        self.forgeries.append(forged)
+        return forged
+
+    # ----- forged acks -----
+
+    def forged_ack(self, hub_id: str) -> InjectedForgedAck | None:
+        """Acknowledge a runtime's recent entries without its hub's key, after deleting some
+        of them from the stream; None while its stream holds none of its entries."""
+        runtime = self.rng.choice(self.runtimes)
+        stream = keys.events_stream(runtime.hub_project)
+        recent = self._redis(lambda: self.client.xrevrange(stream, count=200))
+        mine: list[tuple[str, dict[str, bytes]]] = []
+        for raw_id, raw in recent:
+            entry_id, fields = as_text(raw_id), decode_fields(raw)
+            if (
+                entry_id not in self.injected_ids
+                and entry_kind(fields) == "event"
+                and fields.get("runtime_id") == runtime.runtime_id.encode()
+            ):
+                mine.append((entry_id, fields))
+        if len(mine) < 2:
+            return None
+        picked = self.rng.sample(mine, min(len(mine), 20))
+        half = len(picked) // 2
+        deleted, parked = picked[:half], picked[half:]
+        records = [_claimed(fields, Outcome.ACCEPTED) for _, fields in deleted] + [
+            _claimed(fields, self.rng.choice([Outcome.CONFLICT, Outcome.REJECTED]))
+            for _, fields in parked
+        ]
+        entry: dict[str, Any] = dict(outcomes_entry_fields(runtime.hub_project, records))
+        how = self.rng.choice(["unsigned", "wrong_key"])
+        if how == "wrong_key":
+            entry[HUB_ID_FIELD] = hub_id  # the genuine hub's id, but not its key
+            entry[SIGNATURE_FIELD] = sign_outcomes_entry(
+                RuntimeKey.generate(), entry, runtime_id=runtime.runtime_id
+            )
+        if deleted:
+            self._redis(lambda: self.client.xdel(stream, *[i for i, _ in deleted]))
+        acks = keys.acks_stream(runtime.hub_project, runtime.runtime_id)
+        self._redis(lambda: self.client.xadd(acks, entry))
+        forged = InjectedForgedAck(
+            runtime.hub_project,
+            runtime.runtime_id,
+            tuple(_key(fields) for _, fields in deleted),
+            tuple(_key(fields) for _, fields in parked),
+            how,
+        )
+        self.forged_acks.append(forged)
         return forged
 
     # ----- garbage -----
@@ -192,7 +338,8 @@ class Injector:
         )
 
     def garbage(self, kind: str) -> InjectedGarbage:
-        """XADD one garbage entry of ``kind`` (see ``GARBAGE_KINDS``)."""
+        """XADD one garbage entry of ``kind`` (see ``GARBAGE_KINDS``), signed with its
+        runtime's key once spoiled: the hub judges what it holds, not who sent it."""
         runtime = self.rng.choice(self.runtimes)
         event = self._fake_event(runtime)
         data, digest = event.encoded()
@@ -203,7 +350,7 @@ class Injector:
             fields["event"] = b'{"schema": "hubsync.sync-event.v1", "run_id": '
             fields["content_hash"] = content_hash(fields["event"])
         elif kind == "missing_field":
-            del fields["content_hash"]
+            del fields["event_type"]
         elif kind == "hash_mismatch":
             fields["content_hash"] = content_hash(data + b" ")
         elif kind == "oversized":
@@ -225,7 +372,7 @@ class Injector:
             fields["content_hash"] = content_hash(fields["event"] + b"corrupted")
         else:
             raise ValueError(f"unknown garbage kind {kind!r}")
-        entry_id = self._xadd(hub_project, fields)
+        entry_id = self._xadd(hub_project, self._signed(fields))
         injected = InjectedGarbage(hub_project, kind, GARBAGE_KINDS[kind], entry_id, key)
         self.garbage_entries.append(injected)
         return injected
@@ -241,6 +388,15 @@ class Injector:
             if entry_id not in self.injected_ids and entry_kind(fields) == "event":
                 return dict(fields)
         return None
+
+
+def _key(fields: dict[str, bytes]) -> Key:
+    return (fields["project_id"].decode(), fields["run_id"].decode(), int(fields["sequence"]))
+
+
+def _claimed(fields: dict[str, bytes], outcome: Outcome) -> OutcomeRecord:
+    """A forged verdict on a genuine entry, naming its genuine hash (as the hub would)."""
+    return OutcomeRecord(*_key(fields), outcome, fields["content_hash"].decode())
 
 
 def threading_wait(seconds: float) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 
 import redis
@@ -10,7 +11,8 @@ import redis
 from hubstore.sqlite_store import SqliteHubStore
 from hubsync import keys
 from hubsync.processes import run_hubsync
-from tests.helpers.relay_player import HUB_PROJECT
+from tests.helpers.relay_player import HUB_PROJECT, RUNTIME
+from tests.helpers.trust import enroll
 
 EVENTS = keys.events_stream(HUB_PROJECT)
 """The events stream of the test hub project."""
@@ -24,6 +26,16 @@ def consume_argv(redis_url: str, hub_db: Path, *extra: str) -> list[str]:
 def run_consume(redis_url: str, hub_db: Path, *extra: str) -> subprocess.CompletedProcess[str]:
     """``hubsync consume ... EXTRA`` as a real process."""
     return run_hubsync(consume_argv(redis_url, hub_db, *extra))
+
+
+def enroll_on(
+    hub_db: Path, hub_projects: Sequence[str] = (HUB_PROJECT,), runtime_id: str = RUNTIME
+) -> None:
+    """Enroll ``runtime_id`` for ``hub_projects`` on the hub database at ``hub_db`` (created
+    if need be, as ``hubsync hub init`` and ``hubsync enroll`` would), so that the relay
+    player signs its entries with the key the hub knows."""
+    with SqliteHubStore(hub_db) as store:
+        enroll(store, runtime_id, hub_projects)
 
 
 def count_rows(hub_db: Path) -> int:

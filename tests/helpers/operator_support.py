@@ -31,6 +31,7 @@ from producers.registry import RuntimeRegistry
 from producers.relay import Relay
 from tests.helpers.relay_player import send, send_fields, sync_event
 from tests.helpers.relay_support import relay_settings
+from tests.helpers.trust import join, signed_event
 
 HUB_PROJECT = "acme"
 
@@ -49,6 +50,7 @@ class LivePipeline:
         self.registration = self.registry.register_project(root, hub_project=HUB_PROJECT)
         self.store: RunEventStore = self.registry.open_store(self.registration)
         self.hub = SqliteHubStore(self.hub_db)
+        join(self.registry, [HUB_PROJECT], self.hub)  # 'hub init', 'enroll', 'runtime join'
 
     @property
     def runtime_id(self) -> str:
@@ -94,7 +96,8 @@ class LivePipeline:
         return worker
 
     def inject_conflict(self, run_id: str = "run-a", sequence: int = 1) -> str:
-        """XADD other bytes under an existing key of this runtime (a forger): the entry id."""
+        """XADD other bytes under an existing key of this runtime, signed with its key (a
+        runtime that lost its outbox, or a forger holding the key): the entry id."""
         forged = sync_event(
             sequence,
             run_id=run_id,
@@ -106,11 +109,20 @@ class LivePipeline:
         return send(self.client, forged)
 
     def inject_garbage(self, big: bool = False) -> str:
-        """XADD an entry no hub accepts (``big``: a field over the dead-letter preview size)."""
-        fields: dict[str, str | bytes] = {"kind": "event", "note": "not an event"}
-        if big:
-            fields["event"] = b"x" * 10_000
-        return send_fields(self.client, HUB_PROJECT, fields)
+        """XADD an entry of this runtime, signed with its key, that no hub accepts: it has no
+        event bytes (``big``: a field over the dead-letter preview size)."""
+        fields: dict[str, str | bytes] = {
+            "kind": "event",
+            "project_id": self.registration.project_id,
+            "hub_project": HUB_PROJECT,
+            "run_id": "run-garbage",
+            "sequence": "1",
+            "event_type": "step.completed",
+            "runtime_id": self.runtime_id,
+            "content_hash": "0" * 64,
+            "note": "x" * 10_000 if big else "not an event",
+        }
+        return send_fields(self.client, HUB_PROJECT, signed_event(fields))
 
     def make_busy(self) -> None:
         """Six events stored and acked, one conflict, one dead letter, four events in flight of

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from hubstore import hub_url_from_path, open_store
 from hubstore.store import HubStore
 from hubsync.processes import Child, hubsync_command
 from hubsync.settings import RelaySettings
@@ -13,12 +14,18 @@ from tests.helpers.trust import join
 
 
 def make_runtime(
-    state_dir: Path, hub_projects: list[str], hub: HubStore | None = None
+    state_dir: Path, hub_projects: list[str], hub: HubStore | Path | None = None
 ) -> tuple[RuntimeRegistry, list[RunEventStore]]:
     """A runtime with one registered project per hub project name, enrolled for them on
-    ``hub`` (or on a throw-away hub, when the test plays the hub with ``hub_double``)."""
+    ``hub``: a hub store, the path of a SQLite hub database (created if need be) that real
+    ``hubsync consume`` processes will use, or None for a throw-away hub (when the test
+    plays the hub with ``hub_double``)."""
     registry = RuntimeRegistry(state_dir)
-    join(registry, sorted(set(hub_projects)), hub)
+    if isinstance(hub, Path):
+        with open_hub_db(hub) as store:
+            join(registry, sorted(set(hub_projects)), store)
+    else:
+        join(registry, sorted(set(hub_projects)), hub)
     stores = []
     for index, hub_project in enumerate(hub_projects):
         root = state_dir.parent / f"project-{index}"
@@ -26,6 +33,11 @@ def make_runtime(
         registration = registry.register_project(root, hub_project=hub_project)
         stores.append(registry.open_store(registration))
     return registry, stores
+
+
+def open_hub_db(path: Path) -> HubStore:
+    """The SQLite hub database at ``path``, created with its schema if need be."""
+    return open_store(hub_url_from_path(path), create_schema=True)
 
 
 def append_many(store: RunEventStore, runs: int, per_run: int) -> None:

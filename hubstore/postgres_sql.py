@@ -1,0 +1,192 @@
+"""The statements of the PostgreSQL hub store (``postgres_store``), apart from its Python.
+
+Every batch statement takes whole columns as arrays and reads them with
+``unnest``: one statement per table however large the batch, and the same
+text every time, so psycopg prepares it once per connection. Inserts of keys
+are ``ON CONFLICT DO NOTHING`` and count what they inserted: fewer rows than
+sent means another writer committed one of the keys first (the store then
+judges the batch again). Keys arrive sorted, so two writers lock shared keys
+in one order and never deadlock each other.
+"""
+
+from __future__ import annotations
+
+# What the store holds for a batch: hashes of its keys (kind 0), owners of its
+# projects (1), homes of its runs (2); one statement, one round trip. Each key
+# is one primary-key probe however large the table grows: the LATERAL
+# subqueries (LIMIT 1 keeps the planner from flattening them into a hash join
+# that would read the whole table) run once per key of the batch.
+KNOWN = """
+    SELECT 0, k.project_id, k.run_id, k.sequence, e.content_hash
+    FROM unnest(%b::text[], %b::text[], %b::bigint[]) AS k(project_id, run_id, sequence)
+    CROSS JOIN LATERAL (
+        SELECT content_hash FROM sync_events
+        WHERE project_id = k.project_id AND run_id = k.run_id AND sequence = k.sequence
+        LIMIT 1
+    ) AS e
+    UNION ALL
+    SELECT 1, o.project_id, NULL, NULL, o.hub_project
+    FROM sync_projects AS o WHERE o.project_id = ANY(%b::text[])
+    UNION ALL
+    SELECT 2, k.project_id, k.run_id, NULL, h.home_runtime_id
+    FROM unnest(%b::text[], %b::text[]) AS k(project_id, run_id)
+    CROSS JOIN LATERAL (
+        SELECT home_runtime_id FROM sync_runs
+        WHERE project_id = k.project_id AND run_id = k.run_id
+        LIMIT 1
+    ) AS h
+"""
+
+INSERT_PROJECTS = """
+    WITH inserted AS (
+        INSERT INTO sync_projects (project_id, hub_project, first_seen_at)
+        SELECT k.project_id, k.hub_project, %b
+        FROM unnest(%b::text[], %b::text[]) AS k(project_id, hub_project)
+        ON CONFLICT DO NOTHING
+        RETURNING 1
+    )
+    SELECT count(*) FROM inserted
+"""
+
+INSERT_RUNS = """
+    WITH inserted AS (
+        INSERT INTO sync_runs (project_id, run_id, home_runtime_id, first_seen_at)
+        SELECT k.project_id, k.run_id, k.home_runtime_id, %b
+        FROM unnest(%b::text[], %b::text[], %b::text[]) AS k(project_id, run_id, home_runtime_id)
+        ON CONFLICT DO NOTHING
+        RETURNING 1
+    )
+    SELECT count(*) FROM inserted
+"""
+
+EVENT_COLUMNS = (
+    "project_id, run_id, sequence, hub_project, home_runtime_id, event_type, content_hash, "
+    "received_at, record"
+)
+
+INSERT_EVENTS = f"""
+    WITH inserted AS (
+        INSERT INTO sync_events ({EVENT_COLUMNS})
+        SELECT k.project_id, k.run_id, k.sequence, k.hub_project, k.home_runtime_id,
+               k.event_type, k.content_hash, %b, k.record
+        FROM unnest(%b::text[], %b::text[], %b::bigint[], %b::text[], %b::text[], %b::text[],
+                    %b::text[], %b::text[])
+             AS k(project_id, run_id, sequence, hub_project, home_runtime_id, event_type,
+                  content_hash, record)
+        ON CONFLICT DO NOTHING
+        RETURNING 1
+    )
+    SELECT count(*) FROM inserted
+"""
+
+# One row per (key, reason, offered hash): the batch's repeats of one offence
+# arrive counted (occurrences), as one upsert cannot touch a row twice.
+UPSERT_ALERTS = """
+    INSERT INTO sync_alerts (reason, hub_project, runtime_id, project_id, run_id, sequence,
+                             existing_hash, offered_hash, detail, detected_at,
+                             last_detected_at, occurrences)
+    SELECT k.reason, k.hub_project, k.runtime_id, k.project_id, k.run_id, k.sequence,
+           k.existing_hash, k.offered_hash, k.detail, %b, %b, k.occurrences
+    FROM unnest(%b::text[], %b::text[], %b::text[], %b::text[], %b::text[], %b::bigint[],
+                %b::text[], %b::text[], %b::text[], %b::integer[])
+         AS k(reason, hub_project, runtime_id, project_id, run_id, sequence, existing_hash,
+              offered_hash, detail, occurrences)
+    ON CONFLICT (project_id, run_id, sequence, reason, offered_hash) DO UPDATE SET
+        last_detected_at = excluded.last_detected_at,
+        occurrences = sync_alerts.occurrences + excluded.occurrences
+"""
+
+UPSERT_PRESENCE = """
+    INSERT INTO runtime_presence (runtime_id, hub_project, host, heartbeat, record)
+    SELECT k.runtime_id, k.hub_project, k.host, %b, k.record
+    FROM unnest(%b::text[], %b::text[], %b::text[], %b::text[])
+         AS k(runtime_id, hub_project, host, record)
+    ON CONFLICT (hub_project, runtime_id) DO UPDATE SET
+        host = excluded.host, heartbeat = excluded.heartbeat, record = excluded.record
+"""
+
+# The missing ranges of one run, through its primary key.
+GAPS = """
+    SELECT previous + 1, sequence - 1 FROM (
+        SELECT sequence, lag(sequence, 1, 0::bigint) OVER (ORDER BY sequence) AS previous
+        FROM sync_events WHERE project_id = %s AND run_id = %s
+    ) AS steps
+    WHERE sequence - previous > 1 ORDER BY sequence LIMIT %s
+"""
+
+# The run's highest sequence with no gap below it, in one statement (one snapshot).
+CURSOR = f"""
+    SELECT coalesce(
+        (SELECT first - 1 FROM ({GAPS}) AS g(first, last)),
+        (SELECT max(sequence) FROM sync_events WHERE project_id = %s AND run_id = %s),
+        0
+    )
+"""
+
+# One page of runs in one statement, as on SQLite: counts from a GROUP BY over
+# the page's runs; gaps (window functions over the primary key) only for runs
+# holding fewer events than their highest sequence.
+RUNS_PAGE = """
+    WITH page AS MATERIALIZED (
+        SELECT run_id, project_id, min(home_runtime_id) AS home, count(*) AS events,
+               max(sequence) AS highest, max(received_at) AS last_received
+        FROM sync_events WHERE {where}
+        GROUP BY run_id, project_id ORDER BY run_id, project_id LIMIT %s
+    ),
+    steps AS (
+        SELECT e.run_id, e.project_id, e.sequence,
+               lag(e.sequence, 1, 0::bigint) OVER (
+                   PARTITION BY e.run_id, e.project_id ORDER BY e.sequence
+               ) AS previous
+        FROM page AS p JOIN sync_events AS e
+        ON e.project_id = p.project_id AND e.run_id = p.run_id
+        WHERE p.events < p.highest
+    ),
+    gaps AS (
+        SELECT run_id, project_id, previous + 1 AS first, sequence - 1 AS last,
+               row_number() OVER (PARTITION BY run_id, project_id ORDER BY sequence) AS n
+        FROM steps WHERE sequence - previous > 1
+    ),
+    gap_lists AS (
+        SELECT run_id, project_id, min(first) AS first_gap,
+               array_agg(first ORDER BY first) FILTER (WHERE n <= %s) AS firsts,
+               array_agg(last ORDER BY first) FILTER (WHERE n <= %s) AS lasts
+        FROM gaps GROUP BY run_id, project_id
+    )
+    SELECT p.run_id, p.project_id, p.home, p.events, p.highest, p.last_received,
+           g.first_gap, g.firsts, g.lasts
+    FROM page AS p LEFT JOIN gap_lists AS g USING (run_id, project_id)
+    ORDER BY p.run_id, p.project_id
+"""
+
+ALERT_COLUMNS = (
+    "alert_id, reason, hub_project, runtime_id, project_id, run_id, sequence, existing_hash, "
+    "offered_hash, detail, detected_at, last_detected_at, occurrences"
+)
+
+INIT_HUB = """
+    INSERT INTO hub_meta (name, value) VALUES ('hub_id', %s), ('hub_created_at', %s)
+    ON CONFLICT (name) DO NOTHING
+"""
+
+HUB_ID = "SELECT value FROM hub_meta WHERE name = 'hub_id'"
+
+ENROLLED_COLUMNS = (
+    "runtime_id, state, hub_projects, enrolled_at, rotated_at, revoked_at, "
+    "previous_valid_until, key, previous_key"
+)
+
+ENROLLED = f"SELECT {ENROLLED_COLUMNS} FROM enrolled_runtimes WHERE runtime_id = %s"
+
+UPSERT_ENROLLED = f"""
+    INSERT INTO enrolled_runtimes ({ENROLLED_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)
+    ON CONFLICT (runtime_id) DO UPDATE SET
+        state = excluded.state, hub_projects = excluded.hub_projects,
+        enrolled_at = excluded.enrolled_at, rotated_at = excluded.rotated_at,
+        revoked_at = excluded.revoked_at, previous_valid_until = excluded.previous_valid_until,
+        key = excluded.key, previous_key = excluded.previous_key
+"""
+
+ENROLLMENT_LOCK = 0x6875_6273_796E_6302
+"""The ``pg_advisory_xact_lock`` key that makes enroll and revoke one at a time per hub
+("hubsync" and 2): each reads a runtime's record, then writes the next one."""

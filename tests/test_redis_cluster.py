@@ -1,0 +1,253 @@
+"""Redis Cluster: clients by mode, reads split by hash slot, and leases across a failover.
+
+Runs on a private cluster of 3 masters with a replica each (tests/helpers/redis_cluster.py);
+the failover test kills a master of a cluster of its own.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+from redis.cluster import RedisCluster
+from rq import Queue
+
+from consumers.job_connection import rq_redis_url
+from consumers.maintenance import run_maintenance
+from hubstore.errors import FencedWriteRefusedError
+from hubstore.fence import advance_fence, ensure_fence_table
+from hubstore.leases import LeaseClient, LeaseGranted, LeaseRefusal, LeaseRefused
+from hubsync import keys
+from hubsync.connections import (
+    connect,
+    is_cluster,
+    server_is_cluster,
+    use_cluster_mode,
+)
+from hubsync.errors import ConfigError, RedisUnavailableError
+from hubsync.keys import EFFECTS_QUEUE
+from hubsync.processes import run_hubsync
+from hubsync.sqlite import Database
+from hubsync.stream_reads import CLUSTER_BLOCK_MS, read_streams
+from tests.helpers.redis_cluster import RedisClusterProcesses
+
+PROJECTS = [f"proj-{n}" for n in range(12)]
+
+
+@pytest.fixture(autouse=True)
+def auto_cluster_mode() -> Iterator[None]:
+    """Every test starts and ends with ``--redis-cluster auto``."""
+    use_cluster_mode("auto")
+    yield
+    use_cluster_mode("auto")
+
+
+def cluster_client(url: str) -> RedisCluster:
+    client = connect(url)
+    assert isinstance(client, RedisCluster)
+    return client
+
+
+def test_auto_detects_a_cluster_and_a_single_server_and_the_override_wins(
+    cluster_url: str, redis_url: str
+) -> None:
+    cluster = connect(cluster_url)
+    single = connect(redis_url)
+    assert is_cluster(cluster) and not is_cluster(single)
+    assert server_is_cluster(cluster_url) and not server_is_cluster(redis_url)
+    use_cluster_mode("no")
+    assert not is_cluster(connect(cluster_url))
+    use_cluster_mode("yes")
+    with pytest.raises(RedisUnavailableError):  # a single server has no slot table to read
+        connect(redis_url)
+    with pytest.raises(ConfigError, match="database 0"):
+        connect(cluster_url + "/3")
+    cluster.close()
+    single.close()
+
+
+def test_projects_spread_over_every_master(redis_cluster: RedisClusterProcesses) -> None:
+    # The tests below mean something only if the projects' slots are on every node.
+    masters = {redis_cluster.master_of(keys.events_stream(p)).port for p in PROJECTS}
+    assert len(masters) == 3
+
+
+def test_the_relays_pipeline_spans_slots_and_reads_come_back_from_every_slot(
+    cluster_url: str,
+) -> None:
+    client = cluster_client(cluster_url)
+    pipe = client.pipeline(transaction=False)  # as the relay's: SADD + XADDs of many projects
+    for project in PROJECTS:
+        pipe.sadd(keys.PROJECTS, project)
+        pipe.xadd(keys.events_stream(project), {"n": project})
+    pipe.execute()
+    streams = {keys.events_stream(p): "0-0" for p in PROJECTS}
+    reply = read_streams(client, streams, count=10, block_ms=None)
+    assert sorted(redis.client.str_if_bytes(key) for key, _ in reply) == sorted(streams)
+
+    group = (keys.CONSUMER_GROUP, "c1")
+    for stream in streams:
+        client.xgroup_create(stream, keys.CONSUMER_GROUP, id="0")
+    first = read_streams(client, dict.fromkeys(streams, ">"), count=10, block_ms=100, group=group)
+    assert len(first) == len(PROJECTS)
+    started = time.monotonic()
+    empty = read_streams(client, dict.fromkeys(streams, ">"), count=10, block_ms=1000, group=group)
+    waited = time.monotonic() - started
+    assert empty == []
+    assert waited < 0.5, "an empty cluster read blocks one slot group briefly, not block_ms"
+    assert waited >= CLUSTER_BLOCK_MS / 1000 * 0.5
+    client.close()
+
+
+def test_leases_grant_renew_release_and_list_across_slots(cluster_url: str) -> None:
+    leases = LeaseClient(cluster_client(cluster_url))
+    resources = [f"repo/{n}" for n in range(6)]
+    granted = [leases.acquire_or_raise(r, "box-a", ttl_ms=5_000) for r in resources]
+    assert [g.lease.token for g in granted] == [1] * 6
+    renewed = leases.renew_or_raise(granted[0].lease)
+    assert renewed.lease.token == 1
+    assert isinstance(leases.acquire("repo/0", "box-b", ttl_ms=5_000), LeaseRefused)
+    listed = leases.list()
+    assert [info.resource for info in listed] == resources  # a MULTI would be CROSSSLOT here
+    assert leases.show("repo/3").holder == "box-a"
+    for g in granted:
+        leases.release_or_raise(g.lease)
+    again = leases.acquire_or_raise("repo/0", "box-b", ttl_ms=5_000)
+    assert again.lease.token == 2, "the fence outlives the release"
+    assert leases.fenced_write(again.lease, "head", b"abc").ok
+
+
+def replica_of(cluster: RedisClusterProcesses, key: str) -> int:
+    """The pid of the replica of ``key``'s master."""
+    master = cluster.master_of(key)
+    with cluster.node_client(master) as client:
+        port = int(client.info("replication")["slave0"]["port"])
+    node = next(n for n in cluster.nodes if n.port == port)
+    assert node.process is not None
+    return node.process.pid
+
+
+def test_a_grant_no_replica_confirms_is_refused_and_given_back(
+    cluster_url: str, redis_cluster: RedisClusterProcesses
+) -> None:
+    leases = LeaseClient(cluster_client(cluster_url), replica_wait_ms=200)
+    replica = replica_of(redis_cluster, keys.lease("repo/x"))
+    os.kill(replica, signal.SIGSTOP)
+    try:
+        refused = leases.acquire("repo/x", "box-a", ttl_ms=5_000)
+    finally:
+        os.kill(replica, signal.SIGCONT)
+    assert isinstance(refused, LeaseRefused)
+    assert refused.refusal is LeaseRefusal.NOT_REPLICATED
+    assert "not replicated" in refused.describe()
+    assert leases.show("repo/x").holder is None, "the unconfirmed grant was given back"
+    granted = leases.acquire("repo/x", "box-b", ttl_ms=5_000)
+    assert isinstance(granted, LeaseGranted) and granted.lease.token == 2
+
+
+def test_no_token_is_granted_twice_across_a_failover_and_the_store_refuses_a_lost_one(
+    private_redis_cluster: RedisClusterProcesses, tmp_path: Path
+) -> None:
+    cluster = private_redis_cluster
+    leases = LeaseClient(cluster_client(cluster.url), replica_wait_ms=200)
+    resource = "repo/main"
+    reported: list[tuple[str, int]] = []  # (holder, token) of every grant reported to a holder
+
+    first = leases.acquire_or_raise(resource, "box-a", ttl_ms=10_000)  # confirmed by a replica
+    reported.append(("box-a", first.lease.token))
+    ledger = Database(tmp_path / "ledger.db")  # a store written under the lease (hubstore/fence)
+    ledger.write(ensure_fence_table)
+    ledger.write(lambda conn: advance_fence(conn, resource, first.lease.token))
+    leases.release_or_raise(first.lease)
+
+    # The replica stops acknowledging: the next grant stays on the master alone.
+    master = cluster.master_of(keys.lease(resource))
+    replica = replica_of(cluster, keys.lease(resource))
+    os.kill(replica, signal.SIGSTOP)
+    try:
+        unconfirmed = leases.acquire(resource, "box-b", ttl_ms=10_000)
+        assert isinstance(unconfirmed, LeaseRefused)
+        assert unconfirmed.refusal is LeaseRefusal.NOT_REPLICATED  # box-b never acts on it
+        # The master is lost with what only it held; the replica takes over.
+        master.kill()
+    finally:
+        os.kill(replica, signal.SIGCONT)
+    killed = master
+    cluster.wait_for_failover(keys.lease(resource), killed)
+
+    after = _acquire_through_failover(leases, resource, "box-c")
+    reported.append(("box-c", after.lease.token))
+    tokens = [token for _, token in reported]
+    assert len(tokens) == len(set(tokens)), f"a token was reported granted twice: {reported}"
+    assert after.lease.token > first.lease.token
+
+    # Had the new master's counter fallen behind a token a store has seen, the store
+    # refuses the smaller one: the fence in the store covers a lost counter.
+    ledger.write(lambda conn: advance_fence(conn, resource, after.lease.token))
+    with pytest.raises(FencedWriteRefusedError):
+        ledger.write(lambda conn: advance_fence(conn, resource, first.lease.token))
+    ledger.close()
+
+
+def _acquire_through_failover(leases: LeaseClient, resource: str, holder: str) -> LeaseGranted:
+    """Acquire, retrying while the client finds the new master (each try re-reads the slots)."""
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            return leases.acquire_or_raise(resource, holder, ttl_ms=10_000)
+        except (redis.RedisError, RedisUnavailableError):
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
+def test_rq_needs_a_single_server(cluster_url: str, redis_url: str) -> None:
+    assert rq_redis_url(redis_url, None, redis_is_cluster=False) == redis_url
+    with pytest.raises(ConfigError, match="--rq-redis-url"):
+        rq_redis_url(cluster_url, None, redis_is_cluster=True)
+    with pytest.raises(ConfigError, match="not a cluster"):
+        rq_redis_url(cluster_url, cluster_url, redis_is_cluster=True)
+    assert rq_redis_url(cluster_url, redis_url, redis_is_cluster=True) == redis_url
+
+
+def test_the_effects_worker_refuses_a_cluster_without_an_rq_redis_in_one_line(
+    cluster_url: str,
+) -> None:
+    result = run_hubsync(["effects-worker", "--check"], env={"HUBSYNC_REDIS_URL": cluster_url})
+    assert result.returncode == 2
+    assert result.stderr.strip().count("\n") == 0 and "--rq-redis-url" in result.stderr
+
+
+def test_rq_jobs_queue_on_their_own_redis_and_work_on_the_cluster(
+    cluster_url: str, redis_url: str, redis_client: redis.Redis
+) -> None:
+    # An idle consumer with nothing pending on a project's stream in the cluster: the
+    # maintenance job removes it only if it reaches the cluster, not RQ's Redis.
+    cluster = cluster_client(cluster_url)
+    stream = keys.events_stream("acme")
+    cluster.sadd(keys.PROJECTS, "acme")
+    cluster.xadd(stream, {"kind": "presence"})
+    cluster.xgroup_create(stream, keys.CONSUMER_GROUP, id="0")
+    cluster.xgroup_createconsumer(stream, keys.CONSUMER_GROUP, "gone-1")
+    queue = Queue(EFFECTS_QUEUE, connection=redis_client)
+    job = queue.enqueue(run_maintenance, dead_consumer_idle=0.0)
+    result = run_hubsync(
+        ["effects-worker", "--burst", "--rq-redis-url", redis_url],
+        env={"HUBSYNC_REDIS_URL": cluster_url},
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    job.refresh()
+    assert job.return_value() == {
+        "purged_effects": 0,
+        "purged_alerts": 0,
+        "purged_presence": 0,
+        "removed_consumers": {"acme": ["gone-1"]},
+    }
+    assert cluster.xinfo_consumers(stream, keys.CONSUMER_GROUP) == []
+    assert not redis_client.exists(stream), "nothing of the pipeline landed on RQ's Redis"
+    cluster.close()
