@@ -14,7 +14,9 @@ it:
   writer committed meanwhile, re-runs it at once: that row is committed, so
   the next attempt reads it;
 * a pooled connection the server dropped (a restart) is discarded with the
-  pool's other dead ones and the operation tried once more;
+  pool's other dead ones and the operation tried once more; while the server
+  is away the pool tries to reconnect every few seconds (``RECONNECT_TIMEOUT``),
+  so the store answers soon after it is back (a failover);
 * any other database error is a ``StoreError`` naming the store by its URL
   with the password masked.
 """
@@ -63,6 +65,11 @@ MAX_RETRY_DELAY = 0.2
 
 MAX_POOL_WAIT = 30.0
 """The longest an operation waits for a free connection of the pool, in seconds."""
+
+RECONNECT_TIMEOUT = 10.0
+"""How long one round of the pool's reconnection tries lasts (1 s, 2 s, 4 s apart) before a
+new round starts from 1 s: psycopg_pool's default (300 s) lets the pause between tries grow
+to minutes during an outage, so the store would stay idle that long after a failover."""
 
 RETRIED = (
     pg_errors.SerializationFailure,
@@ -176,6 +183,7 @@ class PostgresDatabase(ClosesOnExit):
             kwargs={"autocommit": True},
             open=False,
             timeout=max(1.0, min(busy_budget, MAX_POOL_WAIT)),
+            reconnect_timeout=RECONNECT_TIMEOUT,
             name="hubsync-hub",
         )
         self._pool.open(wait=False)

@@ -11,9 +11,10 @@ ingested in batches of ``--batch`` (500) three ways:
   in its own order, into a new store; the rate counts each event once.
 
 SQLite is a file in a temp dir; PostgreSQL is ``--hub-url`` or, without it, a
-private cluster this script starts with initdb (``tests/helpers/postgres_server.py``,
-as the tests do). The median of ``--repeat`` (3) runs is printed; ``--json FILE``
-(or ``-``) writes one JSON document.
+private cluster this script starts with initdb (``hubsync.servers.postgres``, through
+``tests/helpers/postgres_server.py`` as the tests do). The median of
+``--repeat`` (3) runs is printed; ``--json FILE`` (or ``-``) writes one JSON
+document.
 
     python3 scripts/bench_hub_store.py
     python3 scripts/bench_hub_store.py --hub-url postgresql://hubsync@db/hubsync_bench

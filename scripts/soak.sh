@@ -7,8 +7,17 @@
 #   scripts/soak.sh 1800            # 30 minutes of faults
 #   HUBSYNC_SOAK_SEED=42 scripts/soak.sh 300   # replay a fault schedule
 #
+# Where it runs (both default to the single server and SQLite):
+#
+#   HUBSYNC_SOAK_HUB=postgres       # the hub in PostgreSQL: the tests' private server
+#                                   # (initdb, pg_ctl), or HUBSYNC_TEST_POSTGRES_URL's
+#   HUBSYNC_SOAK_REDIS=cluster      # a private Redis Cluster, 3 masters with a replica
+#                                   # each; the Redis fault becomes kill -9 of a master
+#                                   # (its replica takes over), then restarting it as a replica
+#   HUBSYNC_SOAK_HUB=postgres HUBSYNC_SOAK_REDIS=cluster scripts/soak.sh 600
+#
 # Prints the seed, every fault and the figures as JSON.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export HUBSYNC_SOAK_SECONDS="${1:-${HUBSYNC_SOAK_SECONDS:-600}}"
-exec "${PYTHON:-python3}" -m pytest -m slow -s -q -p no:cacheprovider tests/test_soak.py
+exec "${PYTHON:-python3}" -m pytest -m slow -k long -s -q -p no:cacheprovider tests/test_soak.py

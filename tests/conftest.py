@@ -33,7 +33,7 @@ import pytest
 import redis
 
 from hubsync.demo.embedded_redis import RedisServerProcess
-from tests.helpers.redis_cluster import RedisClusterProcesses
+from hubsync.servers.redis_cluster import RedisClusterProcesses
 from tests.helpers.support import require_redis_server
 from tests.helpers.trust import forget_enrollments
 

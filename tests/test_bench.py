@@ -9,10 +9,11 @@ import psycopg
 import pytest
 from click.testing import CliRunner
 
-from hubsync.benchmarks import pipeline, report
+from hubsync.benchmarks import pipeline, report, scaleout
 from hubsync.benchmarks.procs import percentiles
 from hubsync.benchmarks.workload import EVENT_BYTES, entries
 from hubsync.cli.main import cli
+from hubsync.servers.postgres import postgres_bindir
 from tests.helpers.support import require_redis_server
 
 
@@ -65,10 +66,62 @@ def test_bench_writes_a_report_with_every_section_and_prints_its_table(
     assert "signature verify / sign (us per event)" in result.output
 
 
+@pytest.mark.e2e
+@pytest.mark.timeout(300)
+def test_bench_scale_out_reports_every_setup_at_every_consumer_count(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    require_redis_server()
+    monkeypatch.setattr(scaleout, "QUICK", scaleout.TINY)
+    out = tmp_path / "bench.json"
+    result = CliRunner().invoke(cli, ["bench", "--scale-out", "--quick", "--json", str(out)])
+    assert result.exit_code == 0, result.output
+    document = json.loads(out.read_text())
+    assert set(document) == {"scale_out", "machine"}
+    section = document["scale_out"]
+    counts = list(scaleout.TINY.consumer_counts)
+    assert (section["events"], section["relays"], section["consumer_counts"]) == (300, 1, counts)
+    assert len(section["hub_projects"]) == scaleout.HUB_PROJECTS
+    setups = section["setups"]
+    assert set(setups) == {"single_sqlite", "single_postgresql", "cluster_sqlite"}
+    postgres_here = postgres_bindir() is not None
+    for name, setup in setups.items():
+        if name == "single_postgresql" and not postgres_here:
+            assert "initdb" in setup["skipped"]  # the reason, not figures
+            continue
+        assert "skipped" not in setup, (name, setup)
+        assert [run["consumers"] for run in setup["runs"]] == counts
+        for run in setup["runs"]:
+            assert run["events"] == 300 and run["events_per_s"] > 0
+            cpu = run["cpu_us_per_event"]
+            assert len(cpu["consumer_each"]) == run["consumers"]
+            assert cpu["consumers"] == pytest.approx(sum(cpu["consumer_each"]), abs=0.5)
+            # CPU is counted in clock ticks (10 ms): at tiny sizes a server may show none
+            assert cpu["redis"] >= 0 and cpu["relay"] > 0 and cpu["total"] >= cpu["relay"]
+            assert ("postgres" in cpu) == (name == "single_postgresql")
+            assert ("redis_replicas" in cpu) == (name == "cluster_sqlite")
+    assert setups["cluster_sqlite"]["masters_used"] == 3
+    if postgres_here:
+        settings = setups["single_postgresql"]["postgres_settings"]
+        assert settings == {"fsync": "on", "synchronous_commit": "on"}
+    assert [ratio["consumers"] for ratio in section["ratios"]] == counts
+    for ratio in section["ratios"]:
+        assert ratio["cluster_vs_single"] > 0 and ratio["cluster_vs_single_cpu"] > 0
+        assert (ratio["postgresql_vs_sqlite"] is None) == (not postgres_here)
+        assert (ratio["postgresql_vs_sqlite_cpu"] is None) == (not postgres_here)
+    assert section["target_ratio"] == 0.7
+    for title in (
+        "redis-server + SQLite hub, 1 consumer",
+        "Redis Cluster + SQLite hub, 2 consumers",
+    ):
+        assert title in result.output
+    assert "ratio Redis Cluster / one redis-server, 2 consumers:" in result.output
+
+
 def test_bench_help_names_its_options_which_read_no_environment_variable() -> None:
     result = CliRunner().invoke(cli, ["bench", "--help"])
     assert result.exit_code == 0
-    for text in ("--quick", "--json", "no environment variable", "Examples"):
+    for text in ("--quick", "--json", "--scale-out", "no environment variable", "Examples"):
         assert text in result.output
     assert "HUBSYNC_JSON" not in result.output
 

@@ -20,14 +20,15 @@ import pytest
 import redis
 from redis.exceptions import RedisClusterException
 
+from hubstore.errors import LeaseUnavailableError
 from hubstore.leases import LeaseClient, LeaseGranted
 from hubstore.sqlite_store import SqliteHubStore
 from hubsync import keys
 from hubsync.connections import connect
 from hubsync.errors import HubsyncError
 from hubsync.processes import PipelineProcesses
+from hubsync.servers.redis_cluster import RedisClusterProcesses
 from producers.event_store import RunEventStore
-from tests.helpers.redis_cluster import RedisClusterProcesses
 from tests.helpers.relay_support import make_runtime
 
 pytestmark = pytest.mark.e2e
@@ -229,3 +230,84 @@ def test_a_master_killed_mid_drain_loses_nothing_and_repeats_no_token(
     assert churn.granted, "leases were granted during the run"
     tokens = Counter(churn.granted)
     assert max(tokens.values()) == 1, f"a token was granted twice: {tokens.most_common(3)}"
+
+
+def test_the_daemons_ride_out_a_cluster_that_answers_clusterdown(
+    tmp_path: Path, private_redis_cluster: RedisClusterProcesses
+) -> None:
+    # A master dies and its replica is stopped, so no one serves its slots: with
+    # cluster-require-full-coverage (Redis's default) every node answers CLUSTERDOWN to
+    # every keyed command until the replica is back and takes over. The relay and the
+    # consumer must wait that out as they wait out an unreachable Redis, not exit.
+    cluster = private_redis_cluster
+    victim_stream = keys.events_stream(HUB_PROJECTS[0])
+    master = cluster.master_of(victim_stream)
+    # the runtime's projects live on the other masters: what it sends and reads goes to
+    # live nodes, which answer CLUSTERDOWN (not a refused connection) while the cluster is down
+    served = [p for p in HUB_PROJECTS if cluster.master_of(keys.events_stream(p)) is not master]
+    hub_db = tmp_path / "hub.db"
+    with SqliteHubStore(hub_db) as hub:
+        state_dir = tmp_path / "runtime" / "state"
+        _registry, stores = make_runtime(state_dir, served, hub)
+    append(stores, 100)
+    appender = Appender(stores)
+    leases = LeaseClient(connect(cluster.url))
+    resource = next(
+        name
+        for name in (f"effect:live-{n}" for n in range(100))
+        if cluster.master_of(keys.lease(name)) is not master
+    )
+    with PipelineProcesses(cluster.url, tmp_path / "logs") as pipeline:
+        pipeline.consumer("hub-1", hub_db, *CONSUMER_ARGS)
+        pipeline.relay("relay-0", state_dir, "--resend-timeout", "2", "--backoff-max", "1")
+        appender.start()
+        pipeline.wait_until(lambda: len(hub_keys(hub_db)) >= 400, 60, "the drain under way")
+        with cluster.node_client(master) as admin:
+            replica_port = int(admin.info("replication")["slave0"]["port"])
+        replica = next(n for n in cluster.nodes if n.port == replica_port)
+        other = next(n for n in cluster.masters_now() if n is not master)
+        assert replica.process is not None
+        replica.process.send_signal(signal.SIGSTOP)
+        try:
+            master.kill()
+            with cluster.node_client(other) as probe:
+
+                def refusals() -> int:
+                    """CLUSTERDOWN replies the live nodes gave so far (their error counts)."""
+                    total = 0
+                    for node in cluster.live_nodes():
+                        if node is replica:
+                            continue  # stopped: it cannot answer
+                        with cluster.node_client(node) as client:
+                            stats = client.info("errorstats").get("errorstat_CLUSTERDOWN", {})
+                            total += int(stats.get("count", 0))
+                    return total
+
+                def refused() -> bool:
+                    try:
+                        probe.get("{" + served[0] + "}:x")  # a live node's key: the whole cluster
+                    except redis.exceptions.ClusterDownError:
+                        return True
+                    except redis.exceptions.ResponseError:  # MOVED: still served
+                        return False
+                    return False
+
+                pipeline.wait_until(refused, 30, "the cluster to answer CLUSTERDOWN")
+                # a lease is unavailable then, as when Redis does not answer: never granted
+                with pytest.raises(LeaseUnavailableError):
+                    leases.acquire(resource, "holder", ttl_ms=5_000)
+                before = refusals()
+                # the daemons keep asking and keep being refused, and keep running
+                pipeline.wait_until(lambda: refusals() >= before + 20, 30, "their retries")
+                pipeline.check()
+        finally:
+            replica.process.send_signal(signal.SIGCONT)
+        cluster.wait_for_failover(victim_stream, master)
+        appender.stop.set()
+        appender.join()
+        expected = local_keys(stores)
+        pipeline.wait_until(lambda: len(hub_keys(hub_db)) == len(expected), 120, "every event")
+        pipeline.wait_until(lambda: all_acked(stores), 60, "every outbox row acked")
+        codes = pipeline.stop_all()
+    assert codes == {"hub-1": 0, "relay-0": 0}, codes
+    assert set(hub_keys(hub_db).values()) == {1}

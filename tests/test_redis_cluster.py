@@ -1,6 +1,6 @@
 """Redis Cluster: clients by mode, reads split by hash slot, and leases across a failover.
 
-Runs on a private cluster of 3 masters with a replica each (tests/helpers/redis_cluster.py);
+Runs on a private cluster of 3 masters with a replica each (hubsync/servers/redis_cluster.py);
 the failover test kills a master of a cluster of its own.
 """
 
@@ -32,9 +32,9 @@ from hubsync.connections import (
 from hubsync.errors import ConfigError, RedisUnavailableError
 from hubsync.keys import EFFECTS_QUEUE
 from hubsync.processes import run_hubsync
+from hubsync.servers.redis_cluster import RedisClusterProcesses
 from hubsync.sqlite import Database
 from hubsync.stream_reads import CLUSTER_BLOCK_MS, read_streams
-from tests.helpers.redis_cluster import RedisClusterProcesses
 
 PROJECTS = [f"proj-{n}" for n in range(12)]
 

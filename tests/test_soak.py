@@ -11,6 +11,13 @@ anywhere. The figures are printed (run with ``-s`` to see them).
 ``HUBSYNC_SOAK_SECONDS`` sets how long faults are injected (short version in
 the normal suite: 45 s by default; the slow version: 600 s, run by
 ``scripts/soak.sh``); ``HUBSYNC_SOAK_SEED`` replays a fault schedule.
+``HUBSYNC_SOAK_HUB=postgres`` puts the hub in PostgreSQL (the tests' server:
+a private one, or ``HUBSYNC_TEST_POSTGRES_URL``'s) instead of a SQLite file,
+and ``HUBSYNC_SOAK_REDIS=cluster`` the pipeline on a private Redis Cluster
+(3 masters with a replica each; the Redis fault is then a master killed -9,
+failed over, and brought back as a replica) instead of one redis-server.
+The short soak of the normal suite runs on one redis-server and SQLite unless
+those are set; its variant on PostgreSQL and a cluster is marked slow.
 """
 
 from __future__ import annotations
@@ -19,12 +26,13 @@ import json
 import os
 import random
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-import redis
 
+from hubsync.connections import connect
 from tests.helpers import chaos_checks as checks
 from tests.helpers.chaos import FaultScheduler, SoakCluster, wait_for
 from tests.helpers.chaos_inject import Injector
@@ -40,26 +48,77 @@ def soak_seconds(default: float) -> float:
     return float(os.environ.get("HUBSYNC_SOAK_SECONDS", default))
 
 
-def run_soak(base: Path, seconds: float) -> dict[str, Any]:
+@dataclass(frozen=True)
+class SoakSetup:
+    """Where the soak's pipeline runs: its hub store and its Redis."""
+
+    hub: str = "sqlite"
+    """``sqlite`` (a file in the soak's dir) or ``postgres``."""
+    redis: str = "single"
+    """``single`` (one redis-server) or ``cluster``."""
+
+    @classmethod
+    def from_environment(cls) -> SoakSetup:
+        """``HUBSYNC_SOAK_HUB`` and ``HUBSYNC_SOAK_REDIS``, checked."""
+        setup = cls(
+            os.environ.get("HUBSYNC_SOAK_HUB") or "sqlite",
+            os.environ.get("HUBSYNC_SOAK_REDIS") or "single",
+        )
+        if setup.hub not in ("sqlite", "postgres") or setup.redis not in ("single", "cluster"):
+            pytest.fail(
+                f"HUBSYNC_SOAK_HUB={setup.hub!r} HUBSYNC_SOAK_REDIS={setup.redis!r}: expected "
+                "sqlite or postgres, and single or cluster"
+            )
+        return setup
+
+
+def run_soak(
+    base: Path, seconds: float, setup: SoakSetup, request: pytest.FixtureRequest
+) -> dict[str, Any]:
     """Run the whole soak in ``base``; the figures (raises AssertionError on a broken invariant)."""
     require_redis_server()
     seed = int(os.environ.get("HUBSYNC_SOAK_SEED", random.randrange(10**6)))
-    print(f"\nchaos soak: seed {seed}, {seconds:.0f}s of faults, in {base}")
+    print(
+        f"\nchaos soak: seed {seed}, {seconds:.0f}s of faults, {setup.hub} hub, "
+        f"{setup.redis} Redis, in {base}"
+    )
     rng = random.Random(seed)
-    cluster = SoakCluster(base, seed, RATE_PER_RUNTIME, RECLAIM_IDLE)
+    hub_url = ""
+    hub_directories: tuple[Path, ...] = ()
+    if setup.hub == "postgres":
+        hub_url = request.getfixturevalue("postgres_url")
+        server = request.getfixturevalue("postgres_server")
+        hub_directories = (server.directory,) if server.directory is not None else ()
+    cluster = SoakCluster(
+        base,
+        seed,
+        RATE_PER_RUNTIME,
+        RECLAIM_IDLE,
+        hub_url=hub_url,
+        redis_cluster=setup.redis == "cluster",
+        hub_directories=hub_directories,
+    )
     injector: Injector | None = None
-    figures: dict[str, Any] = {"seed": seed, "fault_seconds": seconds}
+    scheduler: FaultScheduler | None = None
+    figures: dict[str, Any] = {
+        "seed": seed,
+        "fault_seconds": seconds,
+        "hub": setup.hub,
+        "redis": setup.redis,
+    }
     try:
         cluster.start()
-        injector = Injector(cluster.redis_url, cluster.hub_db, list(cluster.runtimes), rng)
+        injector = Injector(cluster.redis_url, cluster.hub_url, list(cluster.runtimes), rng)
         scheduler = FaultScheduler(cluster, injector, rng)
         started = time.monotonic()
         scheduler.run(seconds)
-        appenders = cluster.stop_appending()
+        # Restore first: a relay still SIGSTOPped may hold its project store's write lock,
+        # which its appender would wait on past the time it is given to stop.
         scheduler.finish()
+        appenders = cluster.stop_appending()
         cluster.ensure_running()
         drain_started = time.monotonic()
-        client = redis.Redis.from_url(cluster.redis_url, socket_timeout=10)
+        client = connect(cluster.redis_url)
         wait_for(lambda: checks.drained(cluster, client), DRAIN_TIMEOUT, "the pipeline to drain")
         figures["drain_seconds"] = round(time.monotonic() - drain_started, 1)
         figures["total_seconds"] = round(time.monotonic() - started, 1)
@@ -84,10 +143,10 @@ def run_soak(base: Path, seconds: float) -> dict[str, Any]:
         figures["redis_dir_bytes_scanned"] = checks.check_no_secret_on_disk_of_redis(cluster)
         # Killed processes exit -9; a clean SIGTERM stop is 0 for every live one.
         assert all(code == 0 for code in exits.values()), f"daemon exit codes: {exits}"
-        for line in scheduler.log:
-            print(f"  fault {line}")
         return figures
     finally:
+        for line in scheduler.log if scheduler is not None else ():
+            print(f"  fault {line}")
         if injector is not None:
             injector.close()
         cluster.teardown()
@@ -97,16 +156,26 @@ def run_soak(base: Path, seconds: float) -> dict[str, Any]:
 @pytest.mark.e2e
 @pytest.mark.timeout(600)
 def test_chaos_soak_short_loses_nothing_duplicates_nothing_and_leaks_nothing(
-    tmp_path: Path,
+    tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
-    figures = run_soak(tmp_path, soak_seconds(45))
+    figures = run_soak(tmp_path, soak_seconds(45), SoakSetup.from_environment(), request)
     assert figures["hub_rows"] == figures["outbox_rows"] > 0
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_chaos_soak_short_on_postgres_and_a_cluster_loses_nothing_and_leaks_nothing(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    figures = run_soak(tmp_path, soak_seconds(45), SoakSetup("postgres", "cluster"), request)
+    assert figures["hub_rows"] == figures["outbox_rows"] > 0
+    assert figures["faults"].get("restart_redis", 0) >= 1, "no master was failed over"
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(7200)
 def test_chaos_soak_long_loses_nothing_duplicates_nothing_and_leaks_nothing(
-    tmp_path: Path,
+    tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
-    figures = run_soak(tmp_path, soak_seconds(600))
+    figures = run_soak(tmp_path, soak_seconds(600), SoakSetup.from_environment(), request)
     assert figures["hub_rows"] == figures["outbox_rows"] > 0

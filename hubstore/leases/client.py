@@ -55,7 +55,7 @@ from hubstore.leases.types import (
 )
 from hubstore.lua_scripts import scripts_for
 from hubsync import keys, metrics
-from hubsync.connections import RedisClient, is_cluster
+from hubsync.connections import CLUSTER_UNAVAILABLE_ERRORS, RedisClient, is_cluster
 from hubsync.redis_values import as_text, redis_now_ms
 
 logger = logging.getLogger(__name__)
@@ -88,12 +88,21 @@ def _int_or_none(value: Any) -> int | None:
     return int(text) if text.isdigit() else None
 
 
+_UNAVAILABLE: tuple[type[BaseException], ...] = (
+    redis.ConnectionError,
+    redis.TimeoutError,
+    redis.ReadOnlyError,
+    *CLUSTER_UNAVAILABLE_ERRORS,  # a cluster mid-failover: CLUSTERDOWN, TRYAGAIN...
+)
+"""What makes a lease's state unknown until Redis answers again."""
+
+
 @contextmanager
 def _redis_errors(resource: str) -> Iterator[None]:
     """Translate redis-py's errors into the hub store's own hierarchy."""
     try:
         yield
-    except (redis.ConnectionError, redis.TimeoutError, redis.ReadOnlyError) as exc:
+    except _UNAVAILABLE as exc:
         raise LeaseUnavailableError(
             f"Redis did not answer about lease {resource!r} ({type(exc).__name__}); whether "
             "it is still held is unknown until Redis answers"

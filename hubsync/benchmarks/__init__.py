@@ -10,5 +10,7 @@ redis-server, so ratios hold on a noisy machine even when absolute rates move.
 * ``pipeline``: end-to-end drain (1 relay, 2 consumers) and latency at fixed
   offered loads, with the relay's and consumers' peak RSS;
 * ``peers``: the naive design, one RQ job per event, NATS JetStream;
-* ``report``: runs them all, the JSON document and the table.
+* ``report``: runs them all, the JSON document and the table;
+* ``scaleout``: ``--scale-out``, the end-to-end drain with 1, 2 and 4 consumers on
+  one redis-server with a SQLite or a PostgreSQL hub and on a Redis Cluster.
 """

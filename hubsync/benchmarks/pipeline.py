@@ -21,6 +21,7 @@ from __future__ import annotations
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,7 @@ from hubsync.benchmarks.workload import (
     join_bench_hub,
     payload,
     runtime_with_backlog,
+    runtime_with_backlogs,
 )
 from hubsync.clock import parse_timestamp
 from hubsync.connections import connect
@@ -78,15 +80,28 @@ def _start_relay(pipeline: PipelineProcesses, directory: Path) -> Child:
     return pipeline.relay("relay", directory / "state")
 
 
-def measure_end_to_end(url: str, events: int, hub_url: str | None = None) -> dict[str, Any]:
+def measure_end_to_end(
+    url: str,
+    events: int,
+    hub_url: str | None = None,
+    *,
+    consumers: int = CONSUMERS,
+    hub_projects: Sequence[str] = (HUB_PROJECT,),
+    server_cpu: Mapping[str, Callable[[], float]] | None = None,
+) -> dict[str, Any]:
     """Drain ``events`` from a runtime's outbox to the hub and back (acked); rate and peak RSS.
 
     The hub is a temp SQLite file, or a new schema of the PostgreSQL database
-    ``hub_url`` names (``hubs.bench_hub``).
+    ``hub_url`` names (``hubs.bench_hub``). ``consumers`` hub consumers share
+    the work; the backlog is spread over one project per hub project of
+    ``hub_projects``; ``url`` may be a Redis Cluster node's. ``server_cpu``
+    names the servers whose CPU is counted, each a function giving the CPU
+    seconds it has used so far (default: the Redis server's, ``INFO cpu``).
     """
     client = connect(url)
     client.flushall()
-    stream = keys.events_stream(HUB_PROJECT)
+    streams = [keys.events_stream(hub_project) for hub_project in hub_projects]
+    servers = server_cpu or {"redis": lambda: redis_cpu_seconds(client)}
     with (
         tempfile.TemporaryDirectory(prefix="hubsync-bench-e2e-") as tmp,
         bench_hub(Path(tmp), hub_url) as hub,
@@ -94,59 +109,69 @@ def measure_end_to_end(url: str, events: int, hub_url: str | None = None) -> dic
         directory = Path(tmp)
         # Not joined yet: the relay starts (imports, opens its stores) without sending, so
         # the CPU it uses from the join on is the drain's alone, as it is the consumers'.
-        registry, store = runtime_with_backlog(directory, events, hub_url=hub, join=False)
+        registry, stores = runtime_with_backlogs(
+            directory, events, hub_projects, hub_url=hub, join=False
+        )
         with PipelineProcesses(url, directory / "logs") as pipeline:
-            consumers = _start_consumers(pipeline, hub, CONSUMERS)
+            hub_consumers = _start_consumers(pipeline, hub, consumers)
             relay = _start_relay(pipeline, directory)
             runtime = registry.runtime_id
             pipeline.wait_until(lambda: client.exists(keys.relay_health(runtime)), 30, "the relay")
-            consumer_cpu = sum(cpu_seconds(c.pid) for c in consumers)
+            consumer_cpu = [cpu_seconds(c.pid) for c in hub_consumers]
             relay_cpu = cpu_seconds(relay.pid)
-            redis_cpu = redis_cpu_seconds(client)
-            join_bench_hub(registry, hub)
-            first_ms = None
+            server_cpu_before = {name: used() for name, used in servers.items()}
+            join_bench_hub(registry, hub, hub_projects)
+            first_ms: dict[str, int] = {}  # each stream's first entry (the relay's first XADD)
             deadline = time.monotonic() + 60 + events / 1000
             while True:
                 pipeline.check()  # a dead daemon ends the benchmark with its log
-                if first_ms is None:
-                    head: Any = client.xrange(stream, count=1)
+                for stream in streams:
+                    head: Any = None if stream in first_ms else client.xrange(stream, count=1)
                     if head:
-                        first_ms = int(head[0][0].split(b"-")[0])
-                if first_ms is not None and store.oldest_pending_age(time.time()) is None:
+                        first_ms[stream] = int(head[0][0].split(b"-")[0])
+                now = time.time()
+                if len(first_ms) == len(streams) and all(
+                    store.oldest_pending_age(now) is None for store in stores
+                ):
                     finished = time.time()
                     break
                 if time.monotonic() > deadline:
                     raise BenchError(f"end-to-end drain did not finish; see {directory}")
                 time.sleep(0.005)
             relay_rss = peak_rss_mb(relay.pid)
-            consumer_rss = max(peak_rss_mb(c.pid) for c in consumers)
+            consumer_rss = max(peak_rss_mb(c.pid) for c in hub_consumers)
             # Where the CPU went (the machine has few cores: it is the budget).
-            cpu = {
-                "relay": cpu_seconds(relay.pid) - relay_cpu,
-                "consumers": sum(cpu_seconds(c.pid) for c in consumers) - consumer_cpu,
-                "redis": redis_cpu_seconds(client) - redis_cpu,
+            each = [
+                cpu_seconds(c.pid) - before
+                for c, before in zip(hub_consumers, consumer_cpu, strict=True)
+            ]
+            cpu = {"relay": cpu_seconds(relay.pid) - relay_cpu, "consumers": sum(each)} | {
+                name: used() - server_cpu_before[name] for name, used in servers.items()
             }
             pipeline.stop_all()
-        counts = store.outbox_counts()
-        store.close()
+        acked = sum(store.outbox_counts()["acked"] for store in stores)
+        for store in stores:
+            store.close()
         registry.close()
         stored = hub_rows(hub)
     client.flushall()
     client.close()
-    if counts["acked"] != events or stored != events:
-        raise BenchError(f"end to end: {counts['acked']} acked, {stored} stored of {events}")
-    seconds = finished - first_ms / 1000
+    if acked != events or stored != events:
+        raise BenchError(f"end to end: {acked} acked, {stored} stored of {events}")
+    seconds = finished - min(first_ms.values()) / 1000
     return {
         "hub": hub_kind(hub_url),
         "events": events,
         "relays": 1,
-        "consumers": CONSUMERS,
+        "consumers": consumers,
+        "hub_projects": len(hub_projects),
         "seconds": round(seconds, 3),
         "events_per_s": round(events / seconds),
         "target_events_per_s": 25_000,
         "relay_peak_rss_mb": round(relay_rss, 1),
         "consumer_peak_rss_mb": round(consumer_rss, 1),
         "cpu_us_per_event": {name: round(used / events * 1e6, 1) for name, used in cpu.items()},
+        "consumer_cpu_us_per_event_each": [round(used / events * 1e6, 1) for used in each],
     }
 
 

@@ -48,6 +48,26 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def process_tree_cpu_seconds(pid: int) -> float:
+    """CPU seconds of ``pid``, its live children and the children it has reaped (a server
+    such as PostgreSQL, whose work is done by the backends its postmaster forks); 0 when
+    it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    except OSError:
+        return 0.0
+    # utime, stime, cutime, cstime are fields 14 to 17 (waited-for children in the last two)
+    ticks = sum(int(value) for value in fields[11:15])
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            child = stat.read_text().rpartition(")")[2].split()
+        except OSError:
+            continue  # it ended meanwhile (its time is in its parent's cutime once reaped)
+        if int(child[1]) == pid:  # field 4: the parent's pid
+            ticks += int(child[11]) + int(child[12])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
 def redis_cpu_seconds(client: Any) -> float:
     """User + system CPU seconds the redis-server has used (``INFO cpu``)."""
     info = client.info("cpu")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -162,22 +162,45 @@ def runtime_with_backlog(
     the hub at ``hub_url`` (default: ``ROOT/hub.db``, where the bench's consumers write);
     with ``join`` False the runtime is not joined yet (``join_bench_hub`` does it), so a relay
     started on it sends nothing until then."""
+    registry, stores = runtime_with_backlogs(
+        root, events, (HUB_PROJECT,), synchronous, hub_url, join=join
+    )
+    return registry, stores[0]
+
+
+def runtime_with_backlogs(
+    root: Path,
+    events: int,
+    hub_projects: Sequence[str],
+    synchronous: str = "FULL",
+    hub_url: str | None = None,
+    join: bool = True,
+) -> tuple[RuntimeRegistry, list[RunEventStore]]:
+    """A runtime with one project per hub project, ``events`` pending rows spread evenly over
+    their outboxes (runs of ``EVENTS_PER_RUN``), enrolled on the hub at ``hub_url`` (default:
+    ``ROOT/hub.db``) for every one of those hub projects (unless ``join`` is False)."""
     registry = RuntimeRegistry(root / "state")
     if join:
-        join_bench_hub(registry, hub_url or hub_url_from_path(root / "hub.db"))
-    project_root = root / "project"
-    project_root.mkdir(parents=True, exist_ok=True)
-    registration = registry.register_project(project_root, hub_project=HUB_PROJECT)
-    store = registry.open_store(registration, synchronous=synchronous)
-    append_backlog(store, events)
-    return registry, store
+        join_bench_hub(registry, hub_url or hub_url_from_path(root / "hub.db"), hub_projects)
+    stores = []
+    for index, hub_project in enumerate(hub_projects):
+        project_root = root / ("project" if len(hub_projects) == 1 else f"project-{index}")
+        project_root.mkdir(parents=True, exist_ok=True)
+        registration = registry.register_project(project_root, hub_project=hub_project)
+        store = registry.open_store(registration, synchronous=synchronous)
+        share = events // len(hub_projects) + (index < events % len(hub_projects))
+        append_backlog(store, share)
+        stores.append(store)
+    return registry, stores
 
 
-def join_bench_hub(registry: RuntimeRegistry, hub_url: str) -> None:
-    """Enroll ``registry``'s runtime for the bench hub project on the hub at ``hub_url``
-    and join it there (a relay running on it starts sending at its next refresh)."""
+def join_bench_hub(
+    registry: RuntimeRegistry, hub_url: str, hub_projects: Sequence[str] = (HUB_PROJECT,)
+) -> None:
+    """Enroll ``registry``'s runtime for ``hub_projects`` on the hub at ``hub_url`` and join
+    it there (a relay running on it starts sending at its next refresh)."""
     with open_store(hub_url, create_schema=True) as hub:
-        enroll_runtime(hub, registry, [HUB_PROJECT])
+        enroll_runtime(hub, registry, list(hub_projects))
 
 
 def append_backlog(store: RunEventStore, events: int, start: int = 0) -> None:

@@ -28,6 +28,8 @@ Examples:
   hubsync bench --json bench.json             the full run (a few minutes), JSON written too
   hubsync bench --quick --json - | jq .end_to_end
   PGPASSWORD=... hubsync bench --quick --hub-url postgresql://bench@db.internal/scratch
+  hubsync bench --scale-out --quick           1 relay, 1/2/4 consumers: SQLite or PostgreSQL hub,
+                                              one redis-server or a cluster (about 2 minutes)
 """
 )
 @click.option(
@@ -50,7 +52,15 @@ Examples:
     "measurement makes a new schema in it and drops it afterwards (its role must be allowed "
     "to create schemas) [default: temp SQLite files] (no environment variable).",
 )
-def bench(quick: bool, json_file: Path | None, hub_url: str | None) -> None:
+@click.option(
+    "--scale-out",
+    is_flag=True,
+    help="Run only the scale-out section instead: the end-to-end drain with 1 relay and 1, 2 "
+    "and 4 consumers on one redis-server with a SQLite hub, the same with a PostgreSQL hub "
+    "(a private server, or --hub-url), and a private Redis Cluster with a SQLite hub; events/s, "
+    "CPU per event of every process, and the ratios (no environment variable).",
+)
+def bench(quick: bool, json_file: Path | None, hub_url: str | None, scale_out: bool) -> None:
     """Measure the pipeline against its ceilings and its peers, in one run.
 
     Starts its own redis-server (and nats-server, when installed) on free
@@ -61,6 +71,10 @@ def bench(quick: bool, json_file: Path | None, hub_url: str | None) -> None:
     the naive, RQ-per-event and NATS JetStream peers, all with ~540-byte events.
     The end-to-end and latency hubs are temp SQLite files, or PostgreSQL with
     --hub-url.
+
+    With --scale-out it measures only the scaled-out forms instead, on a
+    private redis-server, PostgreSQL server and Redis Cluster it starts and
+    stops itself; without PostgreSQL's binaries that part is reported skipped.
     """
     from hubsync.benchmarks import report
     from hubsync.demo.embedded_redis import redis_server_binary
@@ -75,8 +89,16 @@ def bench(quick: bool, json_file: Path | None, hub_url: str | None) -> None:
     from hubsync.gc_tuning import tune_for_throughput
 
     tune_for_throughput()  # what the daemons run with: the in-process stages and their raw loops
-    result = report.run(report.QUICK if quick else report.FULL, progress, hub_url)
-    click.echo(report.table(result), err=to_stdout)
+    if scale_out:
+        from hubsync.benchmarks import scaleout
+        from hubsync.benchmarks.procs import machine
+
+        section = scaleout.run(scaleout.QUICK if quick else scaleout.FULL, progress, hub_url)
+        result = {"scale_out": section, "machine": machine()}
+        click.echo(scaleout.table(section), err=to_stdout)
+    else:
+        result = report.run(report.QUICK if quick else report.FULL, progress, hub_url)
+        click.echo(report.table(result), err=to_stdout)
     if json_file is not None:
         document = json.dumps(result, indent=2, sort_keys=True)
         if to_stdout:

@@ -13,11 +13,12 @@ import threading
 
 import redis
 
+from hubsync.connections import UNREACHABLE_ERRORS
+
 log = logging.getLogger(__name__)
 
 UNAVAILABLE_ERRORS: tuple[type[BaseException], ...] = (
-    redis.ConnectionError,  # includes BusyLoadingError (LOADING)
-    redis.TimeoutError,
+    *UNREACHABLE_ERRORS,  # unreachable, loading, or a cluster mid-failover (CLUSTERDOWN...)
     redis.ReadOnlyError,  # a replica, or a primary being failed over
 )
 """Redis errors that mean "try again later", as opposed to a bug in our request."""

@@ -1,15 +1,21 @@
-"""The chaos soak's cluster: real processes on a private AOF redis-server, and a fault scheduler.
+"""The chaos soak's cluster: real processes on a private Redis, and a fault scheduler.
 
 ``SoakCluster`` lays out 3 runtimes (each its own state dir, one project, an
 appender process and a ``hubsync relay`` process), 3 ``hubsync consume``
-processes sharing one hub database, and a ``redis-server`` with AOF everysec.
-``FaultScheduler`` then, at seeded random times, kill -9s a relay or a consumer
-and restarts it, SIGSTOPs one for longer than the reclaim time, restarts
-redis-server, and injects duplicates, conflicting bytes signed with a runtime's key,
-unsigned or badly signed forgeries and garbage entries (``tests.helpers.chaos_inject``).
-Every runtime is enrolled on the hub database (``hubsync.provisioning``, what
-``hubsync hub init``, ``enroll`` and ``runtime join`` do) before any relay starts.
-The end checks live in ``tests.helpers.chaos_checks``.
+processes sharing one hub store, and the Redis they meet on: a ``redis-server``
+with AOF everysec (``SingleRedis``) or a private Redis Cluster of 3 masters
+with a replica each, every node with AOF (``ClusterRedis``). The hub store is
+a SQLite file in the soak's directory, or the PostgreSQL database a hub URL
+names. ``FaultScheduler`` then, at seeded random times, kill -9s a relay or a
+consumer and restarts it, SIGSTOPs one for longer than the reclaim time,
+restarts redis-server (on a cluster: kill -9s a master that has a replica in
+sync, waits until the replica serves its slots, and starts it again, back as
+a replica), and injects duplicates, conflicting bytes signed with a runtime's
+key, unsigned or badly signed forgeries and garbage entries
+(``tests.helpers.chaos_inject``). Every runtime is enrolled on the hub store
+(``hubsync.provisioning``, what ``hubsync hub init``, ``enroll`` and ``runtime
+join`` do) before any relay starts. The end checks live in
+``tests.helpers.chaos_checks``.
 """
 
 from __future__ import annotations
@@ -26,11 +32,13 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from hubstore import hub_url_from_path, open_store
 from hubsync.demo.embedded_redis import RedisServerProcess
-from hubsync.processes import Child, PipelineProcesses, python_command
+from hubsync.processes import Child, PipelineProcesses, hubsync_command, python_command
 from hubsync.provisioning import enroll_runtime
+from hubsync.servers.redis_cluster import RedisClusterProcesses
 from hubsync.signing import RuntimeKey
 from producers.registry import RuntimeRegistry
 from tests.helpers.chaos_inject import GARBAGE_KINDS, Injector
@@ -84,14 +92,100 @@ class Runtime:
     key: RuntimeKey = field(repr=False)
 
 
+class SoakRedis(Protocol):
+    """The soak's Redis: one server or a cluster, with the fault the scheduler injects on it."""
+
+    directory: Path
+    """Where its files are (AOF, RDB, logs), scanned for secrets at the end."""
+
+    @property
+    def url(self) -> str: ...
+
+    def start(self) -> None: ...
+
+    def fault(self, rng: random.Random) -> str | None:
+        """Take Redis down and bring it back; what happened (None: not now)."""
+
+    def stop(self) -> None:
+        """Stop every server, keeping its files."""
+
+
+class SingleRedis:
+    """One ``redis-server`` with AOF everysec; its fault is a restart."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        directory.mkdir(parents=True, exist_ok=True)
+        self.server = RedisServerProcess(directory=directory, appendonly=True)
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+    def start(self) -> None:
+        self.server.start()
+
+    def fault(self, rng: random.Random) -> str | None:
+        started = time.monotonic()
+        self.server.restart()
+        return f"down {time.monotonic() - started:.2f}s"
+
+    def stop(self) -> None:
+        self.server.stop()
+
+
+class ClusterRedis:
+    """A Redis Cluster of 3 masters with a replica each, AOF on every node; its fault is a
+    master killed -9 (its replica takes over), then started again (back as a replica)."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.cluster = RedisClusterProcesses(directory, appendonly=True)
+
+    @property
+    def url(self) -> str:
+        # one node's URL for every client: redis-py finds the others from it, and a daemon
+        # (re)started while that node is down waits for it (daemons wait for Redis at start)
+        return f"redis://127.0.0.1:{self.cluster.nodes[0].port}"
+
+    def start(self) -> None:
+        self.cluster.start()
+
+    def fault(self, rng: random.Random) -> str | None:
+        masters = self.cluster.masters_with_a_replica()
+        if not masters:
+            return None
+        victim = rng.choice(masters)
+        took_over, back = self.cluster.fail_over(victim, timeout=60)
+        return (
+            f"kill -9 master :{victim.port}, its replica served its slots after "
+            f"{took_over:.1f}s, back as a replica {back:.1f}s later"
+        )
+
+    def stop(self) -> None:
+        for node in self.cluster.nodes:
+            node.stop()
+
+
 @dataclass
 class SoakCluster:
-    """Every process of the soak, and where their files are."""
+    """Every process of the soak, and where their files are.
+
+    ``hub_url`` is the hub store the consumers share (default: a SQLite file
+    under ``BASE/hub``; a PostgreSQL database's URL, the same for every process);
+    ``redis_cluster`` puts the pipeline on a Redis Cluster instead of one
+    redis-server.
+    """
 
     base: Path
     seed: int
     rate_per_runtime: float
     reclaim_idle: float
+    hub_url: str = ""
+    redis_cluster: bool = False
+    hub_directories: tuple[Path, ...] = ()
+    """Where the hub's database keeps its files besides ``BASE/hub`` (a private PostgreSQL
+    server's directory), scanned for secrets at the end."""
     planted: PlantedSecrets = field(default_factory=PlantedSecrets.generate)
     runtimes: list[Runtime] = field(default_factory=list)
     appenders: list[Child] = field(default_factory=list)
@@ -101,17 +195,21 @@ class SoakCluster:
     def __post_init__(self) -> None:
         self.logs = self.base / "logs"
         self.logs.mkdir(parents=True, exist_ok=True)
-        self.hub_db = self.base / "hub" / "hub.db"
-        self.hub_db.parent.mkdir(parents=True, exist_ok=True)
+        (self.base / "hub").mkdir(parents=True, exist_ok=True)
+        if not self.hub_url:
+            self.hub_url = hub_url_from_path(self.base / "hub" / "hub.db")
         self.stop_file = self.base / "stop-appending"
-        self.redis = RedisServerProcess(directory=self.base / "redis", appendonly=True)
-        self.redis.directory.mkdir(parents=True, exist_ok=True)
+        self.redis: SoakRedis = (
+            ClusterRedis(self.base / "redis-cluster")
+            if self.redis_cluster
+            else SingleRedis(self.base / "redis")
+        )
         self.processes = PipelineProcesses(self.redis.url, self.logs)
         self.hub_id = ""  # set when the runtimes are enrolled
 
     @property
     def redis_url(self) -> str:
-        """URL of the soak's private redis-server."""
+        """URL of the soak's private Redis (a cluster's: one of its nodes)."""
         return self.redis.url
 
     def children(self) -> Iterator[Child]:
@@ -150,14 +248,17 @@ class SoakCluster:
             "--health-ttl", "10",
         )  # fmt: skip
         for index in range(consumers):
+            name = f"hub-{index}"
+            consume = hubsync_command("consume", "--name", name, *consumer_args)
+            # the hub URL (a PostgreSQL one has a password) in the environment, off the command line
             self.consumers.append(
-                self.processes.consumer(f"hub-{index}", self.hub_db, *consumer_args)
+                self.processes.start(name, consume, env={"HUBSYNC_HUB_URL": self.hub_url})
             )
 
     def enroll_runtimes(self) -> None:
-        """Register each runtime's project and enroll the runtime on the hub database for
+        """Register each runtime's project and enroll the runtime on the hub store for
         its hub project, as an operator does before the relays run."""
-        with open_store(hub_url_from_path(self.hub_db), create_schema=True) as hub:
+        with open_store(self.hub_url, create_schema=True) as hub:
             for index, hub_project in enumerate(HUB_PROJECTS):
                 state_dir = self.base / f"runtime-{index}" / "state"
                 root = self.base / f"runtime-{index}" / f"shop-{index}"
@@ -343,10 +444,9 @@ class FaultScheduler:
     def _fault_restart_redis(self) -> str | None:
         if time.monotonic() - self._last_redis_restart < REDIS_RESTART_SPACING:
             return None
-        started = time.monotonic()
-        self.cluster.redis.restart()
+        done = self.cluster.redis.fault(self.rng)
         self._last_redis_restart = time.monotonic()
-        return f"down {self._last_redis_restart - started:.2f}s"
+        return done
 
     def _fault_duplicates(self) -> str | None:
         count = self.injector.duplicates(self.rng.randint(5, 60))

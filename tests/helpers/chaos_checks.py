@@ -12,20 +12,27 @@ the first offending keys (never event bytes) when an invariant does not hold:
   ``unauthenticated``, and nothing genuine was, except for over-delivery
   (``max_deliveries``);
 * no relay was told anything about a forgery;
-* no planted secret is in the hub database, in Redis (every key dumped and
-  read), in the runtimes' files, in the AOF or in any log.
+* no planted secret is in the hub store (read through ``HubStore``, and the
+  files of the database: the SQLite file and its WAL, or the PostgreSQL
+  server's data directory when it is a private one), in Redis (every key
+  dumped and read, on every master of a cluster), in the runtimes' files, in
+  the AOF (every node's) or in any log.
+
+The hub is read through the ``HubStore`` contract, so the same checks hold on
+a SQLite and a PostgreSQL hub.
 """
 
 from __future__ import annotations
 
 import sqlite3
 from collections import Counter, defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-import redis
-
+from hubstore import open_store
+from hubstore.store import StoredEvent
 from hubsync import keys
+from hubsync.connections import RedisClient
 from hubsync.entries import decode_fields
 from hubsync.redis_values import as_text, entry_id_order
 from tests.helpers.chaos import SoakCluster
@@ -79,7 +86,7 @@ def outbox_pending(cluster: SoakCluster) -> int:
     return int(total)
 
 
-def streams_settled(client: redis.Redis, hub_projects: Iterable[str]) -> bool:
+def streams_settled(client: RedisClient, hub_projects: Iterable[str]) -> bool:
     """True when group ``hub`` has delivered every entry of every stream and has none pending."""
     for hub_project in hub_projects:
         stream = keys.events_stream(hub_project)
@@ -93,28 +100,35 @@ def streams_settled(client: redis.Redis, hub_projects: Iterable[str]) -> bool:
     return True
 
 
-def drained(cluster: SoakCluster, client: redis.Redis) -> bool:
+def drained(cluster: SoakCluster, client: RedisClient) -> bool:
     """Nothing pending in any outbox, nothing undelivered or unacked on any stream."""
     hub_projects = {r.hub_project for r in cluster.runtimes}
     return outbox_pending(cluster) == 0 and streams_settled(client, hub_projects)
 
 
+def hub_events(cluster: SoakCluster) -> Iterator[StoredEvent]:
+    """Every event the hub store holds, page by page (keyset paging: each row once)."""
+    with open_store(cluster.hub_url, create_schema=False) as hub:
+        for hub_project in sorted({r.hub_project for r in cluster.runtimes}):
+            after = None
+            while page := hub.events(hub_project, after=after, limit=10_000):
+                yield from page
+                after = page[-1].position
+
+
 def check_hub_equals_local(cluster: SoakCluster) -> dict[str, int]:
     """Hub rows == committed local events, key by key, same hash and bytes; no duplicates."""
     local, _, run_events = local_events(cluster)
-    db = _read_only(cluster.hub_db)
-    try:
-        hub_rows = db.execute(
-            "SELECT project_id, run_id, sequence, content_hash, record FROM sync_events"
-        ).fetchall()
-        repeated = db.execute(
-            "SELECT count(*) FROM (SELECT 1 FROM sync_events "
-            "GROUP BY project_id, run_id, sequence HAVING count(*) > 1)"
-        ).fetchone()[0]
-    finally:
-        db.close()
-    hub = {(p, r, s): (h, rec.encode("utf-8")) for p, r, s, h, rec in hub_rows}
-    assert repeated == 0 and len(hub) == len(hub_rows), f"{repeated} keys stored twice"
+    hub: dict[Key, Row] = {}
+    rows = 0
+    for event in hub_events(cluster):
+        rows += 1
+        hub[(event.project_id, event.run_id, event.sequence)] = (
+            event.content_hash,
+            bytes(event.record),
+        )
+    repeated = rows - len(hub)
+    assert repeated == 0, f"{repeated} keys stored twice"
     missing = sorted(local.keys() - hub.keys())
     extra = sorted(hub.keys() - local.keys())
     differ = sorted(k for k in local.keys() & hub.keys() if local[k] != hub[k])
@@ -139,21 +153,16 @@ def check_outbox_terminal(cluster: SoakCluster, injector: Injector) -> dict[str,
 
 
 def check_conflicts_alerted(
-    cluster: SoakCluster, injector: Injector, client: redis.Redis
+    cluster: SoakCluster, injector: Injector, client: RedisClient
 ) -> dict[str, int]:
     """Each signed conflicting offer is in ``sync_alerts`` as ``sequence_reused`` and each
     forgery as ``unauthenticated``, both on the alert stream too; nothing else is."""
-    db = _read_only(cluster.hub_db)
-    try:
-        table = {
-            (p, r, s, offered): (reason, existing)
-            for p, r, s, offered, reason, existing in db.execute(
-                "SELECT project_id, run_id, sequence, offered_hash, reason, existing_hash "
-                "FROM sync_alerts"
-            )
-        }
-    finally:
-        db.close()
+    with open_store(cluster.hub_url, create_schema=False) as hub:
+        alerts = hub.alerts(limit=1_000_000)
+    table = {
+        (a.project_id, a.run_id, a.sequence, a.offered_hash): (str(a.reason), a.existing_hash)
+        for a in alerts
+    }
     streamed: set[tuple[str, str, int, str, str]] = set()
     for hub_project in {r.hub_project for r in cluster.runtimes}:
         for _, raw in client.xrange(keys.alerts_stream(hub_project)):
@@ -236,7 +245,7 @@ def check_forged_acks_ignored(cluster: SoakCluster, injector: Injector) -> dict[
 
 
 def check_garbage_dead_lettered(
-    cluster: SoakCluster, injector: Injector, client: redis.Redis
+    cluster: SoakCluster, injector: Injector, client: RedisClient
 ) -> dict[str, int]:
     """Every garbage entry dead-lettered with its reason, every forgery as unauthenticated;
     genuine entries only for over-delivery."""
@@ -271,7 +280,7 @@ def check_garbage_dead_lettered(
     } | {f"dead_{reason}": n for reason, n in sorted(reasons.items())}
 
 
-def redis_contents(client: redis.Redis) -> tuple[bytes, int]:
+def redis_contents(client: RedisClient) -> tuple[bytes, int]:
     """DUMP of every key plus its readable contents (a stream's entries, a hash's fields...)."""
     parts: list[bytes] = []
     count = 0
@@ -305,7 +314,7 @@ def files_under(*roots: Path) -> list[Path]:
     return sorted(p for root in roots if root.exists() for p in root.rglob("*") if p.is_file())
 
 
-def check_no_secret(cluster: SoakCluster, client: redis.Redis) -> dict[str, int]:
+def check_no_secret(cluster: SoakCluster, client: RedisClient) -> dict[str, int]:
     """No planted secret in Redis, the hub DB, the runtimes' files or any log (redis running)."""
     needles = cluster.planted.needles()
     blob, redis_keys = redis_contents(client)
@@ -313,7 +322,10 @@ def check_no_secret(cluster: SoakCluster, client: redis.Redis) -> dict[str, int]
     assert not found, "a planted secret is in Redis"
     scanned = 0
     for path in files_under(
-        cluster.base / "hub", cluster.logs, *[r.state_dir for r in cluster.runtimes]
+        cluster.base / "hub",
+        *cluster.hub_directories,
+        cluster.logs,
+        *[r.state_dir for r in cluster.runtimes],
     ):
         data = path.read_bytes()
         scanned += len(data)
@@ -338,16 +350,10 @@ def check_no_secret_on_disk_of_redis(cluster: SoakCluster) -> int:
 
 def check_redaction_happened(cluster: SoakCluster) -> dict[str, int]:
     """The planted texts did cross in allowlisted fields: their redaction markers are in the hub."""
-    db = _read_only(cluster.hub_db)
-    try:
-        counts = {
-            kind: db.execute(
-                "SELECT count(*) FROM sync_events WHERE instr(record, ?) > 0",
-                (f"[REDACTED:{kind}]",),
-            ).fetchone()[0]
-            for kind in ("env", "github_token")
-        }
-    finally:
-        db.close()
+    markers = {kind: f"[REDACTED:{kind}]".encode() for kind in ("env", "github_token")}
+    counts = dict.fromkeys(markers, 0)
+    for event in hub_events(cluster):
+        for kind, marker in markers.items():
+            counts[kind] += marker in event.record
     assert all(counts.values()), f"planted secrets never reached a crossing field: {counts}"
     return {f"hub_rows_redacted_{kind}": n for kind, n in counts.items()}

@@ -12,24 +12,30 @@
 
 Every injected entry id is remembered so duplicates are only ever made of
 genuine entries, and so the end checks can match each injection to its
-dead letter or alert.
+dead letter or alert. On a Redis Cluster each injection (the duplicates
+aside) is written to its slot's master together with ``WAIT 1``: a replica
+holds it before the next fault, which may kill that master, so no injection
+the checks look for is ever lost with one.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
-import sqlite3
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 import redis
+from redis.exceptions import RedisClusterException
 
+from hubstore import open_store
+from hubstore.store import HubStore
 from hubsync import keys
 from hubsync.canonical import content_hash
+from hubsync.connections import connect, is_cluster
 from hubsync.entries import (
     Outcome,
     OutcomeRecord,
@@ -127,12 +133,25 @@ class InjectedGarbage:
     key: Key | None
 
 
+REDIS_ERRORS = (
+    redis.ConnectionError,
+    redis.TimeoutError,
+    redis.BusyLoadingError,
+    redis.exceptions.ClusterDownError,
+    redis.exceptions.TryAgainError,
+    redis.exceptions.MovedError,
+    RedisClusterException,
+)
+"""What a Redis restart or a failover makes a command fail with, for a moment."""
+REPLICA_WAIT_MS = 5000
+
+
 @dataclass
 class Injector:
     """Writes duplicates, conflicts, forgeries and garbage; remembers every one of them."""
 
     redis_url: str
-    hub_db: Path
+    hub_url: str
     runtimes: list[RuntimeLike]
     rng: random.Random
     conflicts: list[InjectedConflict] = field(default_factory=list)
@@ -143,29 +162,68 @@ class Injector:
     injected_ids: set[str] = field(default_factory=set)
 
     def __post_init__(self) -> None:
-        self.client = redis.Redis.from_url(self.redis_url, socket_timeout=5)
+        self.client = connect(self.redis_url)  # a cluster's when the URL is a cluster node's
         self._garbage_runs = 0
         self._keys = {runtime.runtime_id: runtime.key for runtime in self.runtimes}
+        self._hub: HubStore | None = None
 
     def close(self) -> None:
-        """Close the Redis connection."""
+        """Close the Redis connection and the hub store."""
         self.client.close()
+        if self._hub is not None:
+            self._hub.close()
 
     def _redis(self, action: Callable[[], T]) -> T:
-        # The scheduler restarts redis-server between injections; a stale
-        # connection fails once and the next attempt reconnects.
+        # The scheduler restarts redis-server (or fails a cluster's master over) between
+        # injections; a stale connection or slot table fails once and the next attempt
+        # reconnects (and reads the slot table again).
         for attempt in range(20):
             try:
                 return action()
-            except (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError):
+            except REDIS_ERRORS:
                 if attempt == 19:
                     raise
-                self.client.connection_pool.disconnect()
+                self._reconnect()
                 threading_wait(0.1)
         raise AssertionError("unreachable")
 
+    def _reconnect(self) -> None:
+        client: Any = self.client
+        if is_cluster(self.client):
+            with contextlib.suppress(*REDIS_ERRORS):  # the next attempt tries again
+                client.nodes_manager.initialize()
+        else:
+            client.connection_pool.disconnect()
+
+    def _write(self, key: str, *commands: Callable[[Any], object]) -> list[Any]:
+        """Run ``commands`` (each given a pipeline) on ``key``'s server in one round trip.
+
+        On a cluster they go to the master of ``key``'s slot, followed by ``WAIT 1`` on
+        the same connection: they are on a replica before this returns, so a master
+        killed later cannot take them with it.
+        """
+
+        def run() -> list[Any]:
+            if not is_cluster(self.client):
+                pipe: Any = self.client.pipeline(transaction=False)
+                for command in commands:
+                    command(pipe)
+                return list(pipe.execute())
+            cluster: Any = self.client
+            node = cluster.get_redis_connection(cluster.get_node_from_key(key))
+            pipe = node.pipeline(transaction=False)
+            for command in commands:
+                command(pipe)
+            pipe.execute_command("WAIT", 1, REPLICA_WAIT_MS)
+            *replies, replicas = pipe.execute()
+            assert int(replicas) >= 1, f"no replica confirmed an injection on {key}"
+            return list(replies)
+
+        return self._redis(run)
+
     def _xadd(self, hub_project: str, fields: dict[str, Any]) -> str:
-        entry_id = self._redis(lambda: self.client.xadd(keys.events_stream(hub_project), fields))
+        stream = keys.events_stream(hub_project)
+        (entry_id,) = self._write(stream, lambda pipe: pipe.xadd(stream, fields))
         text = as_text(entry_id)
         self.injected_ids.add(text)
         return text
@@ -201,21 +259,23 @@ class Injector:
     # ----- conflicts -----
 
     def _stored_event(self) -> dict[str, Any] | None:
-        if not self.hub_db.exists():
+        """The body of an event the hub holds, with its hash under ``_hash``: a random one of
+        a random run of a random hub project; None while the hub holds none."""
+        if self._hub is None:
+            self._hub = open_store(self.hub_url, create_schema=False)
+        hub_project = self.rng.choice(sorted({r.hub_project for r in self.runtimes}))
+        runs = self._hub.runs(hub_project, limit=500, gaps_per_run=0)
+        if not runs:
             return None
-        db = sqlite3.connect(f"file:{self.hub_db}?mode=ro", uri=True, timeout=5)
-        try:
-            row = db.execute(
-                "SELECT content_hash, record FROM sync_events ORDER BY random() LIMIT 1"
-            ).fetchone()
-        except sqlite3.OperationalError:  # no schema yet
+        run = self.rng.choice(runs)
+        events = self._hub.events(
+            hub_project, run_id=run.run_id, project_id=run.project_id, limit=1000
+        )
+        if not events:
             return None
-        finally:
-            db.close()
-        if row is None:
-            return None
-        body: dict[str, Any] = json.loads(row[1])
-        body["_hash"] = row[0]
+        event = self.rng.choice(events)
+        body: dict[str, Any] = json.loads(event.record)
+        body["_hash"] = event.content_hash
         return body
 
     def _forged_offer(self) -> tuple[SyncEvent, str] | None:
@@ -306,10 +366,12 @@ class Injector:
             entry[SIGNATURE_FIELD] = sign_outcomes_entry(
                 RuntimeKey.generate(), entry, runtime_id=runtime.runtime_id
             )
-        if deleted:
-            self._redis(lambda: self.client.xdel(stream, *[i for i, _ in deleted]))
         acks = keys.acks_stream(runtime.hub_project, runtime.runtime_id)
-        self._redis(lambda: self.client.xadd(acks, entry))
+        commands: list[Callable[[Any], object]] = []
+        if deleted:
+            commands.append(lambda pipe: pipe.xdel(stream, *[i for i, _ in deleted]))
+        commands.append(lambda pipe: pipe.xadd(acks, entry))
+        self._write(acks, *commands)  # one slot: the stream and the ack stream share {P}
         forged = InjectedForgedAck(
             runtime.hub_project,
             runtime.runtime_id,

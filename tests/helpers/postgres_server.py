@@ -1,15 +1,8 @@
-"""A private PostgreSQL cluster for the tests: ``initdb`` and ``pg_ctl`` in a temp dir.
+"""PostgreSQL for the tests: a private server (``hubsync.servers.postgres``) or an external one.
 
-``PostgresCluster.start()`` makes a new cluster in its own temp directory (the
-unix socket too), on a free loopback port, with one superuser ``hubsync``
-whose password the URLs carry (TCP logins use SCRAM; the socket trusts the
-local superuser, for administration). Durability is off (``fsync``,
-``synchronous_commit``, ``full_page_writes``): a test cluster never outlives
-its session. ``close()`` stops it (``pg_ctl stop -m fast``) and removes the
-directory.
-
-``initdb`` refuses to run as root: as root the cluster is made and run as the
-unprivileged user ``nobody`` (``setpriv``), its directory owned by that user.
+``PostgresCluster.start()`` starts a private server (``PostgresServer``: initdb
+and pg_ctl in a temp dir, on a free loopback port, durability off, as
+``nobody`` when run as root); ``close()`` stops it and removes its directory.
 
 ``PostgresCluster.external(url)`` uses an existing server instead
 (``HUBSYNC_TEST_POSTGRES_URL``; its role must be allowed to create
@@ -22,196 +15,46 @@ in one shared database (``PostgresDatabases``).
 
 from __future__ import annotations
 
-import contextlib
-import glob
-import os
-import pwd
 import secrets
-import shutil
-import subprocess
-import tempfile
 from pathlib import Path
-from urllib.parse import quote, urlsplit
+from urllib.parse import urlsplit
 
 import psycopg
 
 from hubsync.closing import ClosesOnExit
-from hubsync.demo.embedded_redis import free_port
+from hubsync.servers.postgres import PostgresServer, PostgresUnavailable
 
-USER = "hubsync"
-BINARIES = ("initdb", "pg_ctl")
-UNPRIVILEGED = "nobody"
-
-
-class PostgresUnavailable(Exception):
-    """No PostgreSQL server binaries on this machine."""
-
-
-def postgres_bindir() -> Path | None:
-    """The directory holding ``initdb`` and ``pg_ctl``: PATH, ``pg_config --bindir``, then
-    ``/usr/lib/postgresql/*/bin`` (newest first); None if there is none."""
-    found = shutil.which("initdb")
-    if found and shutil.which("pg_ctl"):
-        return Path(found).resolve().parent
-    candidates: list[Path] = []
-    if shutil.which("pg_config"):
-        with contextlib.suppress(OSError, subprocess.CalledProcessError):
-            out = subprocess.run(
-                ["pg_config", "--bindir"], capture_output=True, text=True, check=True
-            )
-            candidates.append(Path(out.stdout.strip()))
-    candidates += sorted(
-        (Path(p) for p in glob.glob("/usr/lib/postgresql/*/bin")),
-        key=lambda p: _version_key(p.parent.name),
-        reverse=True,
-    )
-    for directory in candidates:
-        if all((directory / name).is_file() for name in BINARIES):
-            return directory
-    return None
-
-
-def _temp_root(as_root: bool) -> str | None:
-    """Where the cluster's directory goes: the usual temp dir, unless the unprivileged user
-    could not reach it (a TMPDIR under /root, say); then /tmp."""
-    base = Path(tempfile.gettempdir()).resolve()
-    if not as_root or all(p.stat().st_mode & 0o001 for p in (base, *base.parents)):
-        return None
-    return "/tmp"
-
-
-def _version_key(name: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in name.split(".") if part.isdigit())
+__all__ = ["PostgresCluster", "PostgresDatabases", "PostgresUnavailable"]
 
 
 class PostgresCluster(ClosesOnExit):
     """A PostgreSQL server the tests may create and drop databases on."""
 
-    def __init__(self, admin_conninfo: str, url_of: str, directory: Path | None) -> None:
+    def __init__(
+        self, admin_conninfo: str, url_of: str, server: PostgresServer | None = None
+    ) -> None:
         self.admin_conninfo = admin_conninfo
         self._url_of = url_of  # a URL whose path is replaced by each database's name
-        self.directory = directory
-        self._bindir: Path | None = None
-        self._as_user: list[str] = []
+        self.server = server
         self._prefix = f"hubsync_{secrets.token_hex(3)}_"
         self._count = 0
         self._shared: str | None = None
 
-    # ----- making one -----
+    @property
+    def directory(self) -> Path | None:
+        """The private server's directory (its unix socket is there); None for an external one."""
+        return self.server.directory if self.server is not None else None
 
     @classmethod
     def start(cls) -> PostgresCluster:
-        """initdb a new cluster in a temp dir and start it on a free port."""
-        bindir = postgres_bindir()
-        if bindir is None:
-            raise PostgresUnavailable(
-                "PostgreSQL server binaries (initdb, pg_ctl) are not on PATH, in pg_config "
-                "--bindir or in /usr/lib/postgresql/*/bin: install the postgresql package "
-                "(scripts/test.sh does) or set HUBSYNC_TEST_POSTGRES_URL to a server's URL"
-            )
-        as_root = os.geteuid() == 0
-        directory = Path(tempfile.mkdtemp(prefix="hubsync-pg-", dir=_temp_root(as_root)))
-        as_user: list[str] = []
-        if as_root:
-            # initdb and postgres refuse root: run them as an unprivileged user who owns the dir.
-            user = pwd.getpwnam(UNPRIVILEGED)
-            os.chown(directory, user.pw_uid, user.pw_gid)
-            as_user = [
-                "setpriv",
-                f"--reuid={user.pw_uid}",
-                f"--regid={user.pw_gid}",
-                "--clear-groups",
-            ]
-        password = secrets.token_urlsafe(18)
-        cluster = cls("", "", directory)
-        cluster._bindir = bindir
-        cluster._as_user = as_user
-        try:
-            cluster._initdb(password)
-            port = cluster._start_server()
-        except BaseException:
-            cluster.close()
-            raise
-        cluster.admin_conninfo = (
-            f"host={directory} port={port} user={USER} dbname=postgres connect_timeout=10"
-        )
-        cluster._url_of = (
-            f"postgresql://{USER}:{quote(password, safe='')}@127.0.0.1:{port}/postgres"
-        )
-        return cluster
+        """A private server (``PostgresUnavailable`` without the binaries)."""
+        server = PostgresServer.start()
+        return cls(server.admin_conninfo, server.url(), server)
 
     @classmethod
     def external(cls, url: str) -> PostgresCluster:
         """An existing server (its role may create databases); never started or stopped here."""
-        return cls(url, url, None)
-
-    def _run(self, *args: str) -> None:
-        assert self._bindir is not None and self.directory is not None
-        command = [*self._as_user, str(self._bindir / args[0]), *args[1:]]
-        result = subprocess.run(
-            command,
-            cwd=self.directory,
-            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C"},
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
-        if result.returncode != 0:
-            raise RuntimeError(
-                f"{args[0]} failed with {result.returncode}: {result.stderr.strip()[-2000:]}"
-            )
-
-    def _initdb(self, password: str) -> None:
-        assert self.directory is not None
-        pwfile = self.directory / "pwfile"
-        pwfile.write_text(password + "\n")
-        os.chmod(pwfile, 0o600)
-        if self._as_user:
-            stat = self.directory.stat()
-            os.chown(pwfile, stat.st_uid, stat.st_gid)
-        try:
-            self._run(
-                "initdb",
-                "--pgdata", str(self.directory / "data"),
-                "--username", USER,
-                "--pwfile", str(pwfile),
-                "--auth-local", "trust",
-                "--auth-host", "scram-sha-256",
-                "--encoding", "UTF8",
-                "--locale", "C",
-                "--no-sync",
-            )  # fmt: skip
-        finally:
-            pwfile.unlink(missing_ok=True)
-
-    def _start_server(self) -> int:
-        assert self.directory is not None
-        last: Exception | None = None
-        for _ in range(3):  # a free port may be taken before the server binds it
-            port = free_port()
-            options = " ".join(
-                (
-                    f"-p {port}",
-                    f"-k {self.directory}",
-                    "-c listen_addresses=127.0.0.1",
-                    "-c fsync=off",
-                    "-c synchronous_commit=off",
-                    "-c full_page_writes=off",
-                    "-c max_connections=200",
-                )
-            )
-            try:
-                self._run(
-                    "pg_ctl", "start", "--wait", "--timeout", "60",
-                    "--pgdata", str(self.directory / "data"),
-                    "--log", str(self.directory / "server.log"),
-                    "--options", options,
-                )  # fmt: skip
-                return port
-            except RuntimeError as exc:
-                last = exc
-        raise RuntimeError(f"the PostgreSQL test server did not start: {last}")
+        return cls(url, url)
 
     # ----- databases -----
 
@@ -245,19 +88,12 @@ class PostgresCluster(ClosesOnExit):
 
     def close(self) -> None:
         """Stop the server this object started and remove its directory (idempotent)."""
-        if self.directory is None:
-            if self._shared is not None:  # an external server: leave it as found
-                self.drop_database(self._shared)
-                self._shared = None
+        if self.server is not None:
+            self.server.close()
             return
-        if self._bindir is not None and (self.directory / "data" / "postmaster.pid").exists():
-            with contextlib.suppress(RuntimeError, subprocess.TimeoutExpired):
-                self._run(
-                    "pg_ctl", "stop", "--wait", "--mode", "fast",
-                    "--pgdata", str(self.directory / "data"),
-                )  # fmt: skip
-        shutil.rmtree(self.directory, ignore_errors=True)
-        self.directory = None
+        if self._shared is not None:  # an external server: leave it as found
+            self.drop_database(self._shared)
+            self._shared = None
 
 
 class PostgresDatabases:

@@ -1,11 +1,14 @@
-"""A private Redis Cluster for the tests: 3 masters with one replica each, on free loopback ports.
+"""A private Redis Cluster: 3 masters with one replica each, on free loopback ports.
 
-Each node is a ``RedisServerProcess`` (own port, own directory) started with
-``--cluster-enabled yes``; ``redis-cli --cluster create ... --cluster-replicas 1``
-joins them, and ``start`` returns once every node reports ``cluster_state:ok``
-and every slot is covered. ``kill_master_of(key)`` kill -9s the master holding a
-key's slot and ``wait_for_failover`` waits until its replica serves the slot.
-Nothing here touches the machine's Redis on 6379.
+The tests, the chaos soak and ``hubsync bench --scale-out`` start it. Each
+node is a ``RedisServerProcess`` (own port, own directory, AOF if asked)
+started with ``--cluster-enabled yes``; ``redis-cli --cluster create ...
+--cluster-replicas 1`` joins them, and ``start`` returns once every node
+reports ``cluster_state:ok``, every slot is served by a live master and every
+master has its replicas. ``kill_master_of(key)`` kill -9s the master holding a
+key's slot and ``wait_for_failover`` waits until its replica serves the slot;
+``fail_over`` does the same to a master picked by the caller and brings it back
+as a replica. Nothing here touches the machine's Redis on 6379.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from pathlib import Path
 from typing import Self
 
 import redis
-from redis.cluster import key_slot
+from redis.crc import key_slot
 
 from hubsync.demo.embedded_redis import RedisServerProcess, free_port
 
@@ -38,7 +41,10 @@ class RedisClusterError(RuntimeError):
 class RedisClusterProcesses:
     """``masters`` masters with ``replicas`` replicas each, as child processes."""
 
-    def __init__(self, directory: Path, masters: int = 3, replicas: int = 1) -> None:
+    def __init__(
+        self, directory: Path, masters: int = 3, replicas: int = 1, appendonly: bool = False
+    ) -> None:
+        """``appendonly``: every node keeps an AOF (everysec), as a production node would."""
         if shutil.which("redis-cli") is None:
             raise RedisClusterError("redis-cli is not installed (it comes with redis-server)")
         self.directory = directory
@@ -53,6 +59,7 @@ class RedisClusterProcesses:
                 RedisServerProcess(
                     directory=node_dir,
                     port=_node_port(taken),
+                    appendonly=appendonly,
                     extra_args=(
                         "--cluster-enabled",
                         "yes",
@@ -114,6 +121,7 @@ class RedisClusterProcesses:
             time.sleep(0.05)
 
     def _healthy(self) -> bool:
+        live = {node.port for node in self.live_nodes()}
         try:
             for node in self.live_nodes():
                 with self.node_client(node) as client:
@@ -123,9 +131,10 @@ class RedisClusterProcesses:
                     covered = sum(int(end) - int(start) + 1 for start, end, *_ in _ranges(slots))
                     if covered != SLOTS:
                         return False
-                    if any(len(owners) < 1 + self._expected_replicas() for *_, owners in
-                           _owners(slots)):  # fmt: skip
-                        return False
+                    for *_, owners in _owners(slots):
+                        # a killed master still listed: its replica has not taken over yet
+                        if owners[0] not in live or len(owners) < 1 + self._expected_replicas():
+                            return False
         except redis.RedisError:
             return False
         return True
@@ -169,7 +178,7 @@ class RedisClusterProcesses:
         found = []
         for node in self.live_nodes():
             with self.node_client(node) as client:
-                role = client.execute_command("ROLE")[0]
+                role = client.execute_command("ROLE")[0]  # type: ignore[no-untyped-call]
                 if role in (b"master", "master"):
                     found.append(node)
         return found
@@ -195,6 +204,35 @@ class RedisClusterProcesses:
             if time.monotonic() > deadline:
                 raise RedisClusterError(f"no replica took over {key!r} within {timeout}s")
             time.sleep(0.05)
+
+    def masters_with_a_replica(self) -> list[RedisServerProcess]:
+        """The masters now that have a replica in sync (one that could take over at once)."""
+        found = []
+        for node in self.masters_now():
+            with self.node_client(node) as client:
+                replication = client.info("replication")
+            replicas = [value for name, value in replication.items() if name.startswith("slave")]
+            if any(isinstance(r, dict) and r.get("state") == "online" for r in replicas):
+                found.append(node)
+        return found
+
+    def fail_over(self, master: RedisServerProcess, timeout: float = 30.0) -> tuple[float, float]:
+        """kill -9 ``master``, wait until its replica serves its slots, then start it again (it
+        comes back as that replica's replica) and wait until every master has its replica.
+
+        Returns the seconds until the replica took over and until the old master was back.
+        """
+        started = time.monotonic()
+        master.kill()
+        self.wait_until_healthy(timeout)  # every slot served by a live master
+        took_over = time.monotonic() - started
+        master.start()
+        self.wait_until_healthy(timeout)  # and every master has its replica again
+        return took_over, time.monotonic() - started - took_over
+
+    def pids(self) -> dict[int, int]:
+        """``port -> pid`` of every running node."""
+        return {node.port: node.process.pid for node in self.nodes if node.process is not None}
 
     def flush(self) -> None:
         """Empty every master (replicas follow) and every node's script cache."""
@@ -237,7 +275,7 @@ def _owners(slots: object) -> list[tuple[int, int, list[int]]]:
     """``(start, end, [master port, replica ports...])`` of each range of a CLUSTER SLOTS reply."""
     out = []
     for start, end, owners in _ranges(slots):
-        ports = [int(node[1]) for node in owners]
+        ports = [int(str(node[1])) for node in owners]
         out.append((int(start), int(end), ports))
     return out
 
