@@ -43,6 +43,9 @@ class _Cached:
     record: EnrolledRuntime | None
     keys: dict[bytes, RuntimeKey]
     loaded_at: float
+    valid: list[RuntimeKey] | None
+    """The keys an entry may be signed with, when that cannot change before the record is
+    read again; None during a rotation's grace period (the wall clock decides, per entry)."""
 
 
 VerifyFn = Callable[[list[RuntimeKey], Mapping[str, bytes]], RuntimeKey | None]
@@ -65,6 +68,7 @@ class RuntimeAuthenticator:
         self.clock = clock
         self.wall_clock = wall_clock
         self._cache: dict[str, _Cached] = {}
+        self._names: dict[bytes, str] = {}  # runtime ids as read -> validated, as in _runtime_id
 
     def event(self, fields: Mapping[str, bytes], hub_project: str) -> RuntimeKey | Refusal:
         """The key that signed this event entry, or why it is refused."""
@@ -81,7 +85,14 @@ class RuntimeAuthenticator:
     def _check(
         self, fields: Mapping[str, bytes], hub_project: str, verify: VerifyFn
     ) -> RuntimeKey | Refusal:
-        runtime_id = _runtime_id(fields)
+        raw_id = fields.get("runtime_id")
+        runtime_id = self._names.get(raw_id) if raw_id is not None else None
+        if runtime_id is None:
+            runtime_id = _runtime_id(raw_id)
+            if runtime_id is not None and raw_id is not None:
+                if len(self._names) >= _MAX_CACHED:
+                    self._names.clear()
+                self._names[raw_id] = runtime_id
         if runtime_id is None:
             return Refusal(SecurityReason.UNAUTHENTICATED, "the entry names no valid runtime id")
         if "sig" not in fields:
@@ -108,9 +119,11 @@ class RuntimeAuthenticator:
     def _verify(
         self, cached: _Cached, fields: Mapping[str, bytes], verify: VerifyFn
     ) -> RuntimeKey | None:
-        if cached.record is None:
-            return None
-        valid = [cached.keys[secret] for secret in cached.record.keys_at(self.wall_clock())]
+        valid = cached.valid
+        if valid is None:
+            if cached.record is None:
+                return None
+            valid = [cached.keys[secret] for secret in cached.record.keys_at(self.wall_clock())]
         return verify(valid, fields) if valid else None
 
     def _may_refresh(self, cached: _Cached) -> bool:
@@ -129,18 +142,28 @@ class RuntimeAuthenticator:
                     # Reuse the keyed HMAC contexts of a key already cached.
                     known = cached.keys.get(secret) if cached is not None else None
                     keys[secret] = known or RuntimeKey(secret)
-        fresh = _Cached(record, keys, now)
+        fresh = _Cached(record, keys, now, self._fixed_keys(record, keys))
         if len(self._cache) >= _MAX_CACHED and runtime_id not in self._cache:
             self._cache.clear()  # forged runtime ids must not grow the cache without bound
         self._cache[runtime_id] = fresh
         return fresh
 
+    def _fixed_keys(
+        self, record: EnrolledRuntime | None, keys: dict[bytes, RuntimeKey]
+    ) -> list[RuntimeKey] | None:
+        """The record's valid keys if no grace period can end while it is cached, else None."""
+        if record is None:
+            return []
+        until = record.previous_valid_until
+        if record.previous_key is not None and until is not None and self.wall_clock() < until:
+            return None
+        return [keys[secret] for secret in record.keys_at(self.wall_clock())]
+
 
 _MAX_CACHED = 10_000
 
 
-def _runtime_id(fields: Mapping[str, bytes]) -> str | None:
-    raw = fields.get("runtime_id")
+def _runtime_id(raw: bytes | None) -> str | None:
     if raw is None or len(raw) > 256:
         return None
     try:

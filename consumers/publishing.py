@@ -334,6 +334,11 @@ class Publication:
         """Queue the XACK of one entry (sent after everything else)."""
         self.acks[stream].append(entry_id)
 
+    def ack_many(self, stream: str, entry_ids: Sequence[str]) -> None:
+        """Queue the XACK of these entries of ``stream`` (sent after everything else)."""
+        if entry_ids:
+            self.acks[stream].extend(entry_ids)
+
     def send(self, client: RedisClient) -> None:
         """Publish dead letters, outcomes and alerts in one pipeline, then XACK in another."""
         if self.dead_letters or self.outcomes or self.alerts:

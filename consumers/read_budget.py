@@ -30,7 +30,7 @@ def reply_bytes(entries: Sequence[RawEntry]) -> tuple[int, int]:
     for _, raw in entries:
         if raw is None:
             continue
-        size = sum(len(name) + len(value) for name, value in raw.items())
+        size = sum(map(len, raw)) + sum(map(len, raw.values()))
         total += size
         if size > largest:
             largest = size

@@ -19,6 +19,7 @@ import signal
 import socket
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from types import FrameType
@@ -66,6 +67,9 @@ StreamBatch = Sequence[tuple[str, Sequence[RawEntry]]]
 _INGESTED_ACCEPTED = metrics.EVENTS_INGESTED.labels(Outcome.ACCEPTED.value)
 _INGESTED_DUPLICATE = metrics.EVENTS_INGESTED.labels(Outcome.DUPLICATE.value)
 _INGESTED_CONFLICT = metrics.EVENTS_INGESTED.labels(Outcome.CONFLICT.value)
+
+_KIND_EVENT = KIND_EVENT.encode()
+_KIND_PRESENCE = KIND_PRESENCE.encode()
 
 _BACKOFF_BASE = 0.1
 _BACKOFF_CAP = 10.0
@@ -452,11 +456,13 @@ class HubConsumer:
         pub = self._publication()
         authenticate = self.authenticator
         valid: list[EventEntry] = []
-        origins: list[tuple[str, str, RuntimeKey]] = []
+        origins: list[tuple[str, str, RuntimeKey]] = []  # (hub project, stream, key) per valid
+        valid_ids: dict[str, list[str]] = {}  # stream -> ids of its valid events
         beats: list[PresenceBeat] = []
         count = 0
         for stream, entries in batch:
             project = keys.hub_project_of(stream)
+            ids = valid_ids.setdefault(stream, [])
             for entry_id, raw in entries:
                 count += 1
                 if raw is None:  # deleted while pending: nothing left to judge
@@ -465,17 +471,19 @@ class HubConsumer:
                 fields = decode_fields(raw)
                 key: RuntimeKey | Refusal | None = None
                 try:
-                    kind = entry_kind(fields)
-                    if kind == KIND_EVENT:
+                    kind = fields.get("kind", _KIND_EVENT)
+                    if kind == _KIND_EVENT:
                         key = authenticate.event(fields, project)
                         if isinstance(key, Refusal):
                             self._refuse(pub, stream, entry_id, fields, key)
                             continue
                         entry = parse_event_entry(fields)
-                        _same_project(entry.event.hub_project, project)
+                        if entry.event.hub_project != project:
+                            _same_project(entry.event.hub_project, project)
                         valid.append(entry)
-                        origins.append((stream, entry_id, key))
-                    elif kind == KIND_PRESENCE:
+                        origins.append((project, stream, key))
+                        ids.append(entry_id)
+                    elif kind == _KIND_PRESENCE:
                         key = authenticate.presence(fields, project)
                         if isinstance(key, Refusal):
                             self._refuse(pub, stream, entry_id, fields, key)
@@ -485,7 +493,8 @@ class HubConsumer:
                         beats.append(beat)
                         pub.ack(stream, entry_id)
                     else:
-                        raise WireError("unknown_kind", f"entry kind {kind[:40]!r} is not known")
+                        named = entry_kind(fields)
+                        raise WireError("unknown_kind", f"entry kind {named[:40]!r} is not known")
                 except WireError as exc:
                     self._dead_letter(pub, stream, entry_id, fields, exc.reason, exc.detail, key)
                 except (ValueError, TypeError, KeyError, UnicodeError) as exc:
@@ -495,14 +504,12 @@ class HubConsumer:
             started = time.perf_counter()
             outcomes = self.store.ingest(valid)
             metrics.BATCH_INGEST_SECONDS.observe(time.perf_counter() - started)
-            before = (self.stats.accepted, self.stats.duplicate, self.stats.conflict)
-            for entry, (stream, entry_id, key), outcome in zip(
-                valid, origins, outcomes, strict=True
-            ):
-                pub.outcome(keys.hub_project_of(stream), entry.runtime_id, outcome, key)
-                pub.ack(stream, entry_id)
-                self._count(outcome.outcome)
-            self._export_ingested(before, valid, outcomes)
+            outcome = pub.outcome
+            for entry, (project, _, key), record in zip(valid, origins, outcomes, strict=True):
+                outcome(project, entry.runtime_id, record, key)
+            for stream, ids in valid_ids.items():
+                pub.ack_many(stream, ids)  # after every outcome, as one XACK per stream
+            self._count_ingested(valid, outcomes)
         if beats:
             self.store.record_presence(beats)
         if pub.security_alerts:
@@ -544,16 +551,18 @@ class HubConsumer:
         pub.dead(stream, entry_id, fields, reason, detail, key=signed_by)
         self.stats.rejected += sum(len(v) for v in pub.outcomes.values()) - before
 
-    def _export_ingested(
-        self,
-        before: tuple[int, int, int],
-        valid: Sequence[EventEntry],
-        outcomes: Sequence[OutcomeRecord],
+    def _count_ingested(
+        self, valid: Sequence[EventEntry], outcomes: Sequence[OutcomeRecord]
     ) -> None:
-        """Add one batch's outcomes to the metrics: one ``inc`` per outcome, not per event."""
-        accepted = self.stats.accepted - before[0]
-        duplicate = self.stats.duplicate - before[1]
-        conflict = self.stats.conflict - before[2]
+        """Add one batch's outcomes to the stats and the metrics: one ``inc`` per outcome and
+        one batch of latencies, not one call per event."""
+        tally = Counter(record.outcome for record in outcomes)
+        accepted = tally[Outcome.ACCEPTED]
+        duplicate = tally[Outcome.DUPLICATE]
+        conflict = len(outcomes) - accepted - duplicate
+        self.stats.accepted += accepted
+        self.stats.duplicate += duplicate
+        self.stats.conflict += conflict
         _INGESTED_ACCEPTED.inc(accepted)
         _INGESTED_DUPLICATE.inc(duplicate)
         if conflict:
@@ -566,18 +575,14 @@ class HubConsumer:
             # The commit just happened; a duplicate's latency would only measure
             # how late a resend was, so only first acceptances are observed.
             committed = time.time()
-            observe = metrics.END_TO_END_LATENCY_SECONDS.observe
-            for entry, outcome in zip(valid, outcomes, strict=True):
-                if outcome.outcome is Outcome.ACCEPTED:
-                    observe(max(0.0, committed - entry.event.occurred_at.timestamp()))
-
-    def _count(self, outcome: Outcome) -> None:
-        if outcome is Outcome.ACCEPTED:
-            self.stats.accepted += 1
-        elif outcome is Outcome.DUPLICATE:
-            self.stats.duplicate += 1
-        else:
-            self.stats.conflict += 1
+            latencies = [
+                committed - entry.event.occurred_at.timestamp()
+                for entry, record in zip(valid, outcomes, strict=True)
+                if record.outcome is Outcome.ACCEPTED
+            ]
+            metrics.observe_many(
+                metrics.END_TO_END_LATENCY_SECONDS, [max(0.0, late) for late in latencies]
+            )
 
     def _publication(self) -> Publication:
         return Publication(

@@ -54,14 +54,16 @@ class Decisions:
 def decide(batch: Sequence[EventEntry], known: Known) -> Decisions:
     """Judge ``batch`` in order against ``known``, which this updates as it accepts."""
     out = Decisions()
+    outcomes = out.outcomes
+    hashes = known.hashes
     for entry in batch:
         event = entry.event
-        key = entry.key
-        existing = known.hashes.get(key)
+        key = (event.project_id, event.run_id, event.sequence)
+        existing = hashes.get(key)
         conflict: Conflict | None = None
         if existing is not None:
             if existing == entry.content_hash:
-                out.outcomes.append(_outcome(entry, Outcome.DUPLICATE))
+                outcomes.append(OutcomeRecord(*key, Outcome.DUPLICATE, entry.content_hash))
                 continue
             conflict = Conflict(
                 entry,
@@ -92,7 +94,7 @@ def decide(batch: Sequence[EventEntry], known: Known) -> Decisions:
                 _outcome(entry, Outcome.CONFLICT, conflict.reason, conflict.existing_hash)
             )
             continue
-        known.hashes[key] = entry.content_hash
+        hashes[key] = entry.content_hash
         if event.project_id not in known.project_owners:
             known.project_owners[event.project_id] = event.hub_project
             out.new_projects[event.project_id] = event.hub_project
@@ -101,7 +103,7 @@ def decide(batch: Sequence[EventEntry], known: Known) -> Decisions:
             known.run_homes[run_key] = event.home_runtime_id
             out.new_runs[run_key] = event.home_runtime_id
         out.accepted.append(entry)
-        out.outcomes.append(_outcome(entry, Outcome.ACCEPTED))
+        outcomes.append(OutcomeRecord(*key, Outcome.ACCEPTED, entry.content_hash))
     return out
 
 

@@ -24,6 +24,8 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
+import orjson
+
 from hubstore.decide import Known, decide, warn_conflicts
 from hubstore.enrollments import enrolled, revoked
 from hubstore.errors import HubNotInitializedError, StoreError, StoreOpenError
@@ -592,11 +594,13 @@ class SqliteHubStore(HubStore):
         projects = list(dict.fromkeys(k[0] for k in keys))
         runs = list(dict.fromkeys((k[0], k[1]) for k in keys))
         known = Known()
-        for p, r, s, h in conn.execute(_KNOWN_HASHES, (json.dumps(keys),)):
+        # orjson: the same JSON arrays as json.dumps, at a fraction of the cost per key (as
+        # text: SQLite 3.45+ would read a BLOB as its binary JSON)
+        for p, r, s, h in conn.execute(_KNOWN_HASHES, (orjson.dumps(keys).decode(),)):
             known.hashes[(p, r, s)] = h
-        for p, h in conn.execute(_KNOWN_OWNERS, (json.dumps(projects),)):
+        for p, h in conn.execute(_KNOWN_OWNERS, (orjson.dumps(projects).decode(),)):
             known.project_owners[p] = h
-        for p, r, home in conn.execute(_KNOWN_HOMES, (json.dumps(runs),)):
+        for p, r, home in conn.execute(_KNOWN_HOMES, (orjson.dumps(runs).decode(),)):
             known.run_homes[(p, r)] = home
         return known
 

@@ -24,12 +24,20 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, NamedTuple
+
+import orjson
 
 from hubsync.canonical import canonical_json, content_hash
 from hubsync.errors import WireError
 from hubsync.names import validate_name
-from hubsync.wire import MAX_EVENT_BYTES, SyncEvent, parse_sync_event
+from hubsync.wire import (
+    MAX_EVENT_BYTES,
+    CheckedEvent,
+    SyncEvent,
+    check_sync_event,
+    parse_sync_event,
+)
 
 KIND_EVENT = "event"
 KIND_PRESENCE = "presence"
@@ -99,11 +107,13 @@ Fields = Mapping[str, str | bytes]
 RawFields = Mapping[bytes, bytes] | Mapping[str, str] | Mapping[str | bytes, str | bytes]
 
 
-@dataclass(frozen=True, slots=True)
-class EventEntry:
-    """A validated ``kind=event`` entry: the parsed event and its exact bytes."""
+class EventEntry(NamedTuple):
+    """A validated ``kind=event`` entry: the checked event's fields and its exact bytes.
 
-    event: SyncEvent
+    A named tuple (made in C): the hub builds one per event it receives.
+    """
+
+    event: CheckedEvent
     data: bytes
     content_hash: str
     runtime_id: str
@@ -111,7 +121,8 @@ class EventEntry:
     @property
     def key(self) -> tuple[str, str, int]:
         """The dedupe key ``(project_id, run_id, sequence)``."""
-        return (self.event.project_id, self.event.run_id, self.event.sequence)
+        event = self.event
+        return (event.project_id, event.run_id, event.sequence)
 
 
 def event_entry_fields(event: SyncEvent, data: bytes, digest: str) -> dict[str, str | bytes]:
@@ -153,8 +164,19 @@ def raw_event_entry_fields(
     }
 
 
+_BYTES_ONLY = frozenset({bytes})
+
+
 def decode_fields(raw: RawFields) -> dict[str, bytes]:
     """Normalise a redis-py field mapping (bytes or str keys) to ``str -> bytes``."""
+    try:
+        # What a client without decode_responses reads: bytes names and values (the hub's
+        # per-entry path, so one comprehension, then one look at the values' types).
+        fast = {key.decode("utf-8", "replace"): value for key, value in raw.items()}  # type: ignore[union-attr]
+        if set(map(type, fast.values())) <= _BYTES_ONLY:
+            return fast  # type: ignore[return-value]
+    except AttributeError:  # str names
+        pass
     out: dict[str, bytes] = {}
     for key, value in raw.items():
         name = key.decode("utf-8", "replace") if isinstance(key, bytes) else str(key)
@@ -167,12 +189,17 @@ def entry_kind(fields: Mapping[str, bytes]) -> str:
     return fields.get("kind", KIND_EVENT.encode()).decode("utf-8", "replace")
 
 
-def parse_event_entry(fields: Mapping[str, bytes]) -> EventEntry:
+def parse_event_entry(fields: Mapping[str, bytes], *, authoritative: bool = False) -> EventEntry:
     """Validate a ``kind=event`` entry; raise ``WireError`` with a dead-letter reason.
 
     Reasons: ``missing_field``, ``field_too_large``, ``bad_field``, and those of
     ``parse_sync_event`` (``hash_mismatch``, ``bad_json``, ...), then
     ``field_mismatch`` when a flat field disagrees with the event bytes.
+
+    The bytes are checked by ``check_sync_event`` (what the hub runs per
+    event: no model built for an event it can prove valid), or with
+    ``authoritative`` by the pydantic model alone; the two accept and refuse
+    the same entries with the same reasons.
     """
     try:
         data = fields["event"]
@@ -199,30 +226,45 @@ def parse_event_entry(fields: Mapping[str, bytes]) -> EventEntry:
         runtime_id = flat[5].decode("utf-8")
     except UnicodeDecodeError:
         raise WireError("bad_field", "content_hash or runtime_id is not text") from None
-    if not _SHA256_HEX.fullmatch(digest):
-        raise WireError("bad_field", "content_hash must be 64 lowercase hex digits")
-    event = parse_sync_event(data, expected_hash=digest)
-    expected = (
+    if authoritative or content_hash(data) != digest:
+        if not _SHA256_HEX.fullmatch(digest):
+            raise WireError("bad_field", "content_hash must be 64 lowercase hex digits")
+        if authoritative:
+            event = CheckedEvent.of(parse_sync_event(data, expected_hash=digest))
+        else:
+            event = check_sync_event(data, expected_hash=digest)  # refuses: hash_mismatch
+    else:
+        # The bytes hash to the digest, so it is 64 lowercase hex digits already.
+        event = check_sync_event(data, digest, hash_checked=True)
+    if flat != (
         event.project_id.encode(),
         event.hub_project.encode(),
         event.run_id.encode(),
-        str(event.sequence).encode(),
+        b"%d" % event.sequence,
         event.event_type.encode(),
         event.home_runtime_id.encode(),
-    )
-    if flat != expected:
+    ):
+        expected = (
+            event.project_id.encode(),
+            event.hub_project.encode(),
+            event.run_id.encode(),
+            str(event.sequence).encode(),
+            event.event_type.encode(),
+            event.home_runtime_id.encode(),
+        )
         name = next(n for n, a, b in zip(_FLAT_FIELDS, flat, expected, strict=True) if a != b)
         raise WireError("field_mismatch", f"field {name!r} disagrees with the event bytes")
-    return EventEntry(event=event, data=data, content_hash=digest, runtime_id=runtime_id)
+    return EventEntry(event, data, digest, runtime_id)
 
 
-@dataclass(frozen=True, slots=True)
-class OutcomeRecord:
+class OutcomeRecord(NamedTuple):
     """The hub's verdict on one event, as carried back to its runtime.
 
     ``content_hash`` is the hash of the bytes the hub judged. The relay applies
     an outcome to an outbox row only when that hash is the row's own, so a
     verdict on someone else's bytes under this runtime's key never touches it.
+    A named tuple (made in C): the hub makes one per event, the relay one per
+    outcome it reads.
     """
 
     project_id: str
@@ -248,8 +290,12 @@ class OutcomeRecord:
 
 def outcomes_entry_fields(hub_project: str, outcomes: Iterable[OutcomeRecord]) -> dict[str, str]:
     """One acks-stream entry carrying many outcomes."""
-    records = [o.to_wire() for o in outcomes]
-    body = canonical_json(records).decode("utf-8")
+    records = [tuple(o) for o in outcomes]  # to_wire's lists: orjson writes an enum as its value
+    try:
+        # Compact UTF-8, as canonical_json writes lists of text, integers and nulls.
+        body = orjson.dumps(records).decode("utf-8")
+    except orjson.JSONEncodeError:  # a sequence past 64 bits (a refused entry's claim)
+        body = canonical_json([o.to_wire() for o in outcomes]).decode("utf-8")
     return {
         "kind": KIND_OUTCOMES,
         "hub_project": hub_project,
@@ -263,6 +309,12 @@ def parse_outcomes_entry(fields: Mapping[str, bytes]) -> list[OutcomeRecord]:
     """Decode an outcomes entry; raise ``WireError`` if it is malformed."""
     if entry_kind(fields) != KIND_OUTCOMES or "outcomes" not in fields:
         raise WireError("bad_outcomes", "entry is not an outcomes entry")
+    try:
+        fast = _plain_outcome_records(orjson.loads(fields["outcomes"]))
+    except orjson.JSONDecodeError:
+        fast = None  # json's rules (NaN, ...) decide below
+    if fast is not None:
+        return fast
     try:
         records = json.loads(fields["outcomes"])
         return [
@@ -279,6 +331,35 @@ def parse_outcomes_entry(fields: Mapping[str, bytes]) -> list[OutcomeRecord]:
         ]
     except (ValueError, TypeError, IndexError, KeyError) as exc:
         raise WireError("bad_outcomes", f"outcomes entry is malformed ({exc})") from None
+
+
+_OUTCOME_OF = {outcome.value: outcome for outcome in Outcome}
+
+
+def _plain_outcome_records(records: object) -> list[OutcomeRecord] | None:
+    """The records of an outcomes list whose every value already has its type (what hubs
+    write), as the general path would make them; None for anything else, which that path
+    converts or refuses. The relay reads thousands of these per second."""
+    if type(records) is not list:
+        return None
+    out = []
+    for r in records:
+        if type(r) is not list or len(r) < 7:
+            return None
+        project_id, run_id, sequence, verdict, digest, reason, existing = r[:7]
+        outcome = _OUTCOME_OF.get(verdict) if type(verdict) is str else None
+        if (
+            outcome is None
+            or type(project_id) is not str
+            or type(run_id) is not str
+            or type(sequence) is not int
+            or type(digest) is not str
+            or (reason is not None and type(reason) is not str)
+            or (existing is not None and type(existing) is not str)
+        ):
+            return None
+        out.append(OutcomeRecord(project_id, run_id, sequence, outcome, digest, reason, existing))
+    return out
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,7 @@ from pydantic import StringConstraints
 from hubsync.errors import ConfigError
 
 MAX_NAME_LENGTH = 128
-_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@/+=-]*")
+NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@/+=-]*")
 EVENT_TYPE_PATTERN = re.compile(r"[a-z][a-z0-9_.-]{0,63}")
 
 
@@ -29,7 +29,7 @@ def validate_name(value: str, what: str = "name") -> str:
         raise ConfigError(f"{what} must be a non-empty string")
     if len(value) > MAX_NAME_LENGTH:
         raise ConfigError(f"{what} is {len(value)} characters long; the limit is {MAX_NAME_LENGTH}")
-    if not _NAME.fullmatch(value):
+    if not NAME_PATTERN.fullmatch(value):
         raise ConfigError(
             f"{what} may hold only letters, digits and . _ : @ / + = - "
             "and must start with a letter or digit"
@@ -54,7 +54,10 @@ def validate_event_type(value: str) -> str:
 # pydantic-core's own regex engine: the hub validates every event it receives,
 # and a Python callback per field would cost more than the rest of parsing.
 Name = Annotated[
-    str, StringConstraints(min_length=1, max_length=MAX_NAME_LENGTH, pattern=f"^{_NAME.pattern}$")
+    str,
+    StringConstraints(
+        min_length=1, max_length=MAX_NAME_LENGTH, pattern=f"^{NAME_PATTERN.pattern}$"
+    ),
 ]
 """A pydantic field type for ids that appear in keys and rows."""
 

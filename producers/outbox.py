@@ -111,6 +111,14 @@ CREATE TABLE relay_state (
 );
 """
 
+BOOKKEEPING_SYNCHRONOUS = "NORMAL"
+"""SQLite durability of the relay's own writes: attempt marks and outcomes applied (the
+pruner's too). Every one of them is idempotent and redone when lost: a mark or an ack a
+power cut takes back (WAL, NORMAL: the last commits since the file was last synced) means
+the rows are sent again and the hub answers ``duplicate``. Appends stay FULL; and a FULL
+commit syncs the WAL frames before it, so a later append makes earlier marks durable too.
+See docs/relay.md (durability)."""
+
 _ROW_COLUMNS = "seq, run_id, sequence, sync_event, content_hash, attempts, event_type"
 _PENDING = "acked_at IS NULL AND outcome IS NULL"
 
@@ -358,8 +366,11 @@ class OutboxQueries:
         )
 
 
-_KEY_CHUNK = 400
-"""Keys per lookup statement (two parameters each, well under SQLite's limit)."""
+_ROWS_OF_RUN = (
+    "SELECT sequence, seq, content_hash, acked_at FROM outbox "
+    "WHERE run_id = ? AND sequence BETWEEN ? AND ?"
+)
+_SQLITE_INTEGERS = range(-(2**63), 2**63)
 
 
 def _rows_by_key(
@@ -368,22 +379,19 @@ def _rows_by_key(
     """``(run_id, sequence) -> (seq, content_hash, settled)`` for the keys that exist.
 
     ``settled`` means acked: nothing changes it any more. A parked row is not
-    settled, so a dead letter replayed after its fix can still ack it.
+    settled, so a dead letter replayed after its fix can still ack it. The
+    outcomes of a batch name runs of consecutive sequences, so each run of
+    them is one range scan of UNIQUE (run_id, sequence).
     """
+    by_run: dict[str, list[int]] = {}
+    for run_id, sequence in keys:
+        if sequence in _SQLITE_INTEGERS:  # past 64 bits no row has it, and SQLite refuses it
+            by_run.setdefault(run_id, []).append(sequence)
     found: dict[tuple[str, int], tuple[int, str, bool]] = {}
-    unique = list(dict.fromkeys(keys))
-    for start in range(0, len(unique), _KEY_CHUNK):
-        chunk = unique[start : start + _KEY_CHUNK]
-        values = ",".join("(?, ?)" for _ in chunk)
-        params = [part for key in chunk for part in key]
-        for run_id, sequence, seq, digest, acked_at in c.execute(
-            f"WITH wanted(run_id, sequence) AS (VALUES {values}) "
-            "SELECT o.run_id, o.sequence, o.seq, o.content_hash, o.acked_at "
-            "FROM wanted JOIN outbox AS o "
-            "ON o.run_id = wanted.run_id AND o.sequence = wanted.sequence",
-            params,
-        ):
-            found[(run_id, sequence)] = (seq, digest, acked_at is not None)
+    for run_id, sequences in by_run.items():
+        for first, last in seq_ranges(sequences):
+            for sequence, seq, digest, acked_at in c.execute(_ROWS_OF_RUN, (run_id, first, last)):
+                found[(run_id, sequence)] = (seq, digest, acked_at is not None)
     return found
 
 

@@ -29,11 +29,12 @@ import redis
 
 from hubsync import keys
 from hubsync.benchmarks.stages import raw_xadd_seconds, relay_drain_seconds
+from hubsync.benchmarks.workload import HUB_PROJECT, join_bench_hub
 from hubsync.clock import parse_timestamp
 from hubsync.demo.embedded_redis import RedisServerProcess
 from hubsync.entries import decode_fields, entry_kind
 from hubsync.processes import Child, hubsync_command
-from hubsync.settings import RelaySettings
+from hubsync.settings import RelaySettings, hub_url_from_path
 from producers.event_store import NewEvent, RunEventStore
 from producers.registry import RuntimeRegistry
 from producers.relay import Relay
@@ -48,8 +49,11 @@ PAYLOAD = {
 
 
 def make_store(root: Path, events: int, runs: int = 10) -> tuple[RuntimeRegistry, RunEventStore]:
+    """A runtime enrolled on a hub at ``ROOT/hub.db`` (a relay sends nothing before), whose
+    project's outbox holds ``events`` rows."""
     registry = RuntimeRegistry(root / "state")
-    registration = registry.register_project(root / "project", hub_project="bench")
+    join_bench_hub(registry, hub_url_from_path(root / "hub.db"))
+    registration = registry.register_project(root / "project", hub_project=HUB_PROJECT)
     store = registry.open_store(registration)
     batch: list[NewEvent] = []
     for index in range(events):

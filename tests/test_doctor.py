@@ -27,6 +27,7 @@ from hubsync.doctor.redis_checks import (
     judge_version,
 )
 from hubsync.processes import run_hubsync
+from hubsync.provisioning import enroll_state_dir
 from hubsync.settings import hub_url_from_path
 from producers.registry import RuntimeRegistry
 from tests.helpers.operator_support import CliRun, run_cli
@@ -130,6 +131,7 @@ def test_a_good_deployment_passes_every_check_and_exits_0(
     make_state_dir(tmp_path / "runtime", projects=2)
     with open_store(hub_url_from_path(hub_db), create_schema=False) as store:
         hub_id = store.init_hub()
+        enroll_state_dir(store, tmp_path / "runtime", [HUB_PROJECT])
     good_redis.set(keys.HUB_IDENTITY, hub_id)  # bound by this hub's consumer
 
     result = doctor(
@@ -149,6 +151,35 @@ def test_a_good_deployment_passes_every_check_and_exits_0(
     assert "2 projects" in checks["state-dir"]
     projects = [line for line in lines if line.startswith("ok   project ")]
     assert len(projects) == 2 and all("1 pending" in line for line in projects)
+    assert f"joined hub {hub_id} for {HUB_PROJECT}; the hub accepts its key" in checks["enrollment"]
+
+
+def test_the_enrollment_check_says_why_a_runtime_would_send_nothing_or_be_refused(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    runtime = tmp_path / "runtime"
+    make_state_dir(runtime)
+    hub_db = make_hub_db(tmp_path / "hub.db")
+    other_db = make_hub_db(tmp_path / "other.db")
+
+    def enrollment_line(*hub: str) -> str:
+        result = doctor(capsys, "redis://127.0.0.1:1/0", "--state-dir", str(runtime), *hub)
+        assert result.code == 1
+        return lines_by_check(result.out)["enrollment"]
+
+    assert "has not joined a hub, so its relay sends nothing" in enrollment_line()
+    assert "hubsync runtime join --state-dir" in enrollment_line()
+    with open_store(hub_url_from_path(hub_db), create_schema=False) as hub:
+        enroll_state_dir(hub, runtime, ["elsewhere"])
+        assert f"not enrolled for hub project(s) {HUB_PROJECT}" in enrollment_line()
+        enroll_state_dir(hub, runtime, [HUB_PROJECT])
+        hub.enroll(hub.enrolled_runtimes()[0].runtime_id, [HUB_PROJECT])  # re-keyed, not joined
+        hub.enroll(hub.enrolled_runtimes()[0].runtime_id, [HUB_PROJECT])  # the old key is gone
+        assert "no longer accepts its key" in enrollment_line("--hub-db", str(hub_db))
+    with open_store(hub_url_from_path(other_db), create_schema=False) as other:
+        other.init_hub()
+    assert "but " in enrollment_line("--hub-db", str(other_db))
+    assert "is hub hub-" in enrollment_line("--hub-db", str(other_db))
 
 
 def test_json_is_one_document_with_every_check_and_its_fix(

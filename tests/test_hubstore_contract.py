@@ -39,7 +39,7 @@ from hubsync.canonical import content_hash
 from hubsync.clock import utc_now
 from hubsync.entries import ConflictReason, EventEntry, Outcome, PresenceBeat, SecurityReason
 from hubsync.errors import ConfigError
-from hubsync.wire import parse_sync_event
+from hubsync.wire import CheckedEvent, parse_sync_event
 from tests.helpers.relay_player import event_entry, sync_event
 
 if TYPE_CHECKING:
@@ -178,7 +178,7 @@ class HubStoreContract:
         [stored] = store.events("acme")
         assert stored.record == entry.data
         assert content_hash(stored.record) == stored.content_hash == entry.content_hash
-        assert parse_sync_event(stored.record) == entry.event
+        assert CheckedEvent.of(parse_sync_event(stored.record)) == entry.event
         assert stored.home_runtime_id == "rt-1"
 
     def test_the_same_bytes_again_are_a_duplicate_and_change_nothing(self, store: HubStore) -> None:

@@ -3,7 +3,11 @@
 * end-to-end drain: an outbox backlog goes outbox -> stream -> hub -> acked;
   timed from the first entry's stream id (the relay's first XADD, on Redis's
   clock, which is this machine's) to the moment no outbox row is pending; the
-  peak RSS (``VmHWM``) of the relay and of the consumers is read at the end;
+  peak RSS (``VmHWM``) of the relay and of the consumers is read at the end.
+  CPU per event counts the drain only: the relay is started before its runtime
+  joins the hub (so it sends nothing) and every process's CPU is read once all
+  are up, just before the join, so no start-up is counted and ``--quick``
+  (fewer events) gives the same figure as the full run;
 * the hub both write to is a temp SQLite file, or a new schema of the PostgreSQL
   database ``hubsync bench --hub-url`` names (``hubs``);
 * latency: this process commits events at a fixed offered rate (a small
@@ -34,6 +38,7 @@ from hubsync.benchmarks.procs import (
 from hubsync.benchmarks.workload import (
     EVENTS_PER_RUN,
     HUB_PROJECT,
+    join_bench_hub,
     payload,
     runtime_with_backlog,
     runtime_with_backlogs,
@@ -102,12 +107,20 @@ def measure_end_to_end(
         bench_hub(Path(tmp), hub_url) as hub,
     ):
         directory = Path(tmp)
-        registry, stores = runtime_with_backlogs(directory, events, hub_projects, hub_url=hub)
+        # Not joined yet: the relay starts (imports, opens its stores) without sending, so
+        # the CPU it uses from the join on is the drain's alone, as it is the consumers'.
+        registry, stores = runtime_with_backlogs(
+            directory, events, hub_projects, hub_url=hub, join=False
+        )
         with PipelineProcesses(url, directory / "logs") as pipeline:
             hub_consumers = _start_consumers(pipeline, hub, consumers)
-            consumer_cpu = [cpu_seconds(c.pid) for c in hub_consumers]
-            server_cpu_before = {name: used() for name, used in servers.items()}
             relay = _start_relay(pipeline, directory)
+            runtime = registry.runtime_id
+            pipeline.wait_until(lambda: client.exists(keys.relay_health(runtime)), 30, "the relay")
+            consumer_cpu = [cpu_seconds(c.pid) for c in hub_consumers]
+            relay_cpu = cpu_seconds(relay.pid)
+            server_cpu_before = {name: used() for name, used in servers.items()}
+            join_bench_hub(registry, hub, hub_projects)
             first_ms: dict[str, int] = {}  # each stream's first entry (the relay's first XADD)
             deadline = time.monotonic() + 60 + events / 1000
             while True:
@@ -132,7 +145,7 @@ def measure_end_to_end(
                 cpu_seconds(c.pid) - before
                 for c, before in zip(hub_consumers, consumer_cpu, strict=True)
             ]
-            cpu = {"relay": cpu_seconds(relay.pid), "consumers": sum(each)} | {
+            cpu = {"relay": cpu_seconds(relay.pid) - relay_cpu, "consumers": sum(each)} | {
                 name: used() - server_cpu_before[name] for name, used in servers.items()
             }
             pipeline.stop_all()

@@ -152,11 +152,19 @@ INSERT_ROW = "INSERT OR IGNORE INTO sync_events VALUES (?, ?, ?, ?, ?, ?, ?, ?, 
 
 
 def runtime_with_backlog(
-    root: Path, events: int, synchronous: str = "FULL", hub_url: str | None = None
+    root: Path,
+    events: int,
+    synchronous: str = "FULL",
+    hub_url: str | None = None,
+    join: bool = True,
 ) -> tuple[RuntimeRegistry, RunEventStore]:
     """A runtime with one project whose outbox holds ``events`` pending rows, enrolled on
-    the hub at ``hub_url`` (default: ``ROOT/hub.db``, where the bench's consumers write)."""
-    registry, stores = runtime_with_backlogs(root, events, (HUB_PROJECT,), synchronous, hub_url)
+    the hub at ``hub_url`` (default: ``ROOT/hub.db``, where the bench's consumers write);
+    with ``join`` False the runtime is not joined yet (``join_bench_hub`` does it), so a relay
+    started on it sends nothing until then."""
+    registry, stores = runtime_with_backlogs(
+        root, events, (HUB_PROJECT,), synchronous, hub_url, join=join
+    )
     return registry, stores[0]
 
 
@@ -166,13 +174,14 @@ def runtime_with_backlogs(
     hub_projects: Sequence[str],
     synchronous: str = "FULL",
     hub_url: str | None = None,
+    join: bool = True,
 ) -> tuple[RuntimeRegistry, list[RunEventStore]]:
     """A runtime with one project per hub project, ``events`` pending rows spread evenly over
     their outboxes (runs of ``EVENTS_PER_RUN``), enrolled on the hub at ``hub_url`` (default:
-    ``ROOT/hub.db``) for every one of those hub projects."""
+    ``ROOT/hub.db``) for every one of those hub projects (unless ``join`` is False)."""
     registry = RuntimeRegistry(root / "state")
-    with open_store(hub_url or hub_url_from_path(root / "hub.db"), create_schema=True) as hub:
-        enroll_runtime(hub, registry, list(hub_projects))
+    if join:
+        join_bench_hub(registry, hub_url or hub_url_from_path(root / "hub.db"), hub_projects)
     stores = []
     for index, hub_project in enumerate(hub_projects):
         project_root = root / ("project" if len(hub_projects) == 1 else f"project-{index}")
@@ -183,6 +192,15 @@ def runtime_with_backlogs(
         append_backlog(store, share)
         stores.append(store)
     return registry, stores
+
+
+def join_bench_hub(
+    registry: RuntimeRegistry, hub_url: str, hub_projects: Sequence[str] = (HUB_PROJECT,)
+) -> None:
+    """Enroll ``registry``'s runtime for ``hub_projects`` on the hub at ``hub_url`` and join
+    it there (a relay running on it starts sending at its next refresh)."""
+    with open_store(hub_url, create_schema=True) as hub:
+        enroll_runtime(hub, registry, list(hub_projects))
 
 
 def append_backlog(store: RunEventStore, events: int, start: int = 0) -> None:

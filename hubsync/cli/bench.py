@@ -86,6 +86,9 @@ def bench(quick: bool, json_file: Path | None, hub_url: str | None, scale_out: b
     def progress(step: str) -> None:
         click.echo(f"... {step}", err=True)
 
+    from hubsync.gc_tuning import tune_for_throughput
+
+    tune_for_throughput()  # what the daemons run with: the in-process stages and their raw loops
     if scale_out:
         from hubsync.benchmarks import scaleout
         from hubsync.benchmarks.procs import machine

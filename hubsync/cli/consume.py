@@ -85,6 +85,7 @@ def consume(
 
     from consumers.worker import HubConsumer
     from hubstore import open_store
+    from hubsync.gc_tuning import tune_for_throughput
     from hubsync.metrics import start_metrics_server  # prometheus_client: daemons only
 
     if not once and not _wait_for_redis(settings.redis_url):
@@ -96,7 +97,11 @@ def consume(
         start_metrics_server(settings.metrics_port, settings.metrics_host)
         with open_store(settings.hub_url, create_schema=True) as store:
             worker = HubConsumer(client, store, settings)
-            stats = worker.run_once() if once else worker.run()
+            if once:
+                stats = worker.run_once()
+            else:
+                tune_for_throughput()  # a daemon: the collector's settings for throughput
+                stats = worker.run()
     finally:
         client.close()
     if as_json:

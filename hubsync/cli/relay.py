@@ -72,6 +72,7 @@ def relay(once: bool, check: bool, as_json: bool, **options: Any) -> None:
         with RuntimeRegistry(settings.state_dir, create=False) as registry:
             runtime_id = registry.runtime_id
         raise SystemExit(_check(settings, runtime_id))
+    from hubsync.gc_tuning import tune_for_throughput
     from hubsync.metrics import start_metrics_server  # prometheus_client: daemons only
     from producers.relay import Relay
 
@@ -85,6 +86,7 @@ def relay(once: bool, check: bool, as_json: bool, **options: Any) -> None:
             # the daemon waits for an unreachable Redis (logging it) rather than exiting
             _install_signal_handlers(daemon.request_stop)
             log.info("relay %s started (pid %d)", daemon.runtime_id, os.getpid())
+            tune_for_throughput()
             summary = daemon.run()
     finally:
         daemon.close()

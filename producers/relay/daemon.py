@@ -41,6 +41,7 @@ from hubsync.errors import ConfigError
 from hubsync.settings import RelaySettings
 from hubsync.signing import SIGNATURE_FIELD, sign_presence_entry
 from producers.event_store import RunEventStore
+from producers.outbox import BOOKKEEPING_SYNCHRONOUS
 from producers.registry import ProjectRegistration, RuntimeRegistry
 from producers.relay.acks import AckReader, AckStats
 from producers.relay.credentials import RelayCredentials
@@ -188,6 +189,9 @@ class Relay:
 
     def run_once(self) -> RelaySummary:
         """Do everything due now (send, resend, read acks, beat), then return."""
+        # One pass, flushed at its end: a mark waiting for an ack would only be written
+        # after the last batch instead of beside the next ones.
+        self.marker.delay = 0.0
         self.refresh_projects()
         client = connect(self.settings.redis_url)
         reader = self._ack_reader()
@@ -309,7 +313,9 @@ class Relay:
     def _open_marker_store(self, project_id: str) -> RunEventStore | None:
         with self._registrations_lock:
             registration = self._registrations.get(project_id)
-        return None if registration is None else self.registry.open_store(registration)
+        if registration is None:
+            return None
+        return self.registry.open_store(registration, synchronous=BOOKKEEPING_SYNCHRONOUS)
 
     # -- the sender thread -------------------------------------------------
 
@@ -471,7 +477,9 @@ class Relay:
                 continue
             failures = states.failures(project_id)  # read first: a failure meanwhile reopens
             try:
-                reader.add_store(self.registry.open_store(registration))
+                reader.add_store(
+                    self.registry.open_store(registration, synchronous=BOOKKEEPING_SYNCHRONOUS)
+                )
             except UNREADABLE_STORE_ERRORS as exc:
                 self._unreadable_elsewhere(project_id, exc)
                 continue

@@ -8,6 +8,13 @@ mark lands only means those rows are sent again after restart, which the hub
 answers ``duplicate``; the sender's in-memory cursor keeps them from going out
 twice within one process.
 
+A mark waits ``MARK_DELAY`` seconds (at most a quarter of the resend
+timeout) before it is written, so a row the hub acknowledges meanwhile is
+never marked at all: the ack's own write is the row's only one (marking
+rewrites the whole row, event bytes included, in SQLite). The mark keeps the
+time of the send, so resends fall due as they would have. ``flush`` (the
+resend pass, a ``--once`` run, shutdown) writes every mark at once.
+
 A project whose store cannot be read is reported through ``on_unreadable``
 and its marks are dropped (those rows are sent again once it is readable);
 the other projects' marks go on.
@@ -15,9 +22,11 @@ the other projects' marks go on.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import queue
 import threading
+import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -27,8 +36,13 @@ from producers.unreadable import UNREADABLE_STORE_ERRORS
 
 log = logging.getLogger(__name__)
 
+MARK_DELAY = 5.0
+"""Seconds a mark waits for the row's ack before it is written (see the module docstring)."""
+
 _STOP = object()
-Job = tuple[str, list[int], float]
+_FLUSH = object()
+Job = tuple[str, list[int], float, float]
+"""``(project id, outbox seqs, when sent (the relay's clock), when submitted (monotonic))``."""
 
 
 @dataclass(frozen=True)
@@ -52,6 +66,8 @@ class AttemptMarker:
         self._base_timeout = base_timeout
         self._cap = cap
         self._stores: dict[str, RunEventStore] = {}
+        self.delay = min(MARK_DELAY, base_timeout / 4)
+        """Seconds a mark waits for its row's ack (0: written as soon as the thread can)."""
         self._queue: queue.Queue[Job | object] = queue.Queue()
         self.error: BaseException | None = None
         self._thread = threading.Thread(target=self._work, name="relay-marker", daemon=True)
@@ -61,14 +77,15 @@ class AttemptMarker:
         """Queue these rows of ``project_id`` to be marked attempted at ``now``."""
         if self.error is not None:
             raise self.error
-        self._queue.put((project_id, list(seqs), now))
+        self._queue.put((project_id, list(seqs), now, time.monotonic()))
 
     def forget(self, project_id: str) -> None:
         """Close this thread's connection to ``project_id`` (its file may be replaced)."""
         self._queue.put(_Forget(project_id))
 
     def flush(self) -> None:
-        """Wait until everything submitted so far is marked; raise what marking raised."""
+        """Mark everything submitted so far now, and wait for it; raise what marking raised."""
+        self._queue.put(_FLUSH)
         self._queue.join()
         if self.error is not None:
             raise self.error
@@ -82,25 +99,42 @@ class AttemptMarker:
         self._stores.clear()
 
     def _work(self) -> None:
+        held: list[Job | object] = []  # taken from the queue, not written yet
         while True:
-            items = [self._queue.get()]
+            if not held:
+                held.append(self._queue.get())
             while True:
                 try:
-                    items.append(self._queue.get_nowait())
+                    held.append(self._queue.get_nowait())
                 except queue.Empty:
                     break
-            stop = _STOP in items
+            urgent = any(not isinstance(item, tuple) for item in held)  # stop, flush, forget
+            if urgent:
+                due, held = held, []
+            else:
+                cutoff = time.monotonic() - self.delay
+                due = [item for item in held if isinstance(item, tuple) and item[3] <= cutoff]
+                if not due:
+                    oldest = min(item[3] for item in held if isinstance(item, tuple))
+                    with contextlib.suppress(queue.Empty):
+                        wait = max(0.001, oldest + self.delay - time.monotonic())
+                        held.append(self._queue.get(timeout=wait))
+                    continue
+                held = [
+                    item for item in held if not (isinstance(item, tuple) and item[3] <= cutoff)
+                ]
+            stop = _STOP in due
             try:
                 if self.error is None:
-                    for item in items:
+                    for item in due:
                         if isinstance(item, _Forget):
                             self._close(item.project_id)
-                    self._mark([item for item in items if isinstance(item, tuple)])
+                    self._mark([item for item in due if isinstance(item, tuple)])
             except Exception as exc:  # surfaced to the sender, which stops the relay
                 log.exception("relay: marking rows attempted failed")
                 self.error = exc
             finally:
-                for _ in items:
+                for _ in due:
                     self._queue.task_done()
             if stop:
                 return
@@ -108,7 +142,7 @@ class AttemptMarker:
     def _mark(self, items: list[Job]) -> None:
         by_project: dict[str, list[int]] = defaultdict(list)
         latest: dict[str, float] = {}
-        for project_id, seqs, now in items:
+        for project_id, seqs, now, _ in items:
             by_project[project_id].extend(seqs)
             latest[project_id] = max(now, latest.get(project_id, 0.0))
         for project_id, seqs in by_project.items():

@@ -24,6 +24,7 @@ from hubsync import metrics
 from hubsync.clock import EpochClock, epoch_seconds
 from hubsync.settings import RelaySettings
 from producers.event_store import RunEventStore
+from producers.outbox import BOOKKEEPING_SYNCHRONOUS
 from producers.registry import ProjectRegistration, RuntimeRegistry
 from producers.retention import PruneStep
 
@@ -120,7 +121,7 @@ class Pruner:
         if store is None:
             # NORMAL: a prune lost to a power cut is redone by the next pass (its rows
             # are still acked), so its commits need not wait for the disk.
-            store = self.registry.open_store(registration, synchronous="NORMAL")
+            store = self.registry.open_store(registration, synchronous=BOOKKEEPING_SYNCHRONOUS)
             self._stores[registration.project_id] = store
         now = self.clock()
         pruned = self._walk(store.prune_acked_outbox, now - self.settings.outbox_retention, now)

@@ -1,0 +1,321 @@
+"""The hub's quick event check against the pydantic model: the same verdict on every input.
+
+``check_sync_event`` (what a hub consumer runs per event) must accept exactly
+the bytes ``parse_sync_event`` accepts, with the same field values, and refuse
+the rest with the same dead-letter reason and detail; ``parse_event_entry``
+likewise with and without ``authoritative``. Valid events, encoded every way a
+writer might (canonical, orjson, spaced, unsorted, ASCII-escaped), and broken
+ones (a byte changed, dropped or added; a field removed, renamed, retyped or
+added; a wrong hash; flat fields that disagree) go through both.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta, timezone
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+import hubsync.wire
+from hubsync.canonical import canonical_json, content_hash
+from hubsync.clock import format_timestamp
+from hubsync.entries import parse_event_entry
+from hubsync.errors import WireError
+from hubsync.wire import MAX_EVENT_BYTES, CheckedEvent, check_sync_event, parse_sync_event
+
+SCHEMA = "hubsync.sync-event.v1"
+Verdict = tuple[str, str, str]
+
+
+def _verdict(check: Any, *args: Any, **kwargs: Any) -> Verdict:
+    """``("ok", repr of the fields, "")`` or ``("refused", reason, detail)``; repr tells
+    1 from 1.0 from True, and keeps key order and the timestamp's tzinfo."""
+    try:
+        result = check(*args, **kwargs)
+    except WireError as exc:
+        return ("refused", exc.reason, exc.detail)
+    if not isinstance(result, CheckedEvent):
+        result = CheckedEvent.of(result)
+    return ("ok", repr(tuple(result)), "")
+
+
+def _same_verdict(data: bytes, expected_hash: str | None) -> Verdict:
+    quick = _verdict(check_sync_event, data, expected_hash)
+    model = _verdict(parse_sync_event, data, expected_hash)
+    assert quick == model, data[:300]
+    return quick
+
+
+# ----- generated events -----
+
+valid_ids = st.from_regex(r"\A[A-Za-z0-9][A-Za-z0-9._:@/+=-]{0,24}\Z")
+ids = (
+    valid_ids
+    | st.sampled_from(["", "a" * 128, "a" * 129, "a\n", "-lead", "a{b", "é", "a b", " a"])
+    | st.integers(0, 3)
+)
+sequences = st.integers(1, 1000) | st.sampled_from(
+    [0, -1, 2**62, 2**62 + 1, 2**63, 2**64, True, False, 1.0, "1", None]
+)
+event_types = st.from_regex(r"\A[a-z][a-z0-9_.-]{0,63}\Z") | st.sampled_from(
+    ["Step.done", "a" * 65, "1a", "", "a\n", 7]
+)
+moments = st.datetimes(
+    min_value=datetime(1, 1, 1, 0, 0, 1), max_value=datetime(9999, 12, 30, 23, 59)
+)
+
+
+@st.composite
+def timestamps(draw: st.DrawFn) -> object:
+    moment = draw(moments)
+    style = draw(st.integers(0, 9))
+    if style <= 4:
+        return format_timestamp(moment.replace(tzinfo=UTC))  # the canonical spelling
+    if style == 5:
+        return moment.replace(tzinfo=UTC).isoformat()  # +00:00, maybe no microseconds
+    if style == 6:
+        offset = timezone(timedelta(hours=draw(st.integers(-12, 12))))
+        return moment.replace(tzinfo=offset).isoformat(timespec="microseconds")
+    if style == 7:
+        return moment.isoformat(timespec="microseconds")  # naive
+    if style == 8:
+        return draw(
+            st.sampled_from(
+                [
+                    "2026-11-29T24:00:00.000000Z",
+                    "2026-11-29T16:38:60.000000Z",
+                    "2026-13-29T16:38:54.123456Z",
+                    "2026-02-30T16:38:54.123456Z",
+                    "0000-01-01T00:00:00.000000Z",
+                    "2026-11-29T16:38:54.123456z",
+                    "2026-11-29 16:38:54.123456Z",
+                    "2026-11-29T16:38:54.123456-00:00",
+                    "2026-11-29T16:38:54.000000Z",
+                    "2026-11-29T16:38:54Z",
+                    "\uff12\uff10\uff12\uff16-11-29T16:38:54.123456Z",  # full-width digits
+                ]
+            )
+        )
+    return draw(st.sampled_from([1764434334, None, "", "yesterday"]))
+
+
+numbers = (
+    st.integers(-(2**70), 2**70)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.sampled_from([1e-7, 1e16, 1e22, -0.0, 0.1, 5e-324, 1.7976931348623157e308, 2**64 - 1])
+)
+json_values = st.recursive(
+    st.none() | st.booleans() | numbers | st.text(max_size=12),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner, max_size=4)
+    ),
+    max_leaves=16,
+)
+
+
+def _nested(depth: int) -> object:
+    value: object = 1
+    for level in range(depth):
+        value = [value] if level % 2 else {"k": value}
+    return value
+
+
+@st.composite
+def events(draw: st.DrawFn) -> dict[str, object]:
+    event: dict[str, object] = {
+        "schema": SCHEMA,
+        "project_id": draw(ids),
+        "hub_project": draw(ids),
+        "home_runtime_id": draw(ids),
+        "run_id": draw(ids),
+        "sequence": draw(sequences),
+        "event_type": draw(event_types),
+        "occurred_at": draw(timestamps()),
+        "data": draw(st.dictionaries(st.text(max_size=6), json_values, max_size=5)),
+    }
+    if draw(st.integers(0, 9)) == 0:
+        event["data"] = {"deep": _nested(draw(st.sampled_from([60, 127, 130, 190, 198, 220])))}
+    change = draw(st.integers(0, 14))
+    if change == 0:
+        del event[draw(st.sampled_from(sorted(event)))]
+    elif change == 1:
+        event["schema_"] = event.pop("schema")
+    elif change == 2:
+        event["extra"] = draw(json_values)
+    elif change == 3:
+        event["schema"] = draw(st.sampled_from(["hubsync.sync-event.v2", "", None, 1]))
+    elif change == 4:
+        event["data"] = draw(json_values)
+    return event
+
+
+def _encodings(event: dict[str, object]) -> list[bytes]:
+    out = []
+    for encode in (
+        canonical_json,
+        lambda v: orjson.dumps(v, option=orjson.OPT_SORT_KEYS),
+        lambda v: json.dumps(v, sort_keys=True).encode(),  # spaces
+        lambda v: json.dumps(v, separators=(",", ":"), ensure_ascii=False).encode(),  # unsorted
+        lambda v: json.dumps(v, sort_keys=True, separators=(",", ":")).encode(),  # \u escapes
+    ):
+        try:
+            out.append(encode(event))
+        except (WireError, TypeError, ValueError, orjson.JSONEncodeError):
+            continue
+    return out
+
+
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(events(), st.data())
+def test_the_quick_check_and_the_model_agree_on_every_encoding(
+    event: dict[str, object], data: st.DataObject
+) -> None:
+    encodings = _encodings(event)
+    assume(encodings)
+    for raw in encodings:
+        _same_verdict(raw, content_hash(raw))
+        _same_verdict(raw, None)
+    raw = data.draw(st.sampled_from(encodings))
+    _same_verdict(raw, "0" * 64)  # a hash of other bytes
+    # one byte changed, dropped or added
+    at = data.draw(st.integers(0, len(raw)))
+    byte = bytes([data.draw(st.integers(0, 255))])
+    for broken in (
+        raw[:at] + byte + raw[at + 1 :],
+        raw[:at] + raw[at + 1 :],
+        raw[:at] + byte + raw[at:],
+    ):
+        _same_verdict(broken, content_hash(broken))
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"",
+        b"null",
+        b"[]",
+        b"{}",
+        b'"text"',
+        b"NaN",
+        b'{"a":1,"a":2}',
+        b"\xff\xfe",
+        b'{"data":{"x":"\\ud800"}}',
+        b'{"data":{"x":1e400}}',
+        b" " * 10,
+        b"{" * 300,
+    ],
+)
+def test_garbage_gets_the_models_reason(raw: bytes) -> None:
+    assert _same_verdict(raw, content_hash(raw))[0] == "refused"
+
+
+def _event(**changes: object) -> dict[str, object]:
+    return {
+        "schema": SCHEMA,
+        "project_id": "proj-1",
+        "hub_project": "shop",
+        "home_runtime_id": "rt-1",
+        "run_id": "run-1",
+        "sequence": 7,
+        "event_type": "step.completed",
+        "occurred_at": "2026-11-29T16:38:54.123456Z",
+        "data": {"step": "build", "n": 1, "x": 0.5, "nested": {"a": [1, 2, {"b": None}]}},
+    } | changes
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        canonical_json(_event()),
+        canonical_json(_event(data={"x": 1e-7})),  # json writes 1e-07, orjson 1e-7
+        orjson.dumps(_event(data={"x": 1e-7}), option=orjson.OPT_SORT_KEYS),
+        canonical_json(_event(data={"x": 2**64 - 1})),
+        canonical_json(_event(data={"x": 2**64})),
+        canonical_json(_event(data={"x": -(2**63) - 1})),
+        canonical_json(_event(data={"x": "\u2028\x00\x7f\U0001f600"})),
+        canonical_json(_event(data={"deep": _nested(150)})),
+        canonical_json(_event(data={"deep": _nested(199)})),
+        canonical_json(_event(data={"deep": _nested(230)})),
+        canonical_json(_event(data={"text": "{[" * 100})),  # brackets that do not nest
+        canonical_json(_event(sequence=2**62)),
+        canonical_json(_event(sequence=2**62 + 1)),
+        canonical_json(_event(sequence=True)),
+        canonical_json(_event(occurred_at="2026-11-29T16:38:54.000000Z")),
+        canonical_json(_event(occurred_at="2026-11-29T24:00:00.000000Z")),
+        canonical_json(_event(project_id="p" * 128)),
+        canonical_json(_event(project_id="p" * 129)),
+        b"x" * (MAX_EVENT_BYTES + 1),
+        canonical_json(_event(data={"pad": "x" * MAX_EVENT_BYTES})),
+    ],
+)
+def test_edge_cases_get_the_models_verdict(raw: bytes) -> None:
+    _same_verdict(raw, content_hash(raw))
+
+
+def test_a_canonical_event_is_proven_without_the_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    raw = canonical_json(_event())
+    expected = CheckedEvent.of(parse_sync_event(raw))
+
+    def no_model(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the model was consulted")
+
+    monkeypatch.setattr(hubsync.wire, "parse_sync_event", no_model)
+    checked = check_sync_event(raw, content_hash(raw))
+    assert repr(checked) == repr(expected)
+    assert checked.occurred_at == datetime(2026, 11, 29, 16, 38, 54, 123456, tzinfo=UTC)
+    monkeypatch.undo()
+    assert checked.model() == parse_sync_event(raw)
+
+
+# ----- whole entries -----
+
+
+@st.composite
+def entries(draw: st.DrawFn) -> dict[str, bytes]:
+    event = draw(events())
+    encodings = _encodings(event)
+    assume(encodings)
+    raw = draw(st.sampled_from(encodings))
+    fields = {
+        name: str(event.get(source, "x")).encode()
+        for name, source in (
+            ("project_id", "project_id"),
+            ("hub_project", "hub_project"),
+            ("run_id", "run_id"),
+            ("sequence", "sequence"),
+            ("event_type", "event_type"),
+            ("runtime_id", "home_runtime_id"),
+        )
+    }
+    fields["kind"] = b"event"
+    fields["event"] = raw
+    fields["content_hash"] = content_hash(raw).encode()
+    change = draw(st.integers(0, 9))
+    if change == 0:
+        name = draw(st.sampled_from(sorted(fields)))
+        fields[name] = draw(
+            st.sampled_from([b"", b"\xff", b"07", b"A" * 64, b"0" * 64, b"x" * 70, b"rt-2"])
+        )
+    elif change == 1:
+        del fields[draw(st.sampled_from(sorted(fields)))]
+    return fields
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(entries())
+def test_entries_get_the_same_verdict_with_and_without_the_model(fields: dict[str, bytes]) -> None:
+    quick = _entry_verdict(fields, authoritative=False)
+    model = _entry_verdict(fields, authoritative=True)
+    assert quick == model
+
+
+def _entry_verdict(fields: dict[str, bytes], authoritative: bool) -> Verdict:
+    try:
+        entry = parse_event_entry(fields, authoritative=authoritative)
+    except WireError as exc:
+        return ("refused", exc.reason, exc.detail)
+    return ("ok", repr((tuple(entry.event), entry.data, entry.content_hash, entry.runtime_id)), "")

@@ -1,0 +1,27 @@
+"""The daemons' garbage-collector settings (checked in a child: they are process-wide)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from hubsync.gc_tuning import OLDER_THRESHOLDS, YOUNG_THRESHOLD
+
+CHECK = """
+import gc
+from hubsync.gc_tuning import tune_for_throughput
+before = gc.get_freeze_count()
+tune_for_throughput()
+print(gc.get_threshold(), gc.get_freeze_count() > before)
+"""
+
+
+def test_tuning_freezes_what_exists_and_collects_less_often() -> None:
+    root = Path(__file__).resolve().parents[1]
+    env = dict(os.environ, PYTHONPATH=f"{root}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+    out = subprocess.run(
+        [sys.executable, "-c", CHECK], capture_output=True, text=True, check=True, env=env
+    ).stdout.strip()
+    assert out == f"{(YOUNG_THRESHOLD, *OLDER_THRESHOLDS)} True"
