@@ -157,3 +157,10 @@ def test_a_database_locked_past_the_busy_budget_raises_store_busy(tmp_path: Path
         holder.close()
     assert store.count_events() == 0
     store.close()
+
+
+def test_the_hub_database_syncs_every_commit(tmp_path: Path) -> None:
+    # An answered "accepted" lets the runtime prune its row: the commit behind it must
+    # survive a power cut, so the WAL is synced at each commit (synchronous=FULL is 2).
+    with SqliteHubStore(tmp_path / "hub.db") as store:
+        assert store._db.connection.execute("PRAGMA synchronous").fetchone()[0] == 2
