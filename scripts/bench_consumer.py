@@ -23,8 +23,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import redis
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
@@ -33,6 +31,7 @@ from hubsync.benchmarks.stages import BATCH, preload  # noqa: E402
 from hubsync.benchmarks.stages import consumer_seconds as consumer  # noqa: E402
 from hubsync.benchmarks.stages import raw_ingest_seconds as ceiling  # noqa: E402
 from hubsync.benchmarks.workload import HUB_PROJECT  # noqa: E402
+from hubsync.connections import connect  # noqa: E402
 from hubsync.demo.embedded_redis import RedisServerProcess  # noqa: E402
 from hubsync.entries import decode_fields, event_entry_fields, parse_event_entry  # noqa: E402
 from hubsync.gc_tuning import tune_for_throughput  # noqa: E402
@@ -100,7 +99,7 @@ def main() -> None:
         tempfile.TemporaryDirectory(prefix="hubsync-bench-") as tmp,
         RedisServerProcess(directory=Path(tmp)) as server,
     ):
-        client = redis.Redis.from_url(server.url)
+        client = connect(server.url, cluster=False)
         for attempt in range(args.repeat):
             run_dir = Path(tmp) / f"run-{attempt}"
             run_dir.mkdir()

@@ -31,6 +31,7 @@ from hubsync import keys
 from hubsync.benchmarks.stages import raw_xadd_seconds, relay_drain_seconds
 from hubsync.benchmarks.workload import HUB_PROJECT, join_bench_hub
 from hubsync.clock import parse_timestamp
+from hubsync.connections import connect
 from hubsync.demo.embedded_redis import RedisServerProcess
 from hubsync.entries import decode_fields, entry_kind
 from hubsync.processes import Child, hubsync_command
@@ -79,7 +80,7 @@ def relay_rate(url: str, state_dir: Path, batch: int) -> float:
 
 
 def measure_drain(url: str, events: int, batch: int, rounds: int) -> dict[str, float]:
-    client = redis.Redis.from_url(url)
+    client = connect(url, cluster=False)
     relay_rates, ceiling_rates = [], []
     for _ in range(rounds):
         client.flushall()
@@ -127,7 +128,7 @@ def measure_rss(url: str, events: int) -> dict[str, float]:
 
 
 def measure_latency(url: str, rate: int, seconds: float) -> dict[str, float]:
-    client = redis.Redis.from_url(url)
+    client = connect(url, cluster=False)
     client.flushall()
     with tempfile.TemporaryDirectory() as tmp:
         registry, store = make_store(Path(tmp), 0)
@@ -140,7 +141,7 @@ def measure_latency(url: str, rate: int, seconds: float) -> dict[str, float]:
 
         def read() -> None:
             last = "0-0"
-            reader = redis.Redis.from_url(url)
+            reader = connect(url, cluster=False)
             while not done.is_set():
                 reply = reader.xread({stream: last}, block=200, count=1000)
                 for _, entries in reply or []:

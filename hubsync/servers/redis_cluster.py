@@ -25,6 +25,7 @@ from typing import Self
 import redis
 from redis.crc import key_slot
 
+from hubsync.connections import Role, connect
 from hubsync.demo.embedded_redis import RedisServerProcess, free_port
 
 SLOTS = 16384
@@ -149,10 +150,8 @@ class RedisClusterProcesses:
 
     @contextlib.contextmanager
     def node_client(self, node: RedisServerProcess) -> Iterator[redis.Redis]:
-        """A plain client of that one node."""
-        client = redis.Redis(
-            host="127.0.0.1", port=node.port, socket_timeout=2, socket_connect_timeout=2
-        )
+        """A plain client of that one node (not of the cluster it belongs to)."""
+        client = connect(node.url, Role.PROBE, cluster=False)
         try:
             yield client
         finally:
