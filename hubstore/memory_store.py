@@ -88,23 +88,15 @@ class MemoryHubStore(HubStore):
             self._run_homes.update(decisions.new_runs)
             for conflict in decisions.conflicts:
                 entry = conflict.entry
-                event = entry.event
                 self._keep_alert(
-                    AlertRecord(
-                        alert_id=0,
-                        reason=conflict.reason,
-                        hub_project=event.hub_project,
-                        runtime_id=entry.runtime_id,
-                        project_id=event.project_id,
-                        run_id=event.run_id,
-                        sequence=event.sequence,
-                        existing_hash=conflict.existing_hash,
-                        offered_hash=entry.content_hash,
-                        detail=conflict.detail,
-                        detected_at=now,
-                        last_detected_at=now,
-                        occurrences=1,
-                    )
+                    conflict.reason,
+                    entry.event.hub_project,
+                    entry.runtime_id,
+                    entry.key,
+                    entry.content_hash,
+                    conflict.detail,
+                    now,
+                    existing_hash=conflict.existing_hash,
                 )
             warn_conflicts(decisions.conflicts)
             return decisions.outcomes
@@ -114,40 +106,47 @@ class MemoryHubStore(HubStore):
         now = utc_now_iso()
         with self._lock:
             for a in alerts:
+                key = (a.project_id, a.run_id, a.sequence)
                 self._keep_alert(
-                    AlertRecord(
-                        alert_id=0,
-                        reason=a.reason,
-                        hub_project=a.hub_project,
-                        runtime_id=a.runtime_id,
-                        project_id=a.project_id,
-                        run_id=a.run_id,
-                        sequence=a.sequence,
-                        existing_hash=None,
-                        offered_hash=a.offered_hash,
-                        detail=a.detail,
-                        detected_at=now,
-                        last_detected_at=now,
-                        occurrences=1,
-                    )
+                    a.reason, a.hub_project, a.runtime_id, key, a.offered_hash, a.detail, now
                 )
 
-    def _keep_alert(self, alert: AlertRecord) -> None:
-        """A new alert gets the next id; a repeat of a kept one counts an occurrence."""
-        key: AlertKey = (
-            alert.project_id,
-            alert.run_id,
-            alert.sequence,
-            alert.reason,
-            alert.offered_hash,
-        )
-        seen = self._alerts.get(key)
+    def _keep_alert(
+        self,
+        reason: AlertReason,
+        hub_project: str,
+        runtime_id: str,
+        key: EventKey,
+        offered_hash: str,
+        detail: str,
+        now: str,
+        existing_hash: str | None = None,
+    ) -> None:
+        """A new alert gets the next id; a repeat (same key, reason and offered hash) counts
+        an occurrence of the one kept."""
+        alert_key: AlertKey = (*key, reason, offered_hash)
+        seen = self._alerts.get(alert_key)
         if seen is not None:
-            self._alerts[key] = replace(
-                seen, last_detected_at=alert.last_detected_at, occurrences=seen.occurrences + 1
+            self._alerts[alert_key] = replace(
+                seen, last_detected_at=now, occurrences=seen.occurrences + 1
             )
             return
-        self._alerts[key] = replace(alert, alert_id=self._next_alert_id)
+        project_id, run_id, sequence = key
+        self._alerts[alert_key] = AlertRecord(
+            alert_id=self._next_alert_id,
+            reason=reason,
+            hub_project=hub_project,
+            runtime_id=runtime_id,
+            project_id=project_id,
+            run_id=run_id,
+            sequence=sequence,
+            existing_hash=existing_hash,
+            offered_hash=offered_hash,
+            detail=detail,
+            detected_at=now,
+            last_detected_at=now,
+            occurrences=1,
+        )
         self._next_alert_id += 1
 
     def sync_cursor(self, project_id: str, run_id: str) -> int:
