@@ -78,10 +78,6 @@ class RuntimeAuthenticator:
         """The key that signed this presence beat, or why it is refused."""
         return self._check(fields, hub_project, verify_presence_entry)
 
-    def forget(self) -> None:
-        """Drop every cached record (the next entry of each runtime reads the store)."""
-        self._cache.clear()
-
     def _check(
         self, fields: Mapping[str, bytes], hub_project: str, verify: VerifyFn
     ) -> RuntimeKey | Refusal:
