@@ -56,6 +56,11 @@ def join(
     return remember(enroll_runtime(hub or MemoryHubStore(), registry, hub_projects))
 
 
+def enrollment_of(runtime_id: str) -> Enrollment | None:
+    """The enrollment remembered for ``runtime_id``, if any."""
+    return _enrolled.get(runtime_id)
+
+
 def key_of(runtime_id: str) -> RuntimeKey | None:
     """The key remembered for ``runtime_id``, if any."""
     enrollment = _enrolled.get(runtime_id)
