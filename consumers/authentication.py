@@ -27,7 +27,12 @@ from hubsync.clock import utc_now
 from hubsync.entries import SecurityReason
 from hubsync.names import validate_name
 from hubsync.redis_values import printable
-from hubsync.signing import RuntimeKey, verify_event_entry, verify_presence_entry
+from hubsync.signing import (
+    RuntimeKey,
+    verify_event_entry,
+    verify_event_values,
+    verify_presence_entry,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +82,30 @@ class RuntimeAuthenticator:
     def presence(self, fields: Mapping[str, bytes], hub_project: str) -> RuntimeKey | Refusal:
         """The key that signed this presence beat, or why it is refused."""
         return self._check(fields, hub_project, verify_presence_entry)
+
+    def cached_event_key(
+        self,
+        hub_project: str,
+        signed: tuple[bytes, bytes, bytes, bytes, bytes, bytes],
+        signature: bytes,
+    ) -> RuntimeKey | None:
+        """The key that signed an event entry, from the keys already cached; None for
+        anything else, which ``event`` then decides (and says why).
+
+        ``signed`` is the entry's ``EVENT_SIGNED_FIELDS`` as read (bytes), ``runtime_id``
+        among them. Only a runtime id that authenticated before (its name already
+        checked), keys that cannot change with the wall clock (no rotation's grace
+        running) and a runtime enrolled for ``hub_project`` get an answer here, so a
+        None costs nothing but the general path: no key is re-read on its account.
+        """
+        runtime_id = self._names.get(signed[4])
+        if runtime_id is None:
+            return None
+        cached = self._lookup(runtime_id, refresh=False)
+        record = cached.record
+        if not cached.valid or record is None or not record.may_write(hub_project):
+            return None
+        return verify_event_values(cached.valid, *signed, signature)
 
     def _check(
         self, fields: Mapping[str, bytes], hub_project: str, verify: VerifyFn

@@ -30,6 +30,7 @@ from consumers.authentication import Refusal, RuntimeAuthenticator
 from consumers.health import write_health
 from consumers.hub_binding import check_owner, queue_binding
 from consumers.lag import export_lag
+from consumers.lean_events import LeanEventCheck
 from consumers.publishing import MAX_DELIVERIES_REASON, Publication
 from consumers.read_budget import ReadBudget, reply_bytes
 from consumers.reclaim import reclaim_stream, remove_idle_consumers
@@ -43,6 +44,7 @@ from hubsync.connections import UNREACHABLE_ERRORS, RedisClient, wait_until_reac
 from hubsync.entries import (
     KIND_EVENT,
     KIND_PRESENCE,
+    MAX_FIELD_BYTES,
     EventEntry,
     Outcome,
     OutcomeRecord,
@@ -136,6 +138,7 @@ class HubConsumer:
         self._backoff = Backoff(base=_BACKOFF_BASE, cap=_BACKOFF_CAP)
         self.hub_id: str | None = None
         self.authenticator = RuntimeAuthenticator(store)
+        self.lean_event = LeanEventCheck(self.authenticator)
         self.read_budget = ReadBudget(settings.read_count, settings.read_bytes)
 
     # ----- lifecycle -----
@@ -358,16 +361,17 @@ class HubConsumer:
             group=(keys.CONSUMER_GROUP, self.name),
         )
         batch = [(as_text(s), stream_entries(entries)) for s, entries in reply]
-        self._observe_bytes(batch)
-        return self.process(batch)
+        return self.process(batch, largest=self._observe_bytes(batch))
 
-    def _observe_bytes(self, batch: StreamBatch) -> None:
+    def _observe_bytes(self, batch: StreamBatch) -> int:
+        """Tell the read budget what this batch weighs; the size of its largest entry."""
         total = largest = 0
         for _, entries in batch:
             size, big = reply_bytes(entries)
             total += size
             largest = max(largest, big)
         self.read_budget.observe(total, largest)
+        return largest
 
     def recover_own_pending(self) -> int:
         """Take back what this consumer read but never acked (after a restart or a failure)."""
@@ -445,16 +449,21 @@ class HubConsumer:
         if retry:
             self.stats.reclaimed += len(retry)
             metrics.RECLAIMED.inc(len(retry))
-            self._observe_bytes([(stream, retry)])
-            self.process([(stream, retry)])
+            largest = self._observe_bytes([(stream, retry)])
+            self.process([(stream, retry)], largest=largest)
         return len(retry) + len(poison)
 
     # ----- one batch -----
 
-    def process(self, batch: StreamBatch) -> int:
-        """Authenticate, validate, ingest, publish and acknowledge one batch; its entry count."""
+    def process(self, batch: StreamBatch, largest: int | None = None) -> int:
+        """Authenticate, validate, ingest, publish and acknowledge one batch; its entry count.
+
+        ``largest``: the size of the batch's largest entry (names and values), when measured.
+        """
         pub = self._publication()
         authenticate = self.authenticator
+        lean_event = self.lean_event
+        sized = largest is not None and largest <= MAX_FIELD_BYTES
         valid: list[EventEntry] = []
         origins: list[tuple[str, str, RuntimeKey]] = []  # (hub project, stream, key) per valid
         valid_ids: dict[str, list[str]] = {}  # stream -> ids of its valid events
@@ -468,6 +477,13 @@ class HubConsumer:
                 if raw is None:  # deleted while pending: nothing left to judge
                     pub.ack(stream, entry_id)
                     continue
+                lean = lean_event(raw, project, sized)
+                if lean is not None:  # valid and signed, proven on the fields as read
+                    valid.append(lean[0])
+                    origins.append((project, stream, lean[1]))
+                    ids.append(entry_id)
+                    continue
+                # Anything else: the general path, whose verdict and reason are the answer.
                 fields = decode_fields(raw)
                 key: RuntimeKey | Refusal | None = None
                 try:

@@ -37,6 +37,7 @@ from hubsync.wire import (
     SyncEvent,
     check_sync_event,
     parse_sync_event,
+    prove_sync_event,
 )
 
 KIND_EVENT = "event"
@@ -257,6 +258,39 @@ def parse_event_entry(fields: Mapping[str, bytes], *, authoritative: bool = Fals
     return EventEntry(event, data, digest, runtime_id)
 
 
+def lean_event_entry(
+    data: bytes, raw_digest: bytes, flat: tuple[bytes, bytes, bytes, bytes, bytes, bytes]
+) -> EventEntry | None:
+    """``parse_event_entry``'s entry when its fields can be proven valid at once, else None.
+
+    ``data``, ``raw_digest`` and ``flat`` are the entry's ``event``, ``content_hash`` and
+    flat fields (in ``parse_event_entry``'s order: project_id, hub_project, run_id,
+    sequence, event_type, runtime_id) exactly as read, every value ``bytes``; the caller
+    has seen that no field of the entry exceeds ``MAX_FIELD_BYTES``. The same checks in
+    full: the bytes hash to the digest, ``prove_sync_event`` vouches for them, and every
+    flat field is the bytes' own. None is no verdict (a refusal, or anything the proof
+    leaves to the model): ``parse_event_entry`` then judges the entry, with its reason.
+    """
+    digest = content_hash(data)
+    if digest.encode("ascii") != raw_digest:
+        return None
+    event = prove_sync_event(data)
+    if event is None:
+        return None
+    runtime_id = event.home_runtime_id
+    if flat != (
+        event.project_id.encode(),
+        event.hub_project.encode(),
+        event.run_id.encode(),
+        b"%d" % event.sequence,
+        event.event_type.encode(),
+        runtime_id.encode(),
+    ):
+        return None
+    # flat[5] is runtime_id's UTF-8: the str parse_event_entry decodes from it
+    return EventEntry(event, data, digest, runtime_id)
+
+
 class OutcomeRecord(NamedTuple):
     """The hub's verdict on one event, as carried back to its runtime.
 
@@ -437,6 +471,7 @@ __all__ = [
     "decode_fields",
     "entry_kind",
     "event_entry_fields",
+    "lean_event_entry",
     "outcomes_entry_fields",
     "parse_event_entry",
     "parse_outcomes_entry",

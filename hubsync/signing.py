@@ -353,6 +353,37 @@ def verify_event_entry(
     return _first_match(keys, "_event", body, signature)
 
 
+def verify_event_values(
+    keys: Sequence[RuntimeKey],
+    project_id: bytes,
+    run_id: bytes,
+    sequence: bytes,
+    hub_project: bytes,
+    runtime_id: bytes,
+    content_hash: bytes,
+    signature: bytes,
+) -> RuntimeKey | None:
+    """``verify_event_entry`` for the signed fields and ``sig`` as read off the stream.
+
+    The consumer's lean path (``consumers.lean_events``): every value must be
+    ``bytes`` (anything else raises ``TypeError``, and the caller takes the
+    general path). A ``sig`` matches exactly when it is the 64 lowercase hex
+    digits of the HMAC, as ``verify_event_entry`` decides.
+    """
+    body = _EVENT_BODY % (
+        *(len(project_id), project_id, len(run_id), run_id, len(sequence), sequence),
+        *(len(hub_project), hub_project, len(runtime_id), runtime_id),
+        *(len(content_hash), content_hash),
+    )
+    for key in keys:
+        mac = key._event.copy()
+        mac.update(body)
+        # bytes against bytes: equal only to the lowercase hex digest itself
+        if hmac.compare_digest(mac.hexdigest().encode("ascii"), signature):
+            return key
+    return None
+
+
 # ----- presence beats -----
 
 
@@ -455,6 +486,7 @@ __all__ = [
     "sign_outcomes_entry",
     "sign_presence_entry",
     "verify_event_entry",
+    "verify_event_values",
     "verify_outcomes_entry",
     "verify_presence_entry",
 ]

@@ -199,6 +199,15 @@ def check_sync_event(
     return CheckedEvent.of(parse_sync_event(data, expected_hash))
 
 
+def prove_sync_event(data: bytes) -> CheckedEvent | None:
+    """The event ``check_sync_event`` accepts in ``data`` when the quick proof alone vouches
+    for it (size, JSON, canonical bytes, fields); None when only the model could tell. The
+    hash is the caller's to check. A None is no verdict: ask ``check_sync_event``."""
+    if len(data) > MAX_EVENT_BYTES:
+        return None
+    return _quick_check(data)
+
+
 _QUICK_MAX_BRACKETS = 128
 """Bytes with more ``{`` and ``[`` than this (inside strings too) go to the model: they could
 nest deeper than pydantic's parser allows (about 200 levels), which orjson would accept."""

@@ -21,10 +21,20 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import hubsync.wire
+from consumers.authentication import Refusal, RuntimeAuthenticator
+from consumers.lean_events import LeanEventCheck
+from hubstore.memory_store import MemoryHubStore
 from hubsync.canonical import canonical_json, content_hash
 from hubsync.clock import format_timestamp
-from hubsync.entries import parse_event_entry
+from hubsync.entries import (
+    MAX_FIELD_BYTES,
+    SecurityReason,
+    decode_fields,
+    lean_event_entry,
+    parse_event_entry,
+)
 from hubsync.errors import WireError
+from hubsync.signing import RuntimeKey, sign_event_entry
 from hubsync.wire import MAX_EVENT_BYTES, CheckedEvent, check_sync_event, parse_sync_event
 
 SCHEMA = "hubsync.sync-event.v1"
@@ -319,3 +329,235 @@ def _entry_verdict(fields: dict[str, bytes], authoritative: bool) -> Verdict:
     except WireError as exc:
         return ("refused", exc.reason, exc.detail)
     return ("ok", repr((tuple(entry.event), entry.data, entry.content_hash, entry.runtime_id)), "")
+
+
+def test_a_valid_entry_is_proven_by_the_lean_entry_check() -> None:
+    raw = canonical_json(_event())
+    fields = {
+        "project_id": b"proj-1",
+        "hub_project": b"shop",
+        "run_id": b"run-1",
+        "sequence": b"7",
+        "event_type": b"step.completed",
+        "runtime_id": b"rt-1",
+        "content_hash": content_hash(raw).encode(),
+        "event": raw,
+    }
+    lean = _lean_entry_verdict(fields)
+    assert lean is not None and lean == _entry_verdict(fields, authoritative=True)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(entries())
+def test_the_lean_entry_check_accepts_only_what_parse_event_entry_accepts(
+    fields: dict[str, bytes],
+) -> None:
+    lean = _lean_entry_verdict(fields)
+    if lean is not None:
+        assert lean == _entry_verdict(fields, authoritative=True)
+
+
+def _lean_entry_verdict(fields: dict[str, bytes]) -> Verdict | None:
+    """``lean_event_entry``'s answer as an ok verdict; None for no verdict."""
+    try:
+        flat = tuple(fields[name] for name in _FLAT_ORDER)
+        data, digest = fields["event"], fields["content_hash"]
+    except KeyError:
+        return None
+    if max(map(len, fields.values())) > MAX_FIELD_BYTES:
+        return None
+    entry = lean_event_entry(data, digest, flat)  # type: ignore[arg-type]
+    if entry is None:
+        return None
+    return ("ok", repr((tuple(entry.event), entry.data, entry.content_hash, entry.runtime_id)), "")
+
+
+_FLAT_ORDER = ("project_id", "hub_project", "run_id", "sequence", "event_type", "runtime_id")
+
+
+# ----- the consumer's lean path, signature included -----
+
+_HUB_PROJECT = "shop"
+_hub = MemoryHubStore()
+_hub.init_hub()
+_KEYS = {
+    "rt-1": RuntimeKey(_hub.enroll("rt-1", [_HUB_PROJECT, "other"]).key),
+    "rt-2": RuntimeKey(_hub.enroll("rt-2", ["other"]).key),  # not enrolled for shop
+}
+_STRANGER = RuntimeKey(b"s" * 32)  # enrolled nowhere
+
+
+@st.composite
+def signed_entries(draw: st.DrawFn) -> dict[bytes, bytes]:
+    """Event entries as redis-py reads them (bytes names and values), signed, then maybe
+    broken: a field changed, dropped or added after signing, a forged or odd signature,
+    another kind, a runtime not enrolled for the stream's hub project."""
+    if draw(st.booleans()):  # a valid event half the time, so the lean path has work to do
+        event = _event(
+            sequence=draw(st.integers(1, 2**62)),
+            data=draw(st.dictionaries(st.text(max_size=6), json_values, max_size=5)),
+        )
+    else:
+        event = draw(events())
+    if draw(st.integers(0, 4)):  # mostly an enrolled runtime on the stream's hub project
+        event["home_runtime_id"] = draw(st.sampled_from(["rt-1", "rt-1", "rt-2", "rt-3"]))
+        event["hub_project"] = draw(st.sampled_from([_HUB_PROJECT, _HUB_PROJECT, "other"]))
+    encodings = _encodings(event)
+    assume(encodings)
+    raw = draw(st.sampled_from(encodings))
+    fields: dict[str, bytes] = {
+        name: str(event.get(source, "x")).encode()
+        for name, source in (
+            ("project_id", "project_id"),
+            ("hub_project", "hub_project"),
+            ("run_id", "run_id"),
+            ("sequence", "sequence"),
+            ("event_type", "event_type"),
+            ("runtime_id", "home_runtime_id"),
+        )
+    }
+    fields["kind"] = b"event"
+    fields["event"] = raw
+    fields["content_hash"] = content_hash(raw).encode()
+    if draw(st.booleans()):
+        del fields["kind"]  # plain producers may leave it out
+    signer = _KEYS.get(fields["runtime_id"].decode(), _STRANGER)
+    fields["sig"] = sign_event_entry(signer, fields).encode()
+    change = draw(st.integers(0, 12))
+    if change in (0, 6):
+        name = draw(st.sampled_from(sorted(fields)))
+        fields[name] = draw(
+            st.sampled_from([b"", b"\xff", b"07", b"A" * 64, b"0" * 64, b"x" * 70, b"rt-2"])
+        )
+        if change == 6 and name != "sig":  # changed by its signer: only the checks can tell
+            fields["sig"] = sign_event_entry(signer, fields).encode()
+    elif change == 1:
+        del fields[draw(st.sampled_from(sorted(fields)))]
+    elif change == 2:
+        fields["sig"] = fields["sig"].upper()
+    elif change == 3:
+        fields["kind"] = draw(st.sampled_from([b"presence", b"Event", b"", b"event "]))
+    elif change == 4:
+        fields["extra"] = b"x" * draw(st.sampled_from([1, MAX_FIELD_BYTES, MAX_FIELD_BYTES + 1]))
+    elif change == 5:
+        fields["sig"] = sign_event_entry(_STRANGER, fields).encode()
+    return {name.encode(): value for name, value in fields.items()}
+
+
+def _general_verdict(auth: RuntimeAuthenticator, raw: dict[bytes, bytes]) -> tuple[object, ...]:
+    """What ``HubConsumer.process`` decides on the general path (``decode_fields`` first)."""
+    fields = decode_fields(raw)
+    if fields.get("kind", b"event") != b"event":
+        return ("not an event",)
+    key = auth.event(fields, _HUB_PROJECT)
+    if isinstance(key, Refusal):
+        return ("refused", key.reason)
+    try:
+        entry = parse_event_entry(fields)
+    except WireError as exc:
+        return ("dead", exc.reason, exc.detail)
+    if entry.event.hub_project != _HUB_PROJECT:
+        return ("dead", "wrong_stream")
+    return ("ok", entry, key)
+
+
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(signed_entries(), st.booleans())
+def test_the_lean_path_accepts_only_what_the_general_path_accepts(
+    raw: dict[bytes, bytes], sized: bool
+) -> None:
+    auth = RuntimeAuthenticator(_hub)
+    lean = LeanEventCheck(auth)
+    general = _general_verdict(auth, raw)  # first: it caches the runtime's name and keys
+    sized = sized and sum(map(len, raw)) + sum(map(len, raw.values())) <= MAX_FIELD_BYTES
+    proven = lean(raw, _HUB_PROJECT, sized)
+    if proven is not None:
+        assert general == ("ok", *proven)
+    elif general[0] == "ok" and raw.get(b"kind", b"event") == b"event":
+        # a valid signed entry the lean path declines must be one the quick proof leaves to
+        # the model (a spelling it cannot vouch for), never a signed canonical one
+        data = raw[b"event"]
+        assert hubsync.wire.prove_sync_event(data) is None
+
+
+def _signed(
+    base: dict[str, object] | None = None, data: bytes | None = None, **changes: bytes
+) -> dict[bytes, bytes]:
+    """A genuine entry of ``base`` (``_event()`` on the stream's hub project), or of the
+    bytes ``data``, with ``changes`` made by its signer (signed after the change), as
+    redis-py reads it."""
+    data = data or canonical_json(base or _event(hub_project=_HUB_PROJECT))
+    fields: dict[str, bytes] = {
+        "kind": b"event",
+        "project_id": b"proj-1",
+        "hub_project": _HUB_PROJECT.encode(),
+        "run_id": b"run-1",
+        "sequence": b"7",
+        "event_type": b"step.completed",
+        "runtime_id": b"rt-1",
+        "content_hash": content_hash(data).encode(),
+        "event": data,
+    } | {name: value for name, value in changes.items()}
+    signer = _KEYS.get(fields["runtime_id"].decode(), _STRANGER)
+    fields["sig"] = sign_event_entry(signer, fields).encode()
+    return {name.encode(): value for name, value in fields.items()}
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        (_signed(project_id=b"proj-2"), ("dead", "field_mismatch")),
+        (_signed(hub_project=b"other"), ("dead", "field_mismatch")),
+        (_signed(run_id=b"run-2"), ("dead", "field_mismatch")),
+        (_signed(sequence=b"07"), ("dead", "field_mismatch")),
+        (_signed(sequence=b"8"), ("dead", "field_mismatch")),
+        (_signed(event_type=b"step.started"), ("dead", "field_mismatch")),
+        (_signed(content_hash=b"0" * 64), ("dead", "hash_mismatch")),
+        (_signed(content_hash=b"A" * 64), ("dead", "bad_field")),
+        (_signed(extra=b"x" * (MAX_FIELD_BYTES + 1)), ("dead", "field_too_large")),
+        (_signed(data=json.dumps(_event(hub_project=_HUB_PROJECT)).encode()), None),
+        (_signed(_event(hub_project="other"), hub_project=b"other"), ("dead", "wrong_stream")),
+        (
+            _signed(_event(hub_project=_HUB_PROJECT, home_runtime_id="rt-2"), runtime_id=b"rt-2"),
+            ("refused", SecurityReason.NOT_ENROLLED),
+        ),
+        (
+            _signed(_event(hub_project=_HUB_PROJECT, home_runtime_id="rt-3"), runtime_id=b"rt-3"),
+            ("refused", SecurityReason.UNAUTHENTICATED),
+        ),
+        (_signed() | {b"sig": _signed()[b"sig"].upper()}, ("refused", "unauthenticated")),
+        (_signed() | {b"sig": b"0" * 64}, ("refused", "unauthenticated")),
+        ({k: v for k, v in _signed().items() if k != b"sig"}, ("refused", "unauthenticated")),
+        (_signed() | {b"project_id": b"proj-2"}, ("refused", "unauthenticated")),
+        (_signed(kind=b"presence"), ("not an event",)),
+    ],
+)
+def test_the_lean_path_leaves_every_refusal_to_the_general_path(
+    raw: dict[bytes, bytes], expected: tuple[object, ...] | None
+) -> None:
+    auth = RuntimeAuthenticator(_hub)
+    lean = LeanEventCheck(auth)
+    _general_verdict(auth, _signed())  # rt-1's name and keys cached, as in a running worker
+    general = _general_verdict(auth, raw)
+    if expected is None:
+        assert general[:2] == ("dead", "not_canonical")
+    else:
+        assert general[: len(expected)] == expected
+    assert lean(raw, _HUB_PROJECT) is None
+    assert lean(raw, _HUB_PROJECT, sized=True) is None or b"extra" in raw
+
+
+def test_the_lean_path_proves_a_signed_entry_and_refuses_nothing_itself() -> None:
+    raw = _signed()
+    fields = {name.decode(): value for name, value in raw.items() if name != b"sig"}
+    auth = RuntimeAuthenticator(_hub)
+    lean = LeanEventCheck(auth)
+    assert lean(raw, _HUB_PROJECT) is None  # a runtime id not yet checked: the general path
+    general = _general_verdict(auth, raw)
+    assert general[0] == "ok"
+    assert lean(raw, _HUB_PROJECT) == general[1:]
+    assert lean(raw, "other") is None  # another stream's hub project: wrong_stream there
+    assert lean({k.decode(): v for k, v in raw.items()}, _HUB_PROJECT) is None  # type: ignore[arg-type]
+    forged = raw | {b"sig": sign_event_entry(_STRANGER, fields).encode()}
+    assert lean(forged, _HUB_PROJECT) is None
+    assert _general_verdict(auth, forged)[:2] == ("refused", SecurityReason.UNAUTHENTICATED)
