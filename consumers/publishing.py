@@ -245,6 +245,10 @@ def signed_outcomes_entry_fields(
     return fields
 
 
+AnswerTo = tuple[str, str, RuntimeKey]
+"""Where an outcome goes: ``(hub project, runtime, key)``, the key its entry was signed with."""
+
+
 @dataclass
 class Publication:
     """Collects what one batch sends back, then sends it: publish first, XACK after."""
@@ -256,9 +260,7 @@ class Publication:
     acks_maxlen: int = 10_000
     """Approximate cap of each ack stream: an entry holds one batch's outcomes for one runtime."""
     dead_letters: list[tuple[str, dict[str, bytes | str]]] = field(default_factory=list)
-    outcomes: dict[tuple[str, str, RuntimeKey], list[OutcomeRecord]] = field(
-        default_factory=lambda: defaultdict(list)
-    )
+    outcomes: dict[AnswerTo, list[OutcomeRecord]] = field(default_factory=lambda: defaultdict(list))
     alerts: list[tuple[str, dict[str, str]]] = field(default_factory=list)
     security_alerts: list[SecurityAlert] = field(default_factory=list)
     """Refused entries, for the hub store (the worker keeps them before ``send``)."""
@@ -327,8 +329,20 @@ class Publication:
         alert for a conflict)."""
         self.outcomes[(hub_project, runtime_id, key)].append(record)
         if record.outcome is Outcome.CONFLICT:
-            alert = alert_fields(record, runtime_id, utc_now_iso())
-            self.alerts.append((keys.alerts_stream(hub_project), alert))
+            self._conflict_alert(hub_project, runtime_id, record)
+
+    def outcomes_to(self, answer_to: Sequence[AnswerTo], records: Sequence[OutcomeRecord]) -> None:
+        """``outcome`` for each record in turn, to the ``(hub project, runtime, key)`` beside it
+        (a batch's ingest outcomes: one call, not one per event)."""
+        outcomes = self.outcomes
+        for to, record in zip(answer_to, records, strict=True):
+            outcomes[to].append(record)
+            if record.outcome is Outcome.CONFLICT:
+                self._conflict_alert(to[0], to[1], record)
+
+    def _conflict_alert(self, hub_project: str, runtime_id: str, record: OutcomeRecord) -> None:
+        alert = alert_fields(record, runtime_id, utc_now_iso())
+        self.alerts.append((keys.alerts_stream(hub_project), alert))
 
     def ack(self, stream: str, entry_id: str) -> None:
         """Queue the XACK of one entry (sent after everything else)."""

@@ -31,7 +31,7 @@ from consumers.health import write_health
 from consumers.hub_binding import check_owner, queue_binding
 from consumers.lag import export_lag
 from consumers.lean_events import LeanEventCheck
-from consumers.publishing import MAX_DELIVERIES_REASON, Publication
+from consumers.publishing import MAX_DELIVERIES_REASON, AnswerTo, Publication
 from consumers.read_budget import ReadBudget, reply_bytes
 from consumers.reclaim import reclaim_stream, remove_idle_consumers
 from consumers.trim import trim_acknowledged
@@ -465,7 +465,7 @@ class HubConsumer:
         lean_event = self.lean_event
         sized = largest is not None and largest <= MAX_FIELD_BYTES
         valid: list[EventEntry] = []
-        origins: list[tuple[str, str, RuntimeKey]] = []  # (hub project, stream, key) per valid
+        answer_to: list[AnswerTo] = []  # (hub project, runtime, key) per valid event
         valid_ids: dict[str, list[str]] = {}  # stream -> ids of its valid events
         beats: list[PresenceBeat] = []
         count = 0
@@ -479,8 +479,9 @@ class HubConsumer:
                     continue
                 lean = lean_event(raw, project, sized)
                 if lean is not None:  # valid and signed, proven on the fields as read
-                    valid.append(lean[0])
-                    origins.append((project, stream, lean[1]))
+                    entry = lean[0]
+                    valid.append(entry)
+                    answer_to.append((project, entry.runtime_id, lean[1]))
                     ids.append(entry_id)
                     continue
                 # Anything else: the general path, whose verdict and reason are the answer.
@@ -497,7 +498,7 @@ class HubConsumer:
                         if entry.event.hub_project != project:
                             _same_project(entry.event.hub_project, project)
                         valid.append(entry)
-                        origins.append((project, stream, key))
+                        answer_to.append((project, entry.runtime_id, key))
                         ids.append(entry_id)
                     elif kind == _KIND_PRESENCE:
                         key = authenticate.presence(fields, project)
@@ -520,9 +521,7 @@ class HubConsumer:
             started = time.perf_counter()
             outcomes = self.store.ingest(valid)
             metrics.BATCH_INGEST_SECONDS.observe(time.perf_counter() - started)
-            outcome = pub.outcome
-            for entry, (project, _, key), record in zip(valid, origins, outcomes, strict=True):
-                outcome(project, entry.runtime_id, record, key)
+            pub.outcomes_to(answer_to, outcomes)
             for stream, ids in valid_ids.items():
                 pub.ack_many(stream, ids)  # after every outcome, as one XACK per stream
             self._count_ingested(valid, outcomes)

@@ -54,16 +54,22 @@ class Decisions:
 def decide(batch: Sequence[EventEntry], known: Known) -> Decisions:
     """Judge ``batch`` in order against ``known``, which this updates as it accepts."""
     out = Decisions()
-    outcomes = out.outcomes
+    outcome = out.outcomes.append
+    accept = out.accepted.append
     hashes = known.hashes
+    owners = known.project_owners
+    homes = known.run_homes
     for entry in batch:
         event = entry.event
-        key = (event.project_id, event.run_id, event.sequence)
+        project_id = event.project_id
+        run_id = event.run_id
+        key = (project_id, run_id, event.sequence)
+        digest = entry.content_hash
         existing = hashes.get(key)
         conflict: Conflict | None = None
         if existing is not None:
-            if existing == entry.content_hash:
-                outcomes.append(OutcomeRecord(*key, Outcome.DUPLICATE, entry.content_hash))
+            if existing == digest:
+                outcome(_new_tuple(OutcomeRecord, (*key, Outcome.DUPLICATE, digest, None, None)))
                 continue
             conflict = Conflict(
                 entry,
@@ -72,8 +78,8 @@ def decide(batch: Sequence[EventEntry], known: Known) -> Decisions:
                 "other bytes are already stored under this (project, run, sequence)",
             )
         else:
-            owner = known.project_owners.get(event.project_id)
-            home = known.run_homes.get((event.project_id, event.run_id))
+            owner = owners.get(project_id)
+            home = homes.get((project_id, run_id))
             if owner is not None and owner != event.hub_project:
                 conflict = Conflict(
                     entry,
@@ -88,23 +94,24 @@ def decide(batch: Sequence[EventEntry], known: Known) -> Decisions:
                     None,
                     f"run's home runtime is {home!r}",
                 )
+            elif owner is None:
+                owners[project_id] = out.new_projects[project_id] = event.hub_project
+            if conflict is None and home is None:
+                homes[(project_id, run_id)] = out.new_runs[(project_id, run_id)] = (
+                    event.home_runtime_id
+                )
         if conflict is not None:
             out.conflicts.append(conflict)
-            out.outcomes.append(
-                _outcome(entry, Outcome.CONFLICT, conflict.reason, conflict.existing_hash)
-            )
+            outcome(_outcome(entry, Outcome.CONFLICT, conflict.reason, conflict.existing_hash))
             continue
-        hashes[key] = entry.content_hash
-        if event.project_id not in known.project_owners:
-            known.project_owners[event.project_id] = event.hub_project
-            out.new_projects[event.project_id] = event.hub_project
-        run_key = (event.project_id, event.run_id)
-        if run_key not in known.run_homes:
-            known.run_homes[run_key] = event.home_runtime_id
-            out.new_runs[run_key] = event.home_runtime_id
-        out.accepted.append(entry)
-        outcomes.append(OutcomeRecord(*key, Outcome.ACCEPTED, entry.content_hash))
+        hashes[key] = digest
+        accept(entry)
+        # tuple.__new__: the named tuple without its Python-level constructor (one per event)
+        outcome(_new_tuple(OutcomeRecord, (*key, Outcome.ACCEPTED, digest, None, None)))
     return out
+
+
+_new_tuple = tuple.__new__
 
 
 def warn_conflicts(conflicts: Sequence[Conflict]) -> None:

@@ -594,7 +594,9 @@ class SqliteHubStore(HubStore):
 
     @staticmethod
     def _known(conn: sqlite3.Connection, batch: Sequence[EventEntry]) -> Known:
-        keys = list(dict.fromkeys(e.key for e in batch))
+        # each entry's key (``EventEntry.key`` spelt out: no property call per event)
+        events = [e.event for e in batch]
+        keys = list(dict.fromkeys([(e.project_id, e.run_id, e.sequence) for e in events]))
         projects = list(dict.fromkeys(k[0] for k in keys))
         runs = list(dict.fromkeys((k[0], k[1]) for k in keys))
         known = Known()

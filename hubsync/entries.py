@@ -287,8 +287,12 @@ def lean_event_entry(
         runtime_id.encode(),
     ):
         return None
-    # flat[5] is runtime_id's UTF-8: the str parse_event_entry decodes from it
-    return EventEntry(event, data, digest, runtime_id)
+    # flat[5] is runtime_id's UTF-8: the str parse_event_entry decodes from it. tuple.__new__:
+    # the named tuple without its Python-level constructor (one per event)
+    return _new_tuple(EventEntry, (event, data, digest, runtime_id))
+
+
+_new_tuple = tuple.__new__
 
 
 class OutcomeRecord(NamedTuple):

@@ -190,22 +190,11 @@ def check_sync_event(
     (``tests/test_event_check_differential.py`` compares the two).
     ``hash_checked`` says the caller has just seen ``data`` hash to ``expected_hash``.
     """
-    if len(data) <= MAX_EVENT_BYTES and (
-        hash_checked or expected_hash is None or content_hash(data) == expected_hash
-    ):
-        checked = _quick_check(data)
+    if hash_checked or expected_hash is None or content_hash(data) == expected_hash:
+        checked = prove_sync_event(data)
         if checked is not None:
             return checked
     return CheckedEvent.of(parse_sync_event(data, expected_hash))
-
-
-def prove_sync_event(data: bytes) -> CheckedEvent | None:
-    """The event ``check_sync_event`` accepts in ``data`` when the quick proof alone vouches
-    for it (size, JSON, canonical bytes, fields); None when only the model could tell. The
-    hash is the caller's to check. A None is no verdict: ask ``check_sync_event``."""
-    if len(data) > MAX_EVENT_BYTES:
-        return None
-    return _quick_check(data)
 
 
 _QUICK_MAX_BRACKETS = 128
@@ -216,9 +205,14 @@ _CANONICAL_TIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9
 _SYNC_EVENT_FIELDS = 9
 
 
-def _quick_check(data: bytes) -> CheckedEvent | None:
-    """The event's fields when ``data`` is provably what ``parse_sync_event`` accepts; else None."""
-    if data.count(b"{") + data.count(b"[") > _QUICK_MAX_BRACKETS:
+def prove_sync_event(data: bytes) -> CheckedEvent | None:
+    """The event's fields when ``data`` is provably what ``parse_sync_event`` accepts; else None.
+
+    The quick proof of ``check_sync_event`` (size, JSON, canonical bytes, fields), and
+    nothing else: the hash is the caller's to check, and a None is no verdict (ask
+    ``check_sync_event``, which asks the model).
+    """
+    if len(data) > MAX_EVENT_BYTES or data.count(b"{") + data.count(b"[") > _QUICK_MAX_BRACKETS:
         return None
     try:
         body = orjson.loads(data)
@@ -258,9 +252,14 @@ def _quick_check(data: bytes) -> CheckedEvent | None:
         moment = datetime.fromisoformat(occurred)
     except ValueError:
         return None
-    return CheckedEvent(
-        names[0], names[1], names[2], names[3], sequence, event_type, moment, payload
+    # tuple.__new__: the named tuple without its Python-level constructor (one per event)
+    return _new_tuple(
+        CheckedEvent,
+        (names[0], names[1], names[2], names[3], sequence, event_type, moment, payload),
     )
+
+
+_new_tuple = tuple.__new__
 
 
 _valid_ids: dict[tuple[object, ...], None] = {}
