@@ -51,6 +51,8 @@ class _Cached:
     valid: list[RuntimeKey] | None
     """The keys an entry may be signed with, when that cannot change before the record is
     read again; None during a rotation's grace period (the wall clock decides, per entry)."""
+    writes: frozenset[str]
+    """The hub projects the record ``may_write`` to (none for a revoked or unknown runtime)."""
 
 
 VerifyFn = Callable[[list[RuntimeKey], Mapping[str, bytes]], RuntimeKey | None]
@@ -101,9 +103,10 @@ class RuntimeAuthenticator:
         runtime_id = self._names.get(signed[4])
         if runtime_id is None:
             return None
-        cached = self._lookup(runtime_id, refresh=False)
-        record = cached.record
-        if not cached.valid or record is None or not record.may_write(hub_project):
+        cached = self._cache.get(runtime_id)
+        if cached is None or self.clock() - cached.loaded_at >= self.ttl:
+            cached = self._lookup(runtime_id, refresh=False)
+        if not cached.valid or hub_project not in cached.writes:
             return None
         return verify_event_values(cached.valid, *signed, signature)
 
@@ -167,7 +170,12 @@ class RuntimeAuthenticator:
                     # Reuse the keyed HMAC contexts of a key already cached.
                     known = cached.keys.get(secret) if cached is not None else None
                     keys[secret] = known or RuntimeKey(secret)
-        fresh = _Cached(record, keys, now, self._fixed_keys(record, keys))
+        writes = frozenset(
+            hub_project
+            for hub_project in (record.hub_projects if record is not None else ())
+            if record is not None and record.may_write(hub_project)
+        )
+        fresh = _Cached(record, keys, now, self._fixed_keys(record, keys), writes)
         if len(self._cache) >= _MAX_CACHED and runtime_id not in self._cache:
             self._cache.clear()  # forged runtime ids must not grow the cache without bound
         self._cache[runtime_id] = fresh

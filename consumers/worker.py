@@ -22,6 +22,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
+from operator import attrgetter
 from types import FrameType
 
 import redis
@@ -70,6 +71,7 @@ _INGESTED_ACCEPTED = metrics.EVENTS_INGESTED.labels(Outcome.ACCEPTED.value)
 _INGESTED_DUPLICATE = metrics.EVENTS_INGESTED.labels(Outcome.DUPLICATE.value)
 _INGESTED_CONFLICT = metrics.EVENTS_INGESTED.labels(Outcome.CONFLICT.value)
 
+_VERDICT = attrgetter("outcome")
 _KIND_EVENT = KIND_EVENT.encode()
 _KIND_PRESENCE = KIND_PRESENCE.encode()
 
@@ -571,7 +573,7 @@ class HubConsumer:
     ) -> None:
         """Add one batch's outcomes to the stats and the metrics: one ``inc`` per outcome and
         one batch of latencies, not one call per event."""
-        tally = Counter(record.outcome for record in outcomes)
+        tally = Counter(map(_VERDICT, outcomes))
         accepted = tally[Outcome.ACCEPTED]
         duplicate = tally[Outcome.DUPLICATE]
         conflict = len(outcomes) - accepted - duplicate

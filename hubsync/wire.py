@@ -221,9 +221,14 @@ def prove_sync_event(data: bytes) -> CheckedEvent | None:
         if orjson.dumps(body, option=orjson.OPT_SORT_KEYS) != data:
             return None
         schema = body["schema"]
-        names = (body["project_id"], body["hub_project"], body["home_runtime_id"], body["run_id"])
+        ids = (
+            body["project_id"],
+            body["hub_project"],
+            body["home_runtime_id"],
+            body["run_id"],
+            body["event_type"],
+        )
         sequence = body["sequence"]
-        event_type = body["event_type"]
         occurred = body["occurred_at"]
         payload = body["data"]
     except (orjson.JSONDecodeError, orjson.JSONEncodeError, KeyError):
@@ -232,7 +237,6 @@ def prove_sync_event(data: bytes) -> CheckedEvent | None:
         return None
     if type(sequence) is not int or not 1 <= sequence <= _MAX_SEQUENCE:
         return None
-    ids = (*names, event_type)
     if ids not in _valid_ids:  # a run's events share their ids: each set is checked once
         if not _ids_are_valid(ids):
             return None
@@ -253,9 +257,10 @@ def prove_sync_event(data: bytes) -> CheckedEvent | None:
     except ValueError:
         return None
     # tuple.__new__: the named tuple without its Python-level constructor (one per event)
+    project_id, hub_project, home_runtime_id, run_id, event_type = ids
     return _new_tuple(
         CheckedEvent,
-        (names[0], names[1], names[2], names[3], sequence, event_type, moment, payload),
+        (project_id, hub_project, home_runtime_id, run_id, sequence, event_type, moment, payload),
     )
 
 
