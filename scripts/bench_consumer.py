@@ -9,6 +9,10 @@ Both sides start from the same entries pre-loaded on a private redis-server:
 * consumer: ``HubConsumer`` polling the same way (validation and hash check of
   every entry, one ``HubStore.ingest`` per batch, outcomes, XACK).
 
+Then, per entry, out of Redis: the event check alone (the consumer's and the pydantic
+model's), and authenticating and checking an entry as read, the general path beside the
+consumer's lean path (``consumers.lean_events``).
+
 Prints a table and, with ``--json FILE`` (or ``-`` for stdout), one JSON document.
 
     python3 scripts/bench_consumer.py --events 20000 --repeat 3
@@ -26,6 +30,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from consumers.authentication import RuntimeAuthenticator  # noqa: E402
+from consumers.lean_events import LeanEventCheck  # noqa: E402
 from hubstore.factory import open_store  # noqa: E402
 from hubsync.benchmarks.stages import BATCH, preload  # noqa: E402
 from hubsync.benchmarks.stages import consumer_seconds as consumer  # noqa: E402
@@ -84,6 +90,36 @@ def parse_cost(entries: list[dict[str, str | bytes]], authoritative: bool = Fals
     return (time.perf_counter() - started) / len(decoded)
 
 
+def check_cost(entries: list[dict[str, str | bytes]], hub_db: Path, lean: bool) -> float:
+    """Seconds per entry to authenticate and check an entry as redis-py reads it (bytes names
+    and values): the general path (``decode_fields``, ``RuntimeAuthenticator.event``,
+    ``parse_event_entry``) or, with ``lean``, the consumer's lean path over the same entries."""
+    raws = [
+        {
+            name.encode(): value if isinstance(value, bytes) else value.encode()
+            for name, value in entry.items()
+        }
+        for entry in entries[:5000]
+    ]
+    with open_store(hub_url_from_path(hub_db), create_schema=False) as hub:
+        authenticator = RuntimeAuthenticator(hub)
+        for raw in raws:  # each runtime's name and keys cached, as in a running consumer
+            authenticator.event(decode_fields(raw), HUB_PROJECT)
+        started = time.perf_counter()
+        if lean:
+            check = LeanEventCheck(authenticator)
+            for raw in raws:
+                if check(raw, HUB_PROJECT) is None:
+                    raise SystemExit("the lean path declined a valid entry")
+        else:
+            for raw in raws:
+                fields = decode_fields(raw)
+                if not isinstance(authenticator.event(fields, HUB_PROJECT), RuntimeKey):
+                    raise SystemExit("a valid entry did not authenticate")
+                parse_event_entry(fields)
+        return (time.perf_counter() - started) / len(raws)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=20_000)
@@ -115,6 +151,9 @@ def main() -> None:
                 raise SystemExit(f"row count mismatch: raw {raw_rows}, hub {hub_rows}")
             best_raw, best_hub = min(best_raw, raw_s), min(best_hub, hub_s)
         client.close()
+        # the last round's hub, whose runtimes signed ``entries``
+        per_check = min(check_cost(entries, run_dir / "hub.db", lean=False) for _ in range(3))
+        per_lean = min(check_cost(entries, run_dir / "hub.db", lean=True) for _ in range(3))
 
     per_parse = min(parse_cost(entries) for _ in range(3))
     per_model = min(parse_cost(entries, authoritative=True) for _ in range(3))
@@ -128,6 +167,8 @@ def main() -> None:
         "target_ratio": 0.6,
         "parse_us_per_event": round(per_parse * 1e6, 1),
         "model_parse_us_per_event": round(per_model * 1e6, 1),
+        "entry_check_us_per_event": round(per_check * 1e6, 1),
+        "lean_entry_check_us_per_event": round(per_lean * 1e6, 1),
         "consumer_us_per_event": round(best_hub / args.events * 1e6, 1),
         "ceiling_us_per_event": round(best_raw / args.events * 1e6, 1),
     }
