@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import redis
 
+import consumers.worker
 from consumers.publishing import parse_dead_letter
 from consumers.worker import HubConsumer
 from hubstore import hub_url_from_path, open_store
@@ -125,6 +126,35 @@ def test_one_entry_delivered_three_times_is_one_row_and_two_duplicates(
     [entry] = outcomes(redis_client)  # one outcomes entry for the whole batch
     assert [o.outcome for o in entry] == [Outcome.ACCEPTED, Outcome.DUPLICATE, Outcome.DUPLICATE]
     assert {o.content_hash for o in entry} == {event.encoded()[1]}
+    assert pending_count(redis_client) == 0
+
+
+def test_genuine_entries_take_the_lean_path_and_others_the_general_one(
+    redis_client: redis.Redis, worker: HubConsumer, store: HubStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    general: list[dict[str, bytes]] = []
+
+    def counted(raw: Any) -> dict[str, bytes]:
+        general.append(fields := decode_fields(raw))
+        return fields
+
+    monkeypatch.setattr(consumers.worker, "decode_fields", counted)
+    for sequence in range(1, 6):
+        send(redis_client, sync_event(sequence))
+    forged = entry_fields(sync_event(6))
+    forged[SIGNATURE_FIELD] = "0" * 64
+    send_fields(redis_client, HUB_PROJECT, forged)
+    send(redis_client, sync_event(7))
+    worker.run_once()
+    # the first entry names a runtime id not seen yet: the general path checks it (and
+    # caches it); the forged one is refused there; every other one is proven lean
+    assert [f["sequence"] for f in general] == [b"1", b"6"]
+    assert store.count_events() == 6
+    assert [letter.reason for letter in dead_letters(redis_client)] == ["unauthenticated"]
+    [entry] = outcomes(redis_client)
+    assert [(o.sequence, o.outcome) for o in entry] == [
+        (n, Outcome.ACCEPTED) for n in (1, 2, 3, 4, 5, 7)
+    ]
     assert pending_count(redis_client) == 0
 
 
