@@ -170,10 +170,10 @@ class RuntimeAuthenticator:
                     # Reuse the keyed HMAC contexts of a key already cached.
                     known = cached.keys.get(secret) if cached is not None else None
                     keys[secret] = known or RuntimeKey(secret)
-        writes = frozenset(
-            hub_project
-            for hub_project in (record.hub_projects if record is not None else ())
-            if record is not None and record.may_write(hub_project)
+        writes = (
+            frozenset(filter(record.may_write, record.hub_projects))
+            if record is not None
+            else frozenset()
         )
         fresh = _Cached(record, keys, now, self._fixed_keys(record, keys), writes)
         if len(self._cache) >= _MAX_CACHED and runtime_id not in self._cache:
