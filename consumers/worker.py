@@ -612,8 +612,10 @@ class HubConsumer:
             if self._stop.is_set():
                 os.write(2, f"consumer {self.name}: second signal, exiting now\n".encode())
                 os._exit(128 + signum)  # asked twice: stop now; unacked entries stay pending
-            log.info("%s: finishing the current batch, then exiting", signal.Signals(signum).name)
+            # Set before logging: a second signal can run its handler inside this one (at
+            # any bytecode, e.g. once the line below is written), and must find the stop set.
             self._stop.set()
+            log.info("%s: finishing the current batch, then exiting", signal.Signals(signum).name)
 
         for sig in previous:
             signal.signal(sig, handle)

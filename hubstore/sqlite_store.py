@@ -155,6 +155,12 @@ _ALERT_COLUMNS = (
 )
 
 
+HUB_SYNCHRONOUS = "FULL"
+"""SQLite durability of the hub database. The hub is the record: once a batch is answered
+accepted, its runtime will prune the rows. A commit must survive a power cut, so the WAL is
+synced at every commit (one fsync per batch), not at checkpoints only."""
+
+
 class SqliteHubStore(HubStore):
     """The hub store on a SQLite file.
 
@@ -189,10 +195,7 @@ class SqliteHubStore(HubStore):
                 busy_timeout=busy_timeout,
                 busy_budget=busy_budget,
                 create=create_schema,
-                # The hub is the record: once a batch is answered accepted, its runtime
-                # will prune the rows. A commit must survive a power cut, so the WAL is
-                # synced at every commit (one fsync per batch), not at checkpoints only.
-                synchronous="FULL",
+                synchronous=HUB_SYNCHRONOUS,
             )
         except (OSError, sqlite3.Error) as exc:
             raise StoreOpenError(

@@ -1,9 +1,10 @@
 """A project's run event store: local events and their outbox, in one SQLite file.
 
 ``append_event`` gives an event the next sequence of its run and writes, in
-ONE transaction, the local event row and the outbox row holding the derived,
-allowlisted, redacted, hashed sync event. Either both rows commit or neither
-does; if derivation, redaction or the size check fails, nothing is written.
+ONE transaction, the local event row, the outbox row and its bytes (the
+derived, allowlisted, redacted, hashed sync event, in ``outbox_payloads``).
+Either all of them commit or none does; if derivation, redaction or the size
+check fails, nothing is written.
 
 No secret is written anywhere: the local ``run_events`` row keeps the full
 payload, but redacted (the allowlist applies only to what crosses to the hub).
@@ -40,6 +41,7 @@ from producers.errors import RebindError, StoreClosedError
 from producers.late_secrets import SECRET_IN_ID, scrub_late_secret
 from producers.outbox import (
     OUTBOX_DDL,
+    PAYLOADS_DDL,
     OutboxEntry,
     OutboxQueries,
     OutboxRow,
@@ -48,12 +50,25 @@ from producers.outbox import (
 from producers.redaction import Redactor
 from producers.retention import RetentionQueries
 
-EVENT_STORE_SCHEMA_VERSION = 1
+EVENT_STORE_SCHEMA_VERSION = 2
 """``PRAGMA user_version`` of event store files: an older file is migrated at open (after a
 backup), a newer one refused."""
 
-EVENT_STORE_MIGRATIONS: tuple[Migration, ...] = ()
-"""Version N -> N+1 steps, oldest first (``hubsync.sqlite.Migration``); none yet."""
+EVENT_STORE_MIGRATIONS: tuple[Migration, ...] = (
+    Migration(
+        from_version=1,
+        summary="move the outbox rows' bytes (outbox.sync_event) to their own table, "
+        "outbox_payloads, keyed by seq: acking a row no longer rewrites its bytes",
+        change=(
+            *split_statements(PAYLOADS_DDL),
+            "INSERT INTO outbox_payloads (seq, sync_event) SELECT seq, sync_event FROM outbox",
+            # The column is in no index, so SQLite drops it in place (rewriting each row
+            # without it): the table keeps its indexes and its AUTOINCREMENT counter.
+            "ALTER TABLE outbox DROP COLUMN sync_event",
+        ),
+    ),
+)
+"""Version N -> N+1 steps, oldest first (``hubsync.sqlite.Migration``)."""
 
 RUN_EVENTS_DDL = """
 CREATE TABLE run_events (
@@ -79,6 +94,7 @@ CREATE TABLE store_meta (
 """
     + RUN_EVENTS_DDL
     + OUTBOX_DDL
+    + PAYLOADS_DDL
 )
 
 _IDENTITY_FIELDS = ("project_id", "hub_project", "home_runtime_id")
@@ -262,10 +278,11 @@ class RunEventStore(ClosesOnExit, OutboxQueries, RetentionQueries):
         # failure here rolls the event row back with everything else.
         data, digest = self._deriver.encode(event, sequence)
         outbox_seq = c.execute(
-            "INSERT INTO outbox (run_id, sequence, event_type, sync_event, content_hash, "
-            "created_at) VALUES (?, ?, ?, ?, ?, ?)",
-            (run_id, sequence, event.event_type, data, digest, now),
+            "INSERT INTO outbox (run_id, sequence, event_type, content_hash, created_at) "
+            "VALUES (?, ?, ?, ?, ?)",
+            (run_id, sequence, event.event_type, digest, now),
         ).lastrowid
+        c.execute("INSERT INTO outbox_payloads (seq, sync_event) VALUES (?, ?)", (outbox_seq, data))
         if next_sequence is not None:
             next_sequence[run_id] = sequence + 1
         assert outbox_seq is not None  # an INSERT into a rowid table always has one

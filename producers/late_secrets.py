@@ -112,7 +112,7 @@ def _rederive_unsent(
     db: Database, deriver: EventDeriver, value: str, forms: tuple[str, str]
 ) -> tuple[int, int]:
     raw = tuple(form.encode("utf-8") for form in forms)
-    hit = _HIT.format(col="o.sync_event")
+    hit = _HIT.format(col="p.sync_event")
     rewritten = parked = 0
     after = 0
     while True:
@@ -123,6 +123,7 @@ def _rederive_unsent(
                 "SELECT o.seq, o.run_id, o.sequence, o.event_type, "
                 f"{hit}, e.occurred_at, e.payload "
                 "FROM outbox AS o INDEXED BY outbox_unsent "
+                "CROSS JOIN outbox_payloads AS p ON p.seq = o.seq "
                 "LEFT JOIN run_events AS e ON e.run_id = o.run_id AND e.sequence = o.sequence "
                 "WHERE o.attempts = 0 AND o.acked_at IS NULL AND o.outcome IS NULL AND o.seq > ? "
                 "ORDER BY o.seq LIMIT ?",
@@ -176,7 +177,11 @@ def _rewrite(
         run_id, event_type, occurred_at, payload, deriver.allowlist.select(event_type, local)
     )
     data, digest = deriver.encode(prepared, sequence)
-    return c.execute(
-        "UPDATE outbox SET sync_event = ?, content_hash = ? WHERE seq = ? AND attempts = 0",
-        (data, digest, seq),
+    # Hash and bytes change together, in the caller's transaction (the row is unsent:
+    # checked under the same write lock).
+    changed: int = c.execute(
+        "UPDATE outbox SET content_hash = ? WHERE seq = ? AND attempts = 0", (digest, seq)
     ).rowcount
+    if changed:
+        c.execute("UPDATE outbox_payloads SET sync_event = ? WHERE seq = ?", (data, seq))
+    return changed

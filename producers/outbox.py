@@ -9,6 +9,13 @@ applied when it names the row's own content hash: a verdict on other bytes
 under this row's key (a forger, a buggy twin) is handed back as ``foreign``
 and leaves the row alone.
 
+A row's bytes live apart from its state: ``outbox_payloads`` holds the sync
+event keyed by the row's ``seq``, written in the append's transaction and
+deleted with the row. SQLite rewrites the whole record an UPDATE changes, so
+with the ~540-byte event out of it a mark or an ack rewrites about 115 bytes
+instead of 670, and a batch of 500 acks writes about a quarter of the pages
+(docs/runtime-store.md, "The outbox tables").
+
 All times are UNIX epoch floats (``time.time()``).
 """
 
@@ -82,13 +89,23 @@ class OutcomeApplication:
     unknown: int = 0
 
 
+PAYLOADS_DDL = """
+CREATE TABLE outbox_payloads (
+  seq INTEGER PRIMARY KEY,
+  sync_event BLOB NOT NULL
+);
+"""
+"""The outbox rows' bytes, keyed by ``outbox.seq`` (the migration from version 1 creates it
+from this same statement). No declared foreign key: SQLite enforces one only with
+``PRAGMA foreign_keys`` on; the writers keep the two tables in step instead (an append
+inserts both, pruning deletes both, each in one transaction)."""
+
 OUTBOX_DDL = """
 CREATE TABLE outbox (
   seq INTEGER PRIMARY KEY AUTOINCREMENT,
   run_id TEXT NOT NULL,
   sequence INTEGER NOT NULL,
   event_type TEXT NOT NULL,
-  sync_event BLOB NOT NULL,
   content_hash TEXT NOT NULL,
   created_at REAL NOT NULL,
   attempted_at REAL,
@@ -119,7 +136,11 @@ the rows are sent again and the hub answers ``duplicate``. Appends stay FULL; an
 commit syncs the WAL frames before it, so a later append makes earlier marks durable too.
 See docs/relay.md (durability)."""
 
-_ROW_COLUMNS = "seq, run_id, sequence, sync_event, content_hash, attempts, event_type"
+_ROW_COLUMNS = "o.seq, o.run_id, o.sequence, p.sync_event, o.content_hash, o.attempts, o.event_type"
+# The pending row first, then its bytes by integer primary key: CROSS JOIN keeps SQLite from
+# choosing another loop order, so the partial index drives the walk.
+_ROWS_FROM = "outbox AS o INDEXED BY {index} CROSS JOIN outbox_payloads AS p ON p.seq = o.seq"
+_O_PENDING = "o.acked_at IS NULL AND o.outcome IS NULL"
 _PENDING = "acked_at IS NULL AND outcome IS NULL"
 
 
@@ -168,8 +189,8 @@ class OutboxQueries:
         return self._db.read(
             lambda c: _rows(
                 c.execute(
-                    f"SELECT {_ROW_COLUMNS} FROM outbox INDEXED BY outbox_unsent "
-                    f"WHERE attempts = 0 AND {_PENDING} AND seq > ? ORDER BY seq LIMIT ?",
+                    f"SELECT {_ROW_COLUMNS} FROM {_ROWS_FROM.format(index='outbox_unsent')} "
+                    f"WHERE o.attempts = 0 AND {_O_PENDING} AND o.seq > ? ORDER BY o.seq LIMIT ?",
                     (after_seq, limit),
                 )
             )
@@ -180,9 +201,9 @@ class OutboxQueries:
         return self._db.read(
             lambda c: _rows(
                 c.execute(
-                    f"SELECT {_ROW_COLUMNS} FROM outbox INDEXED BY outbox_resend "
-                    f"WHERE attempts > 0 AND {_PENDING} AND next_attempt_at <= ? "
-                    "ORDER BY seq LIMIT ?",
+                    f"SELECT {_ROW_COLUMNS} FROM {_ROWS_FROM.format(index='outbox_resend')} "
+                    f"WHERE o.attempts > 0 AND {_O_PENDING} AND o.next_attempt_at <= ? "
+                    "ORDER BY o.seq LIMIT ?",
                     (now, limit),
                 )
             )
@@ -357,9 +378,11 @@ class OutboxQueries:
             lambda c: [
                 OutboxEntry(*row)
                 for row in c.execute(
-                    "SELECT seq, run_id, sequence, sync_event, content_hash, created_at, attempts, "
-                    "attempted_at, next_attempt_at, acked_at, outcome, outcome_reason, event_type "
-                    "FROM outbox WHERE run_id = ? ORDER BY sequence",
+                    "SELECT o.seq, o.run_id, o.sequence, p.sync_event, o.content_hash, "
+                    "o.created_at, o.attempts, o.attempted_at, o.next_attempt_at, o.acked_at, "
+                    "o.outcome, o.outcome_reason, o.event_type FROM outbox AS o "
+                    "JOIN outbox_payloads AS p ON p.seq = o.seq "
+                    "WHERE o.run_id = ? ORDER BY o.sequence",
                     (run_id,),
                 ).fetchall()
             ]

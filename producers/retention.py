@@ -6,7 +6,7 @@ every outbox row of the run is acked. Each call does one bounded chunk in one
 short write transaction, so an append never waits long on the write lock; the
 caller (the relay's ``Pruner``) paces the chunks and checkpoints the WAL.
 
-No schema change is needed: ``acked_at`` and ``created_at`` exist, and rows are
+The outbox's ``acked_at`` and ``created_at`` are all it needs, and rows are
 numbered in commit order (``seq``, ``run_events.id``), so the old rows sit at
 the low end and a walk by rowid finds them first. ``seq`` is AUTOINCREMENT, so
 a deleted number is never handed out again; a run's next sequence comes from
@@ -58,6 +58,8 @@ _UNSETTLED_RUNS = (
     "WHERE acked_at IS NULL AND outcome IS NOT NULL"
 )
 
+_ACKED_BEFORE = "acked_at IS NOT NULL AND acked_at < ?"
+
 
 class RetentionQueries:
     """The pruning API of ``RunEventStore`` (``self._db`` is its file)."""
@@ -78,6 +80,9 @@ class RetentionQueries:
         (rowid>? AND rowid<?)``). The walk is over when the window is short or
         reaches a row created at or after ``cutoff``: every later row was
         committed later still, so none of them can have been acked before it.
+        The rows' bytes (``outbox_payloads``) go in the same transaction, by
+        integer primary key (``SEARCH outbox_payloads USING INTEGER PRIMARY KEY
+        (rowid=?)`` per row of the same window).
         """
 
         def prune(c: sqlite3.Connection) -> PruneStep:
@@ -88,9 +93,15 @@ class RetentionQueries:
             ).fetchone()
             if not count:
                 return PruneStep(0, after_seq, True)
+            # The bytes first, of the very rows the next statement deletes (same window,
+            # same condition, same transaction): no row outlives its bytes nor they it.
+            c.execute(
+                "DELETE FROM outbox_payloads WHERE seq IN (SELECT seq FROM outbox "
+                f"WHERE seq > ? AND seq <= ? AND {_ACKED_BEFORE})",
+                (after_seq, last, cutoff),
+            )
             deleted = c.execute(
-                "DELETE FROM outbox WHERE seq > ? AND seq <= ? "
-                "AND acked_at IS NOT NULL AND acked_at < ?",
+                f"DELETE FROM outbox WHERE seq > ? AND seq <= ? AND {_ACKED_BEFORE}",
                 (after_seq, last, cutoff),
             ).rowcount
             _add_pruned(c, PRUNED_OUTBOX_ROWS, deleted, now)

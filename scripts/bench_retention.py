@@ -68,20 +68,22 @@ def build(state_dir: Path, rows: int, payload_bytes: int) -> Path:
                 for i in chunk
             ),
         )
+        # The store is new and empty: row i takes seq i + 1, as append_event would give it.
         connection.executemany(
-            "INSERT INTO outbox (run_id, sequence, event_type, sync_event, content_hash, "
+            "INSERT INTO outbox (seq, run_id, sequence, event_type, content_hash, "
             "created_at, attempts, attempted_at, acked_at, outcome, outcome_at) "
-            "VALUES (?, ?, 'step.completed', ?, ?, ?, 1, ?, ?, 'accepted', ?)",
+            "VALUES (?, ?, ?, 'step.completed', ?, ?, 1, ?, ?, 'accepted', ?)",
+            (
+                (i + 1, f"run-{i // ROWS_PER_RUN}", i % ROWS_PER_RUN + 1, f"{i:064x}") + (old,) * 4
+                for i in chunk
+            ),
+        )
+        connection.executemany(
+            "INSERT INTO outbox_payloads (seq, sync_event) VALUES (?, ?)",
             (
                 (
-                    f"run-{i // ROWS_PER_RUN}",
-                    i % ROWS_PER_RUN + 1,
+                    i + 1,
                     f'{{"project_id":"{project_id}","data":{{"f":"{filler}"}},"i":{i}}}'.encode(),
-                    f"{i:064x}",
-                    old,
-                    old,
-                    old,
-                    old,
                 )
                 for i in chunk
             ),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -64,6 +65,25 @@ def test_only_acked_rows_older_than_the_retention_are_pruned(store: RunEventStor
     assert deleted == 2
     assert states(store, "run-a") == {3: "attempted", 4: "conflict", 5: "rejected", 6: "unsent"}
     assert store.prune_totals().outbox_rows == 2
+
+
+def test_a_pruned_row_takes_its_bytes_with_it_and_the_others_keep_theirs(
+    store: RunEventStore,
+) -> None:
+    for n in range(4):
+        store.append_event("run-a", "step.completed", {"n": n})
+    before = {row.seq: row.sync_event for row in store.outbox_for_run("run-a")}
+    first, second = sorted(before)[:2]
+    acked_at = time.time()
+    store.mark_acked([first, second], acked_at)
+
+    assert prune_all(store, cutoff=acked_at + 1)[0] == 2
+
+    conn = sqlite3.connect(f"file:{store.path}?mode=ro", uri=True)
+    payloads = dict(conn.execute("SELECT seq, sync_event FROM outbox_payloads").fetchall())
+    conn.close()
+    assert payloads == {seq: data for seq, data in before.items() if seq not in (first, second)}
+    assert [row.sync_event for row in store.unsent(0, 10)] == [before[s] for s in sorted(payloads)]
 
 
 def test_the_walk_goes_in_bounded_chunks_and_stops_at_rows_newer_than_the_cutoff(

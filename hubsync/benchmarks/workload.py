@@ -16,6 +16,7 @@ from typing import Any
 
 from hubstore.factory import open_store
 from hubstore.sqlite_schema import SCHEMA_STATEMENTS
+from hubstore.sqlite_store import HUB_SYNCHRONOUS
 from hubstore.store import HubStore
 from hubsync.entries import event_entry_fields
 from hubsync.provisioning import enroll_runtime
@@ -139,10 +140,11 @@ def iter_rows(batch: list[dict[str, str | bytes]]) -> Iterator[tuple[Any, ...]]:
 
 
 def raw_hub_table(path: Path) -> sqlite3.Connection:
-    """A fresh SQLite file with the hub's ``sync_events`` table, WAL, synchronous NORMAL."""
+    """A fresh SQLite file with the hub's ``sync_events`` table, WAL, and the hub store's durability
+    (``HUB_SYNCHRONOUS``), so the raw ceilings commit as durably as the hub they are compared to."""
     db = sqlite3.connect(path, isolation_level=None)
     db.execute("PRAGMA journal_mode = WAL")
-    db.execute("PRAGMA synchronous = NORMAL")  # what the hub store uses
+    db.execute(f"PRAGMA synchronous = {HUB_SYNCHRONOUS}")
     for statement in SCHEMA_STATEMENTS[:2]:  # sync_events and its index
         db.execute(statement)
     return db

@@ -55,10 +55,19 @@ def local_events(cluster: SoakCluster) -> tuple[dict[Key, Row], dict[Key, str], 
         try:
             local_keys = set(db.execute("SELECT run_id, sequence FROM run_events"))
             outbox = db.execute(
-                "SELECT run_id, sequence, content_hash, sync_event, acked_at, outcome FROM outbox"
+                "SELECT o.run_id, o.sequence, o.content_hash, p.sync_event, o.acked_at, o.outcome "
+                "FROM outbox AS o LEFT JOIN outbox_payloads AS p ON p.seq = o.seq"
             ).fetchall()
+            payloads = db.execute("SELECT count(*) FROM outbox_payloads").fetchone()[0]
         finally:
             db.close()
+        # Each outbox row has its bytes and no bytes outlive their row (append and pruning
+        # write both tables in one transaction).
+        missing = [(run_id, sequence) for run_id, sequence, _, data, *_ in outbox if data is None]
+        assert not missing and payloads == len(outbox), (
+            f"runtime {runtime.index}: {len(missing)} outbox rows without bytes, "
+            f"{payloads} payload rows for {len(outbox)} outbox rows"
+        )
         outbox_keys = {(run_id, sequence) for run_id, sequence, *_ in outbox}
         assert local_keys == outbox_keys, (
             f"runtime {runtime.index}: local events and outbox rows differ "

@@ -1,0 +1,285 @@
+"""The event store's schema migration 1 -> 2: the outbox rows' bytes move to ``outbox_payloads``.
+
+A version-1 file is built with the exact DDL hubsync shipped as version 1 (kept
+here, never edited), holding real sync events in every outbox state (acked,
+parked conflict and rejected, attempted, never sent). Opened by the relay or by
+the operator's commands, it is upgraded after a backup, keeps every row, byte
+for byte, and the relay sends exactly its unsent rows.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from hubsync.sqlite import backup_path, split_statements
+from producers.derivation import StoreIdentity
+from producers.event_store import EVENT_STORE_SCHEMA_VERSION, RunEventStore
+from producers.registry import RuntimeRegistry
+from producers.relay import Relay
+from tests.helpers.hub_double import ack_everything, stream_events
+from tests.helpers.operator_support import run_cli
+from tests.helpers.relay_support import make_runtime, relay_settings
+
+HUB_PROJECT = "alpha"
+
+# The event store's schema as shipped at version 1 (producers/event_store.py and
+# producers/outbox.py before version 2: the bytes inside the outbox row). Never edit.
+EVENT_STORE_SCHEMA_V1 = """
+CREATE TABLE store_meta (
+  name TEXT PRIMARY KEY,
+  value TEXT NOT NULL
+);
+CREATE TABLE run_events (
+  id INTEGER PRIMARY KEY,
+  run_id TEXT NOT NULL,
+  sequence INTEGER NOT NULL,
+  event_type TEXT NOT NULL,
+  occurred_at TEXT NOT NULL,
+  recorded_at REAL NOT NULL,
+  payload TEXT NOT NULL,
+  UNIQUE (run_id, sequence)
+);
+CREATE TABLE outbox (
+  seq INTEGER PRIMARY KEY AUTOINCREMENT,
+  run_id TEXT NOT NULL,
+  sequence INTEGER NOT NULL,
+  event_type TEXT NOT NULL,
+  sync_event BLOB NOT NULL,
+  content_hash TEXT NOT NULL,
+  created_at REAL NOT NULL,
+  attempted_at REAL,
+  attempts INTEGER NOT NULL DEFAULT 0,
+  next_attempt_at REAL,
+  acked_at REAL,
+  outcome TEXT,
+  outcome_reason TEXT,
+  outcome_at REAL,
+  UNIQUE (run_id, sequence)
+);
+CREATE INDEX outbox_unsent ON outbox(seq)
+  WHERE attempts = 0 AND acked_at IS NULL AND outcome IS NULL;
+CREATE INDEX outbox_resend ON outbox(next_attempt_at)
+  WHERE attempts > 0 AND acked_at IS NULL AND outcome IS NULL;
+CREATE INDEX outbox_parked ON outbox(outcome) WHERE acked_at IS NULL AND outcome IS NOT NULL;
+CREATE TABLE relay_state (
+  name TEXT PRIMARY KEY,
+  value TEXT NOT NULL
+);
+"""
+
+V1_OUTBOX_COLUMNS = (
+    "seq, run_id, sequence, event_type, sync_event, content_hash, created_at, attempted_at, "
+    "attempts, next_attempt_at, acked_at, outcome, outcome_reason, outcome_at"
+)
+# The same row read from a version-2 file: its bytes from their own table.
+V2_OUTBOX_COLUMNS = ", ".join(
+    "p.sync_event" if c == "sync_event" else f"o.{c}" for c in V1_OUTBOX_COLUMNS.split(", ")
+)
+
+
+def fill(store: RunEventStore) -> dict[str, list[tuple[str, int]]]:
+    """Rows in every outbox state; the keys ``(run_id, sequence)`` of each."""
+    for sequence in range(1, 7):
+        store.append_event("run-a", "step.completed", {"step": f"s{sequence}", "ok": True})
+    for sequence in range(1, 4):
+        store.append_event("run-b", "step.completed", {"step": f"b{sequence}", "note": "café"})
+    seq = {e.sequence: e.seq for e in store.outbox_for_run("run-a")}
+    now = time.time()
+    store.mark_attempted([seq[1], seq[2], seq[5]], now, base_timeout=3600.0, cap=3600.0)
+    store.mark_acked([seq[1], seq[2]], now)
+    store.mark_outcome([seq[3]], "conflict", "sequence_reused", now)
+    store.mark_rejected([seq[4]], "too_large", now)
+    store.set_relay_position("acks:alpha", "1700000000000-0")
+    return {
+        "acked": [("run-a", 1), ("run-a", 2)],
+        "parked": [("run-a", 3), ("run-a", 4)],
+        "attempted": [("run-a", 5)],
+        "unsent": [("run-a", 6), ("run-b", 1), ("run-b", 2), ("run-b", 3)],
+    }
+
+
+def rewrite_as_v1(path: Path) -> None:
+    """Replace the store at ``path`` by a version-1 file holding the same rows, numbers and all."""
+    source = path.with_name(path.name + ".v2-source")
+    os.replace(path, source)
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("ATTACH DATABASE ? AS source", (str(source),))
+    conn.execute("BEGIN")
+    for statement in split_statements(EVENT_STORE_SCHEMA_V1):
+        conn.execute(statement)
+    conn.execute("PRAGMA main.user_version = 1")
+    for table in ("store_meta", "run_events", "relay_state"):
+        conn.execute(f"INSERT INTO main.{table} SELECT * FROM source.{table}")
+    conn.execute(
+        f"INSERT INTO main.outbox ({V1_OUTBOX_COLUMNS}) SELECT {V2_OUTBOX_COLUMNS} "
+        "FROM source.outbox AS o JOIN source.outbox_payloads AS p ON p.seq = o.seq"
+    )
+    conn.execute("COMMIT")
+    conn.execute("DETACH DATABASE source")
+    conn.close()
+    source.unlink()
+
+
+def v1_runtime(state_dir: Path) -> tuple[RuntimeRegistry, Path, dict[str, list[tuple[str, int]]]]:
+    """A runtime with one project whose store is a version-1 file in every outbox state."""
+    registry, (store,) = make_runtime(state_dir, [HUB_PROJECT])
+    with store:
+        keys = fill(store)
+        path = store.path
+    rewrite_as_v1(path)
+    assert version_of(path) == 1
+    return registry, path, keys
+
+
+def version_of(path: Path) -> int:
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return int(conn.execute("PRAGMA user_version").fetchone()[0])
+    finally:
+        conn.close()
+
+
+def file_rows(path: Path) -> dict[str, list[tuple[Any, ...]]]:
+    """Every row of the file, the outbox's with its bytes, whichever version it is."""
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        outbox = (
+            f"SELECT {V2_OUTBOX_COLUMNS} FROM outbox AS o "
+            "JOIN outbox_payloads AS p ON p.seq = o.seq ORDER BY o.seq"
+            if "outbox_payloads" in tables
+            else f"SELECT {V1_OUTBOX_COLUMNS} FROM outbox ORDER BY seq"
+        )
+        found = {"outbox": conn.execute(outbox).fetchall()}
+        for table in ("store_meta", "run_events", "relay_state", "sqlite_sequence"):
+            found[table] = conn.execute(f"SELECT * FROM {table} ORDER BY rowid").fetchall()
+        return found
+    finally:
+        conn.close()
+
+
+def schema_of(path: Path) -> dict[str, Any]:
+    """Each table's columns and each index's definition (partial ones with their WHERE)."""
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        shape: dict[str, Any] = {}
+        for name, kind, sql in conn.execute("SELECT name, type, sql FROM sqlite_master"):
+            if kind == "table":
+                shape[name] = [tuple(r) for r in conn.execute(f"PRAGMA table_info({name})")]
+            elif kind == "index":
+                # an autoindex has no SQL: its columns say what it is
+                columns = [r[2] for r in conn.execute(f"PRAGMA index_info({name})")]
+                shape[name] = (" ".join(sql.split()) if sql else None, columns)
+        return shape
+    finally:
+        conn.close()
+
+
+def fresh_store_schema(tmp_path: Path) -> dict[str, Any]:
+    """The schema a new store gets."""
+    path = tmp_path / "fresh.sqlite"
+    RunEventStore(path, StoreIdentity("proj-new", HUB_PROJECT, "rt-new"), environ={}).close()
+    return schema_of(path)
+
+
+def test_a_v1_store_is_upgraded_when_the_relay_opens_it_and_its_unsent_rows_are_sent(
+    tmp_path: Path, redis_url: str, redis_client: redis.Redis
+) -> None:
+    registry, path, keys = v1_runtime(tmp_path / "state")
+    before = file_rows(path)
+
+    relay = Relay(relay_settings(tmp_path / "state", redis_url), registry)
+    relay.run_once()
+
+    assert version_of(path) == EVENT_STORE_SCHEMA_VERSION == 2
+    backup = backup_path(path, 1)
+    assert version_of(backup) == 1 and file_rows(backup) == before
+    assert os.stat(backup).st_mode & 0o777 == 0o600
+    assert schema_of(path) == fresh_store_schema(tmp_path)
+
+    sent = stream_events(redis_client, HUB_PROJECT)
+    assert [(f["run_id"].decode(), int(f["sequence"])) for f in sent] == keys["unsent"]
+    stored = {(r[1], r[2]): (r[4], r[5]) for r in before["outbox"]}
+    assert [(f["event"], f["content_hash"].decode()) for f in sent] == [
+        stored[key] for key in keys["unsent"]
+    ]
+
+    ack_everything(redis_client, HUB_PROJECT)
+    relay.run_once()
+    relay.close()
+    with registry.open_store(registry.projects()[0]) as store:
+        counts = store.outbox_counts()
+        appended = store.append_event("run-b", "step.completed", {"step": "b4"})
+    assert counts == {
+        "pending": 1,
+        "attempted": 1,
+        "acked": 6,
+        "conflict": 1,
+        "rejected": 1,
+        "total": 9,
+    }
+    assert appended.sequence == 4 and appended.outbox_seq == 10, "numbering carries on"
+    registry.close()
+
+
+def test_a_v1_store_keeps_every_row_and_state_byte_for_byte(tmp_path: Path) -> None:
+    registry, path, _ = v1_runtime(tmp_path / "state")
+    registry.close()
+    before = file_rows(path)
+    with (
+        RuntimeRegistry(tmp_path / "state", create=False) as reopened,
+        reopened.open_store(reopened.projects()[0]) as store,
+    ):
+        entries = store.outbox_for_run("run-a") + store.outbox_for_run("run-b")
+    after = file_rows(path)
+    assert after == before
+    assert [e.state for e in entries] == ["acked"] * 2 + ["conflict", "rejected"] + [
+        "attempted"
+    ] + ["unsent"] * 4
+    assert {(e.seq, e.sync_event, e.content_hash) for e in entries} == {
+        (r[0], r[4], r[5]) for r in before["outbox"]
+    }
+    # The old bytes' column is gone from the outbox itself.
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    columns = [r[1] for r in conn.execute("PRAGMA table_info(outbox)")]
+    conn.close()
+    assert "sync_event" not in columns
+
+
+@pytest.mark.parametrize("command", ["status", "doctor"])
+def test_status_and_doctor_open_a_v1_store_upgrading_it_and_show_its_rows(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], redis_url: str, command: str
+) -> None:
+    state_dir = tmp_path / "state"
+    registry, path, _ = v1_runtime(state_dir)
+    registry.close()
+    env = {"HUBSYNC_REDIS_URL": redis_url}
+
+    if command == "status":
+        code, out, err = run_cli(
+            capsys, "status", "--no-redis", "--state-dir", str(state_dir), "--json", env=env
+        )
+        assert code == 0, err
+        [project] = json.loads(out)["local"]["projects"]
+        shown = {name: project[name] for name in ("pending", "acked", "conflict", "rejected")}
+        assert project["state"] == "ok" and shown == {
+            "pending": 5,
+            "acked": 2,
+            "conflict": 1,
+            "rejected": 1,
+        }
+    else:
+        code, out, err = run_cli(capsys, "doctor", "--state-dir", str(state_dir), env=env)
+        [line] = [line for line in out.splitlines() if line[5:].startswith("project ")]
+        assert line.startswith("ok   project "), out + err
+        assert "outbox 5 pending, 2 acked, 1 conflict, 1 rejected" in line
+    assert version_of(path) == 2 and version_of(backup_path(path, 1)) == 1
