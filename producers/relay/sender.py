@@ -6,6 +6,14 @@ thread, in one SQLite transaction, while the next batch goes out). Marking after
 on restart, which the hub's dedupe turns into ``duplicate``; marking before
 would risk a row recorded as sent that never left.
 
+While a backlog drains, the next batch is read and signed while Redis works
+through the one just written (``split_pipeline``), before its replies are
+read. That read-ahead is only a head start: it is used only by the next call,
+only if it starts where the sent batch ended, was signed with the key still in
+force, and came back full (a short one may predate a commit the caller was
+told about, so the rows are read again instead); otherwise it is dropped and
+the rows are read afresh.
+
 Each entry is signed at send time with the runtime's key (``sig``, see
 ``hubsync.signing``), so rows appended before the runtime joined its hub go
 out signed once it has; until then, and for a hub project the runtime is not
@@ -15,7 +23,7 @@ enrolled for, nothing is sent (``producers.relay.credentials`` says why, once).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from hubsync import keys, metrics
@@ -28,6 +36,8 @@ from hubsync.wire import MAX_EVENT_BYTES
 from producers.event_store import OutboxRow, RunEventStore
 from producers.relay.credentials import RelayCredentials
 from producers.relay.marker import AttemptMarker
+from producers.relay.split_pipeline import Command, WrittenCommands
+from producers.unreadable import UNREADABLE_STORE_ERRORS
 
 log = logging.getLogger(__name__)
 
@@ -99,6 +109,22 @@ def outbox_entry_fields(
     return {str(pairs[i]): pairs[i + 1] for i in range(0, len(pairs), 2)}
 
 
+Entry = tuple[str | bytes, ...]
+"""One entry's field names and values, alternating (``EntryBuilder.pairs``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReadAhead:
+    """The next batch of never-sent rows, read and signed while the previous one was on the wire."""
+
+    after: int
+    """The outbox seq the rows were read after: used only if the cursor is still there."""
+    key: RuntimeKey
+    rows: list[OutboxRow]
+    entries: list[Entry]
+    """``rows``' entries, one each, signed with ``key``."""
+
+
 @dataclass
 class SenderStats:
     """What the sending half did since start."""
@@ -135,6 +161,7 @@ class OutboxSender:
         self._seen_version: int | None = None
         self.caught_up = False
         self._builder: EntryBuilder | None = None  # remade when the key changes
+        self._read_ahead: ReadAhead | None = None
 
     def has_news(self) -> bool:
         """True when another connection committed since the last look (cheap: no query)."""
@@ -146,14 +173,21 @@ class OutboxSender:
     def send_unsent(self, client: RedisClient) -> int:
         """Send the next batch of never-attempted rows; return how many went out."""
         key = self.credentials.signer_for(self.store.hub_project)
+        ahead, self._read_ahead = self._read_ahead, None
         if key is None:
             return 0  # not enrolled (for this hub project): the rows wait
-        rows = self.store.unsent(self.cursor, self.settings.batch_count)
+        limit = self.settings.batch_count
+        if ahead is not None and ahead.after == self.cursor and ahead.key is key:
+            rows, entries = ahead.rows, ahead.entries
+        else:
+            rows = self.store.unsent(self.cursor, limit)
+            entries = self._entries(rows, key)
         if not rows:
             self.caught_up = True
             return 0
         batch = self._within_budget(rows)
-        sent = self._send(client, batch, key)
+        # a full read means a backlog: read the next batch while this one is on the wire
+        sent = self._send(client, batch, entries, key, read_ahead=len(rows) == limit)
         # Only after a successful send: a failure leaves the cursor and the
         # caught-up flag as they were, so the same rows are tried again.
         self.cursor = batch[-1].seq
@@ -171,7 +205,7 @@ class OutboxSender:
         if not rows:
             return 0
         batch = self._within_budget(rows)
-        sent = self._send(client, batch, key)
+        sent = self._send(client, batch, self._entries(batch, key), key)
         # the next look for due rows must see these marked, or it would resend them again
         self.marker.flush()
         self.stats.resent += sent
@@ -189,7 +223,22 @@ class OutboxSender:
                 return rows[:index]
         return rows
 
-    def _send(self, client: RedisClient, rows: Sequence[OutboxRow], key: RuntimeKey) -> int:
+    def _entries(self, rows: Sequence[OutboxRow], key: RuntimeKey) -> list[Entry]:
+        builder = self._builder
+        if builder is None or builder.key is not key:
+            builder = self._builder = EntryBuilder(self.store, key)
+        return list(map(builder.pairs, rows))
+
+    def _send(
+        self,
+        client: RedisClient,
+        rows: Sequence[OutboxRow],
+        entries: Sequence[Entry],
+        key: RuntimeKey,
+        read_ahead: bool = False,
+    ) -> int:
+        """XADD ``rows`` (``entries`` are theirs, in order, at least as many), then queue
+        their marks; with ``read_ahead``, read and sign the next batch before the replies."""
         oversized = [row.seq for row in rows if len(row.sync_event) > MAX_EVENT_BYTES]
         if oversized:
             # append_event refuses such rows, so only an older or foreign writer can
@@ -203,22 +252,36 @@ class OutboxSender:
                 MAX_EVENT_BYTES,
                 oversized[0],
             )
-            rows = [row for row in rows if len(row.sync_event) <= MAX_EVENT_BYTES]
+            kept = [
+                (row, entry)
+                for row, entry in zip(rows, entries, strict=False)
+                if len(row.sync_event) <= MAX_EVENT_BYTES
+            ]
+            rows, entries = [row for row, _ in kept], [entry for _, entry in kept]
             if not rows:
                 return 0
         store = self.store
-        builder = self._builder
-        if builder is None or builder.key is not key:
-            builder = self._builder = EntryBuilder(store, key)
-        pipe = client.pipeline(transaction=False)
-        pipe.sadd(keys.PROJECTS, store.hub_project)
         # XADD stream * field value ...: what xadd() sends, without its per-call dict and
         # option handling (this runs once per event).
-        command: Callable[..., object] = pipe.execute_command
-        stream, pairs = self.stream, builder.pairs
-        for row in rows:
-            command("XADD", stream, "*", *pairs(row))
-        pipe.execute()
+        commands: list[Command] = [("SADD", keys.PROJECTS, store.hub_project)]
+        stream = self.stream
+        commands += [("XADD", stream, "*", *entry) for entry in entries[: len(rows)]]
+        written = WrittenCommands(client, commands)
+        try:
+            if read_ahead:
+                self._read_ahead_after(rows[-1].seq, key)
+            written.read_replies()
+        finally:
+            written.abandon()  # a no-op once the replies were read
         self.marker.submit(store.project_id, [row.seq for row in rows], self.clock())
         self.stats.batches += 1
         return len(rows)
+
+    def _read_ahead_after(self, seq: int, key: RuntimeKey) -> None:
+        """Read and sign the batch after ``seq``, kept only when full (see the module docstring)."""
+        try:
+            rows = self.store.unsent(seq, self.settings.batch_count)
+        except UNREADABLE_STORE_ERRORS:
+            return  # the next call reads again, and meets the error where it is handled
+        if len(rows) == self.settings.batch_count:
+            self._read_ahead = ReadAhead(seq, key, rows, self._entries(rows, key))

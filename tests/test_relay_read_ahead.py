@@ -1,0 +1,157 @@
+"""The sender's read-ahead (the next batch read and signed while the previous one is on the
+wire) and its split pipeline, against a real private redis-server."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import redis
+
+from hubstore.memory_store import MemoryHubStore
+from hubsync.connections import connect
+from hubsync.signing import RuntimeKey, verify_event_entry
+from producers.relay import Relay
+from producers.relay.sender import OutboxSender
+from producers.relay.split_pipeline import WrittenCommands
+from tests.helpers.hub_double import stream_events
+from tests.helpers.relay_support import append_many, make_runtime, relay_settings
+from tests.helpers.support import wait_until
+from tests.helpers.trust import join
+
+BATCH = 10
+
+
+def only_sender(relay: Relay) -> OutboxSender:
+    relay.refresh_projects()
+    (sender,) = relay._senders.values()
+    return sender
+
+
+def sequences_on_stream(client: redis.Redis, hub_project: str) -> list[int]:
+    return [int(fields["sequence"]) for fields in stream_events(client, hub_project)]
+
+
+def test_a_batch_read_ahead_under_an_old_key_goes_out_signed_with_the_new_one(
+    tmp_path: Path, redis_url: str, redis_client: redis.Redis
+) -> None:
+    hub = MemoryHubStore()
+    registry, (store,) = make_runtime(tmp_path / "state", ["alpha"], hub)
+    append_many(store, runs=1, per_run=3 * BATCH)
+    relay = Relay(relay_settings(tmp_path / "state", redis_url, batch_count=BATCH), registry)
+    client = connect(redis_url)
+    try:
+        sender = only_sender(relay)
+        assert sender.send_unsent(client) == BATCH  # and the next BATCH rows read ahead
+        new_key = RuntimeKey(join(registry, ["alpha"], hub).key)
+        relay.credentials.refresh()
+        while sender.send_unsent(client):
+            pass
+    finally:
+        client.close()
+        relay.close()
+    entries = stream_events(redis_client, "alpha")
+    assert [int(fields["sequence"]) for fields in entries] == list(range(1, 3 * BATCH + 1))
+    assert all(verify_event_entry([new_key], fields) for fields in entries[BATCH:])
+    assert not any(verify_event_entry([new_key], fields) for fields in entries[:BATCH])
+
+
+def test_a_batch_read_ahead_is_not_sent_once_the_runtime_may_not_write_there(
+    tmp_path: Path, redis_url: str, redis_client: redis.Redis
+) -> None:
+    hub = MemoryHubStore()
+    registry, (store,) = make_runtime(tmp_path / "state", ["alpha"], hub)
+    append_many(store, runs=1, per_run=3 * BATCH)
+    relay = Relay(relay_settings(tmp_path / "state", redis_url, batch_count=BATCH), registry)
+    client = connect(redis_url)
+    try:
+        sender = only_sender(relay)
+        assert sender.send_unsent(client) == BATCH
+        join(registry, ["beta"], hub)  # enrolled elsewhere now: alpha's rows must wait
+        relay.credentials.refresh()
+        assert sender.send_unsent(client) == 0
+        assert sequences_on_stream(redis_client, "alpha") == list(range(1, BATCH + 1))
+        join(registry, ["alpha"], hub)
+        relay.credentials.refresh()
+        while sender.send_unsent(client):
+            pass
+    finally:
+        client.close()
+        relay.close()
+    assert sequences_on_stream(redis_client, "alpha") == list(range(1, 3 * BATCH + 1))
+
+
+def test_rows_committed_after_a_short_read_ahead_go_out_with_the_next_batch(
+    tmp_path: Path, redis_url: str, redis_client: redis.Redis
+) -> None:
+    # A read-ahead that reached the end of the outbox may predate a commit the sender was
+    # told about (data_version); using it would leave that row behind until the next commit.
+    registry, (store,) = make_runtime(tmp_path / "state", ["alpha"])
+    append_many(store, runs=1, per_run=BATCH + 5)
+    relay = Relay(relay_settings(tmp_path / "state", redis_url, batch_count=BATCH), registry)
+    client = connect(redis_url)
+    try:
+        sender = only_sender(relay)
+        assert sender.send_unsent(client) == BATCH  # the 5 rows behind it were read ahead
+        store.append_event("run-0", "step.completed", {"step": "late", "ok": True})
+        assert sender.send_unsent(client) == 6
+        assert sender.caught_up
+    finally:
+        client.close()
+        relay.close()
+    assert sequences_on_stream(redis_client, "alpha") == list(range(1, BATCH + 7))
+
+
+def test_an_error_reply_sends_the_batch_again_and_loses_nothing(
+    tmp_path: Path, redis_url: str, redis_client: redis.Redis
+) -> None:
+    registry, (store,) = make_runtime(tmp_path / "state", ["alpha"])
+    append_many(store, runs=1, per_run=3 * BATCH)
+    relay = Relay(relay_settings(tmp_path / "state", redis_url, batch_count=BATCH), registry)
+    client = connect(redis_url)
+    try:
+        sender = only_sender(relay)
+        assert sender.send_unsent(client) == BATCH  # and the next BATCH rows read ahead
+        events = stream_events(redis_client, "alpha")
+        stream = sender.stream
+        redis_client.rename(stream, "parked")
+        redis_client.set(stream, "not a stream")  # every XADD answers WRONGTYPE
+        with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
+            sender.send_unsent(client)
+        assert client.ping()  # every reply was read: the connection is still in step
+        relay.marker.flush()
+        assert store.outbox_counts()["attempted"] == BATCH
+        redis_client.delete(stream)
+        redis_client.rename("parked", stream)
+        while sender.send_unsent(client):
+            pass
+    finally:
+        client.close()
+        relay.close()
+    assert len(events) == BATCH
+    assert sequences_on_stream(redis_client, "alpha") == list(range(1, 3 * BATCH + 1))
+    assert store.outbox_counts()["attempted"] == 3 * BATCH
+
+
+def test_a_connection_lost_before_the_replies_sends_the_batch_again_through_a_pipeline(
+    redis_url: str, redis_client: redis.Redis
+) -> None:
+    client = connect(redis_url)
+    try:
+        # The first command blocks, so the connection is killed before the second one ran.
+        written = WrittenCommands(client, [("BLPOP", "gate", "0"), ("RPUSH", "list", "a")])
+
+        def blocked_client() -> str | None:
+            for entry in redis_client.client_list(_type="normal"):
+                if entry["cmd"] == "blpop":
+                    return str(entry["id"])
+            return None
+
+        client_id = wait_until(blocked_client, timeout=10)
+        redis_client.client_kill_filter(_id=client_id)
+        redis_client.rpush("gate", "open")  # the resent BLPOP returns at once
+        written.read_replies()
+    finally:
+        client.close()
+    assert redis_client.lrange("list", 0, -1) == [b"a"]
+    assert redis_client.llen("gate") == 0
