@@ -42,6 +42,13 @@ log = logging.getLogger(__name__)
 
 START_POSITION = "0-0"
 
+READ_INTERVAL = 0.02
+"""Shortest time between two ack reads that brought entries. A blocking XREAD returns as
+soon as one entry arrives, so in a drain each read brought one or two outcomes entries and
+paid a round trip and a transaction for them; waiting this long lets a read take what the
+consumers published meanwhile. An ack comes this much later at most, which nothing waits
+on (a mark waits seconds for it)."""
+
 TRIM_INTERVAL = 1.0
 """Seconds an ack stream's applied entries may wait for their XTRIM while entries keep
 coming. Trimming after every read cost a round trip per read (reads in a drain bring one or
@@ -99,6 +106,7 @@ class AckReader:
         self._trim_interval = trim_interval
         self._untrimmed: dict[str, str] = {}  # ack stream key -> last id applied, not trimmed
         self._trimmed_at = float("-inf")  # time.monotonic() of the last trim
+        self._read_at = float("-inf")  # time.monotonic() of the last read that brought entries
 
     @property
     def stores(self) -> Mapping[str, RunEventStore]:
@@ -137,6 +145,9 @@ class AckReader:
         """
         if not self._positions:
             return 0
+        pause = self._read_at + READ_INTERVAL - time.monotonic()
+        if pause > 0:
+            time.sleep(pause)
         reply = read_streams(client, dict(self._positions), count=count, block_ms=block_ms)
         entries = 0
         for raw_key, raw_entries in reply:
@@ -146,6 +157,8 @@ class AckReader:
             if last_id is not None and key in self._positions:  # not if its last store went
                 self._positions[key] = last_id
                 self._untrimmed[key] = last_id
+        if entries:
+            self._read_at = time.monotonic()
         if self._untrimmed and (
             not entries or time.monotonic() - self._trimmed_at >= self._trim_interval
         ):
