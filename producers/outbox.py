@@ -404,13 +404,13 @@ def _apply_one_by_one(
 HASH_CHARS = 64
 """Length of a content hash (SHA-256 in hex), the slice width of a span's hashes."""
 
+# The span's hashes travel as one BLOB: SQLite slices a BLOB by byte offset, but TEXT by
+# walking its characters from the start, which made each slice cost as much as the span.
 _ACK_SPAN = (
     "UPDATE outbox SET acked_at = ?1, outcome = ?2, outcome_reason = NULL, outcome_at = ?1 "
     "WHERE run_id = ?3 AND sequence BETWEEN ?4 AND ?5 AND acked_at IS NULL "
     f"AND content_hash = CAST(substr(?6, (sequence - ?4) * {HASH_CHARS} + 1, {HASH_CHARS}) AS TEXT)"
 )
-# The span's hashes travel as one BLOB: SQLite slices a BLOB by byte offset, but TEXT by
-# walking its characters from the start, which made each slice cost as much as the span.
 AckSpan = tuple[float, str, str, int, int, bytes]
 """``_ACK_SPAN``'s parameters: now, verdict, run id, first and last sequence, the hashes."""
 
@@ -429,7 +429,12 @@ def _acking_spans(outcomes: Sequence[OutcomeRecord], now: float) -> list[AckSpan
     for record in outcomes:
         if record.outcome not in ACKING or len(record.content_hash) != HASH_CHARS:
             return None
-        if record.sequence == last + 1 and record.run_id == run_id and record.outcome is verdict:
+        if (
+            hashes
+            and record.sequence == last + 1
+            and record.run_id == run_id
+            and record.outcome is verdict
+        ):
             hashes.append(record.content_hash)
             last += 1
             continue

@@ -214,7 +214,7 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]
 
 
 outcome_specs = st.tuples(
-    st.sampled_from(["run-1", "run-2", "run-9"]),
+    st.sampled_from(["run-1", "run-2", "run-9", ""]),
     st.integers(0, ROWS + 1),
     st.sampled_from(["accepted", "duplicate", "conflict"]),
     st.booleans(),  # names the row's own hash
