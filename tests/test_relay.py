@@ -15,6 +15,8 @@ from hubsync.entries import Outcome, OutcomeRecord, outcomes_entry_fields
 from hubsync.processes import run_hubsync
 from hubsync.signing import HUB_ID_FIELD, SIGNATURE_FIELD, RuntimeKey, sign_outcomes_entry
 from producers.relay import Relay
+from producers.relay.acks import AckReader, AckStats
+from producers.relay.credentials import RelayCredentials
 from tests.helpers.clock import FakeClock
 from tests.helpers.hub_double import ack_everything, stream_events
 from tests.helpers.operator_support import run_cli
@@ -69,6 +71,45 @@ def test_ten_thousand_events_over_three_projects_arrive_in_order_and_ack_to_zero
         assert counts["pending"] == 0 and counts["acked"] == counts["total"]
         ack_key = keys.acks_stream(store.hub_project, registry.runtime_id)
         assert redis_client.xlen(ack_key) <= 1, "consumed ack entries are trimmed"
+
+
+def test_applied_ack_entries_are_trimmed_after_a_read_that_finds_nothing_more(
+    tmp_path: Path, redis_client: redis.Redis
+) -> None:
+    registry, (store,) = make_runtime(tmp_path / "state", ["alpha"])
+    append_many(store, runs=1, per_run=3)
+    credentials = RelayCredentials(registry)
+    assert credentials.refresh() is not None
+    stats = AckStats()
+    # No trim for an hour while entries keep coming: only a read that finds none trims.
+    reader = AckReader(registry.runtime_id, stats, credentials, trim_interval=3600.0)
+    reader.add_store(store)
+    acks = keys.acks_stream("alpha", registry.runtime_id)
+    rows = store.outbox_for_run("run-0")
+
+    def ack(*sequences: int) -> None:
+        records = [
+            OutcomeRecord(store.project_id, "run-0", s, Outcome.ACCEPTED, rows[s - 1].content_hash)
+            for s in sequences
+        ]
+        redis_client.xadd(
+            acks, signed_outcomes(registry.runtime_id, outcomes_entry_fields("alpha", records))
+        )
+
+    # XTRIM MINID keeps the last entry applied: the stream holds at least it.
+    ack(1)
+    ack(2)
+    assert reader.read(redis_client, block_ms=None) == 2
+    assert redis_client.xlen(acks) == 1, "the first applied entries are trimmed at once"
+    ack(3)
+    assert reader.read(redis_client, block_ms=None) == 1
+    assert redis_client.xlen(acks) == 2, "applied, its trim waits for the interval"
+    assert reader.read(redis_client, block_ms=None) == 0
+    assert redis_client.xlen(acks) == 1
+    assert stats.acked == 3 and store.outbox_counts()["acked"] == 3
+    assert store.relay_position("acks:alpha") is not None
+    reader.remove_store(store.project_id)
+    registry.close()
 
 
 def test_a_restarted_relay_does_not_resend_acked_rows(

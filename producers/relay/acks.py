@@ -42,6 +42,19 @@ log = logging.getLogger(__name__)
 
 START_POSITION = "0-0"
 
+READ_INTERVAL = 0.02
+"""Shortest time between two ack reads that brought entries. A blocking XREAD returns as
+soon as one entry arrives, so in a drain each read brought one or two outcomes entries and
+paid a round trip and a transaction for them; waiting this long lets a read take what the
+consumers published meanwhile. An ack comes this much later at most, which nothing waits
+on (a mark waits seconds for it)."""
+
+TRIM_INTERVAL = 1.0
+"""Seconds an ack stream's applied entries may wait for their XTRIM while entries keep
+coming. Trimming after every read cost a round trip per read (reads in a drain bring one or
+two entries); applied entries are never read again (the position moved past them), so a
+later trim loses nothing. A read that finds nothing trims at once."""
+
 _APPLIED_ACKED = metrics.RELAY_OUTCOMES.labels("acked")
 _APPLIED_CONFLICT = metrics.RELAY_OUTCOMES.labels("conflict")
 _APPLIED_REJECTED = metrics.RELAY_OUTCOMES.labels("rejected")
@@ -78,6 +91,7 @@ class AckReader:
         credentials: RelayCredentials,
         on_unreadable: Callable[[str, BaseException], None] | None = None,
         set_aside: Callable[[str], bool] = lambda project_id: False,
+        trim_interval: float = TRIM_INTERVAL,
     ) -> None:
         """``set_aside(project_id)`` tells a project of this runtime that is unreadable
         now (its outcomes are skipped quietly) from one this runtime does not sync."""
@@ -89,6 +103,10 @@ class AckReader:
         self._set_aside = set_aside
         self._stores: dict[str, RunEventStore] = {}  # project_id -> store
         self._positions: dict[str, str] = {}  # ack stream key -> last id read
+        self._trim_interval = trim_interval
+        self._untrimmed: dict[str, str] = {}  # ack stream key -> last id applied, not trimmed
+        self._trimmed_at = float("-inf")  # time.monotonic() of the last trim
+        self._read_at = float("-inf")  # time.monotonic() of the last read that brought entries
 
     @property
     def stores(self) -> Mapping[str, RunEventStore]:
@@ -114,15 +132,22 @@ class AckReader:
             return
         store.close()
         if not any(s.hub_project == store.hub_project for s in self._stores.values()):
-            self._positions.pop(keys.acks_stream(store.hub_project, self.runtime_id), None)
+            key = keys.acks_stream(store.hub_project, self.runtime_id)
+            self._positions.pop(key, None)
+            self._untrimmed.pop(key, None)
 
     def read(self, client: RedisClient, block_ms: int | None, count: int = 100) -> int:
         """Read and apply what is on the ack streams; return how many entries were read.
 
         One XREAD over them all; on a cluster, one per hash slot (``hubsync.stream_reads``).
+        Applied entries are trimmed after a read that found nothing, else at most every
+        ``TRIM_INTERVAL`` seconds.
         """
         if not self._positions:
             return 0
+        pause = self._read_at + READ_INTERVAL - time.monotonic()
+        if pause > 0:
+            time.sleep(pause)
         reply = read_streams(client, dict(self._positions), count=count, block_ms=block_ms)
         entries = 0
         for raw_key, raw_entries in reply:
@@ -131,9 +156,21 @@ class AckReader:
             entries += len(raw_entries)
             if last_id is not None and key in self._positions:  # not if its last store went
                 self._positions[key] = last_id
-                # Only this relay reads its ack stream: drop what it has applied.
-                client.xtrim(key, minid=last_id, approximate=False)
+                self._untrimmed[key] = last_id
+        if entries:
+            self._read_at = time.monotonic()
+        if self._untrimmed and (
+            not entries or time.monotonic() - self._trimmed_at >= self._trim_interval
+        ):
+            self._trim(client)
         return entries
+
+    def _trim(self, client: RedisClient) -> None:
+        """Drop the applied entries: only this relay reads its ack streams."""
+        for key, last_id in self._untrimmed.items():
+            client.xtrim(key, minid=last_id, approximate=False)
+        self._untrimmed.clear()
+        self._trimmed_at = time.monotonic()
 
     def _apply_entries(
         self, key: str, raw_entries: Iterable[tuple[bytes, Mapping[bytes, bytes]]]
