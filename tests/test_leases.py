@@ -384,8 +384,11 @@ def test_a_single_server_with_a_replica_waits_for_it_and_refuses_what_it_did_not
             lambda: master.info("replication").get("slave0", {}).get("state") == "online",
             what="the replica in sync",
         )
+        # A grant the replica can confirm gets all the time a loaded machine may need (WAIT
+        # returns as soon as it has); one it cannot (stopped) is refused after 200 ms.
+        patient = LeaseClient(master, replica_wait_ms=10_000)
         leases = LeaseClient(master, replica_wait_ms=200)
-        granted = leases.acquire_or_raise("repo/a", "box-a", ttl_ms=5_000)  # confirmed
+        granted = patient.acquire_or_raise("repo/a", "box-a", ttl_ms=30_000)  # confirmed
         assert granted.lease.token == 1
         assert replica.process is not None
         replica.process.send_signal(signal.SIGSTOP)
@@ -398,7 +401,7 @@ def test_a_single_server_with_a_replica_waits_for_it_and_refuses_what_it_did_not
         assert refused.refusal is taken.refusal is LeaseRefusal.NOT_REPLICATED
         assert isinstance(raise_refusal(taken), LeaseNotReplicatedError)
         assert leases.show("repo/b").state is LeaseState.FREE, "the unconfirmed grant went back"
-        again = leases.acquire_or_raise("repo/b", "box-b", ttl_ms=5_000)
+        again = patient.acquire_or_raise("repo/b", "box-b", ttl_ms=30_000)
         assert again.lease.token == 2
     finally:
         master.close()

@@ -4,6 +4,7 @@ wire) and its split pipeline, against a real private redis-server."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
@@ -11,7 +12,7 @@ import redis
 from hubstore.memory_store import MemoryHubStore
 from hubsync.connections import connect
 from hubsync.signing import RuntimeKey, verify_event_entry
-from producers.relay import Relay
+from producers.relay import Relay, split_pipeline
 from producers.relay.sender import OutboxSender
 from producers.relay.split_pipeline import WrittenCommands
 from tests.helpers.hub_double import stream_events
@@ -155,3 +156,31 @@ def test_a_connection_lost_before_the_replies_sends_the_batch_again_through_a_pi
         client.close()
     assert redis_client.lrange("list", 0, -1) == [b"a"]
     assert redis_client.llen("gate") == 0
+
+
+@pytest.mark.parametrize("with_hiredis", [True, False])
+def test_a_written_batch_is_packed_as_redis_py_packs_it_and_lands_whole(
+    redis_url: str, redis_client: redis.Redis, with_hiredis: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # text, bytes, non-ASCII text, an empty value and one past redis-py's 6,000-byte buffer
+    # cutoff: hiredis's packing must give redis-py's bytes exactly, and so must the fallback
+    big = bytes(range(256)) * 40
+    commands: list[split_pipeline.Command] = [
+        ("XADD", "packed", "*", "text", "héllo", "raw", b"\x00\xff", "empty", ""),
+        ("XADD", "packed", "*", "big", big),
+        ("SADD", "packed-set", "a"),
+    ]
+    if not with_hiredis:
+        monkeypatch.setattr(split_pipeline, "_pack_command", None)
+    connection = redis.Connection()  # type: ignore[no-untyped-call]
+    assert b"".join(split_pipeline._packed(connection, commands)) == b"".join(
+        connection.pack_commands(commands)  # type: ignore[no-untyped-call]
+    )
+    client = connect(redis_url, cluster=False)
+    WrittenCommands(client, commands).read_replies()
+    entries: Any = redis_client.xrange("packed")
+    assert [fields for _, fields in entries] == [
+        {b"text": "héllo".encode(), b"raw": b"\x00\xff", b"empty": b""},
+        {b"big": big},
+    ]
+    assert redis_client.smembers("packed-set") == {b"a"}
