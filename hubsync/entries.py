@@ -237,25 +237,23 @@ def parse_event_entry(fields: Mapping[str, bytes], *, authoritative: bool = Fals
     else:
         # The bytes hash to the digest, so it is 64 lowercase hex digits already.
         event = check_sync_event(data, digest, hash_checked=True)
-    if flat != (
+    expected = _flat_fields_of(event)
+    if flat != expected:
+        name = next(n for n, a, b in zip(_FLAT_FIELDS, flat, expected, strict=True) if a != b)
+        raise WireError("field_mismatch", f"field {name!r} disagrees with the event bytes")
+    return EventEntry(event, data, digest, runtime_id)
+
+
+def _flat_fields_of(event: CheckedEvent) -> tuple[bytes, bytes, bytes, bytes, bytes, bytes]:
+    """The flat fields an entry of ``event`` must carry, as bytes, in ``_FLAT_FIELDS``' order."""
+    return (
         event.project_id.encode(),
         event.hub_project.encode(),
         event.run_id.encode(),
         b"%d" % event.sequence,
         event.event_type.encode(),
         event.home_runtime_id.encode(),
-    ):
-        expected = (
-            event.project_id.encode(),
-            event.hub_project.encode(),
-            event.run_id.encode(),
-            str(event.sequence).encode(),
-            event.event_type.encode(),
-            event.home_runtime_id.encode(),
-        )
-        name = next(n for n, a, b in zip(_FLAT_FIELDS, flat, expected, strict=True) if a != b)
-        raise WireError("field_mismatch", f"field {name!r} disagrees with the event bytes")
-    return EventEntry(event, data, digest, runtime_id)
+    )
 
 
 def lean_event_entry(
@@ -277,16 +275,9 @@ def lean_event_entry(
     event = prove_sync_event(data)
     if event is None:
         return None
-    runtime_id = event.home_runtime_id
-    if flat != (
-        event.project_id.encode(),
-        event.hub_project.encode(),
-        event.run_id.encode(),
-        b"%d" % event.sequence,
-        event.event_type.encode(),
-        runtime_id.encode(),
-    ):
+    if flat != _flat_fields_of(event):
         return None
+    runtime_id = event.home_runtime_id
     # flat[5] is runtime_id's UTF-8: the str parse_event_entry decodes from it. tuple.__new__:
     # the named tuple without its Python-level constructor (one per event)
     return _new_tuple(EventEntry, (event, data, digest, runtime_id))
