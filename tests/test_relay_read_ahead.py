@@ -3,6 +3,9 @@ wire) and its split pipeline, against a real private redis-server."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -10,8 +13,12 @@ import pytest
 import redis
 
 from hubstore.memory_store import MemoryHubStore
-from hubsync.connections import connect
+from hubstore.store import HubStore
+from hubsync.connections import RedisClient, connect
 from hubsync.signing import RuntimeKey, verify_event_entry
+from producers.event_store import RunEventStore
+from producers.outbox import OutboxRow
+from producers.registry import RuntimeRegistry
 from producers.relay import Relay, split_pipeline
 from producers.relay.sender import OutboxSender
 from producers.relay.split_pipeline import WrittenCommands
@@ -29,28 +36,67 @@ def only_sender(relay: Relay) -> OutboxSender:
     return sender
 
 
+@dataclass
+class Draining:
+    """A relay over one project ("alpha") with a backlog, its sender and a client."""
+
+    registry: RuntimeRegistry
+    store: RunEventStore
+    relay: Relay
+    sender: OutboxSender
+    client: RedisClient
+
+
+@contextmanager
+def draining(
+    tmp_path: Path, redis_url: str, rows: int, hub: HubStore | None = None
+) -> Iterator[Draining]:
+    registry, (store,) = make_runtime(tmp_path / "state", ["alpha"], hub)
+    append_many(store, runs=1, per_run=rows)
+    relay = Relay(relay_settings(tmp_path / "state", redis_url, batch_count=BATCH), registry)
+    client = connect(redis_url)
+    try:
+        yield Draining(registry, store, relay, only_sender(relay), client)
+    finally:
+        client.close()
+        relay.close()
+
+
 def sequences_on_stream(client: redis.Redis, hub_project: str) -> list[int]:
     return [int(fields["sequence"]) for fields in stream_events(client, hub_project)]
+
+
+def test_a_full_batch_reads_the_next_one_ahead_and_the_next_send_uses_it(
+    tmp_path: Path, redis_url: str, redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with draining(tmp_path, redis_url, 3 * BATCH) as d:
+        reads: list[int] = []
+        unsent = d.sender.store.unsent
+
+        def counted(after_seq: int, limit: int) -> list[OutboxRow]:
+            reads.append(after_seq)
+            return unsent(after_seq, limit)
+
+        monkeypatch.setattr(d.sender.store, "unsent", counted)
+        assert d.sender.send_unsent(d.client) == BATCH
+        assert len(reads) == 2  # this batch, and the next one read while this one was out
+        assert d.sender.send_unsent(d.client) == BATCH
+        assert len(reads) == 3  # the batch read ahead went out; only the one after it was read
+        while d.sender.send_unsent(d.client):
+            pass
+    assert sequences_on_stream(redis_client, "alpha") == list(range(1, 3 * BATCH + 1))
 
 
 def test_a_batch_read_ahead_under_an_old_key_goes_out_signed_with_the_new_one(
     tmp_path: Path, redis_url: str, redis_client: redis.Redis
 ) -> None:
     hub = MemoryHubStore()
-    registry, (store,) = make_runtime(tmp_path / "state", ["alpha"], hub)
-    append_many(store, runs=1, per_run=3 * BATCH)
-    relay = Relay(relay_settings(tmp_path / "state", redis_url, batch_count=BATCH), registry)
-    client = connect(redis_url)
-    try:
-        sender = only_sender(relay)
-        assert sender.send_unsent(client) == BATCH  # and the next BATCH rows read ahead
-        new_key = RuntimeKey(join(registry, ["alpha"], hub).key)
-        relay.credentials.refresh()
-        while sender.send_unsent(client):
+    with draining(tmp_path, redis_url, 3 * BATCH, hub) as d:
+        assert d.sender.send_unsent(d.client) == BATCH  # and the next BATCH rows read ahead
+        new_key = RuntimeKey(join(d.registry, ["alpha"], hub).key)
+        d.relay.credentials.refresh()
+        while d.sender.send_unsent(d.client):
             pass
-    finally:
-        client.close()
-        relay.close()
     entries = stream_events(redis_client, "alpha")
     assert [int(fields["sequence"]) for fields in entries] == list(range(1, 3 * BATCH + 1))
     assert all(verify_event_entry([new_key], fields) for fields in entries[BATCH:])
@@ -61,24 +107,16 @@ def test_a_batch_read_ahead_is_not_sent_once_the_runtime_may_not_write_there(
     tmp_path: Path, redis_url: str, redis_client: redis.Redis
 ) -> None:
     hub = MemoryHubStore()
-    registry, (store,) = make_runtime(tmp_path / "state", ["alpha"], hub)
-    append_many(store, runs=1, per_run=3 * BATCH)
-    relay = Relay(relay_settings(tmp_path / "state", redis_url, batch_count=BATCH), registry)
-    client = connect(redis_url)
-    try:
-        sender = only_sender(relay)
-        assert sender.send_unsent(client) == BATCH
-        join(registry, ["beta"], hub)  # enrolled elsewhere now: alpha's rows must wait
-        relay.credentials.refresh()
-        assert sender.send_unsent(client) == 0
+    with draining(tmp_path, redis_url, 3 * BATCH, hub) as d:
+        assert d.sender.send_unsent(d.client) == BATCH
+        join(d.registry, ["beta"], hub)  # enrolled elsewhere now: alpha's rows must wait
+        d.relay.credentials.refresh()
+        assert d.sender.send_unsent(d.client) == 0
         assert sequences_on_stream(redis_client, "alpha") == list(range(1, BATCH + 1))
-        join(registry, ["alpha"], hub)
-        relay.credentials.refresh()
-        while sender.send_unsent(client):
+        join(d.registry, ["alpha"], hub)
+        d.relay.credentials.refresh()
+        while d.sender.send_unsent(d.client):
             pass
-    finally:
-        client.close()
-        relay.close()
     assert sequences_on_stream(redis_client, "alpha") == list(range(1, 3 * BATCH + 1))
 
 
@@ -87,51 +125,35 @@ def test_rows_committed_after_a_short_read_ahead_go_out_with_the_next_batch(
 ) -> None:
     # A read-ahead that reached the end of the outbox may predate a commit the sender was
     # told about (data_version); using it would leave that row behind until the next commit.
-    registry, (store,) = make_runtime(tmp_path / "state", ["alpha"])
-    append_many(store, runs=1, per_run=BATCH + 5)
-    relay = Relay(relay_settings(tmp_path / "state", redis_url, batch_count=BATCH), registry)
-    client = connect(redis_url)
-    try:
-        sender = only_sender(relay)
-        assert sender.send_unsent(client) == BATCH  # the 5 rows behind it were read ahead
-        store.append_event("run-0", "step.completed", {"step": "late", "ok": True})
-        assert sender.send_unsent(client) == 6
-        assert sender.caught_up
-    finally:
-        client.close()
-        relay.close()
+    with draining(tmp_path, redis_url, BATCH + 5) as d:
+        assert d.sender.send_unsent(d.client) == BATCH  # the 5 rows behind it were read ahead
+        d.store.append_event("run-0", "step.completed", {"step": "late", "ok": True})
+        assert d.sender.send_unsent(d.client) == 6
+        assert d.sender.caught_up
     assert sequences_on_stream(redis_client, "alpha") == list(range(1, BATCH + 7))
 
 
 def test_an_error_reply_sends_the_batch_again_and_loses_nothing(
     tmp_path: Path, redis_url: str, redis_client: redis.Redis
 ) -> None:
-    registry, (store,) = make_runtime(tmp_path / "state", ["alpha"])
-    append_many(store, runs=1, per_run=3 * BATCH)
-    relay = Relay(relay_settings(tmp_path / "state", redis_url, batch_count=BATCH), registry)
-    client = connect(redis_url)
-    try:
-        sender = only_sender(relay)
-        assert sender.send_unsent(client) == BATCH  # and the next BATCH rows read ahead
+    with draining(tmp_path, redis_url, 3 * BATCH) as d:
+        assert d.sender.send_unsent(d.client) == BATCH  # and the next BATCH rows read ahead
         events = stream_events(redis_client, "alpha")
-        stream = sender.stream
+        stream = d.sender.stream
         redis_client.rename(stream, "parked")
         redis_client.set(stream, "not a stream")  # every XADD answers WRONGTYPE
         with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
-            sender.send_unsent(client)
-        assert client.ping()  # every reply was read: the connection is still in step
-        relay.marker.flush()
-        assert store.outbox_counts()["attempted"] == BATCH
+            d.sender.send_unsent(d.client)
+        assert d.client.ping()  # every reply was read: the connection is still in step
+        d.relay.marker.flush()
+        assert d.store.outbox_counts()["attempted"] == BATCH
         redis_client.delete(stream)
         redis_client.rename("parked", stream)
-        while sender.send_unsent(client):
+        while d.sender.send_unsent(d.client):
             pass
-    finally:
-        client.close()
-        relay.close()
     assert len(events) == BATCH
     assert sequences_on_stream(redis_client, "alpha") == list(range(1, 3 * BATCH + 1))
-    assert store.outbox_counts()["attempted"] == 3 * BATCH
+    assert d.store.outbox_counts()["attempted"] == 3 * BATCH
 
 
 def test_a_connection_lost_before_the_replies_sends_the_batch_again_through_a_pipeline(

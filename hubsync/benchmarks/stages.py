@@ -34,7 +34,7 @@ from hubsync.settings import ConsumerSettings, RelaySettings, hub_url_from_path
 from hubsync.signing import RuntimeKey
 from producers.event_store import RunEventStore
 from producers.relay import Relay
-from producers.relay.sender import outbox_entry_fields
+from producers.relay.sender import EntryBuilder
 
 BATCH = 500
 STREAM = keys.events_stream(HUB_PROJECT)
@@ -53,7 +53,7 @@ def raw_xadd_seconds(
     """Seconds to XADD the store's outbox rows as raw pipelined batches (the relay's ceiling)."""
     rows = store.unsent(0, 10**9)
     key = RuntimeKey.generate()  # the same signed entries; signing is outside the timing
-    fields = [outbox_entry_fields(store, row, key) for row in rows]
+    fields = list(map(EntryBuilder(store, key).fields, rows))
     stream = "bench:ceiling"
     started = time.perf_counter()
     for start in range(0, len(fields), batch):

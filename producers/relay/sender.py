@@ -100,13 +100,10 @@ class EntryBuilder:
             sig,
         )
 
-
-def outbox_entry_fields(
-    store: RunEventStore, row: OutboxRow, key: RuntimeKey
-) -> dict[str, str | bytes]:
-    """The signed stream fields of one outbox row, as the relay sends them."""
-    pairs = EntryBuilder(store, key).pairs(row)
-    return {str(pairs[i]): pairs[i + 1] for i in range(0, len(pairs), 2)}
+    def fields(self, row: OutboxRow) -> dict[str, str | bytes]:
+        """The same entry as a field mapping (what ``xadd`` takes)."""
+        pairs = self.pairs(row)
+        return dict(zip(map(str, pairs[::2]), pairs[1::2], strict=True))
 
 
 Entry = tuple[str | bytes, ...]
