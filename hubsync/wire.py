@@ -136,18 +136,7 @@ class CheckedEvent(NamedTuple):
 
     def model(self) -> SyncEvent:
         """The authoritative model of these fields (validated again)."""
-        return SyncEvent.model_validate(
-            {
-                "project_id": self.project_id,
-                "hub_project": self.hub_project,
-                "home_runtime_id": self.home_runtime_id,
-                "run_id": self.run_id,
-                "sequence": self.sequence,
-                "event_type": self.event_type,
-                "occurred_at": self.occurred_at,
-                "data": self.data,
-            }
-        )
+        return SyncEvent.model_validate(self._asdict())
 
 
 def parse_sync_event(data: bytes, expected_hash: str | None = None) -> SyncEvent:

@@ -40,31 +40,38 @@ def peak_rss_mb(pid: int) -> float:
 
 def cpu_seconds(pid: int) -> float:
     """User + system CPU seconds the process has used so far; 0 when it is gone."""
+    fields = _stat_fields(Path(f"/proc/{pid}/stat"))
+    return 0.0 if fields is None else _own_ticks(fields) / os.sysconf("SC_CLK_TCK")
+
+
+def _stat_fields(stat: Path) -> list[str] | None:
+    """The fields of a ``/proc/<pid>/stat`` after the command name (from the state, field
+    3, on); None when the process is gone."""
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+        return stat.read_text().rpartition(")")[2].split()
     except OSError:
-        return 0.0
-    # After the command name: state is field 3, utime and stime are fields 14 and 15.
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return None
+
+
+def _own_ticks(fields: list[str]) -> int:
+    """utime + stime (fields 14 and 15) of ``_stat_fields``' list."""
+    return int(fields[11]) + int(fields[12])
 
 
 def process_tree_cpu_seconds(pid: int) -> float:
     """CPU seconds of ``pid``, its live children and the children it has reaped (a server
     such as PostgreSQL, whose work is done by the backends its postmaster forks); 0 when
     it is gone."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    except OSError:
+    fields = _stat_fields(Path(f"/proc/{pid}/stat"))
+    if fields is None:
         return 0.0
     # utime, stime, cutime, cstime are fields 14 to 17 (waited-for children in the last two)
     ticks = sum(int(value) for value in fields[11:15])
     for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            child = stat.read_text().rpartition(")")[2].split()
-        except OSError:
-            continue  # it ended meanwhile (its time is in its parent's cutime once reaped)
-        if int(child[1]) == pid:  # field 4: the parent's pid
-            ticks += int(child[11]) + int(child[12])
+        child = _stat_fields(stat)
+        # gone meanwhile: its time is in its parent's cutime once reaped
+        if child is not None and int(child[1]) == pid:  # field 4: the parent's pid
+            ticks += _own_ticks(child)
     return ticks / os.sysconf("SC_CLK_TCK")
 
 

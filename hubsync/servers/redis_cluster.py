@@ -5,10 +5,9 @@ node is a ``RedisServerProcess`` (own port, own directory, AOF if asked)
 started with ``--cluster-enabled yes``; ``redis-cli --cluster create ...
 --cluster-replicas 1`` joins them, and ``start`` returns once every node
 reports ``cluster_state:ok``, every slot is served by a live master and every
-master has its replicas. ``kill_master_of(key)`` kill -9s the master holding a
-key's slot and ``wait_for_failover`` waits until its replica serves the slot;
-``fail_over`` does the same to a master picked by the caller and brings it back
-as a replica. Nothing here touches the machine's Redis on 6379.
+master has its replicas. ``wait_for_failover`` waits until a killed master's
+replica serves a key's slot; ``fail_over`` kill -9s a master picked by the
+caller, waits for its replica to take over and brings it back as a replica. Nothing here touches the machine's Redis on 6379.
 """
 
 from __future__ import annotations
@@ -181,12 +180,6 @@ class RedisClusterProcesses:
                 if role in (b"master", "master"):
                     found.append(node)
         return found
-
-    def kill_master_of(self, key: str) -> RedisServerProcess:
-        """kill -9 the master of ``key``'s slot (its replica takes over); the node killed."""
-        master = self.master_of(key)
-        master.kill()
-        return master
 
     def wait_for_failover(
         self, key: str, killed: RedisServerProcess, timeout: float = 30.0

@@ -426,11 +426,7 @@ class Injector:
             copied = self._genuine_copy(hub_project)
             if copied is not None:
                 fields = copied
-                key = (
-                    fields["project_id"].decode(),
-                    fields["run_id"].decode(),
-                    int(fields["sequence"]),
-                )
+                key = _key(fields)
             fields["content_hash"] = content_hash(fields["event"] + b"corrupted")
         else:
             raise ValueError(f"unknown garbage kind {kind!r}")
