@@ -51,8 +51,6 @@ class _Cached:
     valid: list[RuntimeKey] | None
     """The keys an entry may be signed with, when that cannot change before the record is
     read again; None during a rotation's grace period (the wall clock decides, per entry)."""
-    writes: frozenset[str]
-    """The hub projects the record ``may_write`` to (none for a revoked or unknown runtime)."""
 
 
 VerifyFn = Callable[[list[RuntimeKey], Mapping[str, bytes]], RuntimeKey | None]
@@ -95,18 +93,17 @@ class RuntimeAuthenticator:
         anything else, which ``event`` then decides (and says why).
 
         ``signed`` is the entry's ``EVENT_SIGNED_FIELDS`` as read (bytes), ``runtime_id``
-        among them. Only a runtime id that authenticated before (its name already
-        checked), keys that cannot change with the wall clock (no rotation's grace
-        running) and a runtime enrolled for ``hub_project`` get an answer here, so a
-        None costs nothing but the general path: no key is re-read on its account.
+        among them. Only a runtime id the general path has seen before (its name
+        checked there; the signature is checked here), keys that cannot change with
+        the wall clock (no rotation's grace running) and a runtime enrolled for
+        ``hub_project`` get an answer here, so a None costs nothing but the general
+        path: no key is re-read on its account.
         """
         runtime_id = self._names.get(signed[4])
         if runtime_id is None:
             return None
-        cached = self._cache.get(runtime_id)
-        if cached is None or self.clock() - cached.loaded_at >= self.ttl:
-            cached = self._lookup(runtime_id, refresh=False)
-        if not cached.valid or hub_project not in cached.writes:
+        cached = self._lookup(runtime_id, refresh=False)
+        if not cached.valid or cached.record is None or not cached.record.may_write(hub_project):
             return None
         return verify_event_values(cached.valid, *signed, signature)
 
@@ -170,12 +167,7 @@ class RuntimeAuthenticator:
                     # Reuse the keyed HMAC contexts of a key already cached.
                     known = cached.keys.get(secret) if cached is not None else None
                     keys[secret] = known or RuntimeKey(secret)
-        writes = (
-            frozenset(filter(record.may_write, record.hub_projects))
-            if record is not None
-            else frozenset()
-        )
-        fresh = _Cached(record, keys, now, self._fixed_keys(record, keys), writes)
+        fresh = _Cached(record, keys, now, self._fixed_keys(record, keys))
         if len(self._cache) >= _MAX_CACHED and runtime_id not in self._cache:
             self._cache.clear()  # forged runtime ids must not grow the cache without bound
         self._cache[runtime_id] = fresh
@@ -187,10 +179,8 @@ class RuntimeAuthenticator:
         """The record's valid keys if no grace period can end while it is cached, else None."""
         if record is None:
             return []
-        until = record.previous_valid_until
-        if record.previous_key is not None and until is not None and self.wall_clock() < until:
-            return None
-        return [keys[secret] for secret in record.keys_at(self.wall_clock())]
+        secrets = record.keys_at(self.wall_clock())
+        return None if len(secrets) > 1 else [keys[secret] for secret in secrets]
 
 
 _MAX_CACHED = 10_000

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, NamedTuple
@@ -317,8 +317,9 @@ class OutcomeRecord(NamedTuple):
         ]
 
 
-def outcomes_entry_fields(hub_project: str, outcomes: Iterable[OutcomeRecord]) -> dict[str, str]:
-    """One acks-stream entry carrying many outcomes."""
+def outcomes_entry_fields(hub_project: str, outcomes: Sequence[OutcomeRecord]) -> dict[str, str]:
+    """One acks-stream entry carrying many outcomes (read twice when a sequence is past 64 bits,
+    hence a sequence, not any iterable)."""
     records = [tuple(o) for o in outcomes]  # to_wire's lists: orjson writes an enum as its value
     try:
         # Compact UTF-8, as canonical_json writes lists of text, integers and nulls.

@@ -375,13 +375,7 @@ def verify_event_values(
         *(len(hub_project), hub_project, len(runtime_id), runtime_id),
         *(len(content_hash), content_hash),
     )
-    for key in keys:
-        mac = key._event.copy()
-        mac.update(body)
-        # bytes against bytes: equal only to the lowercase hex digest itself
-        if hmac.compare_digest(mac.hexdigest().encode("ascii"), signature):
-            return key
-    return None
+    return _first_match(keys, "_event", body, signature)
 
 
 # ----- presence beats -----
