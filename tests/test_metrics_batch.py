@@ -17,6 +17,11 @@ def _exported(observe: str) -> bytes:
         for value in VALUES:
             histogram.observe(value)
     else:
+
+        def refused(value: float) -> None:
+            raise AssertionError("observe_many fell back to one observe per value")
+
+        histogram.observe = refused  # type: ignore[method-assign]
         observe_many(histogram, VALUES)
         observe_many(histogram, [])
     return b"\n".join(
