@@ -16,7 +16,6 @@ import os
 import sys
 
 import click
-from click.utils import make_default_short_help
 
 from hubsync import __version__
 from hubsync.cli import exit_codes
@@ -130,11 +129,9 @@ class LazyGroup(click.Group):
             loaded = self.commands.get(name)
             if loaded is not None and loaded.hidden:
                 continue
-            short = (
-                loaded.get_short_help_str(limit)
-                if loaded is not None
-                else make_default_short_help(self.lazy[name][1], limit)
-            )
+            # an unloaded subcommand's recorded help is shortened by click's own public rule
+            command = loaded if loaded is not None else click.Command(name, help=self.lazy[name][1])
+            short = command.get_short_help_str(limit)
             rows.append((name, short))
         with formatter.section("Commands"):
             formatter.write_dl(rows)
