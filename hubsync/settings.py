@@ -14,7 +14,9 @@ seconds, a ``float``, under a plain name (``resend_timeout``, ``reclaim_idle``,
 ``--ttl-ms``, ``PX``, ``TIME``-derived clocks and stream ids). Where no type
 is visible (JSON fields, Prometheus metric names) seconds are spelled
 ``_seconds``. No other unit suffix (``_s``, ``_secs``, ``_millis``) is used,
-and a value is converted at the one call that needs the other unit.
+and a value is converted at the one call that needs the other unit. A field
+in seconds is typed ``Duration`` (``hubsync.durations``): people give it as
+``90``, ``15m`` or ``7d``, on the command line and in the environment alike.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from urllib.parse import urlsplit
 from pydantic import AliasChoices, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from hubsync.durations import Duration
 from hubsync.errors import ConfigError
 
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
@@ -190,7 +193,9 @@ class HubStoreSettings(BaseSettings):
 class DaemonSettings(CommonSettings):
     """What every long-running daemon adds: a health key and a metrics port."""
 
-    health_ttl: float = Field(default=30.0, gt=0, description="TTL of the health key, in seconds.")
+    health_ttl: Duration = Field(
+        default=30.0, gt=0, description="TTL of the health key, in seconds."
+    )
     metrics_port: int | None = Field(
         default=None,
         ge=0,
@@ -215,39 +220,39 @@ class RelaySettings(DaemonSettings, RuntimeSettings):
     batch_bytes: int = Field(
         default=1024 * 1024, ge=1024, le=64 * 1024 * 1024, description="Most bytes per batch."
     )
-    resend_timeout: float = Field(
+    resend_timeout: Duration = Field(
         default=30.0,
         gt=0,
         description="Seconds before an unacked row is resent; doubles per attempt.",
     )
-    resend_timeout_cap: float = Field(
+    resend_timeout_cap: Duration = Field(
         default=600.0, gt=0, description="Cap of the doubled resend timeout, in seconds."
     )
-    presence_interval: float = Field(
+    presence_interval: Duration = Field(
         default=10.0, gt=0, description="Seconds between presence heartbeats."
     )
-    poll_interval: float = Field(
+    poll_interval: Duration = Field(
         default=0.002,
         gt=0,
         le=5,
         description="Seconds between looks at the outbox when idle.",
     )
-    backoff_max: float = Field(
+    backoff_max: Duration = Field(
         default=30.0, gt=0, description="Cap of the Redis retry backoff, in seconds."
     )
-    outbox_retention: float = Field(
+    outbox_retention: Duration = Field(
         default=86_400.0,
         ge=0,
         description="Seconds an acked outbox row is kept before the relay prunes it "
         "(pending, conflict and rejected rows are never pruned).",
     )
-    event_retention: float | None = Field(
+    event_retention: Duration | None = Field(
         default=None,
         ge=0,
         description="Seconds a run's local events are kept once every outbox row of the run "
         "is acked (its last event stays); unset = keep the runtime's history for ever.",
     )
-    prune_interval: float = Field(
+    prune_interval: Duration = Field(
         default=60.0, gt=0, description="Seconds between two pruning passes of the relay."
     )
 
@@ -277,12 +282,12 @@ class ConsumerSettings(DaemonSettings, HubStoreSettings):
     block_ms: int = Field(
         default=1000, ge=0, le=60_000, description="How long one read waits for new entries, in ms."
     )
-    reclaim_idle: float = Field(
+    reclaim_idle: Duration = Field(
         default=60.0,
         gt=0,
         description="Take over entries pending this many seconds in any consumer.",
     )
-    reclaim_interval: float = Field(
+    reclaim_interval: Duration = Field(
         default=15.0, gt=0, description="Seconds between reclaim and trim passes."
     )
     max_deliveries: int = Field(

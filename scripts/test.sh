@@ -1,17 +1,79 @@
 #!/usr/bin/env bash
-# The test command: installs hubsync with its test extra, makes sure a
-# redis-server binary and PostgreSQL's initdb/pg_ctl exist (the tests start
-# their own private servers from them, never the machine's Redis on 6379 or
-# PostgreSQL on 5432), checks lint, format and types, then runs pytest. Extra arguments go to pytest; by default slow soak tests are
-# left out (run them with: scripts/test.sh -m slow, or scripts/soak.sh).
+# The test command: installs hubsync with its test extra into the project's own virtual
+# environment (.venv/, created on first use with $PYTHON, default python3) at the pins of
+# constraints.txt, makes sure a redis-server binary and PostgreSQL's initdb/pg_ctl exist (the
+# tests start their own private servers from them, never the machine's Redis on 6379 or
+# PostgreSQL on 5432), checks lint, format and types, then runs pytest.
+#
+#   scripts/test.sh                    the pinned run (what CI and a fresh clone install)
+#   scripts/test.sh --latest           the same checks on the newest releases pyproject.toml
+#                                      admits, in .venv-latest/, without the pins
+#   scripts/test.sh -m "not e2e and not slow"   the inner loop (two pytest workers)
+#
+# Extra arguments go to pytest; by default slow soak tests are left out (run them with:
+# scripts/test.sh -m slow, or scripts/soak.sh). Regenerate the pins with scripts/lock.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PYTHON=${PYTHON:-python3}
+latest=false
+if [ "${1:-}" = "--latest" ]; then
+  latest=true
+  shift
+fi
+if [ "$latest" = true ]; then VENV=${HUBSYNC_VENV:-.venv-latest}; else VENV=${HUBSYNC_VENV:-.venv}; fi
 
-echo "== installing hubsync with its test extra"
-"$PYTHON" -m pip install --quiet --disable-pip-version-check -e '.[test]' 2>&1 \
-  | grep -v -e "is ignored: it is neither a file nor a directory" -e "Running pip as the 'root' user" || true
+# pip, with its noise left out (and all of its output when it fails)
+quiet_pip() {
+  local log status=0
+  log=$(mktemp)
+  "$VENV/bin/python" -m pip --disable-pip-version-check "$@" >"$log" 2>&1 || status=$?
+  grep -v -e "is ignored: it is neither a file nor a directory" -e "Running pip as the 'root' user" "$log" || true
+  rm -f "$log"
+  return "$status"
+}
+
+if ! "$VENV/bin/python" -c "import sys" >/dev/null 2>&1; then
+  echo "== creating $VENV with $PYTHON"
+  rm -rf "$VENV"
+  "$PYTHON" -m venv "$VENV"
+fi
+
+if [ "$latest" = true ]; then
+  echo "== installing hubsync with its test extra at the newest releases its ranges admit ($VENV)"
+  quiet_pip install --quiet --upgrade --upgrade-strategy eager -e '.[test]'
+  # what differs from the pins is what this run tries out
+  "$VENV/bin/python" - constraints.txt <<'PY'
+import sys
+from importlib.metadata import PackageNotFoundError, version
+
+newer = []
+for line in open(sys.argv[1], encoding="utf-8"):
+    name, sep, pinned = line.strip().partition("==")
+    if not sep or name.startswith("#"):
+        continue
+    try:
+        installed = version(name)
+    except PackageNotFoundError:
+        continue
+    if installed != pinned:
+        newer.append(f"{name} {installed} (pinned {pinned})")
+print("== newer than the pins: " + (", ".join(newer) if newer else "nothing"))
+PY
+else
+  # Reinstall only when the project's declared dependencies or the pins changed.
+  stamp=$(cat pyproject.toml constraints.txt | sha256sum | cut -c1-16)
+  if [ "$(cat "$VENV/.hubsync-pins" 2>/dev/null)" != "$stamp" ]; then
+    echo "== installing hubsync with its test extra at the pins of constraints.txt ($VENV)"
+    quiet_pip install --quiet -c constraints.txt -e '.[test]'
+    echo "$stamp" >"$VENV/.hubsync-pins"
+  fi
+  # tests/test_pins.py checks every installed distribution against this file
+  export HUBSYNC_TEST_PINS="$PWD/constraints.txt"
+fi
+PY="$VENV/bin/python"
+# as an activated environment: the tests start console scripts (rq, hubsync) by name
+export VIRTUAL_ENV="$PWD/$VENV" PATH="$PWD/$VENV/bin:$PATH"
 
 if ! command -v redis-server >/dev/null 2>&1; then
   if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
@@ -44,11 +106,11 @@ if [ -z "${HUBSYNC_TEST_POSTGRES_URL:-}" ] && ! have_initdb; then
 fi
 
 echo "== ruff (lint, format)"
-"$PYTHON" -m ruff check hubsync producers consumers hubstore tests scripts
-"$PYTHON" -m ruff format --check hubsync producers consumers hubstore tests scripts
+"$PY" -m ruff check hubsync producers consumers hubstore tests scripts
+"$PY" -m ruff format --check hubsync producers consumers hubstore tests scripts
 
 echo "== mypy (strict)"
-"$PYTHON" -m mypy
+"$PY" -m mypy
 
 echo "== pytest"
 # Slow soak tests stay out unless the arguments choose markers themselves
@@ -72,4 +134,5 @@ fi
 if [ "$without_e2e" = true ] && [ "$workers_given" = false ]; then
   set -- -n 2 "$@"
 fi
-"$PYTHON" -m pytest "$@"
+# the slowest tests are listed, so a test that grows shows in CI's output
+"$PY" -m pytest --durations=15 "$@"

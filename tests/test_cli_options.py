@@ -3,19 +3,22 @@ one-line usage errors, lazy subcommands, and a relay that refuses a missing stat
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Annotated
 
 import click
 import pytest
 from click.testing import CliRunner
-from pydantic import Field
+from pydantic import Field, TypeAdapter
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from hubsync.cli.main import COMMANDS, cli
 from hubsync.cli.options import options_from
-from tests.helpers.operator_support import run_cli
+from hubsync.settings import RelaySettings
+from tests.helpers.operator_support import error_lines, run_cli
 
 
 def every_command() -> list[tuple[str, click.Command]]:
@@ -163,3 +166,85 @@ def test_the_relay_refuses_a_state_dir_that_does_not_exist(
         [line] = result.err.splitlines()
         assert "not a hubsync state dir" in line and "hubsync produce" in line
         assert not typo.exists(), "a mistyped state dir must not become a new runtime"
+
+
+def _seconds_fields() -> list[tuple[type[BaseSettings], str]]:
+    from hubsync import settings
+
+    classes = [
+        c for c in vars(settings).values() if isinstance(c, type) and issubclass(c, BaseSettings)
+    ]
+    return sorted(
+        {
+            (c, name)
+            for c in classes
+            for name, field in c.model_fields.items()
+            if "float" in str(field.annotation)
+        },
+        key=lambda pair: (pair[0].__name__, pair[1]),
+    )
+
+
+def test_every_setting_in_seconds_takes_the_one_duration_syntax() -> None:
+    fields = _seconds_fields()
+    assert len(fields) >= 11  # relay, consumer and daemon durations all found
+    for settings_class, name in fields:
+        field = settings_class.model_fields[name]
+        as_declared = TypeAdapter(Annotated[field.annotation, *field.metadata])
+        assert as_declared.validate_python("0.5s") == 0.5, (settings_class.__name__, name)
+        assert as_declared.validate_python(1.5) == 1.5
+
+
+def test_a_duration_reads_the_syntax_from_the_environment_too(tmp_path: Path) -> None:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("HUBSYNC_OUTBOX_RETENTION", "1h30m")
+        patch.setenv("HUBSYNC_EVENT_RETENTION", "7d")
+        settings = RelaySettings(state_dir=tmp_path)
+    assert (settings.outbox_retention, settings.event_retention) == (5_400.0, 604_800.0)
+
+
+def test_a_duration_option_reads_the_syntax_and_names_itself_when_malformed(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    missing = tmp_path / "state"
+    given = run_cli(
+        capsys, "relay", "--state-dir", str(missing), "--outbox-retention", "7d", "--once"
+    )
+    assert "outbox-retention" not in given.err  # the value was taken; the state dir is refused
+    bad = run_cli(
+        capsys, "relay", "--state-dir", str(missing), "--outbox-retention", "7x", "--once"
+    )
+    assert bad.code == 2
+    assert bad.err.strip() == (
+        "error: --outbox-retention: '7x' is not a duration; use seconds or a number with "
+        "s, m, h, d or w (90, 15m, 2h, 7d, 1h30m) (HUBSYNC_OUTBOX_RETENTION)"
+    )
+    shown = run_cli(capsys, "consume", "--help")
+    assert "--reclaim-idle DURATION" in shown.out
+
+
+@pytest.mark.parametrize("argv", [(), ("dead",), ("alerts",), ("lease",), ("hub",)])
+def test_a_group_without_a_subcommand_prints_its_help_not_an_error_line(
+    capsys: pytest.CaptureFixture[str], argv: tuple[str, ...]
+) -> None:
+    shown = run_cli(capsys, *argv)
+    assert shown.code == 2  # no command ran
+    assert shown.out.startswith(f"Usage: hubsync {' '.join(argv)}".rstrip())
+    assert "Commands:" in shown.out and len(shown.out.splitlines()) >= 5
+    assert not error_lines(shown.err)
+
+
+def test_python_m_hubsync_works_beside_a_clone_named_hubsync(tmp_path: Path) -> None:
+    # the folder that holds a clone: its hubsync/ is not the package, yet -m finds it first
+    (tmp_path / "hubsync").symlink_to(Path(__file__).resolve().parents[1], target_is_directory=True)
+    env = {name: value for name, value in os.environ.items() if name != "PYTHONPATH"}
+    shown = subprocess.run(
+        [sys.executable, "-m", "hubsync", "--version"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (shown.returncode, shown.stderr) == (0, "")
+    assert shown.stdout.startswith("hubsync, version ")

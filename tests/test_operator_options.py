@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from consumers.dead_letters import validate_entry_id
-from hubsync.cli.options import parse_duration
+from hubsync.durations import parse_duration
 from hubsync.errors import ConfigError
 from hubsync.settings import safe_url
 

@@ -187,6 +187,11 @@ def main(argv: list[str] | None = None) -> None:
     """Run the CLI, turning hubsync errors into one line and a documented exit code."""
     try:
         code = cli.main(args=argv, prog_name="hubsync", standalone_mode=False)
+    except click.exceptions.NoArgsIsHelpError as exc:
+        # `hubsync` or `hubsync dead` alone: the help, as --help prints it; exit 2, since no
+        # command ran
+        click.echo(exc.ctx.get_help())
+        code = exit_codes.USAGE
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         code = exit_codes.FAILURE

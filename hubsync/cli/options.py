@@ -9,11 +9,19 @@ line).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Collection
 from pathlib import Path
 from types import UnionType
-from typing import TYPE_CHECKING, Any, Literal, TypeVar, Union, get_args, get_origin
+from typing import (
+    TYPE_CHECKING,
+    Annotated,
+    Any,
+    Literal,
+    TypeVar,
+    Union,
+    get_args,
+    get_origin,
+)
 
 import click
 from click.core import ParameterSource
@@ -23,6 +31,7 @@ from pydantic_core import PydanticUndefined
 from pydantic_settings import BaseSettings
 
 from hubsync.connections import use_cluster_mode, use_credentials
+from hubsync.durations import is_duration, parse_duration
 from hubsync.errors import ConfigError
 from hubsync.names import validate_name
 from hubsync.settings import (
@@ -37,29 +46,6 @@ if TYPE_CHECKING:
     from hubstore.store import HubStore
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-_DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)([smhdw]?)")
-_UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-
-
-def parse_duration(text: str) -> float:
-    """Seconds in ``90``, ``90s``, ``15m``, ``2h``, ``7d``, ``1w`` or a sum like ``1h30m``."""
-    compact = text.strip().lower()
-    total, position = 0.0, 0
-    for match in _DURATION_PART.finditer(compact):
-        # A bare number means seconds only on its own: "1h30" is ambiguous, so refused.
-        if match.start() != position or (match.group(2) == "" and match.start() != 0):
-            break
-        if match.group(2) == "" and match.end() != len(compact):
-            break
-        total += float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
-        position = match.end()
-    if not compact or position != len(compact):
-        raise ConfigError(
-            f"{text[:40]!r} is not a duration; use seconds or a number with s, m, h, d or w "
-            "(90, 15m, 2h, 7d, 1h30m)"
-        )
-    return total
 
 
 def duration_callback(
@@ -94,6 +80,14 @@ def _click_type(annotation: Any, metadata: list[Any]) -> Any:
             return click.IntRange(**bounds) if bounds else click.INT
         return click.FloatRange(**bounds) if bounds else click.FLOAT
     return click.STRING
+
+
+def _is_duration_field(field: FieldInfo) -> bool:
+    metadata = list(field.metadata)
+    for member in get_args(field.annotation):  # an optional Duration keeps its marker here
+        if get_origin(member) is Annotated:
+            metadata.extend(get_args(member)[1:])
+    return is_duration(metadata)
 
 
 def setting_envvars(name: str, field: FieldInfo) -> list[str]:
@@ -131,7 +125,11 @@ def setting_option(
     aliases = [str(alias) for alias in extra.get("cli_aliases", ())]  # type: ignore[union-attr]
     flag = "--" + name.replace("_", "-")
     kind: dict[str, Any] = {"type": _click_type(field.annotation, field.metadata)}
-    if field.annotation is bool:  # a switch: --x/--no-x
+    if _is_duration_field(field):
+        # text for click: the settings read "7d" as they read it from the environment,
+        # and check the field's bounds in seconds
+        kind = {"type": click.STRING, "metavar": "DURATION"}
+    elif field.annotation is bool:  # a switch: --x/--no-x
         flag, kind = f"{flag}/--no-{flag[2:]}", {}
     elif get_origin(field.annotation) is tuple:  # tuple[T, ...]: a repeatable option
         kind = {"type": _click_type(get_args(field.annotation)[0], []), "multiple": True}
@@ -319,4 +317,5 @@ def build_settings(cls: type[S], **options: Any) -> S:
         first = exc.errors(include_url=False, include_input=False)[0]
         name = ".".join(str(part) for part in first["loc"]) or "settings"
         option = "--" + name.replace("_", "-")
-        raise ConfigError(f"{option}: {first['msg']} (HUBSYNC_{name.upper()})") from None
+        message = first["msg"].removeprefix("Value error, ")  # a validator's own words
+        raise ConfigError(f"{option}: {message} (HUBSYNC_{name.upper()})") from None

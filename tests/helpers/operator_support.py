@@ -170,7 +170,7 @@ def run_cli(
 
     As for a child (``hubsync.processes.child_environment``), this machine's
     ``HUBSYNC_*`` and ``REDIS_URL`` are hidden and only ``env`` is set; ``stdin``
-    is its standard input. Logging starts unconfigured, as in a fresh interpreter
+    is its standard input. A run that prints a traceback fails the test. Logging starts unconfigured, as in a fresh interpreter
     (a warning reaches stderr), and the test's own logging is put back afterwards.
     """
     capsys.readouterr()  # only this run's output
@@ -190,6 +190,8 @@ def run_cli(
         finally:
             root.handlers, root.level = handlers, level
     out, err = capsys.readouterr()
+    # never a traceback, whatever the command and however it ends
+    assert "Traceback" not in out + err, f"hubsync {' '.join(argv)} printed a traceback:\n{err}"
     return CliRun(int(info.value.code or 0), out, err)
 
 
