@@ -6,7 +6,7 @@ exit code 1 for ``hubsync consume --check``.
 
 from __future__ import annotations
 
-from hubsync.errors import ConfigError, HubsyncError
+from hubsync.core.errors import ConfigError, HubsyncError
 
 
 class ConsumerError(HubsyncError):

@@ -13,7 +13,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from hubsync.entries import ConflictReason, EventEntry, Outcome, OutcomeRecord
+from hubsync.core.entries import ConflictReason, EventEntry, Outcome, OutcomeRecord
 
 log = logging.getLogger(__name__)
 

@@ -12,8 +12,8 @@ from datetime import datetime, timedelta
 
 from hubstore.errors import RuntimeNotEnrolledError
 from hubstore.store import EnrolledRuntime, RuntimeState
-from hubsync.enrollment import new_key, validate_hub_projects
-from hubsync.names import validate_name
+from hubsync.core.enrollment import new_key, validate_hub_projects
+from hubsync.core.names import validate_name
 
 
 def enrolled(

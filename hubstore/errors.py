@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from hubsync.errors import ConfigError, HubsyncError, RedisUnavailableError
+from hubsync.core.errors import ConfigError, HubsyncError, RedisUnavailableError
 
 if TYPE_CHECKING:
     from hubstore.leases.types import LeaseRefused
@@ -99,7 +99,7 @@ class StoreError(HubstoreError):
     """The hub store (the database of sync events, presence and alerts) failed.
 
     A locked database or one of another schema raises the shared
-    ``hubsync.errors.StoreBusyError`` or ``SchemaVersionError`` instead.
+    ``hubsync.core.errors.StoreBusyError`` or ``SchemaVersionError`` instead.
     """
 
 

@@ -34,12 +34,12 @@ import importlib
 from typing import TYPE_CHECKING, Protocol, cast
 from urllib.parse import SplitResult, parse_qsl, quote, urlencode, urlsplit
 
-from hubsync.errors import ConfigError
-from hubsync.settings import hub_url_from_path
+from hubsync.core.errors import ConfigError
+from hubsync.core.settings import hub_url_from_path
 
 if TYPE_CHECKING:
     from hubstore.store import HubStore
-    from hubsync.migration import SchemaChange
+    from hubsync.core.migration import SchemaChange
 
 __all__ = [
     "BACKENDS",
@@ -52,10 +52,10 @@ __all__ = [
 ]
 
 BACKENDS: dict[str, str] = {
-    "memory": "hubstore.memory_store",
-    "postgres": "hubstore.postgres_store",
-    "postgresql": "hubstore.postgres_store",
-    "sqlite": "hubstore.sqlite_store",
+    "memory": "hubstore.memory",
+    "postgres": "hubstore.postgres.store",
+    "postgresql": "hubstore.postgres.store",
+    "sqlite": "hubstore.sqlite.store",
 }
 """Hub URL scheme -> the module implementing that backend."""
 

@@ -19,9 +19,9 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import NamedTuple
 
-from hubsync.closing import ClosesOnExit
-from hubsync.enrollment import Enrollment
-from hubsync.entries import (
+from hubsync.core.closing import ClosesOnExit
+from hubsync.core.enrollment import Enrollment
+from hubsync.core.entries import (
     AlertReason,
     EventEntry,
     OutcomeRecord,

@@ -1,8 +1,14 @@
 """hubsync: exactly-once outbox-to-hub sync of workflow run events over Redis Streams.
 
-This package holds what the runtime side (``producers``) and the hub side
-(``consumers``, ``hubstore``) share: the wire model, canonical JSON and hashing,
-Redis key names, settings and the ``hubsync`` command line.
+Two floors share this name. ``hubsync.core`` is the kernel: the wire model, canonical
+JSON and hashing, signing, Redis key names and connections, settings, the SQLite layer;
+it imports nothing outside itself. ``producers`` (the runtime side), ``consumers`` and
+``hubstore`` (the hub side) build on it. The application sits on top of them all and
+nothing below imports it: the ``hubsync`` command line (``cli``), the demo, the
+benchmarks, ``doctor``, the private servers (``servers``), the process launcher
+(``processes``) and enrollment provisioning (``provisioning``).
 """
 
-__version__ = "0.1.0"
+from hubsync.core.version import __version__
+
+__all__ = ["__version__"]

@@ -14,7 +14,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from hubstore.store import DEFAULT_ROTATION_GRACE, HubStore
-from hubsync.enrollment import Enrollment, decode_token, encode_token
+from hubsync.core.enrollment import Enrollment, decode_token, encode_token
 from producers.registry import RuntimeRegistry
 
 

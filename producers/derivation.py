@@ -8,7 +8,7 @@ so a new local event type never leaks by default. Extend it at runtime with
 ``Allowlist.extend``.
 
 Derivation runs on the redacted payload, and the sync event's canonical bytes
-and content hash are computed here, once, on the runtime (``hubsync.wire``).
+and content hash are computed here, once, on the runtime (``hubsync.core.wire``).
 """
 
 from __future__ import annotations
@@ -19,11 +19,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from hubsync.canonical import canonical_json, content_hash
-from hubsync.clock import format_timestamp
-from hubsync.errors import ConfigError, WireError
-from hubsync.names import validate_event_type, validate_name
-from hubsync.wire import MAX_EVENT_BYTES, SYNC_EVENT_SCHEMA, SyncEvent, parse_sync_event
+from hubsync.core.canonical import canonical_json, content_hash
+from hubsync.core.clock import format_timestamp
+from hubsync.core.errors import ConfigError, WireError
+from hubsync.core.names import validate_event_type, validate_name
+from hubsync.core.wire import MAX_EVENT_BYTES, SYNC_EVENT_SCHEMA, SyncEvent, parse_sync_event
 from producers.errors import DerivationError, EventTooLargeError, SecretInIdError
 from producers.redaction import Redactor
 

@@ -2,14 +2,14 @@
 
 ``ProducerError`` is the root; catch it to handle anything the runtime side
 refuses. A locked or foreign SQLite file raises the shared
-``hubsync.errors.StoreBusyError`` or ``SchemaVersionError``. Messages say what
+``hubsync.core.errors.StoreBusyError`` or ``SchemaVersionError``. Messages say what
 was wrong and what to do, and never carry a secret value or event bytes (a
 secret in an error message would end up in a log).
 """
 
 from __future__ import annotations
 
-from hubsync.errors import ConfigError, HubsyncError
+from hubsync.core.errors import ConfigError, HubsyncError
 
 
 class ProducerError(HubsyncError):
@@ -41,7 +41,7 @@ class SecretInIdError(DerivationError):
 
 
 class EventTooLargeError(DerivationError):
-    """The derived sync event exceeds ``hubsync.wire.MAX_EVENT_BYTES``."""
+    """The derived sync event exceeds ``hubsync.core.wire.MAX_EVENT_BYTES``."""
 
 
 class StoreClosedError(ProducerError):

@@ -29,17 +29,17 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hubsync.clock import utc_now_iso
-from hubsync.closing import ClosesOnExit
-from hubsync.enrollment import Enrollment
-from hubsync.names import MAX_NAME_LENGTH, validate_name
-from hubsync.sqlite import Database, Migration, split_statements
+from hubsync.core.clock import utc_now_iso
+from hubsync.core.closing import ClosesOnExit
+from hubsync.core.enrollment import Enrollment
+from hubsync.core.names import MAX_NAME_LENGTH, validate_name
+from hubsync.core.sqlite import Database, Migration, split_statements
 from producers.derivation import StoreIdentity
 from producers.errors import ForeignEnrollmentError, RebindError, StateDirNotFoundError
 
 if TYPE_CHECKING:
     # Imported when a store is opened: reading the runtime id (relay --check) needs none.
-    from producers.event_store import RunEventStore
+    from producers.store.event_store import RunEventStore
 
 REGISTRY_SCHEMA_VERSION = 2
 """``PRAGMA user_version`` of ``registry.sqlite``: an older file is migrated at open (after a
@@ -66,7 +66,7 @@ REGISTRY_MIGRATIONS: tuple[Migration, ...] = (
         change=split_statements(ENROLLMENT_DDL),
     ),
 )
-"""Version N -> N+1 steps, oldest first (``hubsync.sqlite.Migration``)."""
+"""Version N -> N+1 steps, oldest first (``hubsync.core.sqlite.Migration``)."""
 
 REGISTRY_FILE = "registry.sqlite"
 STORES_DIR = "stores"
@@ -315,7 +315,7 @@ class RuntimeRegistry(ClosesOnExit):
                 f"project {registration.project_id} calls runtime {registration.home_runtime_id} "
                 f"home, not this runtime ({self._runtime_id})"
             )
-        from producers.event_store import RunEventStore
+        from producers.store.event_store import RunEventStore
 
         return RunEventStore(registration.store_path, registration.identity, **options)
 

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from producers.derivation import StoreIdentity
-from producers.event_store import RUN_EVENTS_DDL, NewEvent, RunEventStore
+from producers.store.event_store import RUN_EVENTS_DDL, NewEvent, RunEventStore
 from producers.synthetic import run_events
 
 IDENTITY = StoreIdentity("bench-project", "bench", "rt-bench-00000000")

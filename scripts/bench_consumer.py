@@ -11,7 +11,7 @@ Both sides start from the same entries pre-loaded on a private redis-server:
 
 Then, per entry, out of Redis: the event check alone (the consumer's and the pydantic
 model's), and authenticating and checking an entry as read, the general path beside the
-consumer's lean path (``consumers.lean_events``).
+consumer's lean path (``consumers.stream.lean_events``).
 
 Prints a table and, with ``--json FILE`` (or ``-`` for stdout), one JSON document.
 
@@ -30,20 +30,20 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from consumers.authentication import RuntimeAuthenticator  # noqa: E402
-from consumers.lean_events import LeanEventCheck  # noqa: E402
+from consumers.stream.authentication import RuntimeAuthenticator  # noqa: E402
+from consumers.stream.lean_events import LeanEventCheck  # noqa: E402
 from hubstore.factory import open_store  # noqa: E402
 from hubsync.benchmarks.stages import BATCH, preload  # noqa: E402
 from hubsync.benchmarks.stages import consumer_seconds as consumer  # noqa: E402
 from hubsync.benchmarks.stages import raw_ingest_seconds as ceiling  # noqa: E402
 from hubsync.benchmarks.workload import HUB_PROJECT  # noqa: E402
-from hubsync.connections import connect  # noqa: E402
+from hubsync.core.connections import connect  # noqa: E402
+from hubsync.core.entries import decode_fields, event_entry_fields, parse_event_entry  # noqa: E402
+from hubsync.core.gc_tuning import tune_for_throughput  # noqa: E402
+from hubsync.core.settings import hub_url_from_path  # noqa: E402
+from hubsync.core.signing import SIGNATURE_FIELD, RuntimeKey, sign_event_entry  # noqa: E402
+from hubsync.core.wire import SyncEvent  # noqa: E402
 from hubsync.demo.embedded_redis import RedisServerProcess  # noqa: E402
-from hubsync.entries import decode_fields, event_entry_fields, parse_event_entry  # noqa: E402
-from hubsync.gc_tuning import tune_for_throughput  # noqa: E402
-from hubsync.settings import hub_url_from_path  # noqa: E402
-from hubsync.signing import SIGNATURE_FIELD, RuntimeKey, sign_event_entry  # noqa: E402
-from hubsync.wire import SyncEvent  # noqa: E402
 
 # The measuring loops (preload, ceiling, consumer) live in hubsync.benchmarks.stages,
 # behind `hubsync bench` too; this script keeps its own entry shape (--payload-bytes,

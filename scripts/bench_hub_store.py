@@ -39,13 +39,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from hubstore import hub_url_from_path, open_store  # noqa: E402
-from hubsync.entries import (  # noqa: E402
+from hubsync.core.entries import (  # noqa: E402
     EventEntry,
     decode_fields,
     event_entry_fields,
     parse_event_entry,
 )
-from hubsync.wire import SyncEvent  # noqa: E402
+from hubsync.core.wire import SyncEvent  # noqa: E402
 
 
 def make_entries(count: int) -> list[EventEntry]:
@@ -126,7 +126,7 @@ def postgres_urls(hub_url: str | None) -> Iterator[Callable[[], str]]:
     if hub_url is not None:
         import psycopg
 
-        from hubstore.postgres_connection import postgres_target
+        from hubstore.postgres.connection import postgres_target
 
         def fresh() -> str:  # the same database, emptied
             with psycopg.connect(postgres_target(hub_url).conninfo, autocommit=True) as conn:

@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 import redis
 
-from hubsync.connections import connect
+from hubsync.core.connections import connect
 from hubsync.demo.embedded_redis import RedisServerProcess
 
 

@@ -40,8 +40,8 @@ PHASES = ("unsent", "mark_attempted", "apply_outcomes")
 def measure(rows: int, batch: int) -> dict[str, dict[str, float]]:
     """Per-row microseconds (wall, cpu) of each phase, on a fresh store of ``rows`` events."""
     from hubsync.benchmarks.workload import runtime_with_backlog
-    from hubsync.entries import Outcome, OutcomeRecord
-    from producers.outbox import BOOKKEEPING_SYNCHRONOUS
+    from hubsync.core.entries import Outcome, OutcomeRecord
+    from producers.store.outbox import BOOKKEEPING_SYNCHRONOUS
 
     with tempfile.TemporaryDirectory(prefix="bench-outbox-acks-") as tmp:
         registry, filled = runtime_with_backlog(Path(tmp), rows, join=False)

@@ -27,18 +27,18 @@ from pathlib import Path
 
 import redis
 
-from hubsync import keys
 from hubsync.benchmarks.stages import raw_xadd_seconds, relay_drain_seconds
 from hubsync.benchmarks.workload import HUB_PROJECT, join_bench_hub
-from hubsync.clock import parse_timestamp
-from hubsync.connections import connect
+from hubsync.core import keys
+from hubsync.core.clock import parse_timestamp
+from hubsync.core.connections import connect
+from hubsync.core.entries import decode_fields, entry_kind
+from hubsync.core.settings import RelaySettings, hub_url_from_path
 from hubsync.demo.embedded_redis import RedisServerProcess
-from hubsync.entries import decode_fields, entry_kind
 from hubsync.processes import Child, hubsync_command
-from hubsync.settings import RelaySettings, hub_url_from_path
-from producers.event_store import NewEvent, RunEventStore
 from producers.registry import RuntimeRegistry
 from producers.relay import Relay
+from producers.store.event_store import NewEvent, RunEventStore
 
 PAYLOAD = {
     "step": "build",

@@ -35,7 +35,7 @@ from multiprocessing.synchronize import Event
 from pathlib import Path
 from typing import Any
 
-from hubsync.settings import RelaySettings
+from hubsync.core.settings import RelaySettings
 from producers.registry import RuntimeRegistry
 from producers.relay.pruner import Pruner
 

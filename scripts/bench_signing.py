@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Benchmark: microseconds per entry signature, beside a raw ``hmac.digest`` of the same bytes.
 
-Times ``hubsync.signing`` on the entries the pipeline carries: an event entry
+Times ``hubsync.core.signing`` on the entries the pipeline carries: an event entry
 (signed by the relay, verified by the consumer with one key, and with two
 during a key rotation, the matching key second: the worst case), a presence
 beat, and an outcomes entry of 500 outcomes. Each figure sits beside a
@@ -27,7 +27,7 @@ import sys
 import timeit
 from collections.abc import Callable
 
-from hubsync.entries import (
+from hubsync.core.entries import (
     Outcome,
     OutcomeRecord,
     PresenceBeat,
@@ -35,7 +35,7 @@ from hubsync.entries import (
     outcomes_entry_fields,
     raw_event_entry_fields,
 )
-from hubsync.signing import (
+from hubsync.core.signing import (
     EVENT_TAG,
     HUB_ID_FIELD,
     SIGNATURE_FIELD,
@@ -184,7 +184,7 @@ def run(number: int, repeat: int) -> dict[str, object]:
     }
     verify = results["event_verify_1_key"]["us"]
     return {
-        "benchmark": "hubsync.signing, microseconds per operation (best of interleaved rounds)",
+        "benchmark": "hubsync.core.signing, microseconds per operation (best of interleaved rounds)",
         "number": number,
         "repeat": repeat,
         "operations": results,

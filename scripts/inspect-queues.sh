@@ -25,7 +25,7 @@ url=${HUBSYNC_REDIS_URL:-${REDIS_URL:-redis://127.0.0.1:6379/0}}
 # What is shown of the URL: the password of a [user]:password@ part becomes ****.
 shown_url=$(sed -E 's#^([a-z]+://)([^:/@]*):.*@#\1\2:****@#' <<<"$url")
 
-# Names go inside a {hash tag}: refuse what hubsync itself would refuse (hubsync/names.py).
+# Names go inside a {hash tag}: refuse what hubsync itself would refuse (hubsync/core/names.py).
 name_ok() { [[ "$1" =~ ^[A-Za-z0-9][A-Za-z0-9._:@/+=-]{0,127}$ ]]; }
 if ! name_ok "$project"; then
   echo "error: invalid hub project '$project' (1-128 of A-Z a-z 0-9 . _ : @ / + = -)" >&2

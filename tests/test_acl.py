@@ -21,9 +21,9 @@ import redis
 
 from hubstore import hub_url_from_path, open_store
 from hubstore.leases import LeaseClient
-from hubstore.sqlite_store import SqliteHubStore
-from hubsync import keys
-from hubsync.acl_rules import (
+from hubstore.sqlite.store import SqliteHubStore
+from hubsync.core import keys
+from hubsync.core.acl_rules import (
     RedisUser,
     consumer_user,
     glob_literal,
@@ -33,7 +33,7 @@ from hubsync.acl_rules import (
 )
 from hubsync.demo.embedded_redis import RedisServerProcess
 from hubsync.processes import PipelineProcesses, hubsync_command, run_hubsync
-from producers.event_store import NewEvent
+from producers.store.event_store import NewEvent
 from tests.helpers.operator_support import error_lines, run_cli
 from tests.helpers.relay_player import send_fields
 from tests.helpers.relay_support import make_runtime

@@ -20,9 +20,9 @@ import redis
 
 from hubstore import hub_url_from_path, open_store
 from hubstore.store import HubStore
-from hubsync import keys
-from hubsync.canonical import content_hash
-from hubsync.entries import (
+from hubsync.core import keys
+from hubsync.core.canonical import content_hash
+from hubsync.core.entries import (
     ConflictReason,
     Outcome,
     OutcomeRecord,
@@ -31,17 +31,17 @@ from hubsync.entries import (
     event_entry_fields,
     outcomes_entry_fields,
 )
-from hubsync.processes import run_hubsync
-from hubsync.signing import (
+from hubsync.core.signing import (
     HUB_ID_FIELD,
     SIGNATURE_FIELD,
     RuntimeKey,
     sign_event_entry,
     sign_outcomes_entry,
 )
-from hubsync.wire import SyncEvent
-from producers.event_store import RunEventStore
+from hubsync.core.wire import SyncEvent
+from hubsync.processes import run_hubsync
 from producers.registry import RuntimeRegistry
+from producers.store.event_store import RunEventStore
 from tests.helpers.relay_player import sync_event
 from tests.helpers.relay_support import append_many, make_runtime
 

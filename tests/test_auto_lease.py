@@ -9,7 +9,7 @@ import redis
 
 from hubstore.errors import LeaseHeldError, LeaseLostError
 from hubstore.leases import AutoRenewingLease, LeaseClient, LeaseRefusal, LeaseState
-from hubsync import keys
+from hubsync.core import keys
 from hubsync.demo.embedded_redis import RedisServerProcess
 from tests.helpers.lease_support import expire_lease
 from tests.helpers.support import wait_until

@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from hubsync.backoff import Backoff, backoff_ceiling, compute_backoff
+from hubsync.core.backoff import Backoff, backoff_ceiling, compute_backoff
 
 
 def test_the_ceiling_starts_at_base_and_doubles_per_failure_up_to_the_cap() -> None:

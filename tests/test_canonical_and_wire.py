@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hubsync.canonical import canonical_json, content_hash, verify_content_hash
-from hubsync.errors import WireError
-from hubsync.wire import MAX_EVENT_BYTES, parse_sync_event
+from hubsync.core.canonical import canonical_json, content_hash, verify_content_hash
+from hubsync.core.errors import WireError
+from hubsync.core.wire import MAX_EVENT_BYTES, parse_sync_event
 from tests.helpers.events import make_event
 
 json_values = st.recursive(

@@ -17,7 +17,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from hubsync.cli.main import COMMANDS, cli
 from hubsync.cli.options import options_from
-from hubsync.settings import RelaySettings
+from hubsync.core.settings import RelaySettings
 from tests.helpers.operator_support import error_lines, run_cli
 
 
@@ -169,7 +169,7 @@ def test_the_relay_refuses_a_state_dir_that_does_not_exist(
 
 
 def _seconds_fields() -> list[tuple[type[BaseSettings], str]]:
-    from hubsync import settings
+    from hubsync.core import settings
 
     classes = [
         c for c in vars(settings).values() if isinstance(c, type) and issubclass(c, BaseSettings)

@@ -22,13 +22,13 @@ from redis.exceptions import RedisClusterException
 
 from hubstore.errors import LeaseUnavailableError
 from hubstore.leases import LeaseClient, LeaseGranted
-from hubstore.sqlite_store import SqliteHubStore
-from hubsync import keys
-from hubsync.connections import connect
-from hubsync.errors import HubsyncError
+from hubstore.sqlite.store import SqliteHubStore
+from hubsync.core import keys
+from hubsync.core.connections import connect
+from hubsync.core.errors import HubsyncError
 from hubsync.processes import PipelineProcesses
 from hubsync.servers.redis_cluster import RedisClusterProcesses
-from producers.event_store import RunEventStore
+from producers.store.event_store import RunEventStore
 from tests.helpers.relay_support import make_runtime
 
 pytestmark = pytest.mark.e2e

@@ -1,4 +1,4 @@
-"""``hubsync.connections``: clients by role, the CLI probe's exit codes, the daemon's wait for Redis."""
+"""``hubsync.core.connections``: clients by role, the CLI probe's exit codes, the daemon's wait for Redis."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import threading
 import pytest
 import redis
 
-from hubsync.connections import (
+from hubsync.core.connections import (
     BLOCK_MARGIN_SECONDS,
     Role,
     client_options,
@@ -15,8 +15,8 @@ from hubsync.connections import (
     probe,
     wait_until_reachable,
 )
+from hubsync.core.errors import ConfigError, RedisUnavailableError
 from hubsync.demo.embedded_redis import RedisServerProcess, free_port
-from hubsync.errors import ConfigError, RedisUnavailableError
 
 
 def test_a_blocking_reader_outlasts_its_block_time_and_a_daemon_uses_short_timeouts() -> None:

@@ -16,10 +16,10 @@ from types import SimpleNamespace
 import pytest
 import redis
 
-import consumers.worker as worker_module
-from consumers.worker import HubConsumer
-from hubstore.sqlite_store import SqliteHubStore
-from hubsync import keys
+import consumers.stream.worker as worker_module
+from consumers.stream.worker import HubConsumer
+from hubstore.sqlite.store import SqliteHubStore
+from hubsync.core import keys
 from hubsync.demo.embedded_redis import RedisServerProcess
 from hubsync.processes import Child, PipelineProcesses
 from tests.helpers.consumer_support import (

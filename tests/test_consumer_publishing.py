@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import redis
 
-from consumers.publishing import (
+from consumers.stream.publishing import (
     DEAD_FIELD_PREVIEW_BYTES,
     Publication,
     dead_letter_fields,
@@ -13,11 +13,11 @@ from consumers.publishing import (
     rejected_outcome,
     signed_outcomes_entry_fields,
 )
-from hubsync import keys
-from hubsync.canonical import content_hash
-from hubsync.entries import Outcome, OutcomeRecord, SecurityReason, decode_fields
-from hubsync.settings import ConsumerSettings
-from hubsync.signing import HUB_ID_FIELD, RuntimeKey, verify_outcomes_entry
+from hubsync.core import keys
+from hubsync.core.canonical import content_hash
+from hubsync.core.entries import Outcome, OutcomeRecord, SecurityReason, decode_fields
+from hubsync.core.settings import ConsumerSettings
+from hubsync.core.signing import HUB_ID_FIELD, RuntimeKey, verify_outcomes_entry
 from tests.helpers.relay_player import entry_fields, sync_event
 
 HUB_ID = "hub-test-1"

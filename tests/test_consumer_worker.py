@@ -15,15 +15,15 @@ from typing import Any
 import pytest
 import redis
 
-import consumers.worker
-from consumers.publishing import parse_dead_letter
-from consumers.worker import HubConsumer
+import consumers.stream.worker
+from consumers.stream.publishing import parse_dead_letter
+from consumers.stream.worker import HubConsumer
 from hubstore import hub_url_from_path, open_store
-from hubstore.sqlite_store import SqliteHubStore
+from hubstore.sqlite.store import SqliteHubStore
 from hubstore.store import HubStore
-from hubsync import keys
-from hubsync.canonical import content_hash
-from hubsync.entries import (
+from hubsync.core import keys
+from hubsync.core.canonical import content_hash
+from hubsync.core.entries import (
     ConflictReason,
     Outcome,
     OutcomeRecord,
@@ -32,9 +32,9 @@ from hubsync.entries import (
     decode_fields,
     parse_outcomes_entry,
 )
-from hubsync.redis_values import as_text
-from hubsync.settings import ConsumerSettings
-from hubsync.signing import SIGNATURE_FIELD, RuntimeKey, sign_event_entry
+from hubsync.core.redis_values import as_text
+from hubsync.core.settings import ConsumerSettings
+from hubsync.core.signing import SIGNATURE_FIELD, RuntimeKey, sign_event_entry
 from tests.helpers.relay_player import (
     HUB_PROJECT,
     RUNTIME,
@@ -138,7 +138,7 @@ def test_genuine_entries_take_the_lean_path_and_others_the_general_one(
         general.append(fields := decode_fields(raw))
         return fields
 
-    monkeypatch.setattr(consumers.worker, "decode_fields", counted)
+    monkeypatch.setattr(consumers.stream.worker, "decode_fields", counted)
     for sequence in range(1, 6):
         send(redis_client, sync_event(sequence))
     forged = entry_fields(sync_event(6))
@@ -552,7 +552,7 @@ def test_a_consumer_follows_at_most_max_projects_and_says_so_once(
         send(redis_client, sync_event(1, project_id=f"p{index}", hub_project=f"proj-{index}"))
     settings = make_settings(redis_url, tmp_path, max_projects=3)
     worker = HubConsumer(redis_client, store, settings, name="w1")
-    with caplog.at_level("WARNING", logger="consumers.worker"):
+    with caplog.at_level("WARNING", logger="consumers.stream.worker"):
         first = list(worker.refresh_streams(force=True))
         again = list(worker.refresh_streams(force=True))
     assert len(first) == 3 and again == first

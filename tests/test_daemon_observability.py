@@ -28,9 +28,9 @@ import redis
 from prometheus_client.parser import text_string_to_metric_families
 
 from hubstore import hub_url_from_path, open_store
-from hubstore.sqlite_store import SqliteHubStore
-from hubsync import keys
-from hubsync.canonical import canonical_json, content_hash
+from hubstore.sqlite.store import SqliteHubStore
+from hubsync.core import keys
+from hubsync.core.canonical import canonical_json, content_hash
 from hubsync.demo.embedded_redis import RedisServerProcess
 from hubsync.processes import PipelineProcesses, hubsync_command, run_hubsync
 from hubsync.provisioning import enroll_state_dir

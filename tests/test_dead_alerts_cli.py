@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 import redis
 
-from consumers.dead_letters import DeadLetters
-from hubsync import keys
+from consumers.views.dead_letters import DeadLetters
+from hubsync.core import keys
+from hubsync.core.redis_values import redis_now_ms
 from hubsync.demo.embedded_redis import free_port
 from hubsync.processes import run_hubsync
-from hubsync.redis_values import redis_now_ms
 from tests.helpers.operator_support import HUB_PROJECT, LivePipeline, error_lines, run_cli
 from tests.helpers.support import wait_until
 

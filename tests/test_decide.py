@@ -8,7 +8,7 @@ home and hash judge the events after it, and a refused one teaches nothing.
 from __future__ import annotations
 
 from hubstore.decide import Known, decide
-from hubsync.entries import ConflictReason, Outcome
+from hubsync.core.entries import ConflictReason, Outcome
 from tests.helpers.relay_player import event_entry, sync_event
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from hubsync import keys
+from hubsync.core import keys
 from hubsync.demo.embedded_redis import RedisServerProcess
 from hubsync.processes import Child, hubsync_command, run_hubsync
 from tests.helpers.support import wait_until

@@ -7,9 +7,9 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from hubsync.canonical import content_hash, verify_content_hash
-from hubsync.errors import ConfigError, WireError
-from hubsync.wire import MAX_EVENT_BYTES, parse_sync_event
+from hubsync.core.canonical import content_hash, verify_content_hash
+from hubsync.core.errors import ConfigError, WireError
+from hubsync.core.wire import MAX_EVENT_BYTES, parse_sync_event
 from producers.derivation import (
     DEFAULT_ALLOWLIST,
     Allowlist,

@@ -18,7 +18,7 @@ import yaml
 from rq.cli import main as rq_cli
 
 from hubsync.cli.main import cli as hubsync_cli
-from hubsync.keys import EFFECTS_QUEUE
+from hubsync.core.keys import EFFECTS_QUEUE
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPOSE: dict[str, Any] = yaml.safe_load((ROOT / "docker-compose.yml").read_text())

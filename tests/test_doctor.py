@@ -18,7 +18,8 @@ import pytest
 import redis
 
 from hubstore import open_store
-from hubsync import keys
+from hubsync.core import keys
+from hubsync.core.settings import hub_url_from_path
 from hubsync.demo.embedded_redis import RedisServerProcess, free_port
 from hubsync.doctor import Check, Status
 from hubsync.doctor.redis_checks import (
@@ -28,7 +29,6 @@ from hubsync.doctor.redis_checks import (
 )
 from hubsync.processes import run_hubsync
 from hubsync.provisioning import enroll_state_dir
-from hubsync.settings import hub_url_from_path
 from producers.registry import RuntimeRegistry
 from tests.helpers.operator_support import CliRun, run_cli
 

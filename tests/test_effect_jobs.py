@@ -13,12 +13,12 @@ import redis
 from rq import Retry, SimpleWorker
 from rq.job import Job, JobStatus
 
-from consumers.effect_jobs import effects_queue, enqueue_effect, run_effect
-from consumers.maintenance import run_maintenance
-from hubstore.sqlite_store import SqliteHubStore
-from hubsync import keys
-from hubsync.entries import PresenceBeat
-from hubsync.errors import ConfigError, SchemaVersionError
+from consumers.jobs.effect_jobs import effects_queue, enqueue_effect, run_effect
+from consumers.jobs.maintenance import run_maintenance
+from hubstore.sqlite.store import SqliteHubStore
+from hubsync.core import keys
+from hubsync.core.entries import PresenceBeat
+from hubsync.core.errors import ConfigError, SchemaVersionError
 from producers.effects import AttemptState, EffectKind, EffectsLedger, EffectSpec, EffectStatus
 from tests.helpers.support import wait_until
 from tests.helpers.webhook_server import webhook_server
@@ -199,7 +199,7 @@ def test_maintenance_runs_from_rq_cron_and_an_rq_worker(
         "HUBSYNC_MAINTENANCE_INTERVAL": "3600",
     }
     log = tmp_path / "cron.log"
-    cron = _rq(["cron", "consumers.maintenance_cron"], redis_url, log, env)
+    cron = _rq(["cron", "consumers.jobs.maintenance_cron"], redis_url, log, env)
     try:
         queue = effects_queue(redis_client)
         wait_until(lambda: queue.count >= 1, timeout=30, what="rq cron to enqueue maintenance")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from hubsync.keys import EFFECTS_QUEUE
+from hubsync.core.keys import EFFECTS_QUEUE
 from hubsync.processes import Child, run_hubsync
 from tests.helpers.operator_support import CliRun, run_cli
 from tests.helpers.support import wait_until

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from hubstore import hub_url_from_path, open_store
-from hubsync.clock import format_timestamp
-from hubsync.enrollment import TOKEN_PREFIX, Enrollment, decode_token
+from hubsync.core.clock import format_timestamp
+from hubsync.core.enrollment import TOKEN_PREFIX, Enrollment, decode_token
 from hubsync.processes import child_environment, hubsync_command
 from producers.registry import REGISTRY_FILE, RuntimeRegistry
 from tests.helpers.operator_support import CliRun, run_cli

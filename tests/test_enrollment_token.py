@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from hubsync.canonical import canonical_json
-from hubsync.enrollment import (
+from hubsync.core.canonical import canonical_json
+from hubsync.core.enrollment import (
     KEY_BYTES,
     TOKEN_PREFIX,
     Enrollment,
@@ -19,7 +19,7 @@ from hubsync.enrollment import (
     new_hub_id,
     new_key,
 )
-from hubsync.errors import ConfigError
+from hubsync.core.errors import ConfigError
 
 KEY = bytes(range(32))
 ENROLLMENT = Enrollment("hub-0123456789abcdef", "rt-build-1", ("acme", "beta"), KEY)

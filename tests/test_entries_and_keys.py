@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from hubsync import keys
-from hubsync.entries import (
+from hubsync.core import keys
+from hubsync.core.entries import (
     Outcome,
     OutcomeRecord,
     PresenceBeat,
@@ -18,7 +18,7 @@ from hubsync.entries import (
     parse_outcomes_entry,
     parse_presence_entry,
 )
-from hubsync.errors import ConfigError, WireError
+from hubsync.core.errors import ConfigError, WireError
 from tests.helpers.events import make_event
 
 

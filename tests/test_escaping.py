@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from hubsync import keys
-from hubsync.entries import KIND_OUTCOMES
-from hubsync.logs import JsonFormatter, TextFormatter
+from hubsync.core import keys
+from hubsync.core.entries import KIND_OUTCOMES
+from hubsync.core.logs import JsonFormatter, TextFormatter
+from hubsync.core.redis_values import printable
+from hubsync.core.signing import SIGNATURE_FIELD
 from hubsync.processes import run_hubsync
-from hubsync.redis_values import printable
-from hubsync.signing import SIGNATURE_FIELD
 from tests.helpers.operator_support import HUB_PROJECT, LivePipeline
 from tests.helpers.relay_player import send_fields
 from tests.helpers.trust import signed_outcomes, signed_presence

@@ -20,22 +20,22 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-import hubsync.wire
-from consumers.authentication import Refusal, RuntimeAuthenticator
-from consumers.lean_events import LeanEventCheck
-from hubstore.memory_store import MemoryHubStore
-from hubsync.canonical import canonical_json, content_hash
-from hubsync.clock import format_timestamp
-from hubsync.entries import (
+import hubsync.core.wire
+from consumers.stream.authentication import Refusal, RuntimeAuthenticator
+from consumers.stream.lean_events import LeanEventCheck
+from hubstore.memory import MemoryHubStore
+from hubsync.core.canonical import canonical_json, content_hash
+from hubsync.core.clock import format_timestamp
+from hubsync.core.entries import (
     MAX_FIELD_BYTES,
     SecurityReason,
     decode_fields,
     lean_event_entry,
     parse_event_entry,
 )
-from hubsync.errors import WireError
-from hubsync.signing import RuntimeKey, sign_event_entry
-from hubsync.wire import MAX_EVENT_BYTES, CheckedEvent, check_sync_event, parse_sync_event
+from hubsync.core.errors import WireError
+from hubsync.core.signing import RuntimeKey, sign_event_entry
+from hubsync.core.wire import MAX_EVENT_BYTES, CheckedEvent, check_sync_event, parse_sync_event
 
 SCHEMA = "hubsync.sync-event.v1"
 Verdict = tuple[str, str, str]
@@ -273,7 +273,7 @@ def test_a_canonical_event_is_proven_without_the_model(monkeypatch: pytest.Monke
     def no_model(*args: object, **kwargs: object) -> None:
         raise AssertionError("the model was consulted")
 
-    monkeypatch.setattr(hubsync.wire, "parse_sync_event", no_model)
+    monkeypatch.setattr(hubsync.core.wire, "parse_sync_event", no_model)
     checked = check_sync_event(raw, content_hash(raw))
     assert repr(checked) == repr(expected)
     assert checked.occurred_at == datetime(2026, 11, 29, 16, 38, 54, 123456, tzinfo=UTC)
@@ -477,7 +477,7 @@ def test_the_lean_path_accepts_only_what_the_general_path_accepts(
         # a valid signed entry the lean path declines must be one the quick proof leaves to
         # the model (a spelling it cannot vouch for), never a signed canonical one
         data = raw[b"event"]
-        assert hubsync.wire.prove_sync_event(data) is None
+        assert hubsync.core.wire.prove_sync_event(data) is None
 
 
 def _signed(

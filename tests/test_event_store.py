@@ -16,9 +16,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hubsync.entries import decode_fields, parse_event_entry, raw_event_entry_fields
-from hubsync.errors import SchemaVersionError, WireError
-from hubsync.wire import MAX_EVENT_BYTES, parse_sync_event
+from hubsync.core.entries import decode_fields, parse_event_entry, raw_event_entry_fields
+from hubsync.core.errors import SchemaVersionError, WireError
+from hubsync.core.wire import MAX_EVENT_BYTES, parse_sync_event
 from producers.derivation import HUB_MAX_NESTING, StoreIdentity
 from producers.errors import (
     DerivationError,
@@ -27,7 +27,7 @@ from producers.errors import (
     SecretInIdError,
     StoreClosedError,
 )
-from producers.event_store import (
+from producers.store.event_store import (
     EVENT_STORE_SCHEMA_VERSION,
     NewEvent,
     RunEventStore,

@@ -12,8 +12,8 @@ import pytest
 
 from hubstore import hub_url_from_path, open_store
 from hubstore.store import EventPosition, RunPosition
-from hubsync.canonical import canonical_json, content_hash
 from hubsync.cli.paging import decode_event_cursor, encode_cursor
+from hubsync.core.canonical import canonical_json, content_hash
 from tests.helpers.operator_support import error_lines, run_cli
 from tests.helpers.relay_player import event_entry, sync_event
 

@@ -11,9 +11,9 @@ import pytest
 import redis
 
 from hubstore.errors import FencedWriteRefusedError, InvalidLeaseArgumentError
-from hubstore.fence import advance_fence, ensure_fence_table, fenced_write, highest_token
 from hubstore.leases import Lease, LeaseClient
-from hubsync.sqlite import Database
+from hubstore.leases.fence import advance_fence, ensure_fence_table, fenced_write, highest_token
+from hubsync.core.sqlite import Database
 from tests.helpers.lease_support import expire_lease
 
 TTL = 30_000

@@ -7,11 +7,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from hubsync.gc_tuning import OLDER_THRESHOLDS, YOUNG_THRESHOLD
+from hubsync.core.gc_tuning import OLDER_THRESHOLDS, YOUNG_THRESHOLD
 
 CHECK = """
 import gc
-from hubsync.gc_tuning import tune_for_throughput
+from hubsync.core.gc_tuning import tune_for_throughput
 before = gc.get_freeze_count()
 tune_for_throughput()
 print(gc.get_threshold(), gc.get_freeze_count() > before)

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import redis
 
-from consumers.hub_binding import NamespaceOwnedError, bind_namespace, release_namespace
-from hubstore.sqlite_store import SqliteHubStore
-from hubsync import keys
+from consumers.stream.hub_binding import NamespaceOwnedError, bind_namespace, release_namespace
+from hubstore.sqlite.store import SqliteHubStore
+from hubsync.core import keys
 from hubsync.processes import Child, PipelineProcesses
 from tests.helpers.consumer_support import EVENTS, count_rows, enroll_on, pending_of, run_consume
 from tests.helpers.relay_player import send, sync_event

@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 
 from hubstore import hub_url_from_path, open_store
 from hubstore.errors import HubNotInitializedError, RuntimeNotEnrolledError
-from hubstore.sqlite_store import SqliteHubStore
+from hubstore.sqlite.store import SqliteHubStore
 from hubstore.store import (
     DEFAULT_ROTATION_GRACE,
     EventPosition,
@@ -35,11 +35,11 @@ from hubstore.store import (
     RuntimeState,
     SecurityAlert,
 )
-from hubsync.canonical import content_hash
-from hubsync.clock import utc_now
-from hubsync.entries import ConflictReason, EventEntry, Outcome, PresenceBeat, SecurityReason
-from hubsync.errors import ConfigError
-from hubsync.wire import CheckedEvent, parse_sync_event
+from hubsync.core.canonical import content_hash
+from hubsync.core.clock import utc_now
+from hubsync.core.entries import ConflictReason, EventEntry, Outcome, PresenceBeat, SecurityReason
+from hubsync.core.errors import ConfigError
+from hubsync.core.wire import CheckedEvent, parse_sync_event
 from tests.helpers.relay_player import event_entry, sync_event
 
 if TYPE_CHECKING:

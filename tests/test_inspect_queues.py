@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from hubstore.leases import LeaseClient
-from hubsync import keys
-from hubsync.connections import connect
+from hubsync.core import keys
+from hubsync.core.connections import connect
 from hubsync.demo.embedded_redis import free_port
 from tests.helpers.operator_support import HUB_PROJECT, LivePipeline
 

@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 import redis
 
-from hubsync.canonical import content_hash
-from hubsync.wire import parse_sync_event
+from hubsync.core.canonical import content_hash
+from hubsync.core.wire import parse_sync_event
 from producers.derivation import StoreIdentity
-from producers.event_store import RunEventStore
-from producers.late_secrets import SECRET_IN_ID
 from producers.redaction import Redactor
 from producers.relay import Relay
+from producers.store.event_store import RunEventStore
+from producers.store.late_secrets import SECRET_IN_ID
 from tests.helpers.hub_double import ack_everything, stream_events
 from tests.helpers.relay_support import make_runtime, relay_settings
 

@@ -8,8 +8,8 @@ import pytest
 import redis
 
 from hubstore.leases import LeaseClient, LeaseGranted, LeaseRefused
-from hubsync import clock
-from hubsync.redis_values import redis_now_ms
+from hubsync.core import clock
+from hubsync.core.redis_values import redis_now_ms
 from tests.helpers.lease_support import age_lease
 
 

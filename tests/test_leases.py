@@ -32,7 +32,7 @@ from hubstore.leases import (
     LeaseTransition,
 )
 from hubstore.leases.client import raise_refusal
-from hubsync import keys
+from hubsync.core import keys
 from hubsync.demo.embedded_redis import RedisServerProcess
 from tests.helpers.lease_support import expire_lease
 from tests.helpers.support import wait_until

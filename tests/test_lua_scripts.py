@@ -8,7 +8,7 @@ from importlib import resources
 import redis
 
 from hubstore.lua_scripts import RedisScripts, lua_source, scripts_for
-from hubsync import keys
+from hubsync.core import keys
 
 INCLUDES = {"lease_common"}
 """Preludes pasted into other scripts, never run alone."""

@@ -18,15 +18,15 @@ import pytest
 import redis
 from prometheus_client import REGISTRY
 
-from consumers.lag import read_lag
-from consumers.worker import HubConsumer
+from consumers.stream.lag import read_lag
+from consumers.stream.worker import HubConsumer
 from hubstore.leases import LeaseClient
-from hubstore.sqlite_store import SqliteHubStore
-from hubsync import keys, metrics
-from hubsync.canonical import content_hash
+from hubstore.sqlite.store import SqliteHubStore
+from hubsync.core import keys, metrics
+from hubsync.core.canonical import content_hash
+from hubsync.core.settings import ConsumerSettings
+from hubsync.core.signing import SIGNATURE_FIELD
 from hubsync.processes import Child, hubsync_command, run_hubsync
-from hubsync.settings import ConsumerSettings
-from hubsync.signing import SIGNATURE_FIELD
 from producers.relay import Relay
 from tests.helpers.hub_double import ack_everything
 from tests.helpers.relay_player import (

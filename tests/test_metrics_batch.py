@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
 
-from hubsync.metrics import observe_many
+from hubsync.core.metrics import observe_many
 
 BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 1.0, 60.0)
 VALUES = [0.0, 0.005, 0.0051, 0.01, 0.02, 0.099, 0.1, 0.5, 1.0, 59.9, 60.0, 61.0, 1e9, 0.003]

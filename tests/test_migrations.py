@@ -17,22 +17,24 @@ from typing import Any, Protocol
 
 import pytest
 
-from hubstore import hub_url_from_path, migrate_store, open_store, sqlite_schema
-from hubstore.sqlite_store import SqliteHubStore
-from hubsync.enrollment import Enrollment, new_key
-from hubsync.entries import Outcome
-from hubsync.errors import ConfigError, SchemaVersionError
-from hubsync.sqlite import Database, Migration, SchemaChange, backup_path, split_statements
-from producers import event_store, registry
+from hubstore import hub_url_from_path, migrate_store, open_store
+from hubstore.sqlite import schema as sqlite_schema
+from hubstore.sqlite.store import SqliteHubStore
+from hubsync.core.enrollment import Enrollment, new_key
+from hubsync.core.entries import Outcome
+from hubsync.core.errors import ConfigError, SchemaVersionError
+from hubsync.core.sqlite import Database, Migration, SchemaChange, backup_path, split_statements
+from producers import registry
 from producers.derivation import StoreIdentity
 from producers.effects import ledger
 from producers.effects.ledger import EffectsLedger
-from producers.event_store import RunEventStore
 from producers.registry import REGISTRY_FILE, RuntimeRegistry
+from producers.store import event_store
+from producers.store.event_store import RunEventStore
 from tests.helpers.operator_support import run_cli
 from tests.helpers.relay_player import event_entry, sync_event
 
-# The hub database's schema as shipped at version 1 (hubstore/sqlite_schema.py before
+# The hub database's schema as shipped at version 1 (hubstore/sqlite/schema.py before
 # version 2). Never edit: it is what files in the field were made with.
 HUB_SCHEMA_V1 = (
     """
@@ -594,7 +596,7 @@ def test_a_runtime_file_is_upgraded_at_open_by_its_modules_migrations(
     assert version_of(backup_path(path, latest)) == latest
 
 
-# ----- the mechanism (hubsync.sqlite.Database) -----
+# ----- the mechanism (hubsync.core.sqlite.Database) -----
 
 LATEST = ("CREATE TABLE items (id INTEGER PRIMARY KEY, name TEXT NOT NULL, size INTEGER)",)
 

@@ -19,19 +19,19 @@ from typing import Any
 import pytest
 import redis
 
-from hubsync.sqlite import backup_path, split_statements
+from hubsync.core.sqlite import backup_path, split_statements
 from producers.derivation import StoreIdentity
-from producers.event_store import EVENT_STORE_SCHEMA_VERSION, RunEventStore
 from producers.registry import RuntimeRegistry
 from producers.relay import Relay
+from producers.store.event_store import EVENT_STORE_SCHEMA_VERSION, RunEventStore
 from tests.helpers.hub_double import ack_everything, stream_events
 from tests.helpers.operator_support import run_cli
 from tests.helpers.relay_support import make_runtime, relay_settings
 
 HUB_PROJECT = "alpha"
 
-# The event store's schema as shipped at version 1 (producers/event_store.py and
-# producers/outbox.py before version 2: the bytes inside the outbox row). Never edit.
+# The event store's schema as shipped at version 1 (producers/store/event_store.py and
+# producers/store/outbox.py before version 2: the bytes inside the outbox row). Never edit.
 EVENT_STORE_SCHEMA_V1 = """
 CREATE TABLE store_meta (
   name TEXT PRIMARY KEY,

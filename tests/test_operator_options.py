@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from consumers.dead_letters import validate_entry_id
-from hubsync.durations import parse_duration
-from hubsync.errors import ConfigError
-from hubsync.settings import safe_url
+from consumers.views.dead_letters import validate_entry_id
+from hubsync.core.durations import parse_duration
+from hubsync.core.errors import ConfigError
+from hubsync.core.settings import safe_url
 
 
 @pytest.mark.parametrize(

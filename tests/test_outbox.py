@@ -10,11 +10,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hubsync.entries import Outcome, OutcomeRecord
+from hubsync.core.entries import Outcome, OutcomeRecord
 from producers.derivation import StoreIdentity
 from producers.errors import ProducerError
-from producers.event_store import RunEventStore, open_store_file
-from producers.outbox import OutcomeApplication, _apply_one_by_one, seq_ranges
+from producers.store.event_store import RunEventStore, open_store_file
+from producers.store.outbox import OutcomeApplication, _apply_one_by_one, seq_ranges
 
 IDENTITY = StoreIdentity("proj-1", "acme", "rt-host-0001")
 BASE, CAP = 10.0, 35.0

@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 import redis
 
-from hubstore.sqlite_store import SqliteHubStore
-from hubsync import keys
+from hubstore.sqlite.store import SqliteHubStore
+from hubsync.core import keys
 from hubsync.processes import PipelineProcesses
-from producers.event_store import NewEvent
+from producers.store.event_store import NewEvent
 from tests.helpers.relay_support import make_runtime, open_hub_db
 
 pytestmark = pytest.mark.e2e

@@ -23,14 +23,14 @@ import pytest
 import redis
 
 from hubstore import migrate_store, open_store
-from hubstore import postgres_sql as sql
 from hubstore.errors import StoreError, StoreOpenError
 from hubstore.factory import shown_url
-from hubstore.postgres_schema import SCHEMA_VERSION
-from hubstore.postgres_store import PostgresHubStore, lookup_arguments
+from hubstore.postgres import sql
+from hubstore.postgres.schema import SCHEMA_VERSION
+from hubstore.postgres.store import PostgresHubStore, lookup_arguments
 from hubstore.store import HubStore
-from hubsync.entries import ConflictReason, EventEntry, Outcome
-from hubsync.errors import ConfigError, SchemaVersionError
+from hubsync.core.entries import ConflictReason, EventEntry, Outcome
+from hubsync.core.errors import ConfigError, SchemaVersionError
 from hubsync.processes import run_hubsync
 from hubsync.servers.postgres import PostgresServer, PostgresUnavailable
 from tests.helpers.operator_support import run_cli
@@ -445,7 +445,7 @@ def test_a_deadlock_with_another_writer_is_retried_and_the_batch_judged_right(
     # writer's after a minute, and the store is the last to wait (it closes the cycle):
     # PostgreSQL aborts the store's transaction, whatever the timing.
     url = postgres_url + "?options=-c%20deadlock_timeout%3D50ms"
-    caplog.set_level(logging.DEBUG, logger="hubstore.postgres_connection")
+    caplog.set_level(logging.DEBUG, logger="hubstore.postgres.connection")
     with (
         open_store(url, create_schema=True) as store,
         psycopg.connect(postgres_url) as other,

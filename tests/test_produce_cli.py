@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from hubsync.core.wire import parse_sync_event
 from hubsync.processes import run_hubsync
-from hubsync.wire import parse_sync_event
-from producers.outbox import OutboxEntry
 from producers.registry import RuntimeRegistry
+from producers.store.outbox import OutboxEntry
 from tests.helpers.operator_support import CliRun, run_cli
 
 ENV_SECRET = "sk-live-4f9a8b7c6d5e4f3a"

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import redis
 
-from consumers.read_budget import ReadBudget, reply_bytes
-from consumers.worker import HubConsumer
+from consumers.stream.read_budget import ReadBudget, reply_bytes
+from consumers.stream.worker import HubConsumer
 from hubstore import open_store
-from hubsync import keys
-from hubsync.settings import ConsumerSettings
+from hubsync.core import keys
+from hubsync.core.settings import ConsumerSettings
 from tests.helpers.relay_player import HUB_PROJECT, RUNTIME, send, send_fields, sync_event
 from tests.helpers.trust import enroll
 

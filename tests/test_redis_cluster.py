@@ -17,24 +17,24 @@ import redis
 from redis.cluster import RedisCluster
 from rq import Queue
 
-from consumers.job_connection import rq_redis_url
-from consumers.maintenance import run_maintenance
+from consumers.jobs.job_connection import rq_redis_url
+from consumers.jobs.maintenance import run_maintenance
 from hubstore.errors import FencedWriteRefusedError
-from hubstore.fence import advance_fence, ensure_fence_table
 from hubstore.leases import LeaseClient, LeaseGranted, LeaseRefusal, LeaseRefused
-from hubsync import keys
-from hubsync.connections import (
+from hubstore.leases.fence import advance_fence, ensure_fence_table
+from hubsync.core import keys
+from hubsync.core.connections import (
     connect,
     is_cluster,
     server_is_cluster,
     use_cluster_mode,
 )
-from hubsync.errors import ConfigError, RedisUnavailableError
-from hubsync.keys import EFFECTS_QUEUE
+from hubsync.core.errors import ConfigError, RedisUnavailableError
+from hubsync.core.keys import EFFECTS_QUEUE
+from hubsync.core.sqlite import Database
+from hubsync.core.stream_reads import CLUSTER_BLOCK_MS, read_streams
 from hubsync.processes import run_hubsync
 from hubsync.servers.redis_cluster import RedisClusterProcesses
-from hubsync.sqlite import Database
-from hubsync.stream_reads import CLUSTER_BLOCK_MS, read_streams
 
 PROJECTS = [f"proj-{n}" for n in range(12)]
 

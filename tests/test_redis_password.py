@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 import redis
 
-from hubsync.connections import connect, read_password_file, use_credentials
-from hubsync.errors import ConfigError
+from hubsync.core.connections import connect, read_password_file, use_credentials
+from hubsync.core.errors import ConfigError
 from hubsync.processes import Child, hubsync_command, run_hubsync
 from producers.registry import RuntimeRegistry
 from tests.helpers.operator_support import run_cli

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import redis
 
-from hubsync.redis_values import (
+from hubsync.core.redis_values import (
     as_text,
     entry_id_ms,
     entry_id_order,

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from hubsync.enrollment import Enrollment, new_key
-from hubsync.errors import ConfigError, SchemaVersionError
+from hubsync.core.enrollment import Enrollment, new_key
+from hubsync.core.errors import ConfigError, SchemaVersionError
 from producers.errors import ForeignEnrollmentError, RebindError, StateDirNotFoundError
 from producers.registry import (
     REGISTRY_FILE,

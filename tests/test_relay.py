@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 import redis
 
-from hubsync import keys
+from hubsync.core import keys
+from hubsync.core.entries import Outcome, OutcomeRecord, outcomes_entry_fields
+from hubsync.core.signing import HUB_ID_FIELD, SIGNATURE_FIELD, RuntimeKey, sign_outcomes_entry
 from hubsync.demo.embedded_redis import RedisServerProcess
-from hubsync.entries import Outcome, OutcomeRecord, outcomes_entry_fields
 from hubsync.processes import run_hubsync
-from hubsync.signing import HUB_ID_FIELD, SIGNATURE_FIELD, RuntimeKey, sign_outcomes_entry
 from producers.relay import Relay
 from producers.relay.acks import AckReader, AckStats
 from producers.relay.credentials import RelayCredentials

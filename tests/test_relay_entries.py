@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hubsync.canonical import canonical_json
-from hubsync.entries import (
+from hubsync.core.canonical import canonical_json
+from hubsync.core.entries import (
     Outcome,
     OutcomeRecord,
     decode_fields,
@@ -19,8 +19,8 @@ from hubsync.entries import (
     parse_outcomes_entry,
     raw_event_entry_fields,
 )
-from hubsync.errors import WireError
-from hubsync.signing import (
+from hubsync.core.errors import WireError
+from hubsync.core.signing import (
     SIGNATURE_FIELD,
     EventSigner,
     RuntimeKey,
@@ -28,8 +28,8 @@ from hubsync.signing import (
     sign_event_entry,
     verify_event_entry,
 )
-from producers.event_store import RunEventStore, StoreIdentity
 from producers.relay.sender import EntryBuilder
+from producers.store.event_store import RunEventStore, StoreIdentity
 
 KEY = RuntimeKey(bytes(range(32)))
 IDENTITY = StoreIdentity("proj-1", "acme", "rt-host-0001")

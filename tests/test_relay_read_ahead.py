@@ -12,16 +12,16 @@ from typing import Any
 import pytest
 import redis
 
-from hubstore.memory_store import MemoryHubStore
+from hubstore.memory import MemoryHubStore
 from hubstore.store import HubStore
-from hubsync.connections import RedisClient, connect
-from hubsync.signing import RuntimeKey, verify_event_entry
-from producers.event_store import RunEventStore
-from producers.outbox import OutboxRow
+from hubsync.core.connections import RedisClient, connect
+from hubsync.core.signing import RuntimeKey, verify_event_entry
 from producers.registry import RuntimeRegistry
 from producers.relay import Relay, split_pipeline
 from producers.relay.sender import OutboxSender
 from producers.relay.split_pipeline import WrittenCommands
+from producers.store.event_store import RunEventStore
+from producers.store.outbox import OutboxRow
 from tests.helpers.hub_double import stream_events
 from tests.helpers.relay_support import append_many, make_runtime, relay_settings
 from tests.helpers.support import wait_until

@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 import redis
 
-from hubsync.settings import RelaySettings
+from hubsync.core.settings import RelaySettings
 from producers.derivation import StoreIdentity
-from producers.event_store import RunEventStore
-from producers.outbox_status import local_status
 from producers.registry import RuntimeRegistry
 from producers.relay import Relay
 from producers.relay.pruner import Pruner
+from producers.store.event_store import RunEventStore
+from producers.store.outbox_status import local_status
 from tests.helpers.clock import FakeClock
 from tests.helpers.hub_double import ack_everything, stream_events
 from tests.helpers.relay_support import append_many, make_runtime, relay_settings

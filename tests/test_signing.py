@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hubsync.entries import (
+from hubsync.core.entries import (
     Outcome,
     OutcomeRecord,
     PresenceBeat,
@@ -24,8 +24,8 @@ from hubsync.entries import (
     outcomes_entry_fields,
     raw_event_entry_fields,
 )
-from hubsync.errors import ConfigError
-from hubsync.signing import (
+from hubsync.core.errors import ConfigError
+from hubsync.core.signing import (
     EVENT_SIGNED_FIELDS,
     HUB_ID_FIELD,
     PRESENCE_SIGNED_FIELDS,

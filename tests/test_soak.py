@@ -32,7 +32,7 @@ from typing import Any
 
 import pytest
 
-from hubsync.connections import connect
+from hubsync.core.connections import connect
 from tests.helpers import chaos_checks as checks
 from tests.helpers.chaos import FaultScheduler, SoakCluster, wait_for
 from tests.helpers.chaos_inject import Injector

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from hubstore import hub_url_from_path, open_store
-from hubstore.sqlite_store import SqliteHubStore, sqlite_path
-from hubsync.entries import Outcome
-from hubsync.errors import ConfigError, SchemaVersionError, StoreBusyError
+from hubstore.sqlite.store import SqliteHubStore, sqlite_path
+from hubsync.core.entries import Outcome
+from hubsync.core.errors import ConfigError, SchemaVersionError, StoreBusyError
 from tests.helpers.relay_player import event_entry, sync_event
 from tests.helpers.support import wait_until
 
@@ -128,7 +128,7 @@ def test_a_write_waits_out_a_busy_database_then_lands(
     store = SqliteHubStore(path, busy_timeout=0.0, busy_budget=60.0)
     holder = _hold_write_lock(path)
     results: list[object] = []
-    caplog.set_level(logging.DEBUG, logger="hubsync.sqlite")
+    caplog.set_level(logging.DEBUG, logger="hubsync.core.sqlite")
     writer = threading.Thread(
         target=lambda: results.append(store.ingest([event_entry(sync_event(1))]))
     )

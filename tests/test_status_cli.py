@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import redis
 
-from hubsync import keys
+from hubsync.core import keys
 from hubsync.demo.embedded_redis import free_port
 from hubsync.processes import Child, hubsync_command
 from tests.helpers.operator_support import HUB_PROJECT, LivePipeline, error_lines, run_cli

@@ -11,13 +11,13 @@ import pytest
 import redis
 from prometheus_client import REGISTRY
 
-from hubsync import keys
+from hubsync.core import keys
 from hubsync.demo.embedded_redis import free_port
 from hubsync.processes import run_hubsync
-from producers.event_store import RunEventStore
 from producers.registry import RuntimeRegistry
 from producers.relay import Relay
 from producers.relay.project_states import RETRY_CAP, ProjectStates
+from producers.store.event_store import RunEventStore
 from tests.helpers.broken_stores import BREAKERS, BrokenStore, garbage_bytes
 from tests.helpers.clock import FakeClock
 from tests.helpers.hub_double import ack_everything, stream_events

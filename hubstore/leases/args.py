@@ -1,7 +1,7 @@
 """Validation of what callers pass to lease operations, before anything reaches Redis.
 
 A resource name sits inside the ``{hash tag}`` of ``hubsync:lease:{RES}``, so it
-follows ``hubsync.names.validate_name``. A holder id is stored as a value, not a
+follows ``hubsync.core.names.validate_name``. A holder id is stored as a value, not a
 key, so it may hold any printable character except ``{`` and ``}`` (kept out so
 every id in a lease reads the same way everywhere), within a bounded length.
 """
@@ -12,8 +12,8 @@ import hashlib
 import re
 
 from hubstore.errors import InvalidLeaseArgumentError
-from hubsync.errors import ConfigError
-from hubsync.names import validate_name
+from hubsync.core.errors import ConfigError
+from hubsync.core.names import validate_name
 
 MIN_TTL_MS = 50
 """Shortest lease: shorter than a round trip makes a lease that expires as it is granted."""

@@ -18,8 +18,8 @@ from typing import Self
 from hubstore.errors import LeaseLostError
 from hubstore.leases.client import LeaseClient
 from hubstore.leases.types import FencedWrite, Lease, LeaseRefused
-from hubsync.closing import ClosesOnExit
-from hubsync.errors import HubsyncError
+from hubsync.core.closing import ClosesOnExit
+from hubsync.core.errors import HubsyncError
 
 logger = logging.getLogger(__name__)
 

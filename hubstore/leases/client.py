@@ -54,9 +54,9 @@ from hubstore.leases.types import (
     LeaseTransition,
 )
 from hubstore.lua_scripts import scripts_for
-from hubsync import keys, metrics
-from hubsync.connections import CLUSTER_UNAVAILABLE_ERRORS, RedisClient, is_cluster
-from hubsync.redis_values import as_text, redis_now_ms
+from hubsync.core import keys, metrics
+from hubsync.core.connections import CLUSTER_UNAVAILABLE_ERRORS, RedisClient, is_cluster
+from hubsync.core.redis_values import as_text, redis_now_ms
 
 logger = logging.getLogger(__name__)
 

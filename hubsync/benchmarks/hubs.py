@@ -14,8 +14,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from hubstore.factory import open_store, shown_url, url_scheme
-from hubsync.errors import ConfigError, SchemaVersionError
-from hubsync.settings import hub_url_from_path
+from hubsync.core.errors import ConfigError, SchemaVersionError
+from hubsync.core.settings import hub_url_from_path
 
 POSTGRES_SCHEMES = ("postgresql", "postgres")
 
@@ -36,7 +36,7 @@ def bench_hub(directory: Path, hub_url: str | None) -> Iterator[str]:
         yield hub_url_from_path(directory / "hub.db")
         return
     check_bench_hub_url(hub_url)
-    from hubstore.postgres_store import scratch_schema  # psycopg: only with a PostgreSQL hub
+    from hubstore.postgres.store import scratch_schema  # psycopg: only with a PostgreSQL hub
 
     with scratch_schema(hub_url, "hubsync_bench") as url:
         yield url

@@ -32,8 +32,8 @@ from typing import Any
 
 from hubsync.benchmarks.procs import BenchError, NatsServer
 from hubsync.benchmarks.workload import INSERT_ROW, entries, iter_rows, raw_hub_table
-from hubsync.connections import connect
-from hubsync.redis_values import as_text
+from hubsync.core.connections import connect
+from hubsync.core.redis_values import as_text
 
 STREAM = "bench:peer:events"
 GROUP = "peer"

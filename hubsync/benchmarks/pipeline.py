@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import Any
 
 from hubstore.factory import open_store
-from hubsync import keys
 from hubsync.benchmarks.hubs import bench_hub, hub_kind, hub_rows
 from hubsync.benchmarks.procs import (
     BenchError,
@@ -43,10 +42,11 @@ from hubsync.benchmarks.workload import (
     runtime_with_backlog,
     runtime_with_backlogs,
 )
-from hubsync.clock import parse_timestamp
-from hubsync.connections import connect
+from hubsync.core import keys
+from hubsync.core.clock import parse_timestamp
+from hubsync.core.connections import connect
 from hubsync.processes import Child, PipelineProcesses, hubsync_command
-from producers.event_store import NewEvent, RunEventStore
+from producers.store.event_store import NewEvent, RunEventStore
 
 CONSUMERS = 2
 TICK_SECONDS = 0.005

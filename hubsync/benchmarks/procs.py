@@ -17,8 +17,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from hubsync.core.errors import HubsyncError
 from hubsync.demo.embedded_redis import free_port
-from hubsync.errors import HubsyncError
 from hubsync.processes import Child
 
 

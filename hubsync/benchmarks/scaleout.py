@@ -38,11 +38,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hubsync import keys
 from hubsync.benchmarks.pipeline import measure_end_to_end
 from hubsync.benchmarks.procs import cpu_seconds, process_tree_cpu_seconds
+from hubsync.core import keys
+from hubsync.core.errors import HubsyncError
 from hubsync.demo.embedded_redis import RedisServerProcess
-from hubsync.errors import HubsyncError
 from hubsync.servers.redis_cluster import RedisClusterError, RedisClusterProcesses
 
 TARGET_RATIO = 0.7

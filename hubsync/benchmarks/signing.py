@@ -14,8 +14,8 @@ from collections.abc import Callable
 from typing import Any
 
 from hubsync.benchmarks.workload import entries
-from hubsync.entries import decode_fields
-from hubsync.signing import SIGNATURE_FIELD, RuntimeKey, sign_event_entry, verify_event_entry
+from hubsync.core.entries import decode_fields
+from hubsync.core.signing import SIGNATURE_FIELD, RuntimeKey, sign_event_entry, verify_event_entry
 
 TARGET_VERIFY_US = 3.0
 """The most a consumer may spend checking one event's signature."""
@@ -51,7 +51,7 @@ def measure_signing(number: int = 20_000, rounds: int = 5) -> dict[str, Any]:
     verify_2 = _best_us(lambda: verify_event_entry([previous, key], read), number, rounds)
     sign = _best_us(lambda: sign_event_entry(key, fields), number, rounds)
     return {
-        "what": "HMAC-SHA256 over the signed event fields (hubsync.signing), per event",
+        "what": "HMAC-SHA256 over the signed event fields (hubsync.core.signing), per event",
         "verify_us": verify_1,
         "verify_during_rotation_us": verify_2,
         "sign_us": sign,

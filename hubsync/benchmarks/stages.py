@@ -17,9 +17,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from consumers.worker import HubConsumer
+from consumers.stream.worker import HubConsumer
 from hubstore.factory import open_store
-from hubsync import keys
 from hubsync.benchmarks.workload import (
     HUB_PROJECT,
     INSERT_ROW,
@@ -29,12 +28,13 @@ from hubsync.benchmarks.workload import (
     raw_hub_table,
     runtime_with_backlog,
 )
-from hubsync.connections import RedisClient, connect
-from hubsync.settings import ConsumerSettings, RelaySettings, hub_url_from_path
-from hubsync.signing import RuntimeKey
-from producers.event_store import RunEventStore
+from hubsync.core import keys
+from hubsync.core.connections import RedisClient, connect
+from hubsync.core.settings import ConsumerSettings, RelaySettings, hub_url_from_path
+from hubsync.core.signing import RuntimeKey
 from producers.relay import Relay
 from producers.relay.sender import EntryBuilder
+from producers.store.event_store import RunEventStore
 
 BATCH = 500
 STREAM = keys.events_stream(HUB_PROJECT)

@@ -15,17 +15,17 @@ from pathlib import Path
 from typing import Any
 
 from hubstore.factory import open_store
-from hubstore.sqlite_schema import SCHEMA_STATEMENTS
-from hubstore.sqlite_store import HUB_SYNCHRONOUS
+from hubstore.sqlite.schema import SCHEMA_STATEMENTS
+from hubstore.sqlite.store import HUB_SYNCHRONOUS
 from hubstore.store import HubStore
-from hubsync.entries import event_entry_fields
+from hubsync.core.entries import event_entry_fields
+from hubsync.core.redis_values import as_text
+from hubsync.core.settings import hub_url_from_path
+from hubsync.core.signing import SIGNATURE_FIELD, RuntimeKey, sign_event_entry
+from hubsync.core.wire import SyncEvent
 from hubsync.provisioning import enroll_runtime
-from hubsync.redis_values import as_text
-from hubsync.settings import hub_url_from_path
-from hubsync.signing import SIGNATURE_FIELD, RuntimeKey, sign_event_entry
-from hubsync.wire import SyncEvent
-from producers.event_store import NewEvent, RunEventStore
 from producers.registry import RuntimeRegistry
+from producers.store.event_store import NewEvent, RunEventStore
 
 EVENT_BYTES = 540
 """Target size of one canonical sync event."""

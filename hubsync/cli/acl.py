@@ -1,6 +1,6 @@
 """``hubsync acl``: print ``ACL SETUSER`` lines for least-privilege Redis users (redis-cli pipeable).
 
-The rules themselves are ``hubsync.acl_rules``; this command only picks the
+The rules themselves are ``hubsync.core.acl_rules``; this command only picks the
 users and the password, and with ``--hub-url``/``--hub-db`` takes a runtime's
 hub projects from its enrollment on that hub, so a relay's user grants exactly
 what the hub lets that runtime write. A password is read from a file, never from argv, and
@@ -14,11 +14,11 @@ from pathlib import Path
 
 import click
 
-from hubsync import acl_rules
-from hubsync.acl_rules import RedisUser
 from hubsync.cli.options import hub_options, open_hub_store
-from hubsync.errors import ConfigError
-from hubsync.settings import hub_url_of
+from hubsync.core import acl_rules
+from hubsync.core.acl_rules import RedisUser
+from hubsync.core.errors import ConfigError
+from hubsync.core.settings import hub_url_of
 
 
 def _password(path: Path | None) -> str | None:

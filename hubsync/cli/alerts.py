@@ -9,8 +9,8 @@ from typing import Any
 
 import click
 
-from consumers.alerts import read_alerts
-from consumers.projects import known_hub_projects, require_hub_project
+from consumers.views.alerts import read_alerts
+from consumers.views.projects import known_hub_projects, require_hub_project
 from hubstore.store import AlertRecord
 from hubsync.cli.options import (
     count_option,
@@ -21,9 +21,9 @@ from hubsync.cli.options import (
     redis_url_option,
     shown_store,
 )
-from hubsync.connections import probe
-from hubsync.redis_values import printable
-from hubsync.settings import hub_url_of
+from hubsync.core.connections import probe
+from hubsync.core.redis_values import printable
+from hubsync.core.settings import hub_url_of
 
 
 @click.group(

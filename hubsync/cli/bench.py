@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from hubsync.errors import ConfigError
+from hubsync.core.errors import ConfigError
 
 
 def _postgresql_url(_: click.Context, __: click.Parameter, value: str | None) -> str | None:
@@ -86,7 +86,7 @@ def bench(quick: bool, json_file: Path | None, hub_url: str | None, scale_out: b
     def progress(step: str) -> None:
         click.echo(f"... {step}", err=True)
 
-    from hubsync.gc_tuning import tune_for_throughput
+    from hubsync.core.gc_tuning import tune_for_throughput
 
     tune_for_throughput()  # what the daemons run with: the in-process stages and their raw loops
     if scale_out:

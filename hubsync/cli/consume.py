@@ -14,7 +14,7 @@ import click
 
 from hubsync.cli import exit_codes
 from hubsync.cli.options import build_settings, hub_options, options_from, use_redis_credentials
-from hubsync.connections import (
+from hubsync.core.connections import (
     CREDENTIAL_ERRORS,
     UNREACHABLE_ERRORS,
     Role,
@@ -22,9 +22,9 @@ from hubsync.connections import (
     ping,
     wait_for_redis,
 )
-from hubsync.logs import configure_logging
-from hubsync.names import validate_name
-from hubsync.settings import ConsumerSettings, hub_url_of
+from hubsync.core.logs import configure_logging
+from hubsync.core.names import validate_name
+from hubsync.core.settings import ConsumerSettings, hub_url_of
 
 log = logging.getLogger(__name__)
 
@@ -83,10 +83,10 @@ def consume(
             raise click.UsageError("--check needs --name (the consumer to check)")
         raise SystemExit(_check(settings, validate_name(settings.name, "consumer name")))
 
-    from consumers.worker import HubConsumer
+    from consumers.stream.worker import HubConsumer
     from hubstore import open_store
-    from hubsync.gc_tuning import tune_for_throughput
-    from hubsync.metrics import start_metrics_server  # prometheus_client: daemons only
+    from hubsync.core.gc_tuning import tune_for_throughput
+    from hubsync.core.metrics import start_metrics_server  # prometheus_client: daemons only
 
     if not once and not _wait_for_redis(settings.redis_url):
         return  # stopped by a signal before Redis answered
@@ -129,8 +129,8 @@ def _wait_for_redis(url: str) -> bool:
 
 def _check(settings: ConsumerSettings, name: str) -> int:
     from consumers.errors import ConsumerUnhealthyError
-    from consumers.health import check_health
-    from consumers.hub_binding import bind_namespace
+    from consumers.stream.health import check_health
+    from consumers.stream.hub_binding import bind_namespace
 
     hub_id = _store_hub_id(settings.hub_url)
     client = connect(settings.redis_url, Role.PROBE)
@@ -155,7 +155,7 @@ def _check(settings: ConsumerSettings, name: str) -> int:
 def _store_hub_id(hub_url: str) -> str | None:
     """The hub id of the store ``hub_url`` names; None when it has none yet (or no store)."""
     from hubstore import open_store
-    from hubsync.errors import SchemaVersionError
+    from hubsync.core.errors import SchemaVersionError
 
     try:
         with open_store(hub_url, create_schema=False) as store:

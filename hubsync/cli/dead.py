@@ -8,7 +8,12 @@ from typing import Any
 
 import click
 
-from consumers.dead_letters import DeadLetters, ListedDeadLetter, ReplayResult, validate_entry_id
+from consumers.views.dead_letters import (
+    DeadLetters,
+    ListedDeadLetter,
+    ReplayResult,
+    validate_entry_id,
+)
 from hubsync.cli.options import (
     count_option,
     duration_option,
@@ -17,9 +22,9 @@ from hubsync.cli.options import (
     json_option,
     redis_url_option,
 )
-from hubsync.connections import probe
-from hubsync.errors import ConfigError
-from hubsync.redis_values import printable
+from hubsync.core.connections import probe
+from hubsync.core.errors import ConfigError
+from hubsync.core.redis_values import printable
 
 _project = hub_project_required
 

@@ -12,9 +12,9 @@ import click
 
 from hubsync.cli import exit_codes
 from hubsync.cli.options import env_option, options_from
-from hubsync.errors import ConfigError
-from hubsync.logs import configure_logging
-from hubsync.settings import DemoSettings
+from hubsync.core.errors import ConfigError
+from hubsync.core.logs import configure_logging
+from hubsync.core.settings import DemoSettings
 
 if TYPE_CHECKING:
     from hubsync.demo.embedded_redis import EmbeddedRedis

@@ -13,7 +13,7 @@ from hubsync.cli.options import (
     json_option,
     shown_store,
 )
-from hubsync.settings import hub_url_of, safe_url
+from hubsync.core.settings import hub_url_of, safe_url
 
 
 @click.command(

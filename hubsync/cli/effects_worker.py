@@ -9,11 +9,11 @@ import redis
 
 from hubsync.cli import exit_codes
 from hubsync.cli.options import build_settings, env_option, options_from, use_redis_credentials
-from hubsync.connections import CREDENTIAL_ERRORS, UNREACHABLE_ERRORS, cluster_mode_of, ping
-from hubsync.keys import EFFECTS_QUEUE
-from hubsync.logs import configure_logging
-from hubsync.names import validate_name
-from hubsync.settings import EffectsWorkerSettings
+from hubsync.core.connections import CREDENTIAL_ERRORS, UNREACHABLE_ERRORS, cluster_mode_of, ping
+from hubsync.core.keys import EFFECTS_QUEUE
+from hubsync.core.logs import configure_logging
+from hubsync.core.names import validate_name
+from hubsync.core.settings import EffectsWorkerSettings
 
 
 @click.command(
@@ -55,7 +55,7 @@ def effects_worker(worker_name: str | None, burst: bool, check: bool, **options:
     """
     from rq import Queue, Worker
 
-    from consumers.job_connection import rq_connection, rq_redis_url, use_pipeline_redis
+    from consumers.jobs.job_connection import rq_connection, rq_redis_url, use_pipeline_redis
 
     settings = build_settings(EffectsWorkerSettings, **options)
     name = worker_name

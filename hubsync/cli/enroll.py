@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING
 import click
 
 from hubsync.cli.options import duration_callback, env_option, hub_options, json_option
-from hubsync.clock import format_timestamp
-from hubsync.enrollment import encode_token, validate_hub_projects
-from hubsync.errors import ConfigError, SchemaVersionError
-from hubsync.names import validate_name
-from hubsync.settings import hub_url_of
+from hubsync.core.clock import format_timestamp
+from hubsync.core.enrollment import encode_token, validate_hub_projects
+from hubsync.core.errors import ConfigError, SchemaVersionError
+from hubsync.core.names import validate_name
+from hubsync.core.settings import hub_url_of
 
 if TYPE_CHECKING:
     from hubstore.store import HubStore

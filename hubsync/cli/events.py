@@ -17,7 +17,7 @@ from hubsync.cli.paging import (
     project_id_option,
     run_option,
 )
-from hubsync.settings import hub_url_of
+from hubsync.core.settings import hub_url_of
 
 _LINE_BREAKS_ESCAPED = {c: f"\\u{c:04x}" for c in (0x85, 0x2028, 0x2029)}
 """NEL, LINE SEPARATOR, PARAGRAPH SEPARATOR: ``str.splitlines`` breaks at these."""

@@ -9,8 +9,8 @@ from pathlib import Path
 import click
 
 from hubsync.cli.options import hub_options, json_option, shown_store
-from hubsync.migration import SchemaChange
-from hubsync.settings import hub_url_of
+from hubsync.core.migration import SchemaChange
+from hubsync.core.settings import hub_url_of
 
 
 @click.group(

@@ -19,8 +19,8 @@ from hubstore.leases import (
 )
 from hubsync.cli import exit_codes
 from hubsync.cli.options import env_option, json_option, redis_url_option
-from hubsync.connections import Role, connect
-from hubsync.redis_values import printable
+from hubsync.core.connections import Role, connect
+from hubsync.core.redis_values import printable
 
 REFUSAL_EXIT_CODES = {
     LeaseRefusal.HELD: exit_codes.LEASE_HELD,

@@ -17,9 +17,9 @@ import sys
 
 import click
 
-from hubsync import __version__
 from hubsync.cli import exit_codes
-from hubsync.errors import ConfigError, HubsyncError, RedisUnavailableError
+from hubsync.core.errors import ConfigError, HubsyncError, RedisUnavailableError
+from hubsync.core.version import __version__
 
 COMMANDS: dict[str, tuple[str, str]] = {
     "acl": ("hubsync.cli.acl:acl", "Print ACL SETUSER lines for least-privilege Redis users."),

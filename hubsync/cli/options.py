@@ -30,11 +30,11 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 from pydantic_settings import BaseSettings
 
-from hubsync.connections import use_cluster_mode, use_credentials
-from hubsync.durations import is_duration, parse_duration
-from hubsync.errors import ConfigError
-from hubsync.names import validate_name
-from hubsync.settings import (
+from hubsync.core.connections import use_cluster_mode, use_credentials
+from hubsync.core.durations import is_duration, parse_duration
+from hubsync.core.errors import ConfigError
+from hubsync.core.names import validate_name
+from hubsync.core.settings import (
     SQLITE_URL_PREFIX,
     ClusterMode,
     CommonSettings,
@@ -276,7 +276,7 @@ def open_hub_store(hub_url: str) -> HubStore:
     """
     from hubstore import open_store
     from hubstore.errors import StoreError
-    from hubsync.errors import SchemaVersionError
+    from hubsync.core.errors import SchemaVersionError
 
     try:
         return open_store(hub_url, create_schema=False, busy_budget=10.0)

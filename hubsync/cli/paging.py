@@ -23,9 +23,9 @@ from typing import Any, Literal, TypeVar
 import click
 
 from hubstore.store import EventPosition, RunPosition, RunSummary, StoredEvent
-from hubsync.canonical import canonical_json
-from hubsync.errors import ConfigError
-from hubsync.names import validate_name
+from hubsync.core.canonical import canonical_json
+from hubsync.core.errors import ConfigError
+from hubsync.core.names import validate_name
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -15,9 +15,9 @@ from typing import Any
 import click
 
 from hubsync.cli.options import env_option, options_from
-from hubsync.settings import ProduceSettings, RuntimeSettings
-from producers.event_store import NewEvent, RunEventStore
+from hubsync.core.settings import ProduceSettings, RuntimeSettings
 from producers.registry import RuntimeRegistry
+from producers.store.event_store import NewEvent, RunEventStore
 from producers.synthetic import run_events
 
 _BATCH_LIMIT = 500  # events per append_events transaction in --batch mode

@@ -11,12 +11,12 @@ from typing import Any
 
 import click
 
-from hubsync import keys
 from hubsync.cli import exit_codes
 from hubsync.cli.options import build_settings, options_from, use_redis_credentials
-from hubsync.connections import CREDENTIAL_ERRORS, UNREACHABLE_ERRORS, Role, connect, probe
-from hubsync.logs import configure_logging
-from hubsync.settings import RelaySettings
+from hubsync.core import keys
+from hubsync.core.connections import CREDENTIAL_ERRORS, UNREACHABLE_ERRORS, Role, connect, probe
+from hubsync.core.logs import configure_logging
+from hubsync.core.settings import RelaySettings
 from producers.errors import UnreadableStoreError
 
 log = logging.getLogger(__name__)
@@ -72,8 +72,8 @@ def relay(once: bool, check: bool, as_json: bool, **options: Any) -> None:
         with RuntimeRegistry(settings.state_dir, create=False) as registry:
             runtime_id = registry.runtime_id
         raise SystemExit(_check(settings, runtime_id))
-    from hubsync.gc_tuning import tune_for_throughput
-    from hubsync.metrics import start_metrics_server  # prometheus_client: daemons only
+    from hubsync.core.gc_tuning import tune_for_throughput
+    from hubsync.core.metrics import start_metrics_server  # prometheus_client: daemons only
     from producers.relay import Relay
 
     daemon = Relay(settings)

@@ -16,7 +16,7 @@ from hubsync.cli.paging import (
     print_page,
     project_id_option,
 )
-from hubsync.settings import hub_url_of
+from hubsync.core.settings import hub_url_of
 
 GAPS_PER_RUN = 10
 """Gap ranges shown per run; `missing` counts them all."""

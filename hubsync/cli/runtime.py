@@ -15,8 +15,8 @@ from pathlib import Path
 import click
 
 from hubsync.cli.options import json_option, options_from
-from hubsync.enrollment import decode_token
-from hubsync.settings import RuntimeSettings
+from hubsync.core.enrollment import decode_token
+from hubsync.core.settings import RuntimeSettings
 from producers.registry import REGISTRY_FILE, JoinAction, RuntimeRegistry
 
 _MAX_STDIN_CHARS = 65_536  # far above any token; a pasted file is refused, not read whole

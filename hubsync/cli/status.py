@@ -11,8 +11,8 @@ from pathlib import Path
 import click
 import redis
 
-from consumers.projects import known_hub_projects, require_hub_project
-from consumers.queue_status import health_keys, project_status
+from consumers.views.projects import known_hub_projects, require_hub_project
+from consumers.views.queue_status import health_keys, project_status
 from hubstore.store import DEFAULT_STALE_AFTER, HubStore
 from hubsync.cli.options import (
     deployment_options,
@@ -24,12 +24,12 @@ from hubsync.cli.options import (
     shown_store,
 )
 from hubsync.cli.status_view import StatusReport, render
-from hubsync.clock import utc_now_iso
-from hubsync.connections import RedisClient, probe
-from hubsync.errors import RedisUnavailableError
-from hubsync.redis_values import redis_now_ms
-from hubsync.settings import hub_url_of, safe_url
-from producers.outbox_status import local_status
+from hubsync.core.clock import utc_now_iso
+from hubsync.core.connections import RedisClient, probe
+from hubsync.core.errors import RedisUnavailableError
+from hubsync.core.redis_values import redis_now_ms
+from hubsync.core.settings import hub_url_of, safe_url
+from producers.store.outbox_status import local_status
 
 
 @click.command(

@@ -9,9 +9,9 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from consumers.queue_status import HealthKey, HubProjectStatus
-from hubsync.redis_values import printable
-from producers.outbox_status import LocalStatus
+from consumers.views.queue_status import HealthKey, HubProjectStatus
+from hubsync.core.redis_values import printable
+from producers.store.outbox_status import LocalStatus
 
 
 @dataclass

@@ -23,9 +23,9 @@ from typing import Protocol, Self
 
 import redis
 
-from hubsync.closing import ClosesOnExit
-from hubsync.connections import Role, connect
-from hubsync.errors import HubsyncError
+from hubsync.core.closing import ClosesOnExit
+from hubsync.core.connections import Role, connect
+from hubsync.core.errors import HubsyncError
 
 
 class EmbeddedRedisError(HubsyncError):

@@ -26,26 +26,26 @@ from typing import Any
 
 import redis
 
-from consumers.hub_binding import bind_namespace, release_namespace
+from consumers.stream.hub_binding import bind_namespace, release_namespace
 from hubstore.factory import hub_url_from_path, open_store
 from hubstore.leases import LeaseClient
 from hubstore.store import HubStore
-from hubsync import keys
-from hubsync.canonical import content_hash
-from hubsync.connections import connect
+from hubsync.core import keys
+from hubsync.core.canonical import content_hash
+from hubsync.core.connections import connect
+from hubsync.core.entries import ConflictReason, SecurityReason, event_entry_fields
+from hubsync.core.settings import safe_url
+from hubsync.core.signing import SIGNATURE_FIELD, RuntimeKey, sign_event_entry
+from hubsync.core.wire import parse_sync_event
 from hubsync.demo.secrets_scan import files_containing, redis_keys_containing
-from hubsync.entries import ConflictReason, SecurityReason, event_entry_fields
 from hubsync.processes import PipelineProcesses
 from hubsync.provisioning import enroll_runtime
-from hubsync.settings import safe_url
-from hubsync.signing import SIGNATURE_FIELD, RuntimeKey, sign_event_entry
-from hubsync.wire import parse_sync_event
 from producers.effects.kinds import EffectKind
 from producers.effects.ledger import EffectsLedger
 from producers.effects.records import EffectClaim, EffectCommitted, EffectRefused, EffectSpec
 from producers.effects.shared import SharedEffects
-from producers.event_store import NewEvent, RunEventStore
 from producers.registry import RuntimeRegistry
+from producers.store.event_store import NewEvent, RunEventStore
 from producers.synthetic import run_events
 
 HUB_PROJECT = "demo"

@@ -6,7 +6,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from hubsync.connections import RedisClient
+from hubsync.core.connections import RedisClient
 
 
 def files_containing(paths: Iterable[Path], secrets: Sequence[str]) -> list[str]:

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from hubsync.core.errors import HubsyncError
 from hubsync.doctor.check import Check, Status
-from hubsync.errors import HubsyncError
 
 NAME = "enrollment"
 
@@ -60,7 +60,7 @@ def _against_hub(
     hub_url: str, shown_hub: str, runtime_id: str, hub_id: str, key: bytes, joined: str
 ) -> Check:
     from hubstore import open_store
-    from hubsync.clock import utc_now
+    from hubsync.core.clock import utc_now
 
     try:
         with open_store(hub_url, create_schema=False, busy_budget=10.0) as store:

@@ -14,13 +14,13 @@ from typing import Any, TypeVar
 
 import redis
 
-from consumers.projects import known_hub_projects
-from hubsync import keys
-from hubsync.connections import RedisClient, Role, connect, ping
+from consumers.views.projects import known_hub_projects
+from hubsync.core import keys
+from hubsync.core.connections import RedisClient, Role, connect, ping
+from hubsync.core.errors import RedisUnavailableError
+from hubsync.core.redis_values import as_text, printable
+from hubsync.core.settings import safe_url
 from hubsync.doctor.check import Check, Status, counted
-from hubsync.errors import RedisUnavailableError
-from hubsync.redis_values import as_text, printable
-from hubsync.settings import safe_url
 
 MIN_REDIS_VERSION = (7, 0)
 """Reclaim relies on XAUTOCLAIM reporting entries deleted while pending, and lag on

@@ -11,8 +11,8 @@ import sqlite3
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from hubsync.core.errors import HubsyncError, SchemaVersionError
 from hubsync.doctor.check import Check, Status, counted, from_error
-from hubsync.errors import HubsyncError, SchemaVersionError
 
 if TYPE_CHECKING:
     from producers.registry import ProjectRegistration, RuntimeRegistry

@@ -16,7 +16,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from hubsync.errors import HubsyncError
+from hubsync.core.errors import HubsyncError
 
 SCRUBBED_PREFIX = "HUBSYNC_"
 SCRUBBED_NAMES = ("REDIS_URL",)

@@ -14,7 +14,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TypeVar
 
-from hubsync.errors import HubsyncError
+from hubsync.core.errors import HubsyncError
 from hubsync.processes.child import Child, hubsync_command
 
 T = TypeVar("T")

@@ -31,9 +31,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from urllib.parse import quote
 
-from hubsync.closing import ClosesOnExit
+from hubsync.core.closing import ClosesOnExit
+from hubsync.core.errors import HubsyncError
 from hubsync.demo.embedded_redis import free_port
-from hubsync.errors import HubsyncError
 
 USER = "hubsync"
 """The superuser ``initdb`` makes."""

@@ -24,7 +24,7 @@ from typing import Self
 import redis
 from redis.crc import key_slot
 
-from hubsync.connections import Role, connect
+from hubsync.core.connections import Role, connect
 from hubsync.demo.embedded_redis import RedisServerProcess, free_port
 
 SLOTS = 16384

@@ -6,7 +6,7 @@ these exceptions are for misuse and for the raising helpers.
 
 from __future__ import annotations
 
-from hubsync.errors import ConfigError
+from hubsync.core.errors import ConfigError
 from producers.errors import ProducerError
 
 

@@ -5,7 +5,7 @@ A row is claimed ``in-flight`` by one attempt, heartbeated while it executes and
 parked ``blocked_uncertain`` and stays in-flight, so nothing retries it.
 
 Rows of fenced (shared) effects also advance ``resource_fences`` (see
-``hubstore.fence``) in the same transaction as the claim and the commit: a commit
+``hubstore.leases.fence``) in the same transaction as the claim and the commit: a commit
 under a token smaller than one another attempt on this ledger has already
 claimed with is refused even if its Redis check passed just before a pause.
 """
@@ -19,12 +19,12 @@ from pathlib import Path
 from typing import Any
 
 from hubstore.errors import FencedWriteRefusedError
-from hubstore.fence import FENCE_DDL, advance_fence
-from hubsync.canonical import canonical_json, content_hash
-from hubsync.clock import format_timestamp, parse_timestamp, utc_now, utc_now_iso
-from hubsync.errors import WireError
-from hubsync.names import validate_name
-from hubsync.sqlite import Database, Migration, split_statements
+from hubstore.leases.fence import FENCE_DDL, advance_fence
+from hubsync.core.canonical import canonical_json, content_hash
+from hubsync.core.clock import format_timestamp, parse_timestamp, utc_now, utc_now_iso
+from hubsync.core.errors import WireError
+from hubsync.core.names import validate_name
+from hubsync.core.sqlite import Database, Migration, split_statements
 from producers.effects.errors import InvalidEffectError
 from producers.effects.kinds import EffectKind
 from producers.effects.records import (
@@ -40,7 +40,7 @@ SCHEMA_VERSION = 1
 """``PRAGMA user_version`` of the ledger (``resource_fences`` included): an older file is
 migrated at open (after a backup), a newer one refused."""
 MIGRATIONS: tuple[Migration, ...] = ()
-"""Version N -> N+1 steps, oldest first (``hubsync.sqlite.Migration``); none yet."""
+"""Version N -> N+1 steps, oldest first (``hubsync.core.sqlite.Migration``); none yet."""
 MAX_TARGET_LENGTH = 2048
 DEFAULT_STALE_AFTER = 120.0
 """An in-flight row not heartbeated for this long belongs to a dead attempt and may be

@@ -23,7 +23,7 @@ from typing import Any
 
 from hubstore.errors import LeaseUnavailableError
 from hubstore.leases import AutoRenewingLease, LeaseClient, LeaseRefused, LostCallback
-from hubsync.errors import HubsyncError
+from hubsync.core.errors import HubsyncError
 from producers.effects.kinds import lease_resource_for, requires_lease
 from producers.effects.ledger import EffectsLedger, validate_spec
 from producers.effects.records import (

@@ -27,16 +27,16 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from hubsync import keys, metrics
-from hubsync.connections import RedisClient
-from hubsync.entries import Outcome, OutcomeRecord, decode_fields, parse_outcomes_entry
-from hubsync.errors import WireError
-from hubsync.redis_values import as_text, entry_id_order, printable
-from hubsync.signing import HUB_ID_FIELD, SIGNATURE_FIELD, verify_outcomes_entry
-from hubsync.stream_reads import read_streams
-from producers.event_store import RunEventStore
+from hubsync.core import keys, metrics
+from hubsync.core.connections import RedisClient
+from hubsync.core.entries import Outcome, OutcomeRecord, decode_fields, parse_outcomes_entry
+from hubsync.core.errors import WireError
+from hubsync.core.redis_values import as_text, entry_id_order, printable
+from hubsync.core.signing import HUB_ID_FIELD, SIGNATURE_FIELD, verify_outcomes_entry
+from hubsync.core.stream_reads import read_streams
 from producers.relay.credentials import RelayCredentials
-from producers.unreadable import UNREADABLE_STORE_ERRORS
+from producers.store.event_store import RunEventStore
+from producers.store.unreadable import UNREADABLE_STORE_ERRORS
 
 log = logging.getLogger(__name__)
 
@@ -139,7 +139,7 @@ class AckReader:
     def read(self, client: RedisClient, block_ms: int | None, count: int = 100) -> int:
         """Read and apply what is on the ack streams; return how many entries were read.
 
-        One XREAD over them all; on a cluster, one per hash slot (``hubsync.stream_reads``).
+        One XREAD over them all; on a cluster, one per hash slot (``hubsync.core.stream_reads``).
         Applied entries are trimmed after a read that found nothing, else at most every
         ``TRIM_INTERVAL`` seconds.
         """

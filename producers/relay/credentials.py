@@ -19,8 +19,8 @@ import logging
 import threading
 from dataclasses import dataclass
 
-from hubsync.enrollment import Enrollment
-from hubsync.signing import RuntimeKey
+from hubsync.core.enrollment import Enrollment
+from hubsync.core.signing import RuntimeKey
 from producers.registry import RuntimeRegistry
 
 log = logging.getLogger(__name__)

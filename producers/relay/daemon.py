@@ -15,7 +15,7 @@ Nothing is sent before the runtime has joined its hub, and every entry (and
 presence beat) is signed with the runtime's key; only outcomes signed with it
 by the hub the runtime joined are applied (``producers.relay.credentials``).
 
-A project whose store cannot be read (``producers.unreadable``) is set aside,
+A project whose store cannot be read (``producers.store.unreadable``) is set aside,
 never the relay: every thread drops its connection to it, the others keep
 syncing, and it is tried again on ``ProjectStates``'s schedule.
 """
@@ -32,16 +32,15 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from hubsync import __version__, keys, metrics
-from hubsync.backoff import Backoff
-from hubsync.clock import EpochClock, epoch_seconds, utc_now_iso
-from hubsync.connections import RedisClient, Role, connect, wait_for_redis
-from hubsync.entries import PresenceBeat
-from hubsync.errors import ConfigError
-from hubsync.settings import RelaySettings
-from hubsync.signing import SIGNATURE_FIELD, sign_presence_entry
-from producers.event_store import RunEventStore
-from producers.outbox import BOOKKEEPING_SYNCHRONOUS
+from hubsync.core import keys, metrics
+from hubsync.core.backoff import Backoff
+from hubsync.core.clock import EpochClock, epoch_seconds, utc_now_iso
+from hubsync.core.connections import RedisClient, Role, connect, wait_for_redis
+from hubsync.core.entries import PresenceBeat
+from hubsync.core.errors import ConfigError
+from hubsync.core.settings import RelaySettings
+from hubsync.core.signing import SIGNATURE_FIELD, sign_presence_entry
+from hubsync.core.version import __version__
 from producers.registry import ProjectRegistration, RuntimeRegistry
 from producers.relay.acks import AckReader, AckStats
 from producers.relay.credentials import RelayCredentials
@@ -50,7 +49,9 @@ from producers.relay.marker import AttemptMarker
 from producers.relay.project_states import ProjectStates
 from producers.relay.pruner import Pruner
 from producers.relay.sender import OutboxSender, SenderStats
-from producers.unreadable import UNREADABLE_STORE_ERRORS, unreadable_reason
+from producers.store.event_store import RunEventStore
+from producers.store.outbox import BOOKKEEPING_SYNCHRONOUS
+from producers.store.unreadable import UNREADABLE_STORE_ERRORS, unreadable_reason
 
 log = logging.getLogger(__name__)
 

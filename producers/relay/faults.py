@@ -1,7 +1,7 @@
 """Living with an unreachable Redis: which errors mean "retry later", one log line per change.
 
 The relay must never fail or block an append because Redis is down; it simply
-keeps rows pending and retries, waiting ``hubsync.backoff.Backoff`` delays in
+keeps rows pending and retries, waiting ``hubsync.core.backoff.Backoff`` delays in
 between. Operators need to know when the state changes, not a line per retry,
 so ``RedisHealth`` logs transitions only.
 """
@@ -13,7 +13,7 @@ import threading
 
 import redis
 
-from hubsync.connections import UNREACHABLE_ERRORS
+from hubsync.core.connections import UNREACHABLE_ERRORS
 
 log = logging.getLogger(__name__)
 

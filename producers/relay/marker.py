@@ -31,8 +31,8 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from producers.event_store import RunEventStore
-from producers.unreadable import UNREADABLE_STORE_ERRORS
+from producers.store.event_store import RunEventStore
+from producers.store.unreadable import UNREADABLE_STORE_ERRORS
 
 log = logging.getLogger(__name__)
 

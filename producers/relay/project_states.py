@@ -1,11 +1,11 @@
 """Which projects the relay cannot read, and when to try each of them again.
 
-One project's store may be unreadable (see ``producers.unreadable``) while the
+One project's store may be unreadable (see ``producers.store.unreadable``) while the
 others are fine, so that is the state of the project, never a failure of the
 relay: ``ProjectStates`` records it with its reason, logs it once per change
 (unreadable, a new reason, readable again; never once per retry), exports it
 as the ``hubsync_relay_project_unreadable`` gauge, and says when the next try
-falls due: the one backoff (``hubsync.backoff``) from ``RETRY_BASE`` up to
+falls due: the one backoff (``hubsync.core.backoff``) from ``RETRY_BASE`` up to
 ``RETRY_CAP`` seconds, so a fixed file is picked up without a restart. Shared
 by the relay's threads.
 """
@@ -18,8 +18,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from hubsync import metrics
-from hubsync.backoff import Backoff
+from hubsync.core import metrics
+from hubsync.core.backoff import Backoff
 
 log = logging.getLogger(__name__)
 

@@ -20,13 +20,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 
-from hubsync import metrics
-from hubsync.clock import EpochClock, epoch_seconds
-from hubsync.settings import RelaySettings
-from producers.event_store import RunEventStore
-from producers.outbox import BOOKKEEPING_SYNCHRONOUS
+from hubsync.core import metrics
+from hubsync.core.clock import EpochClock, epoch_seconds
+from hubsync.core.settings import RelaySettings
 from producers.registry import ProjectRegistration, RuntimeRegistry
-from producers.retention import PruneStep
+from producers.store.event_store import RunEventStore
+from producers.store.outbox import BOOKKEEPING_SYNCHRONOUS
+from producers.store.retention import PruneStep
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ told about, so the rows are read again instead); otherwise it is dropped and
 the rows are read afresh.
 
 Each entry is signed at send time with the runtime's key (``sig``, see
-``hubsync.signing``), so rows appended before the runtime joined its hub go
+``hubsync.core.signing``), so rows appended before the runtime joined its hub go
 out signed once it has; until then, and for a hub project the runtime is not
 enrolled for, nothing is sent (``producers.relay.credentials`` says why, once).
 """
@@ -26,18 +26,18 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from hubsync import keys, metrics
-from hubsync.clock import EpochClock, epoch_seconds
-from hubsync.connections import RedisClient
-from hubsync.entries import KIND_EVENT
-from hubsync.settings import RelaySettings
-from hubsync.signing import SIGNATURE_FIELD, EventSigner, RuntimeKey
-from hubsync.wire import MAX_EVENT_BYTES
-from producers.event_store import OutboxRow, RunEventStore
+from hubsync.core import keys, metrics
+from hubsync.core.clock import EpochClock, epoch_seconds
+from hubsync.core.connections import RedisClient
+from hubsync.core.entries import KIND_EVENT
+from hubsync.core.settings import RelaySettings
+from hubsync.core.signing import SIGNATURE_FIELD, EventSigner, RuntimeKey
+from hubsync.core.wire import MAX_EVENT_BYTES
 from producers.relay.credentials import RelayCredentials
 from producers.relay.marker import AttemptMarker
 from producers.relay.split_pipeline import Command, WrittenCommands
-from producers.unreadable import UNREADABLE_STORE_ERRORS
+from producers.store.event_store import OutboxRow, RunEventStore
+from producers.store.unreadable import UNREADABLE_STORE_ERRORS
 
 log = logging.getLogger(__name__)
 

@@ -33,7 +33,7 @@ from typing import cast
 import redis
 from redis.cluster import RedisCluster
 
-from hubsync.connections import RedisClient
+from hubsync.core.connections import RedisClient
 
 Command = tuple[str | bytes, ...]
 """One command's arguments, its name first."""

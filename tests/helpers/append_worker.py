@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from producers.event_store import NewEvent, open_store_file
+from producers.store.event_store import NewEvent, open_store_file
 
 
 def main(argv: list[str]) -> int:

@@ -35,11 +35,11 @@ from pathlib import Path
 from typing import Protocol
 
 from hubstore import hub_url_from_path, open_store
+from hubsync.core.signing import RuntimeKey
 from hubsync.demo.embedded_redis import RedisServerProcess
 from hubsync.processes import Child, PipelineProcesses, hubsync_command, python_command
 from hubsync.provisioning import enroll_runtime
 from hubsync.servers.redis_cluster import RedisClusterProcesses
-from hubsync.signing import RuntimeKey
 from producers.registry import RuntimeRegistry
 from tests.helpers.chaos_inject import GARBAGE_KINDS, Injector
 from tests.helpers.support import wait_until

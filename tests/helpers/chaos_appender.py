@@ -24,8 +24,8 @@ import threading
 import time
 from pathlib import Path
 
-from producers.event_store import NewEvent
 from producers.registry import RuntimeRegistry
+from producers.store.event_store import NewEvent
 from producers.synthetic import run_events
 
 EVENTS_PER_RUN = 12

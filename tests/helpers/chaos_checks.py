@@ -31,10 +31,10 @@ from pathlib import Path
 
 from hubstore import open_store
 from hubstore.store import StoredEvent
-from hubsync import keys
-from hubsync.connections import RedisClient
-from hubsync.entries import decode_fields
-from hubsync.redis_values import as_text, entry_id_order
+from hubsync.core import keys
+from hubsync.core.connections import RedisClient
+from hubsync.core.entries import decode_fields
+from hubsync.core.redis_values import as_text, entry_id_order
 from tests.helpers.chaos import SoakCluster
 from tests.helpers.chaos_inject import FORGERY_REASON, Injector, Key
 

@@ -33,10 +33,10 @@ from redis.exceptions import RedisClusterException
 
 from hubstore import open_store
 from hubstore.store import HubStore
-from hubsync import keys
-from hubsync.canonical import content_hash
-from hubsync.connections import connect, is_cluster
-from hubsync.entries import (
+from hubsync.core import keys
+from hubsync.core.canonical import content_hash
+from hubsync.core.connections import connect, is_cluster
+from hubsync.core.entries import (
     Outcome,
     OutcomeRecord,
     decode_fields,
@@ -44,15 +44,15 @@ from hubsync.entries import (
     event_entry_fields,
     outcomes_entry_fields,
 )
-from hubsync.redis_values import as_text
-from hubsync.signing import (
+from hubsync.core.redis_values import as_text
+from hubsync.core.signing import (
     HUB_ID_FIELD,
     SIGNATURE_FIELD,
     RuntimeKey,
     sign_event_entry,
     sign_outcomes_entry,
 )
-from hubsync.wire import SyncEvent
+from hubsync.core.wire import SyncEvent
 
 T = TypeVar("T")
 

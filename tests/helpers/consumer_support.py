@@ -8,8 +8,8 @@ from pathlib import Path
 
 import redis
 
-from hubstore.sqlite_store import SqliteHubStore
-from hubsync import keys
+from hubstore.sqlite.store import SqliteHubStore
+from hubsync.core import keys
 from hubsync.processes import run_hubsync
 from tests.helpers.relay_player import HUB_PROJECT, RUNTIME
 from tests.helpers.trust import enroll

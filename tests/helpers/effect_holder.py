@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from hubstore.leases import LeaseClient, LeaseRefused
-from hubsync.connections import connect
+from hubsync.core.connections import connect
 from producers.effects import EffectClaim, EffectKind, EffectRefused, EffectsLedger, EffectSpec
 from producers.effects.shared import SharedEffects
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hubsync.wire import SyncEvent
+from hubsync.core.wire import SyncEvent
 
 
 def make_event(**overrides: object) -> SyncEvent:

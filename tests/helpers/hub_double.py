@@ -1,7 +1,7 @@
 """A stand-in for the hub in relay tests: reads events streams and writes ack entries.
 
 It judges nothing: every event it sees is ``accepted`` unless told otherwise.
-It speaks the real stream protocol (``hubsync.entries``) and signs its
+It speaks the real stream protocol (``hubsync.core.entries``) and signs its
 outcomes as the hub that enrolled the runtime would (``tests.helpers.trust``),
 so the relay under test cannot tell it from a hub consumer.
 """
@@ -13,8 +13,8 @@ from collections.abc import Callable
 
 import redis
 
-from hubsync import keys
-from hubsync.entries import (
+from hubsync.core import keys
+from hubsync.core.entries import (
     KIND_EVENT,
     Outcome,
     OutcomeRecord,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import redis
 
-from hubsync import keys
+from hubsync.core import keys
 
 
 def age_lease(client: redis.Redis, resource: str, by_ms: int) -> None:

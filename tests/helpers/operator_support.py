@@ -20,15 +20,15 @@ from typing import Any, NamedTuple
 import pytest
 import redis
 
-from consumers.worker import HubConsumer
-from hubstore.sqlite_store import SqliteHubStore
-from hubsync import keys
+from consumers.stream.worker import HubConsumer
+from hubstore.sqlite.store import SqliteHubStore
 from hubsync.cli.main import main
+from hubsync.core import keys
+from hubsync.core.settings import ConsumerSettings
 from hubsync.processes import child_environment
-from hubsync.settings import ConsumerSettings
-from producers.event_store import RunEventStore
 from producers.registry import RuntimeRegistry
 from producers.relay import Relay
+from producers.store.event_store import RunEventStore
 from tests.helpers.relay_player import send, send_fields, sync_event
 from tests.helpers.relay_support import relay_settings
 from tests.helpers.trust import join, signed_event

@@ -15,7 +15,7 @@ import random
 from multiprocessing.synchronize import Event
 
 from hubstore import open_store
-from hubsync.entries import EventEntry
+from hubsync.core.entries import EventEntry
 from tests.helpers.relay_player import event_entry, sync_event
 
 Outcome = tuple[str, str, int, str, str, str | None]

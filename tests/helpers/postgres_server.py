@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 
 import psycopg
 
-from hubsync.closing import ClosesOnExit
+from hubsync.core.closing import ClosesOnExit
 from hubsync.servers.postgres import PostgresServer, PostgresUnavailable
 
 __all__ = ["PostgresCluster", "PostgresDatabases", "PostgresUnavailable"]

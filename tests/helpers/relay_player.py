@@ -1,7 +1,7 @@
 """Plays the relay's part for hub tests: builds real sync events and XADDs their entries.
 
-Entries are built with ``hubsync.wire.SyncEvent`` and
-``hubsync.entries.event_entry_fields``, exactly what a relay sends, and signed
+Entries are built with ``hubsync.core.wire.SyncEvent`` and
+``hubsync.core.entries.event_entry_fields``, exactly what a relay sends, and signed
 with the runtime's key when the test enrolled it (``tests.helpers.trust``), so
 the hub under test sees the real protocol.
 """
@@ -12,11 +12,11 @@ from collections.abc import Mapping
 
 import redis
 
-from hubsync import keys
-from hubsync.entries import EventEntry, PresenceBeat, event_entry_fields, parse_event_entry
-from hubsync.entries import decode_fields as _decode
-from hubsync.redis_values import as_text
-from hubsync.wire import SyncEvent
+from hubsync.core import keys
+from hubsync.core.entries import EventEntry, PresenceBeat, event_entry_fields, parse_event_entry
+from hubsync.core.entries import decode_fields as _decode
+from hubsync.core.redis_values import as_text
+from hubsync.core.wire import SyncEvent
 from tests.helpers.trust import signed_event, signed_presence
 
 HUB_PROJECT = "acme"

@@ -6,10 +6,10 @@ from pathlib import Path
 
 from hubstore import hub_url_from_path, open_store
 from hubstore.store import HubStore
+from hubsync.core.settings import RelaySettings
 from hubsync.processes import Child, hubsync_command
-from hubsync.settings import RelaySettings
-from producers.event_store import RunEventStore
 from producers.registry import RuntimeRegistry
+from producers.store.event_store import RunEventStore
 from tests.helpers.trust import join
 
 

@@ -12,11 +12,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from hubstore.memory_store import MemoryHubStore
+from hubstore.memory import MemoryHubStore
 from hubstore.store import HubStore
-from hubsync.enrollment import Enrollment
-from hubsync.provisioning import enroll_runtime
-from hubsync.signing import (
+from hubsync.core.enrollment import Enrollment
+from hubsync.core.signing import (
     HUB_ID_FIELD,
     SIGNATURE_FIELD,
     RuntimeKey,
@@ -24,6 +23,7 @@ from hubsync.signing import (
     sign_outcomes_entry,
     sign_presence_entry,
 )
+from hubsync.provisioning import enroll_runtime
 from producers.registry import RuntimeRegistry
 
 _enrolled: dict[str, Enrollment] = {}

@@ -1,0 +1,147 @@
+"""Executors: what actually performs an effect once it is claimed. Pluggable by name.
+
+An executor takes the spec and the claim context and returns a receipt (a small
+JSON object stored in the ledger). It reports failure by raising one of:
+
+* ``NothingExecutedError``: certainly nothing happened; safe to retry;
+* ``EffectFailedError``: the target refused for good; not retried;
+* ``OutcomeUncertainError``: it may have happened; parked ``blocked_uncertain``.
+
+Anything else it raises is treated as uncertain. Register more with
+``register_executor(name, factory)``, or name ``"package.module:attribute"``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import socket
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+from urllib.parse import urlsplit
+
+from hubsync.core.canonical import canonical_json
+from producers.effects.errors import (
+    EffectFailedError,
+    InvalidEffectError,
+    NothingExecutedError,
+    OutcomeUncertainError,
+)
+from producers.effects.records import EffectClaim
+
+DEFAULT_WEBHOOK_TIMEOUT = 10.0
+NOT_PROCESSED_STATUSES = frozenset({429, 503})
+"""HTTP statuses by which a server says it did not process the request: safe to retry."""
+
+
+@dataclass(frozen=True)
+class ExecutionContext:
+    """What an executor knows about the attempt: the claim (key, spec, lease token)."""
+
+    claim: EffectClaim
+
+    @property
+    def fencing_token(self) -> int | None:
+        """The lease token, for targets that can fence on their side too."""
+        return self.claim.lease.token if self.claim.lease is not None else None
+
+
+class EffectExecutor(Protocol):
+    """Performs one effect and returns its receipt."""
+
+    def execute(self, context: ExecutionContext) -> dict[str, Any]:
+        """Do it; raise one of the executor errors on failure."""
+        ...
+
+
+class WebhookExecutor:
+    """POSTs the payload as canonical JSON to the target URL (http or https).
+
+    Headers let the receiver dedupe and fence: ``Idempotency-Key`` is the effect
+    key, ``X-Hubsync-Fencing-Token`` the lease token. The receipt keeps the
+    status and a hash of the response body, never the body (it may hold secrets).
+    """
+
+    def __init__(self, timeout: float = DEFAULT_WEBHOOK_TIMEOUT) -> None:
+        self.timeout = timeout
+
+    def execute(self, context: ExecutionContext) -> dict[str, Any]:
+        """POST once; map the outcome onto the executor errors."""
+        spec = context.claim.spec
+        parts = urlsplit(spec.target)
+        if parts.scheme not in {"http", "https"} or not parts.hostname:
+            raise EffectFailedError(f"webhook target must be an http(s) URL, not {parts.scheme!r}")
+        headers = {
+            "Content-Type": "application/json",
+            "Idempotency-Key": context.claim.effect_key,
+            "User-Agent": "hubsync-effects",
+        }
+        if context.fencing_token is not None:
+            headers["X-Hubsync-Fencing-Token"] = str(context.fencing_token)
+        request = urllib.request.Request(  # noqa: S310 - the scheme is checked above
+            spec.target, data=canonical_json(spec.payload), headers=headers, method="POST"
+        )
+        where = f"{parts.hostname}:{parts.port or ''}"
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:  # noqa: S310
+                body = response.read()
+                status = int(response.status)
+        except urllib.error.HTTPError as exc:
+            exc.close()  # it carries the open response
+            if exc.code in NOT_PROCESSED_STATUSES:
+                raise NothingExecutedError(f"webhook {where} answered {exc.code}") from None
+            if 400 <= exc.code < 500:
+                raise EffectFailedError(f"webhook {where} refused with {exc.code}") from None
+            raise OutcomeUncertainError(f"webhook {where} answered {exc.code}") from None
+        except urllib.error.URLError as exc:
+            if isinstance(exc.reason, ConnectionRefusedError | socket.gaierror):
+                raise NothingExecutedError(f"webhook {where} unreachable: {exc.reason}") from None
+            raise OutcomeUncertainError(
+                f"webhook {where} failed mid-request: {exc.reason}"
+            ) from None
+        except (TimeoutError, ConnectionError, OSError) as exc:
+            raise OutcomeUncertainError(
+                f"webhook {where} failed mid-request: {type(exc).__name__}"
+            ) from None
+        return {
+            "status": status,
+            "body_sha256": hashlib.sha256(body).hexdigest(),
+            "body_bytes": len(body),
+        }
+
+
+class RecordingExecutor:
+    """Performs nothing and records a receipt: for lease-free kinds driven elsewhere, and demos."""
+
+    def execute(self, context: ExecutionContext) -> dict[str, Any]:
+        """Return a receipt naming the effect."""
+        return {"recorded": context.claim.effect_key}
+
+
+_EXECUTORS: dict[str, Callable[[], EffectExecutor]] = {
+    "webhook": WebhookExecutor,
+    "record": RecordingExecutor,
+}
+
+
+def register_executor(name: str, factory: Callable[[], EffectExecutor]) -> None:
+    """Make ``factory`` available to effect jobs under ``name``."""
+    _EXECUTORS[name] = factory
+
+
+def resolve_executor(name: str) -> EffectExecutor:
+    """The executor registered as ``name``, or the factory at ``"module:attribute"``."""
+    factory = _EXECUTORS.get(name)
+    if factory is None and ":" in name:
+        module_name, _, attribute = name.partition(":")
+        try:
+            factory = getattr(importlib.import_module(module_name), attribute)
+        except (ImportError, AttributeError) as exc:
+            raise InvalidEffectError(f"executor {name!r} cannot be imported: {exc}") from None
+    if factory is None:
+        known = ", ".join(sorted(_EXECUTORS))
+        raise InvalidEffectError(f"unknown executor {name!r}; known: {known}, or module:attr")
+    return factory()

@@ -1,0 +1,652 @@
+"""``HubConsumer``: one hub worker in consumer group ``hub`` over every project's events stream.
+
+A batch goes: XREADGROUP -> authenticate each entry (its signature under an
+enrolled runtime's key, ``consumers.stream.authentication``; refused ones become dead
+letters and security alerts) -> validate it (bad ones become dead letters) ->
+ONE ``HubStore.ingest`` for the valid events -> signed outcomes (one entry per
+runtime), alerts and dead letters published -> XACK. A crash anywhere before
+the XACK leaves the entries pending; they come back (to this worker after a
+restart, or to another one after ``reclaim_idle``) and dedupe answers
+``duplicate``. Presence beats update ``runtime_presence``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import socket
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from operator import attrgetter
+from types import FrameType
+
+import redis
+
+from consumers.stream.authentication import Refusal, RuntimeAuthenticator
+from consumers.stream.health import write_health
+from consumers.stream.hub_binding import check_owner, queue_binding
+from consumers.stream.lag import export_lag
+from consumers.stream.lean_events import LeanEventCheck
+from consumers.stream.publishing import MAX_DELIVERIES_REASON, AnswerTo, Publication
+from consumers.stream.read_budget import ReadBudget, reply_bytes
+from consumers.stream.reclaim import reclaim_stream, remove_idle_consumers
+from consumers.stream.trim import trim_acknowledged
+from hubstore.errors import StoreError
+from hubstore.lua_scripts import scripts_for
+from hubstore.store import HubStore
+from hubsync.core import keys, metrics
+from hubsync.core.backoff import Backoff
+from hubsync.core.connections import UNREACHABLE_ERRORS, RedisClient, wait_until_reachable
+from hubsync.core.entries import (
+    KIND_EVENT,
+    KIND_PRESENCE,
+    MAX_FIELD_BYTES,
+    EventEntry,
+    Outcome,
+    OutcomeRecord,
+    PresenceBeat,
+    decode_fields,
+    entry_kind,
+    parse_event_entry,
+    parse_presence_entry,
+)
+from hubsync.core.errors import ConfigError, StoreBusyError, WireError
+from hubsync.core.names import validate_name
+from hubsync.core.redis_values import RawEntry, as_text, stream_entries
+from hubsync.core.settings import ConsumerSettings
+from hubsync.core.signing import RuntimeKey
+from hubsync.core.stream_reads import read_streams
+
+log = logging.getLogger(__name__)
+
+StreamBatch = Sequence[tuple[str, Sequence[RawEntry]]]
+"""Entries grouped by the stream they came from, as XREADGROUP returns them."""
+
+_INGESTED_ACCEPTED = metrics.EVENTS_INGESTED.labels(Outcome.ACCEPTED.value)
+_INGESTED_DUPLICATE = metrics.EVENTS_INGESTED.labels(Outcome.DUPLICATE.value)
+_INGESTED_CONFLICT = metrics.EVENTS_INGESTED.labels(Outcome.CONFLICT.value)
+
+_VERDICT = attrgetter("outcome")
+_KIND_EVENT = KIND_EVENT.encode()
+_KIND_PRESENCE = KIND_PRESENCE.encode()
+
+_BACKOFF_BASE = 0.1
+_BACKOFF_CAP = 10.0
+_ONCE_MAX_BATCHES = 10_000
+
+
+def default_consumer_name() -> str:
+    """``<host>-<pid>``: unique per process, readable in XINFO CONSUMERS."""
+    host = "".join(c if c.isalnum() or c in ".-" else "-" for c in socket.gethostname())
+    return f"{host.strip('.-') or 'hub'}-{os.getpid()}"
+
+
+@dataclass
+class ConsumerStats:
+    """What a worker did since it started (also written into its health key)."""
+
+    read: int = 0
+    accepted: int = 0
+    duplicate: int = 0
+    conflict: int = 0
+    dead: int = 0
+    refused: int = 0
+    rejected: int = 0
+    presence: int = 0
+    reclaimed: int = 0
+    trimmed: int = 0
+    batches: int = 0
+
+    def summary(self) -> str:
+        """One line for the log at exit."""
+        return (
+            f"{self.read} entries read in {self.batches} batches: {self.accepted} accepted, "
+            f"{self.duplicate} duplicate, {self.conflict} conflict, {self.dead} dead-lettered "
+            f"({self.refused} refused as unauthenticated, {self.rejected} reported rejected), {self.presence} presence beats, "
+            f"{self.reclaimed} reclaimed, {self.trimmed} trimmed"
+        )
+
+
+class HubConsumer:
+    """One hub consumer worker; ``run`` until stopped, or ``run_once``."""
+
+    def __init__(
+        self,
+        client: RedisClient,
+        store: HubStore,
+        settings: ConsumerSettings,
+        name: str | None = None,
+    ) -> None:
+        self.client = client
+        self.store = store
+        self.settings = settings
+        self.name = validate_name(name or settings.name or default_consumer_name(), "consumer name")
+        self.stats = ConsumerStats()
+        self.scripts = scripts_for(client)
+        self.streams: list[str] = []
+        self._invalid_projects: set[str] = set()
+        self._projects_bound_logged = False
+        self._stop = threading.Event()
+        self._recover_own = True
+        self._next_reclaim = 0.0
+        self._next_refresh = 0.0
+        self._next_health = 0.0
+        self._redis_ok = True
+        self._backoff = Backoff(base=_BACKOFF_BASE, cap=_BACKOFF_CAP)
+        self.hub_id: str | None = None
+        self.authenticator = RuntimeAuthenticator(store)
+        self.lean_event = LeanEventCheck(self.authenticator)
+        self.read_budget = ReadBudget(settings.read_count, settings.read_bytes)
+
+    # ----- lifecycle -----
+
+    def run(self) -> ConsumerStats:
+        """Work until ``stop`` (or a first SIGTERM/SIGINT); a second signal exits at once."""
+        started = time.monotonic()
+        restore = self._install_signal_handlers()
+        log.info("consumer %s started (group %s)", self.name, keys.CONSUMER_GROUP)
+        try:
+            # a Redis unreachable at start is waited for (logged once), not a failure
+            wait_until_reachable(self.client, self.settings.redis_url, self._stop)
+            while not self._stop.is_set():
+                self._guarded(self._iteration)
+        finally:
+            restore()
+            self._final_health()
+        log.info(
+            "consumer %s stopped after %.1fs: %s",
+            self.name,
+            time.monotonic() - started,
+            self.stats.summary(),
+        )
+        return self.stats
+
+    def run_once(self) -> ConsumerStats:
+        """Do everything due now (read what is there, ingest, reclaim, trim), then return."""
+        self.refresh_streams(force=True)
+        self.recover_own_pending()
+        for _ in range(_ONCE_MAX_BATCHES):
+            if self.poll(block_ms=None) == 0:
+                break
+        self.reclaim()
+        self.maintain()
+        export_lag(self.client, self.streams)
+        self._write_health()
+        log.info("consumer %s ran once: %s", self.name, self.stats.summary())
+        return self.stats
+
+    def stop(self) -> None:
+        """Ask the loop to finish its current batch and return."""
+        self._stop.set()
+
+    def _iteration(self) -> None:
+        now = time.monotonic()
+        if now >= self._next_refresh:
+            self.refresh_streams()
+            self._next_refresh = now + 1.0
+        if self._recover_own:
+            self.recover_own_pending()
+        if now >= self._next_reclaim:
+            self.reclaim()
+            self.maintain()
+            export_lag(self.client, self.streams)
+            self._next_reclaim = now + self.settings.reclaim_interval
+        if now >= self._next_health:
+            self._write_health()
+            self._next_health = now + min(5.0, self.settings.health_ttl / 3)
+        if not self.streams:
+            self._stop.wait(self.settings.block_ms / 1000)
+            return
+        self.poll(block_ms=self.settings.block_ms)
+
+    def _guarded(self, step: Callable[[], object]) -> None:
+        """Run one step; ride out Redis outages and a busy or failing hub store."""
+        try:
+            step()
+        except UNREACHABLE_ERRORS as exc:
+            if self._redis_ok:
+                log.warning("Redis unreachable (%s); retrying with backoff", exc)
+                self._redis_ok = False
+            self._after_failure()
+            return
+        except redis.ResponseError as exc:
+            if "NOGROUP" not in str(exc):
+                raise
+            # The group vanished (Redis lost its data, or someone destroyed it):
+            # create it again rather than spin on the error.
+            log.warning("consumer group missing (%s); recreating it", exc)
+            self.streams = []
+            self._after_failure()
+            return
+        except (StoreError, StoreBusyError) as exc:
+            log.error("hub store failed (%s); the batch stays pending and will be retried", exc)
+            self._after_failure()
+            return
+        if not self._redis_ok:
+            log.info("Redis reachable again; consumer %s resumes", self.name)
+            self._redis_ok = True
+        self._backoff.reset()
+
+    def _after_failure(self) -> None:
+        # Whatever was read but not acked is in our own pending list: pick it up
+        # again first thing, without waiting for reclaim_idle.
+        self._recover_own = True
+        self._next_refresh = 0.0
+        self._stop.wait(self._backoff.next_delay())
+
+    # ----- streams and reading -----
+
+    def refresh_streams(self, force: bool = False) -> list[str]:
+        """Follow the projects of ``hubsync:projects`` that have a stream, creating group ``hub``.
+
+        Anyone who can write to Redis can add names to the set, so what it
+        holds is bounded before it costs anything: only hub projects some
+        runtime enrolled on this hub may write to are followed (anything else
+        would be refused unread anyway), a project with no events stream yet
+        gets no stream made for it (its group is created once a relay's first
+        XADD has made the stream), and at most ``max_projects`` projects are
+        followed.
+
+        First it binds the namespace to this hub (as ``bind_namespace``, in the
+        round trip that reads the set): before the first read, and again on
+        every refresh, so a binding a Redis restart lost is made again;
+        another hub's id there stops the worker with ``NamespaceOwnedError``.
+        """
+        hub_id = self._store_hub_id()
+        pipe = self.client.pipeline(transaction=False)  # the binding and the set: one round trip
+        queue_binding(pipe, hub_id)
+        pipe.smembers(keys.PROJECTS)
+        *_, owner, raw_members = pipe.execute()
+        check_owner(owner, hub_id)
+        enrolled = self._enrolled_hub_projects()
+        members = sorted(m for m in map(as_text, raw_members) if m in enrolled)
+        known = set(self.streams)
+        candidates = [
+            stream
+            for stream in map(self._stream_of, members)
+            if stream is not None and (force or stream not in known)
+        ]
+        room = self.settings.max_projects - len(known)
+        new = self._existing([stream for stream in candidates if stream not in known])
+        if len(new) > room:
+            if not self._projects_bound_logged:
+                self._projects_bound_logged = True
+                log.warning(
+                    "%s names more hub projects than --max-projects %d; following the first %d "
+                    "only (raise --max-projects, or remove the stray names from the set)",
+                    keys.PROJECTS,
+                    self.settings.max_projects,
+                    self.settings.max_projects,
+                )
+            new = new[: max(0, room)]
+        candidates = [stream for stream in candidates if stream in known] + new
+        for stream in self._create_groups(candidates):
+            if stream not in known:
+                self.streams.append(stream)
+                known.add(stream)
+        return self.streams
+
+    def _enrolled_hub_projects(self) -> set[str]:
+        """Every hub project an active runtime of this hub is enrolled for (read each refresh:
+        a runtime enrolled meanwhile is followed within a second)."""
+        return {
+            hub_project
+            for runtime in self.store.enrolled_runtimes()
+            if runtime.key is not None
+            for hub_project in runtime.hub_projects
+        }
+
+    def _store_hub_id(self) -> str:
+        """The store's hub id (given one if it has none), read once per worker."""
+        if self.hub_id is None:
+            # a read first: a store that has its id needs no write lock to start
+            self.hub_id = self.store.hub_id() or self.store.init_hub()
+        return self.hub_id
+
+    def _stream_of(self, project: str) -> str | None:
+        try:
+            return keys.events_stream(project)
+        except ConfigError:
+            if project not in self._invalid_projects and len(self._invalid_projects) < 100:
+                self._invalid_projects.add(project)
+                log.warning(
+                    "ignoring invalid hub project name %r in %s", project[:40], keys.PROJECTS
+                )
+            return None
+
+    def _existing(self, streams: list[str]) -> list[str]:
+        """The streams that exist now (one round trip)."""
+        if not streams:
+            return []
+        pipe = self.client.pipeline(transaction=False)
+        for stream in streams:
+            pipe.exists(stream)
+        return [stream for stream, found in zip(streams, pipe.execute(), strict=True) if found]
+
+    def _create_groups(self, streams: list[str]) -> list[str]:
+        """Create group ``hub`` on each stream that exists; the streams that have the group."""
+        if not streams:
+            return []
+        pipe = self.client.pipeline(transaction=False)
+        for stream in streams:
+            # From "0": entries a relay added before any hub worker existed count too.
+            # No MKSTREAM: a name in the set must not make a stream appear.
+            pipe.xgroup_create(stream, keys.CONSUMER_GROUP, id="0")
+        ready = []
+        for stream, result in zip(streams, pipe.execute(raise_on_error=False), strict=True):
+            if not isinstance(result, redis.ResponseError):
+                log.info("created group %s on %s", keys.CONSUMER_GROUP, stream)
+                ready.append(stream)
+            elif "BUSYGROUP" in str(result):
+                ready.append(stream)
+            elif "requires the key to exist" not in str(result):
+                raise result
+        return ready
+
+    def poll(self, block_ms: int | None) -> int:
+        """One XREADGROUP over every stream (``None``: do not block); processes it; entry count.
+
+        On a cluster, one per hash slot: ``hubsync.core.stream_reads`` (each project has its slot).
+        """
+        if not self.streams:
+            return 0
+        reply = read_streams(
+            self.client,
+            dict.fromkeys(self.streams, ">"),
+            count=self.read_budget.count,
+            block_ms=block_ms,
+            group=(keys.CONSUMER_GROUP, self.name),
+        )
+        batch = [(as_text(s), stream_entries(entries)) for s, entries in reply]
+        return self.process(batch, largest=self._observe_bytes(batch))
+
+    def _observe_bytes(self, batch: StreamBatch) -> int:
+        """Tell the read budget what this batch weighs; the size of its largest entry."""
+        total = largest = 0
+        for _, entries in batch:
+            size, big = reply_bytes(entries)
+            total += size
+            largest = max(largest, big)
+        self.read_budget.observe(total, largest)
+        return largest
+
+    def recover_own_pending(self) -> int:
+        """Take back what this consumer read but never acked (after a restart or a failure)."""
+        total = 0
+        for stream in self.streams:
+            while True:
+                found = reclaim_stream(
+                    self.client,
+                    stream,
+                    self.name,
+                    min_idle_ms=0,
+                    max_deliveries=self.settings.max_deliveries,
+                    count=self.read_budget.count,
+                    owner=self.name,
+                )
+                total += self._handle_reclaimed(stream, found.retry, found.poison)
+                if not found.retry and not found.poison:
+                    break
+        self._recover_own = False
+        return total
+
+    def reclaim(self) -> int:
+        """Claim entries idle longer than ``reclaim_idle`` in any consumer; dead-letter poison."""
+        idle_ms = int(self.settings.reclaim_idle * 1000)
+        total = 0
+        for stream in self.streams:
+            found = reclaim_stream(
+                self.client,
+                stream,
+                self.name,
+                min_idle_ms=idle_ms,
+                max_deliveries=self.settings.max_deliveries,
+                count=self.read_budget.count,
+            )
+            total += self._handle_reclaimed(stream, found.retry, found.poison)
+        return total
+
+    def maintain(self) -> None:
+        """Remove long-idle consumers with nothing pending, and trim acknowledged entries."""
+        idle_ms = int(self.settings.reclaim_idle * 10 * 1000)
+        for stream in self.streams:
+            for name in remove_idle_consumers(
+                self.client, self.scripts, stream, self.name, idle_ms
+            ):
+                log.info("removed idle consumer %s from %s (nothing pending)", name, stream)
+            self.stats.trimmed += trim_acknowledged(self.scripts, stream).removed
+
+    def _handle_reclaimed(
+        self,
+        stream: str,
+        retry: Sequence[RawEntry],
+        poison: Sequence[tuple[str, dict[bytes, bytes] | None, int]],
+    ) -> int:
+        if poison:
+            pub = self._publication()
+            for entry_id, raw, deliveries in poison:
+                log.warning(
+                    "entry %s of %s delivered %s times; dead-lettering it",
+                    entry_id,
+                    stream,
+                    deliveries,
+                )
+                pub.dead(
+                    stream,
+                    entry_id,
+                    decode_fields(raw or {}),
+                    MAX_DELIVERIES_REASON,
+                    f"delivered {deliveries} times without being acknowledged "
+                    f"(limit {self.settings.max_deliveries})",
+                    deliveries=deliveries,
+                )
+            pub.send(self.client)
+            self.stats.dead += pub.dead_count
+            metrics.DEAD_LETTERS.labels(MAX_DELIVERIES_REASON).inc(pub.dead_count)
+        if retry:
+            self.stats.reclaimed += len(retry)
+            metrics.RECLAIMED.inc(len(retry))
+            largest = self._observe_bytes([(stream, retry)])
+            self.process([(stream, retry)], largest=largest)
+        return len(retry) + len(poison)
+
+    # ----- one batch -----
+
+    def process(self, batch: StreamBatch, largest: int | None = None) -> int:
+        """Authenticate, validate, ingest, publish and acknowledge one batch; its entry count.
+
+        ``largest``: the size of the batch's largest entry (names and values), when measured.
+        """
+        pub = self._publication()
+        authenticate = self.authenticator
+        lean_event = self.lean_event
+        sized = largest is not None and largest <= MAX_FIELD_BYTES
+        valid: list[EventEntry] = []
+        answer_to: list[AnswerTo] = []  # (hub project, runtime, key) per valid event
+        valid_ids: dict[str, list[str]] = {}  # stream -> ids of its valid events
+        beats: list[PresenceBeat] = []
+        count = 0
+        for stream, entries in batch:
+            project = keys.hub_project_of(stream)
+            ids = valid_ids.setdefault(stream, [])
+            for entry_id, raw in entries:
+                count += 1
+                if raw is None:  # deleted while pending: nothing left to judge
+                    pub.ack(stream, entry_id)
+                    continue
+                lean = lean_event(raw, project, sized)
+                if lean is not None:  # valid and signed, proven on the fields as read
+                    entry = lean[0]
+                    valid.append(entry)
+                    answer_to.append((project, entry.runtime_id, lean[1]))
+                    ids.append(entry_id)
+                    continue
+                # Anything else: the general path, whose verdict and reason are the answer.
+                fields = decode_fields(raw)
+                key: RuntimeKey | Refusal | None = None
+                try:
+                    kind = fields.get("kind", _KIND_EVENT)
+                    if kind == _KIND_EVENT:
+                        key = authenticate.event(fields, project)
+                        if isinstance(key, Refusal):
+                            self._refuse(pub, stream, entry_id, fields, key)
+                            continue
+                        entry = parse_event_entry(fields)
+                        if entry.event.hub_project != project:
+                            _same_project(entry.event.hub_project, project)
+                        valid.append(entry)
+                        answer_to.append((project, entry.runtime_id, key))
+                        ids.append(entry_id)
+                    elif kind == _KIND_PRESENCE:
+                        key = authenticate.presence(fields, project)
+                        if isinstance(key, Refusal):
+                            self._refuse(pub, stream, entry_id, fields, key)
+                            continue
+                        beat = parse_presence_entry(fields)
+                        _same_project(beat.hub_project, project)
+                        beats.append(beat)
+                        pub.ack(stream, entry_id)
+                    else:
+                        named = entry_kind(fields)
+                        raise WireError("unknown_kind", f"entry kind {named[:40]!r} is not known")
+                except WireError as exc:
+                    self._dead_letter(pub, stream, entry_id, fields, exc.reason, exc.detail, key)
+                except (ValueError, TypeError, KeyError, UnicodeError) as exc:
+                    detail = f"{type(exc).__name__} while validating the entry"
+                    self._dead_letter(pub, stream, entry_id, fields, "invalid_entry", detail, key)
+        if valid:
+            started = time.perf_counter()
+            outcomes = self.store.ingest(valid)
+            metrics.BATCH_INGEST_SECONDS.observe(time.perf_counter() - started)
+            pub.outcomes_to(answer_to, outcomes)
+            for stream, ids in valid_ids.items():
+                pub.ack_many(stream, ids)  # after every outcome, as one XACK per stream
+            self._count_ingested(valid, outcomes)
+        if beats:
+            self.store.record_presence(beats)
+        if pub.security_alerts:
+            # kept before anything is acknowledged: a crash here redelivers the entries
+            self.store.record_security_alerts(pub.security_alerts)
+        pub.send(self.client)
+        if pub.dead_letters:
+            metrics.count_by_label(
+                metrics.DEAD_LETTERS, (as_text(letter["reason"]) for _, letter in pub.dead_letters)
+            )
+        self.stats.read += count
+        self.stats.presence += len(beats)
+        self.stats.dead += pub.dead_count
+        self.stats.refused += len(pub.security_alerts)
+        self.stats.batches += 1 if count else 0
+        return count
+
+    def _refuse(
+        self, pub: Publication, stream: str, entry_id: str, fields: dict[str, bytes], why: Refusal
+    ) -> None:
+        log.warning(
+            "security: refusing entry %s of %s (%s): %s", entry_id, stream, why.reason, why.detail
+        )
+        pub.refused(stream, entry_id, fields, why.reason, why.detail)
+
+    def _dead_letter(
+        self,
+        pub: Publication,
+        stream: str,
+        entry_id: str,
+        fields: dict[str, bytes],
+        reason: str,
+        detail: str,
+        key: RuntimeKey | Refusal | None,
+    ) -> None:
+        log.warning("dead-lettering entry %s of %s: %s", entry_id, stream, reason)
+        before = sum(len(v) for v in pub.outcomes.values())
+        signed_by = key if isinstance(key, RuntimeKey) else None
+        pub.dead(stream, entry_id, fields, reason, detail, key=signed_by)
+        self.stats.rejected += sum(len(v) for v in pub.outcomes.values()) - before
+
+    def _count_ingested(
+        self, valid: Sequence[EventEntry], outcomes: Sequence[OutcomeRecord]
+    ) -> None:
+        """Add one batch's outcomes to the stats and the metrics: one ``inc`` per outcome and
+        one batch of latencies, not one call per event."""
+        tally = Counter(map(_VERDICT, outcomes))
+        accepted = tally[Outcome.ACCEPTED]
+        duplicate = tally[Outcome.DUPLICATE]
+        conflict = len(outcomes) - accepted - duplicate
+        self.stats.accepted += accepted
+        self.stats.duplicate += duplicate
+        self.stats.conflict += conflict
+        _INGESTED_ACCEPTED.inc(accepted)
+        _INGESTED_DUPLICATE.inc(duplicate)
+        if conflict:
+            _INGESTED_CONFLICT.inc(conflict)
+            metrics.count_by_label(
+                metrics.CONFLICTS,
+                (o.reason or "unknown" for o in outcomes if o.outcome is Outcome.CONFLICT),
+            )
+        if accepted:
+            # The commit just happened; a duplicate's latency would only measure
+            # how late a resend was, so only first acceptances are observed.
+            committed = time.time()
+            latencies = [
+                committed - entry.event.occurred_at.timestamp()
+                for entry, record in zip(valid, outcomes, strict=True)
+                if record.outcome is Outcome.ACCEPTED
+            ]
+            metrics.observe_many(
+                metrics.END_TO_END_LATENCY_SECONDS, [max(0.0, late) for late in latencies]
+            )
+
+    def _publication(self) -> Publication:
+        return Publication(
+            consumer=self.name,
+            hub_id=self._store_hub_id(),
+            dead_maxlen=self.settings.dead_maxlen,
+            alerts_maxlen=self.settings.alerts_maxlen,
+            acks_maxlen=self.settings.acks_maxlen,
+        )
+
+    # ----- health and signals -----
+
+    def _write_health(self) -> None:
+        write_health(self.client, self.name, self.settings.health_ttl, asdict(self.stats))
+
+    def _final_health(self) -> None:
+        # A stopped worker is not healthy: drop the key rather than let it linger.
+        with contextlib.suppress(redis.RedisError):
+            self.client.delete(keys.consumer_health(self.name))
+
+    def _install_signal_handlers(self) -> Callable[[], None]:
+        if threading.current_thread() is not threading.main_thread():
+            return lambda: None
+        previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+
+        def handle(signum: int, frame: FrameType | None) -> None:
+            if self._stop.is_set():
+                os.write(2, f"consumer {self.name}: second signal, exiting now\n".encode())
+                os._exit(128 + signum)  # asked twice: stop now; unacked entries stay pending
+            # Set before logging: a second signal can run its handler inside this one (at
+            # any bytecode, e.g. once the line below is written), and must find the stop set.
+            self._stop.set()
+            log.info("%s: finishing the current batch, then exiting", signal.Signals(signum).name)
+
+        for sig in previous:
+            signal.signal(sig, handle)
+
+        def restore() -> None:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+        return restore
+
+
+def _same_project(claimed: str, stream_project: str) -> None:
+    if claimed != stream_project:
+        raise WireError(
+            "wrong_stream",
+            f"entry names hub project {claimed!r} but arrived on the stream of {stream_project!r}",
+        )

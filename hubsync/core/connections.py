@@ -1,0 +1,438 @@
+"""The one place hubsync builds Redis clients: from a URL and the role the client plays.
+
+Every process reaches Redis through ``connect`` (or ``probe`` for a CLI command
+that must find Redis now), so timeouts, retries and credentials are decided here
+and nowhere else:
+
+* ``Role.DAEMON``: a long-lived command client (relay sender, consumer commands,
+  leases, RQ jobs). Short timeouts so a dead server is noticed rather than
+  waited on; two quick retries absorb the one failure a connection left over
+  from before a Redis restart gives on first use.
+* ``Role.BLOCKING``: a client that blocks in XREADGROUP. Its socket timeout is
+  the block time plus ``BLOCK_MARGIN_SECONDS``, or every idle read would look
+  like a dead connection.
+* ``Role.PROBE``: a CLI command or health check. It fails fast: ``probe``
+  PINGs once and an unreachable Redis becomes ``RedisUnavailableError`` (exit
+  3, one line); a URL redis-py cannot parse becomes ``ConfigError`` (exit 2).
+
+Credentials and transport come from the URL and are handled here only:
+``redis://user:password@host:port/db`` authenticates as an ACL user (AUTH with
+both), ``rediss://`` speaks TLS (``ssl_*`` query parameters pass through to
+redis-py), ``unix://`` uses a socket. A password never leaves this module in a
+message: errors name the URL through ``safe_url``.
+
+A daemon keeps its password off its command line (``/proc/<pid>/cmdline`` is
+readable by every user of the machine): the whole URL in ``HUBSYNC_REDIS_URL``,
+or a URL without password plus ``--redis-password-file``. ``use_credentials``,
+called once at a daemon's start, reads that file and makes its password the
+one every client of the process authenticates with when its URL names none;
+it warns once when the URL on the command line carries a password.
+
+Redis Cluster (docs/deploy.md): ``--redis-cluster auto|yes|no``
+(``HUBSYNC_REDIS_CLUSTER``, set once per process by ``use_cluster_mode``)
+decides whether ``connect`` hands out a ``redis.cluster.RedisCluster`` with the
+same timeouts and retries per role. ``auto`` asks the server once per URL
+(``INFO cluster``: ``cluster_enabled:1``) and remembers the answer; a server
+that cannot be asked yet gets a single-server client, so a daemon waits for
+Redis with ``wait_for_redis`` before it makes the clients it keeps. Code takes
+either kind as ``RedisClient``; the few reads that name keys of several hash
+slots in one command go through ``hubsync.core.stream_reads``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import Literal, TypeAlias, overload
+from urllib.parse import urlsplit
+
+import redis
+from redis.backoff import ExponentialBackoff, NoBackoff
+from redis.cluster import ClusterPipeline, RedisCluster
+from redis.exceptions import (
+    ClusterDownError,
+    RedisClusterException,
+    SlotNotCoveredError,
+    TryAgainError,
+)
+from redis.retry import Retry
+
+from hubsync.core.backoff import Backoff
+from hubsync.core.errors import ConfigError, RedisUnavailableError
+from hubsync.core.settings import ClusterMode, safe_url
+
+log = logging.getLogger(__name__)
+
+RedisClient: TypeAlias = redis.Redis | RedisCluster
+"""What ``connect`` hands out: a client of one server, or of a Redis Cluster."""
+RedisPipeline: TypeAlias = redis.client.Pipeline | ClusterPipeline
+"""A pipeline of either kind of client (on a cluster: not a transaction, split by node)."""
+
+CONNECT_TIMEOUT_SECONDS = 2.0
+"""How long opening a connection may take, in every role: a live server answers in milliseconds."""
+COMMAND_TIMEOUT_SECONDS = 5.0
+"""How long a daemon waits for one reply before it calls Redis unavailable."""
+PROBE_TIMEOUT_SECONDS = 10.0
+"""How long a CLI command waits for one reply (operator commands may scan many streams)."""
+BLOCK_MARGIN_SECONDS = 5.0
+"""What a blocking reader's socket timeout adds to its block time."""
+HEALTH_CHECK_INTERVAL_SECONDS = 30
+"""A pooled connection idle this long is PINGed before use (redis-py ``health_check_interval``)."""
+START_WAIT_CAP_SECONDS = 2.0
+"""Longest pause between two PINGs while a daemon waits for Redis at start."""
+
+CLUSTER_UNAVAILABLE_ERRORS: tuple[type[BaseException], ...] = (
+    ClusterDownError,  # CLUSTERDOWN, MASTERDOWN: a master lost, its replica not promoted yet
+    TryAgainError,  # TRYAGAIN: a slot being moved or failed over
+    SlotNotCoveredError,  # the client's slot table has no node for the key's slot (yet)
+)
+"""What a Redis Cluster answers while a master is failed over: try again later."""
+UNREACHABLE_ERRORS: tuple[type[BaseException], ...] = (
+    redis.ConnectionError,  # includes BusyLoadingError (LOADING)
+    redis.TimeoutError,
+    *CLUSTER_UNAVAILABLE_ERRORS,
+)
+"""Errors that mean "Redis is not there (yet)": of a PING, or of a cluster mid-failover."""
+CREDENTIAL_ERRORS: tuple[type[BaseException], ...] = (
+    redis.AuthenticationError,
+    redis.exceptions.AuthorizationError,
+)
+"""ConnectionError subclasses that no amount of waiting fixes: a wrong user or password."""
+
+
+class Role(StrEnum):
+    """What a client is for; it decides the client's timeouts and retries."""
+
+    DAEMON = "daemon"
+    BLOCKING = "blocking"
+    PROBE = "probe"
+
+
+@dataclass(frozen=True)
+class ClientOptions:
+    """Timeouts and retries of one client, as redis-py takes them."""
+
+    socket_connect_timeout: float
+    socket_timeout: float
+    retry: Retry
+    health_check_interval: int
+
+
+def client_options(role: Role, block_seconds: float | None = None) -> ClientOptions:
+    """The options a client in ``role`` gets; ``block_seconds`` is required for ``BLOCKING``."""
+    if role is Role.PROBE:
+        # one immediate retry absorbs a stale pooled connection; no more, the
+        # operator is waiting for an answer
+        return ClientOptions(
+            CONNECT_TIMEOUT_SECONDS, PROBE_TIMEOUT_SECONDS, Retry(NoBackoff(), 1), 0
+        )
+    socket_timeout = COMMAND_TIMEOUT_SECONDS
+    if role is Role.BLOCKING:
+        if block_seconds is None:
+            raise ValueError("a blocking client needs block_seconds")
+        socket_timeout = block_seconds + BLOCK_MARGIN_SECONDS
+    return ClientOptions(
+        CONNECT_TIMEOUT_SECONDS,
+        socket_timeout,
+        Retry(ExponentialBackoff(cap=0.2, base=0.02), 2),
+        HEALTH_CHECK_INTERVAL_SECONDS,
+    )
+
+
+@overload
+def connect(
+    url: str,
+    role: Role = Role.DAEMON,
+    *,
+    block_seconds: float | None = None,
+    cluster: Literal[False],
+) -> redis.Redis: ...
+
+
+@overload
+def connect(
+    url: str,
+    role: Role = Role.DAEMON,
+    *,
+    block_seconds: float | None = None,
+    cluster: bool | None = None,
+) -> RedisClient: ...
+
+
+def connect(
+    url: str,
+    role: Role = Role.DAEMON,
+    *,
+    block_seconds: float | None = None,
+    cluster: bool | None = None,
+) -> RedisClient:
+    """A client of ``url`` for ``role``. A malformed URL is a ``ConfigError``.
+
+    ``cluster`` None follows ``--redis-cluster`` (``cluster_mode_of``); False
+    makes a client of that one server even if it is a cluster node (to start
+    or administer it). A single server's client makes no round trip yet. A
+    cluster's does (redis-py reads the slot table when it is made): an
+    unreachable cluster is a ``RedisUnavailableError`` (exit 3), so a daemon
+    calls ``wait_for_redis`` first.
+    """
+    options = client_options(role, block_seconds)
+    if cluster_mode_of(url) if cluster is None else cluster:
+        return _cluster_client(url, options)
+    return _client(url, options)
+
+
+def is_cluster(client: RedisClient) -> bool:
+    """Whether ``client`` is a Redis Cluster's (its multi-key reads go slot by slot)."""
+    return isinstance(client, RedisCluster)
+
+
+def probe(url: str) -> RedisClient:
+    """A ``PROBE`` client of ``url`` that answered PING.
+
+    Raises ``RedisUnavailableError`` (exit 3) if Redis cannot be reached and
+    ``ConfigError`` (exit 2) if the URL is malformed.
+    """
+    client = connect(url, Role.PROBE)
+    try:
+        ping(client, url)
+    except RedisUnavailableError:
+        client.close()
+        raise
+    return client
+
+
+def ping(client: RedisClient, url: str) -> None:
+    """PING through ``client``; raise ``RedisUnavailableError`` (exit 3) if Redis cannot answer."""
+    try:
+        client.ping()
+    except CREDENTIAL_ERRORS:
+        raise
+    except UNREACHABLE_ERRORS as exc:
+        raise RedisUnavailableError(f"{safe_url(url)}: {type(exc).__name__}") from None
+
+
+def wait_for_redis(url: str, stop: threading.Event) -> bool:
+    """``wait_until_reachable`` through a short-lived single-server client of ``url``.
+
+    A daemon calls this before it makes the clients it keeps: a cluster's client
+    cannot be made while the cluster is down, and ``--redis-cluster auto`` can
+    only ask a server that answers. PING is answered by any cluster node.
+    """
+    client = _client(url, client_options(Role.DAEMON))
+    try:
+        return wait_until_reachable(client, url, stop)
+    finally:
+        client.close()
+
+
+def wait_until_reachable(client: RedisClient, url: str, stop: threading.Event) -> bool:
+    """PING until Redis answers, backing off; False if ``stop`` was set first.
+
+    A daemon calls this at start, so compose ordering or a reboot that brings
+    Redis up after it does not kill it. It logs one line when Redis is found
+    unreachable and one when it answers, never a line per retry. A wrong user
+    or password is not waited out: it raises.
+    """
+    backoff = Backoff(base=0.05, cap=START_WAIT_CAP_SECONDS)
+    failures = 0
+    while not stop.is_set():
+        try:
+            client.ping()
+        except CREDENTIAL_ERRORS:
+            raise
+        except UNREACHABLE_ERRORS as exc:
+            if failures == 0:
+                log.warning(
+                    "Redis unreachable at %s (%s); retrying with backoff",
+                    safe_url(url),
+                    type(exc).__name__,
+                )
+            failures += 1
+            stop.wait(backoff.next_delay())
+            continue
+        if failures:
+            log.info("Redis reachable at %s", safe_url(url))
+        return True
+    return False
+
+
+_process_password: str | None = None
+"""The password of ``--redis-password-file``, for every client whose URL names none."""
+
+
+def read_password_file(path: Path) -> str:
+    """The password a file holds, surrounding whitespace dropped; ``ConfigError`` if none.
+
+    The message names the file, never its content.
+    """
+    try:
+        password = path.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
+        raise ConfigError(
+            f"--redis-password-file {path}: cannot read it ({reason}); give a readable file "
+            "holding the Redis password"
+        ) from None
+    if not password:
+        raise ConfigError(
+            f"--redis-password-file {path}: the file is empty; put the password in it"
+        )
+    return password
+
+
+def use_credentials(
+    url: str, password_file: Path | None, *, url_on_command_line: bool = False
+) -> None:
+    """Set this process's Redis password from ``password_file`` (a daemon calls this once).
+
+    A URL that carries a password of its own and a password file at once is a
+    ``ConfigError``: which one was meant cannot be guessed. A password in a URL
+    given on the command line works, with one warning to move it out of argv.
+    """
+    global _process_password
+    url_password = _url_password(url)
+    if password_file is not None:
+        if url_password:
+            raise ConfigError(
+                f"--redis-password-file: the Redis URL {safe_url(url)} carries a password too; "
+                "give it in one place only"
+            )
+        _process_password = read_password_file(password_file)
+    else:
+        _process_password = None
+    if url_password and url_on_command_line:
+        log.warning(
+            "the Redis URL on the command line carries a password, which every user of this "
+            "machine can read in the process list; pass the URL in HUBSYNC_REDIS_URL, or the "
+            "password in a file named by --redis-password-file"
+        )
+
+
+def _url_password(url: str) -> str | None:
+    try:
+        return urlsplit(url).password
+    except ValueError:
+        return None  # from_url names the malformed URL
+
+
+_process_cluster_mode: ClusterMode = "auto"
+"""``--redis-cluster`` of this process: ``auto`` asks each URL's server once."""
+_detected_cluster: dict[str, bool] = {}
+"""``auto``'s answers, by URL: a server does not turn into a cluster while a process runs."""
+_detected_lock = threading.Lock()
+
+
+def use_cluster_mode(mode: ClusterMode) -> None:
+    """Set this process's ``--redis-cluster`` (every command that reads the option calls this)."""
+    global _process_cluster_mode
+    _process_cluster_mode = mode
+
+
+def cluster_mode_of(url: str) -> bool:
+    """Whether ``connect(url)`` makes a cluster client: ``--redis-cluster``, or under
+    ``auto`` the server's own answer (``INFO cluster``), asked once per URL.
+
+    Under ``auto`` a server that cannot be asked now (unreachable, a wrong
+    password, INFO refused by its ACL) counts as a single server, and is asked
+    again next time; ``yes`` never asks.
+    """
+    if _process_cluster_mode != "auto":
+        return _process_cluster_mode == "yes"
+    with _detected_lock:
+        known = _detected_cluster.get(url)
+    if known is not None:
+        return known
+    try:
+        found = _cluster_enabled(url)
+    except redis.RedisError:
+        return False  # not answered: the first command says why (exit 3, 1 or 2)
+    with _detected_lock:
+        _detected_cluster[url] = found
+    if found:
+        log.debug("Redis at %s is a cluster node: using a cluster client", safe_url(url))
+    return found
+
+
+def server_is_cluster(url: str) -> bool:
+    """Whether the server of ``url`` says it is a cluster node (``INFO cluster``), whatever
+    ``--redis-cluster`` says; False when it cannot be asked now."""
+    try:
+        return _cluster_enabled(url)
+    except redis.RedisError:
+        return False  # not answered: the first command says why (exit 3, 1 or 2)
+
+
+def _cluster_enabled(url: str) -> bool:
+    """``INFO cluster`` of the one server of ``url``: ``cluster_enabled:1``?"""
+    asker = _client(url, client_options(Role.PROBE))
+    try:
+        return str(asker.info("cluster").get("cluster_enabled")) == "1"
+    finally:
+        asker.close()
+
+
+def _credentials() -> dict[str, str]:
+    # A password in the URL wins (redis-py lets URL options override keywords).
+    return {} if _process_password is None else {"password": _process_password}
+
+
+_CLUSTER_START_ERRORS: tuple[type[BaseException], ...] = (
+    RedisClusterException,
+    *UNREACHABLE_ERRORS,
+)
+
+
+def _cluster_client(url: str, options: ClientOptions) -> RedisCluster:
+    """A ``RedisCluster`` of ``url`` (any node: redis-py finds the others), reading its slots.
+
+    Timeouts are the role's; the role's retry count is the cluster client's too,
+    each retry re-reading the slot table (how a failed-over master is found).
+    """
+    parts = urlsplit(url)
+    if parts.scheme not in ("redis", "rediss") or parts.path.strip("/") not in ("", "0"):
+        raise ConfigError(
+            f"Redis URL {safe_url(url)}: a cluster is reached over TCP and has database 0 only "
+            "(redis://[user:password@]host:port, or rediss:// for TLS)"
+        )
+    try:
+        return RedisCluster.from_url(
+            url,
+            socket_connect_timeout=options.socket_connect_timeout,
+            socket_timeout=options.socket_timeout,
+            retry=Retry(NoBackoff(), options.retry.get_retries()),
+            **_credentials(),
+        )
+    except ValueError as exc:
+        raise ConfigError(
+            f"Redis URL {safe_url(url)}: {exc} (expected redis://[user:password@]host:port, "
+            "or rediss:// for TLS)"
+        ) from None
+    except CREDENTIAL_ERRORS:
+        raise
+    except _CLUSTER_START_ERRORS as exc:
+        raise RedisUnavailableError(
+            f"{safe_url(url)}: the cluster's slot table could not be read ({type(exc).__name__})"
+        ) from None
+
+
+def _client(url: str, options: ClientOptions) -> redis.Redis:
+    # ACL user and password and TLS (rediss://) go here; a cluster's in _cluster_client.
+    credentials = _credentials()
+    try:
+        return redis.Redis.from_url(
+            url,
+            socket_connect_timeout=options.socket_connect_timeout,
+            socket_timeout=options.socket_timeout,
+            retry=options.retry,
+            retry_on_error=[redis.ConnectionError],
+            health_check_interval=options.health_check_interval,
+            **credentials,
+        )
+    except ValueError as exc:
+        raise ConfigError(
+            f"Redis URL {safe_url(url)}: {exc} (expected redis://[user:password@]host:port/db, "
+            "rediss:// for TLS, or unix:///path)"
+        ) from None

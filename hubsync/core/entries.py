@@ -1,0 +1,476 @@
+"""Stream entries: the flat, human-readable fields hubsync puts on Redis Streams.
+
+One module for the whole protocol so the relay (writer of events and presence,
+reader of outcomes) and the hub consumers (the reverse) cannot drift apart.
+
+Events stream ``hubsync:{P}:events`` carries two kinds of entry:
+
+* ``kind=event``: ``project_id``, ``hub_project``, ``run_id``, ``sequence``,
+  ``event_type``, ``runtime_id``, ``content_hash`` and ``event`` (the canonical
+  JSON bytes). The flat fields are a readable index; the hub trusts only the
+  bytes and checks that the flat fields agree with them.
+* ``kind=presence``: a runtime's heartbeat (``runtime_id``, ``hub_project``,
+  ``host``, ``pid``, ``version``, ``backlog``, ``heartbeat``).
+
+Acks stream ``hubsync:{P}:acks:{R}`` carries ``kind=outcomes`` entries, each a
+batch of outcomes for runtime R (one entry per ingested batch, not per event,
+so acknowledging costs the hub far fewer writes than the events did).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, NamedTuple
+
+import orjson
+
+from hubsync.core.canonical import canonical_json, content_hash
+from hubsync.core.errors import WireError
+from hubsync.core.names import validate_name
+from hubsync.core.wire import (
+    MAX_EVENT_BYTES,
+    CheckedEvent,
+    SyncEvent,
+    check_sync_event,
+    parse_sync_event,
+    prove_sync_event,
+)
+
+KIND_EVENT = "event"
+KIND_PRESENCE = "presence"
+KIND_OUTCOMES = "outcomes"
+
+EVENT_FIELDS = (
+    "kind",
+    "project_id",
+    "hub_project",
+    "run_id",
+    "sequence",
+    "event_type",
+    "runtime_id",
+    "content_hash",
+    "event",
+)
+
+_SHA256_HEX = re.compile(r"[0-9a-f]{64}")
+_FLAT_FIELDS = ("project_id", "hub_project", "run_id", "sequence", "event_type", "runtime_id")
+
+MAX_FIELD_BYTES = MAX_EVENT_BYTES + 1024
+"""No single field of an entry may exceed this; a larger one is dead-lettered."""
+
+
+class Outcome(StrEnum):
+    """What the hub decided about one event (the values on the acks stream)."""
+
+    ACCEPTED = "accepted"
+    DUPLICATE = "duplicate"
+    CONFLICT = "conflict"
+    REJECTED = "rejected"
+
+
+class ConflictReason(StrEnum):
+    """Why a conflict was raised (see docs/contract.md, hub tables)."""
+
+    SEQUENCE_REUSED = "sequence_reused"
+    PROJECT_MISMATCH = "project_mismatch"
+    HOME_RUNTIME_MISMATCH = "home_runtime_mismatch"
+
+
+class SecurityReason(StrEnum):
+    """Why an entry was refused before it was judged: it did not authenticate (see
+    docs/contract.md, trust). Dead letters and security alerts carry these."""
+
+    UNAUTHENTICATED = "unauthenticated"
+    """Unsigned, badly signed, or naming a runtime the hub never enrolled or revoked."""
+    NOT_ENROLLED = "not_enrolled"
+    """Signed by an enrolled runtime, for a hub project it is not enrolled for."""
+
+
+AlertReason = ConflictReason | SecurityReason
+"""What an alert can be about: a refused conflict or an entry that did not authenticate."""
+
+
+def alert_reason(text: str) -> AlertReason:
+    """The alert reason ``text`` names; ``ValueError`` for an unknown one."""
+    if text in _SECURITY_REASONS:
+        return SecurityReason(text)
+    return ConflictReason(text)
+
+
+_SECURITY_REASONS = frozenset(reason.value for reason in SecurityReason)
+
+
+Fields = Mapping[str, str | bytes]
+RawFields = Mapping[bytes, bytes] | Mapping[str, str] | Mapping[str | bytes, str | bytes]
+
+
+class EventEntry(NamedTuple):
+    """A validated ``kind=event`` entry: the checked event's fields and its exact bytes.
+
+    A named tuple (made in C): the hub builds one per event it receives.
+    """
+
+    event: CheckedEvent
+    data: bytes
+    content_hash: str
+    runtime_id: str
+
+    @property
+    def key(self) -> tuple[str, str, int]:
+        """The dedupe key ``(project_id, run_id, sequence)``."""
+        event = self.event
+        return (event.project_id, event.run_id, event.sequence)
+
+
+def event_entry_fields(event: SyncEvent, data: bytes, digest: str) -> dict[str, str | bytes]:
+    """The stream fields of one sync event whose canonical bytes and hash are known."""
+    return raw_event_entry_fields(
+        project_id=event.project_id,
+        hub_project=event.hub_project,
+        run_id=event.run_id,
+        sequence=event.sequence,
+        event_type=event.event_type,
+        runtime_id=event.home_runtime_id,
+        digest=digest,
+        data=data,
+    )
+
+
+def raw_event_entry_fields(
+    *,
+    project_id: str,
+    hub_project: str,
+    run_id: str,
+    sequence: int,
+    event_type: str,
+    runtime_id: str,
+    digest: str,
+    data: bytes,
+) -> dict[str, str | bytes]:
+    """The same fields from already-validated parts (the relay's hot path: no re-parse)."""
+    return {
+        "kind": KIND_EVENT,
+        "project_id": project_id,
+        "hub_project": hub_project,
+        "run_id": run_id,
+        "sequence": str(sequence),
+        "event_type": event_type,
+        "runtime_id": runtime_id,
+        "content_hash": digest,
+        "event": data,
+    }
+
+
+_BYTES_ONLY = frozenset({bytes})
+
+
+def decode_fields(raw: RawFields) -> dict[str, bytes]:
+    """Normalise a redis-py field mapping (bytes or str keys) to ``str -> bytes``."""
+    try:
+        # What a client without decode_responses reads: bytes names and values (the hub's
+        # per-entry path, so one comprehension, then one look at the values' types).
+        fast = {key.decode("utf-8", "replace"): value for key, value in raw.items()}  # type: ignore[union-attr]
+        if set(map(type, fast.values())) <= _BYTES_ONLY:
+            return fast  # type: ignore[return-value]
+    except AttributeError:  # str names
+        pass
+    out: dict[str, bytes] = {}
+    for key, value in raw.items():
+        name = key.decode("utf-8", "replace") if isinstance(key, bytes) else str(key)
+        out[name] = value if isinstance(value, bytes) else str(value).encode("utf-8")
+    return out
+
+
+def entry_kind(fields: Mapping[str, bytes]) -> str:
+    """The ``kind`` field, ``event`` when absent (plain producers may omit it)."""
+    return fields.get("kind", KIND_EVENT.encode()).decode("utf-8", "replace")
+
+
+def parse_event_entry(fields: Mapping[str, bytes], *, authoritative: bool = False) -> EventEntry:
+    """Validate a ``kind=event`` entry; raise ``WireError`` with a dead-letter reason.
+
+    Reasons: ``missing_field``, ``field_too_large``, ``bad_field``, and those of
+    ``parse_sync_event`` (``hash_mismatch``, ``bad_json``, ...), then
+    ``field_mismatch`` when a flat field disagrees with the event bytes.
+
+    The bytes are checked by ``check_sync_event`` (what the hub runs per
+    event: no model built for an event it can prove valid), or with
+    ``authoritative`` by the pydantic model alone; the two accept and refuse
+    the same entries with the same reasons.
+    """
+    try:
+        data = fields["event"]
+        flat = (
+            fields["project_id"],
+            fields["hub_project"],
+            fields["run_id"],
+            fields["sequence"],
+            fields["event_type"],
+            fields["runtime_id"],
+        )
+        raw_digest = fields["content_hash"]
+    except KeyError:
+        missing = next(name for name in EVENT_FIELDS[1:] if name not in fields)
+        raise WireError("missing_field", f"entry has no {missing!r} field") from None
+    if max(map(len, fields.values())) > MAX_FIELD_BYTES:
+        name, value = max(fields.items(), key=lambda item: len(item[1]))
+        raise WireError(
+            "field_too_large",
+            f"field {name[:40]!r} is {len(value)} bytes; the limit is {MAX_FIELD_BYTES}",
+        )
+    try:
+        digest = raw_digest.decode("ascii")
+        runtime_id = flat[5].decode("utf-8")
+    except UnicodeDecodeError:
+        raise WireError("bad_field", "content_hash or runtime_id is not text") from None
+    if authoritative or content_hash(data) != digest:
+        if not _SHA256_HEX.fullmatch(digest):
+            raise WireError("bad_field", "content_hash must be 64 lowercase hex digits")
+        if authoritative:
+            event = CheckedEvent.of(parse_sync_event(data, expected_hash=digest))
+        else:
+            event = check_sync_event(data, expected_hash=digest)  # refuses: hash_mismatch
+    else:
+        # The bytes hash to the digest, so it is 64 lowercase hex digits already.
+        event = check_sync_event(data, digest, hash_checked=True)
+    expected = _flat_fields_of(event)
+    if flat != expected:
+        name = next(n for n, a, b in zip(_FLAT_FIELDS, flat, expected, strict=True) if a != b)
+        raise WireError("field_mismatch", f"field {name!r} disagrees with the event bytes")
+    return EventEntry(event, data, digest, runtime_id)
+
+
+def _flat_fields_of(event: CheckedEvent) -> tuple[bytes, bytes, bytes, bytes, bytes, bytes]:
+    """The flat fields an entry of ``event`` must carry, as bytes, in ``_FLAT_FIELDS``' order."""
+    return (
+        event.project_id.encode(),
+        event.hub_project.encode(),
+        event.run_id.encode(),
+        b"%d" % event.sequence,
+        event.event_type.encode(),
+        event.home_runtime_id.encode(),
+    )
+
+
+def lean_event_entry(
+    data: bytes, raw_digest: bytes, flat: tuple[bytes, bytes, bytes, bytes, bytes, bytes]
+) -> EventEntry | None:
+    """``parse_event_entry``'s entry when its fields can be proven valid at once, else None.
+
+    ``data``, ``raw_digest`` and ``flat`` are the entry's ``event``, ``content_hash`` and
+    flat fields (in ``parse_event_entry``'s order: project_id, hub_project, run_id,
+    sequence, event_type, runtime_id) exactly as read, every value ``bytes``; the caller
+    has seen that no field of the entry exceeds ``MAX_FIELD_BYTES``. The same checks in
+    full: the bytes hash to the digest, ``prove_sync_event`` vouches for them, and every
+    flat field is the bytes' own. None is no verdict (a refusal, or anything the proof
+    leaves to the model): ``parse_event_entry`` then judges the entry, with its reason.
+    """
+    digest = content_hash(data)
+    if digest.encode("ascii") != raw_digest:
+        return None
+    event = prove_sync_event(data)
+    if event is None:
+        return None
+    if flat != _flat_fields_of(event):
+        return None
+    runtime_id = event.home_runtime_id
+    # flat[5] is runtime_id's UTF-8: the str parse_event_entry decodes from it. tuple.__new__:
+    # the named tuple without its Python-level constructor (one per event)
+    return _new_tuple(EventEntry, (event, data, digest, runtime_id))
+
+
+_new_tuple = tuple.__new__
+
+
+class OutcomeRecord(NamedTuple):
+    """The hub's verdict on one event, as carried back to its runtime.
+
+    ``content_hash`` is the hash of the bytes the hub judged. The relay applies
+    an outcome to an outbox row only when that hash is the row's own, so a
+    verdict on someone else's bytes under this runtime's key never touches it.
+    A named tuple (made in C): the hub makes one per event, the relay one per
+    outcome it reads.
+    """
+
+    project_id: str
+    run_id: str
+    sequence: int
+    outcome: Outcome
+    content_hash: str
+    reason: str | None = None
+    existing_hash: str | None = None
+
+    def to_wire(self) -> list[Any]:
+        """Compact positional form used inside an outcomes entry."""
+        return [
+            self.project_id,
+            self.run_id,
+            self.sequence,
+            self.outcome.value,
+            self.content_hash,
+            self.reason,
+            self.existing_hash,
+        ]
+
+
+def outcomes_entry_fields(hub_project: str, outcomes: Sequence[OutcomeRecord]) -> dict[str, str]:
+    """One acks-stream entry carrying many outcomes (read twice when a sequence is past 64 bits,
+    hence a sequence, not any iterable)."""
+    records = [tuple(o) for o in outcomes]  # to_wire's lists: orjson writes an enum as its value
+    try:
+        # Compact UTF-8, as canonical_json writes lists of text, integers and nulls.
+        body = orjson.dumps(records).decode("utf-8")
+    except orjson.JSONEncodeError:  # a sequence past 64 bits (a refused entry's claim)
+        body = canonical_json([o.to_wire() for o in outcomes]).decode("utf-8")
+    return {
+        "kind": KIND_OUTCOMES,
+        "hub_project": hub_project,
+        "count": str(len(records)),
+        "columns": "project_id,run_id,sequence,outcome,content_hash,reason,existing_hash",
+        "outcomes": body,
+    }
+
+
+def parse_outcomes_entry(fields: Mapping[str, bytes]) -> list[OutcomeRecord]:
+    """Decode an outcomes entry; raise ``WireError`` if it is malformed."""
+    if entry_kind(fields) != KIND_OUTCOMES or "outcomes" not in fields:
+        raise WireError("bad_outcomes", "entry is not an outcomes entry")
+    try:
+        fast = _plain_outcome_records(orjson.loads(fields["outcomes"]))
+    except orjson.JSONDecodeError:
+        fast = None  # json's rules (NaN, ...) decide below
+    if fast is not None:
+        return fast
+    try:
+        records = json.loads(fields["outcomes"])
+        return [
+            OutcomeRecord(
+                project_id=str(r[0]),
+                run_id=str(r[1]),
+                sequence=int(r[2]),
+                outcome=Outcome(r[3]),
+                content_hash=str(r[4]),
+                reason=None if r[5] is None else str(r[5]),
+                existing_hash=None if r[6] is None else str(r[6]),
+            )
+            for r in records
+        ]
+    except (ValueError, TypeError, IndexError, KeyError) as exc:
+        raise WireError("bad_outcomes", f"outcomes entry is malformed ({exc})") from None
+
+
+_OUTCOME_OF = {outcome.value: outcome for outcome in Outcome}
+
+
+def _plain_outcome_records(records: object) -> list[OutcomeRecord] | None:
+    """The records of an outcomes list whose every value already has its type (what hubs
+    write), as the general path would make them; None for anything else, which that path
+    converts or refuses. The relay reads thousands of these per second."""
+    if type(records) is not list:
+        return None
+    out = []
+    for r in records:
+        if type(r) is not list or len(r) < 7:
+            return None
+        project_id, run_id, sequence, verdict, digest, reason, existing = r[:7]
+        outcome = _OUTCOME_OF.get(verdict) if type(verdict) is str else None
+        if (
+            outcome is None
+            or type(project_id) is not str
+            or type(run_id) is not str
+            or type(sequence) is not int
+            or type(digest) is not str
+            or (reason is not None and type(reason) is not str)
+            or (existing is not None and type(existing) is not str)
+        ):
+            return None
+        out.append(OutcomeRecord(project_id, run_id, sequence, outcome, digest, reason, existing))
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class PresenceBeat:
+    """A runtime's heartbeat as carried on the events stream."""
+
+    runtime_id: str
+    hub_project: str
+    host: str
+    pid: int
+    version: str
+    backlog: int
+    heartbeat: str
+
+    def to_fields(self) -> dict[str, str]:
+        """The stream fields of this beat."""
+        return {
+            "kind": KIND_PRESENCE,
+            "runtime_id": self.runtime_id,
+            "hub_project": self.hub_project,
+            "host": self.host,
+            "pid": str(self.pid),
+            "version": self.version,
+            "backlog": str(self.backlog),
+            "heartbeat": self.heartbeat,
+        }
+
+    def record(self) -> bytes:
+        """Canonical JSON of the beat, as the hub stores it."""
+        return canonical_json(
+            {
+                "runtime_id": self.runtime_id,
+                "hub_project": self.hub_project,
+                "host": self.host,
+                "pid": self.pid,
+                "version": self.version,
+                "backlog": self.backlog,
+                "heartbeat": self.heartbeat,
+            }
+        )
+
+
+def parse_presence_entry(fields: Mapping[str, bytes]) -> PresenceBeat:
+    """Validate a ``kind=presence`` entry; raise ``WireError`` naming the problem."""
+    try:
+        text = {k: v.decode("utf-8") for k, v in fields.items() if len(v) <= 1024}
+        return PresenceBeat(
+            runtime_id=validate_name(text["runtime_id"], "runtime id"),
+            hub_project=validate_name(text["hub_project"], "hub project"),
+            host=text["host"][:255],
+            pid=int(text["pid"]),
+            version=text["version"][:64],
+            backlog=int(text["backlog"]),
+            heartbeat=text["heartbeat"],
+        )
+    except KeyError as exc:
+        raise WireError("missing_field", f"presence entry has no {exc.args[0]!r} field") from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise WireError("bad_field", f"presence entry is malformed ({exc})") from None
+
+
+__all__ = [
+    "KIND_EVENT",
+    "KIND_OUTCOMES",
+    "KIND_PRESENCE",
+    "AlertReason",
+    "ConflictReason",
+    "EventEntry",
+    "Outcome",
+    "OutcomeRecord",
+    "PresenceBeat",
+    "SecurityReason",
+    "alert_reason",
+    "content_hash",
+    "decode_fields",
+    "entry_kind",
+    "event_entry_fields",
+    "lean_event_entry",
+    "outcomes_entry_fields",
+    "parse_event_entry",
+    "parse_outcomes_entry",
+    "parse_presence_entry",
+    "raw_event_entry_fields",
+]

@@ -1,0 +1,238 @@
+"""Every Prometheus metric hubsync exports, and the HTTP server that exposes them.
+
+The metrics live in prometheus-client's default registry, one set per process:
+a relay exports the relay's series, a consumer the consumer's (the others stay
+at zero). Counters are incremented once per batch with ``.inc(n)`` so the hot
+path pays one lock per batch, not one per event. Label values come from closed
+sets (outcomes, dead-letter and conflict reasons, refusal reasons) or from
+project names, never from event contents, so the series count stays bounded
+and no event byte ever reaches a scrape.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+from bisect import bisect_left
+from collections import Counter as _Tally
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+from prometheus_client import Counter, Gauge, Histogram, make_wsgi_app
+from prometheus_client.exposition import ThreadingWSGIServer
+
+from hubsync.core.entries import ConflictReason, Outcome
+from hubsync.core.errors import HubsyncError
+from hubsync.core.settings import DEFAULT_METRICS_HOST
+
+log = logging.getLogger(__name__)
+
+DEFAULT_METRICS_ADDR = DEFAULT_METRICS_HOST
+"""Where the metrics server listens by default: this host only (``--metrics-host`` widens it)."""
+METRICS_PATH = "/metrics"
+"""Where the Prometheus exposition is served."""
+HEALTHZ_PATH = "/healthz"
+"""Where the liveness answer is served: ``200 ok`` while the process serves HTTP."""
+
+# ----- relay -----
+
+EVENTS_SENT = Counter(
+    "hubsync_events_sent_total",
+    "Outbox rows the relay XADDed to an events stream (kind=new: first send, resend: again).",
+    ["kind"],
+)
+RELAY_OUTCOMES = Counter(
+    "hubsync_relay_outcomes_total",
+    "Hub outcomes the relay applied to its outbox rows (acked = accepted or duplicate).",
+    ["outcome"],
+)
+OUTBOX_BACKLOG = Gauge(
+    "hubsync_outbox_backlog",
+    "Outbox rows of a local project not yet acknowledged by the hub (pending + attempted).",
+    ["project"],
+)
+PROJECT_UNREADABLE = Gauge(
+    "hubsync_relay_project_unreadable",
+    "1 while the relay cannot read a local project's store (the others keep syncing), else 0.",
+    ["project"],
+)
+PRUNED_ROWS = Counter(
+    "hubsync_pruned_rows_total",
+    "Rows the relay's retention deleted from its stores (table=outbox: acked rows past "
+    "--outbox-retention; run_events: events of fully acked runs past --event-retention).",
+    ["table"],
+)
+
+# ----- consumer -----
+
+EVENTS_INGESTED = Counter(
+    "hubsync_events_ingested_total",
+    "Events the hub store judged, by outcome (accepted, duplicate, conflict).",
+    ["outcome"],
+)
+DEAD_LETTERS = Counter(
+    "hubsync_dead_letters_total",
+    "Entries moved to a dead-letter stream, by reason.",
+    ["reason"],
+)
+CONFLICTS = Counter(
+    "hubsync_conflicts_total",
+    "Events refused as conflicts (security alerts), by reason.",
+    ["reason"],
+)
+RECLAIMED = Counter(
+    "hubsync_reclaimed_total",
+    "Pending entries taken back for processing: from an idle consumer (XAUTOCLAIM), or this "
+    "consumer's own after a restart or a failed batch.",
+)
+CONSUMER_LAG = Gauge(
+    "hubsync_consumer_lag",
+    "Entries of a hub project's events stream not yet delivered to group 'hub'.",
+    ["hub_project"],
+)
+OLDEST_PENDING_AGE = Gauge(
+    "hubsync_oldest_pending_age_seconds",
+    "Age (Redis clock) of the oldest entry delivered to group 'hub' but not acknowledged.",
+    ["hub_project"],
+)
+BATCH_INGEST_SECONDS = Histogram(
+    "hubsync_batch_ingest_seconds",
+    "Wall time of one HubStore.ingest call (one transaction per batch).",
+    buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0),
+)
+END_TO_END_LATENCY_SECONDS = Histogram(
+    "hubsync_end_to_end_latency_seconds",
+    "Hub commit time minus the event's occurred_at, for accepted events.",
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0),
+)
+
+# ----- leases -----
+
+LEASE_REFUSALS = Counter(
+    "hubsync_lease_refusals_total",
+    "Lease operations Redis refused, by reason (held, superseded, expired, missing), and "
+    "fenced writes refused (fenced_stale, fenced_superseded, fenced_unknown_token, "
+    "fenced_not_holder).",
+    ["reason"],
+)
+
+
+class MetricsServerError(HubsyncError):
+    """The metrics HTTP server could not start (port taken, no permission)."""
+
+
+def _initialise_label_sets() -> None:
+    """Export zero for every known label value, so a rate() works from the first scrape."""
+    for kind in ("new", "resend"):
+        EVENTS_SENT.labels(kind)
+    for applied in ("acked", "conflict", "rejected", "foreign", "unverified"):
+        RELAY_OUTCOMES.labels(applied)
+    for table in ("outbox", "run_events"):
+        PRUNED_ROWS.labels(table)
+    for outcome in (Outcome.ACCEPTED, Outcome.DUPLICATE, Outcome.CONFLICT):
+        EVENTS_INGESTED.labels(outcome.value)
+    for reason in ConflictReason:
+        CONFLICTS.labels(reason.value)
+    for refusal in ("held", "superseded", "expired", "missing"):
+        LEASE_REFUSALS.labels(refusal)
+
+
+_initialise_label_sets()
+
+
+def count_by_label(counter: Counter, values: Iterable[str]) -> None:
+    """Increment ``counter`` once per distinct label value (for small batches of reasons)."""
+    for value, amount in _Tally(values).items():
+        counter.labels(value).inc(amount)
+
+
+def observe_many(histogram: Histogram, values: Sequence[float]) -> None:
+    """What ``histogram.observe`` of each value does, at one increment per bucket hit and one
+    of the sum: a batch of thousands of events observes its latencies in a few locked steps.
+
+    prometheus-client has no batch form, so this counts into the histogram's own buckets
+    (its ``_upper_bounds``, ``_buckets`` and ``_sum``); a histogram without them (another
+    version, a labelled parent) gets one ``observe`` per value.
+    """
+    bounds = getattr(histogram, "_upper_bounds", None)
+    buckets = getattr(histogram, "_buckets", None)
+    total = getattr(histogram, "_sum", None)
+    if bounds is None or buckets is None or total is None or len(bounds) != len(buckets):
+        for value in values:
+            histogram.observe(value)
+        return
+    if not values:
+        return
+    # observe() counts a value in the first bucket whose bound is >= it; the last is +Inf.
+    hits = _Tally(bisect_left(bounds, value) for value in values)
+    total.inc(sum(values))
+    for index, count in hits.items():
+        if index < len(buckets):
+            buckets[index].inc(count)
+
+
+WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], list[bytes]]
+
+
+def metrics_app() -> WsgiApp:
+    """The WSGI app of the metrics server: ``/metrics``, ``/healthz``, and 404 for the rest.
+
+    The liveness answer is apart from the exposition so a probe polling it
+    never renders every series; any other path is refused rather than served
+    the metrics (prometheus-client's own app answers every path).
+    """
+    exposition = make_wsgi_app()
+
+    def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
+        path = environ.get("PATH_INFO", "")
+        if path == METRICS_PATH:
+            body: list[bytes] = exposition(environ, start_response)
+            return body
+        if path == HEALTHZ_PATH:
+            start_response("200 OK", [("Content-Type", "text/plain; charset=utf-8")])
+            return [b"ok\n"]
+        start_response("404 Not Found", [("Content-Type", "text/plain; charset=utf-8")])
+        return [f"not found: serves {METRICS_PATH} and {HEALTHZ_PATH}\n".encode()]
+
+    return app
+
+
+class _QuietHandler(WSGIRequestHandler):
+    """A request handler that logs nothing (a scrape every few seconds is not news)."""
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Log nothing."""
+
+
+def serve_metrics(port: int, addr: str) -> WSGIServer:
+    """Serve ``metrics_app`` on ``addr:port`` in a daemon thread; returns the server (to stop it)."""
+    family = socket.getaddrinfo(addr, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0][0]
+
+    class _Server(ThreadingWSGIServer):
+        address_family = family
+
+    server = make_server(addr, port, metrics_app(), _Server, handler_class=_QuietHandler)
+    threading.Thread(target=server.serve_forever, name="metrics-http", daemon=True).start()
+    return server
+
+
+def start_metrics_server(port: int | None, addr: str = DEFAULT_METRICS_ADDR) -> bool:
+    """Serve ``/metrics`` and ``/healthz`` on ``addr:port`` in a daemon thread; 0/None = off.
+
+    Returns whether a server was started. A port that cannot be bound raises
+    ``MetricsServerError`` naming it, so the daemon fails at start, not silently.
+    """
+    if not port:
+        return False
+    try:
+        serve_metrics(port, addr)
+    except OSError as exc:
+        raise MetricsServerError(
+            f"cannot serve metrics on {addr}:{port} ({exc.strerror or exc}); choose another "
+            "--metrics-port (HUBSYNC_METRICS_PORT) or --metrics-host (HUBSYNC_METRICS_HOST), "
+            "or 0 to turn metrics off"
+        ) from None
+    log.info("serving Prometheus metrics on http://%s:%d%s", addr, port, METRICS_PATH)
+    return True
