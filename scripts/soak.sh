@@ -20,4 +20,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export HUBSYNC_SOAK_SECONDS="${1:-${HUBSYNC_SOAK_SECONDS:-600}}"
-exec "${PYTHON:-python3}" -m pytest -m slow -k long -s -q -p no:cacheprovider tests/test_soak.py
+exec "${PYTHON:-python3}" -m pytest -m slow -k long -s -q -p no:cacheprovider tests/e2e/test_soak.py

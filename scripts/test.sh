@@ -68,7 +68,7 @@ else
     quiet_pip install --quiet -c constraints.txt -e '.[test]'
     echo "$stamp" >"$VENV/.hubsync-pins"
   fi
-  # tests/test_pins.py checks every installed distribution against this file
+  # tests/app/test_pins.py checks every installed distribution against this file
   export HUBSYNC_TEST_PINS="$PWD/constraints.txt"
 fi
 PY="$VENV/bin/python"

@@ -61,10 +61,17 @@ os.environ["PYTHONPATH"] = os.pathsep.join(
 )
 
 
+E2E_FOLDER = Path(__file__).resolve().parent / "e2e"
+"""Every test in it is an ``e2e`` test (the whole pipeline as real processes). A few such
+tests still stand beside the fixtures of their module elsewhere, marked one by one."""
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark ``redis`` (``postgres``) every test that uses a real-Redis (PostgreSQL) fixture,
-    however indirectly."""
+    """Mark ``e2e`` every test in ``tests/e2e/``, and ``redis`` (``postgres``) every test that
+    uses a real-Redis (PostgreSQL) fixture, however indirectly."""
     for item in items:
+        if item.path.is_relative_to(E2E_FOLDER):
+            item.add_marker(pytest.mark.e2e)
         fixtures = set(getattr(item, "fixturenames", ()))
         if REAL_REDIS_FIXTURES & fixtures:
             item.add_marker(pytest.mark.redis)

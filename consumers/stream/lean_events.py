@@ -17,7 +17,7 @@ keys, a rotation's grace, a hash or flat field that disagrees, an event the
 quick proof leaves to the model, another hub project's event) gives None, and
 the entry takes the general path, whose verdict and dead-letter reason are
 the answer. So the lean path accepts nothing the general one refuses
-(``tests/test_event_check_differential.py`` runs both over generated entries).
+(``tests/consumers/test_event_check_differential.py`` runs both over generated entries).
 """
 
 from __future__ import annotations

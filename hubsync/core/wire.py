@@ -176,7 +176,7 @@ def check_sync_event(
     ``parse_sync_event`` itself, whose ``WireError`` (or model) is the answer.
     So this accepts exactly what ``parse_sync_event`` accepts, with the same
     values, and refuses the rest with the same reason and detail
-    (``tests/test_event_check_differential.py`` compares the two).
+    (``tests/consumers/test_event_check_differential.py`` compares the two).
     ``hash_checked`` says the caller has just seen ``data`` hash to ``expected_hash``.
     """
     if hash_checked or expected_hash is None or content_hash(data) == expected_hash:

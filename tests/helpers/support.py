@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import TypeVar
 
 import pytest
@@ -12,6 +13,9 @@ import pytest
 from hubsync.demo.embedded_redis import redis_server_binary
 
 T = TypeVar("T")
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+"""The checkout's root, wherever a test file sits below ``tests/``."""
 
 
 def require_redis_server() -> None:

@@ -37,8 +37,6 @@ from hubsync.provisioning import enroll_state_dir
 from tests.helpers.support import require_redis_server
 from tests.helpers.trust import enroll, signed_event
 
-pytestmark = pytest.mark.e2e
-
 RUNS, PER_RUN = 3, 10
 EVENTS = RUNS * PER_RUN
 

@@ -153,7 +153,6 @@ def run_soak(
         print(json.dumps(figures, indent=1, sort_keys=True))
 
 
-@pytest.mark.e2e
 @pytest.mark.timeout(600)
 def test_chaos_soak_short_loses_nothing_duplicates_nothing_and_leaks_nothing(
     tmp_path: Path, request: pytest.FixtureRequest

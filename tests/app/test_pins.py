@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.helpers.support import REPO_ROOT
+
 UNPINNED = frozenset({"hubsync", "pip", "setuptools", "wheel"})
 """Installed but never pinned: the project itself and the installer's own tools."""
 
@@ -33,7 +34,7 @@ def pins(path: Path) -> dict[str, str]:
 
 
 def test_the_constraints_file_pins_every_dependency_exactly() -> None:
-    pinned = pins(ROOT / "constraints.txt")
+    pinned = pins(REPO_ROOT / "constraints.txt")
     for needed in ("click", "redis", "rq", "pydantic", "pytest", "mypy", "ruff", "psycopg"):
         assert needed in pinned, needed
     assert all(re.fullmatch(r"[0-9][0-9A-Za-z.+!-]*", version) for version in pinned.values())

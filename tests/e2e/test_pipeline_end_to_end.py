@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 import redis
 
 from hubstore.sqlite.store import SqliteHubStore
@@ -12,8 +11,6 @@ from hubsync.core import keys
 from hubsync.processes import PipelineProcesses
 from producers.store.event_store import NewEvent
 from tests.helpers.relay_support import make_runtime, open_hub_db
-
-pytestmark = pytest.mark.e2e
 
 HUB_PROJECT = "acme"
 RUNTIMES = 3

@@ -15,10 +15,9 @@ from hubsync.core import keys
 from hubsync.demo.embedded_redis import free_port
 from hubsync.processes import Child, hubsync_command
 from tests.helpers.operator_support import HUB_PROJECT, LivePipeline, error_lines, run_cli
-from tests.helpers.support import wait_until
+from tests.helpers.support import REPO_ROOT, wait_until
 
-ROOT = Path(__file__).resolve().parents[1]
-NOT_A_DATABASE = str(ROOT / "pyproject.toml")
+NOT_A_DATABASE = str(REPO_ROOT / "pyproject.toml")
 
 
 @pytest.fixture

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.helpers.support import REPO_ROOT
+
 TOP = ("hubsync", "producers", "consumers", "hubstore")
 ALLOWED = {
     "hubsync/core": ("hubsync.core",),
@@ -45,11 +46,10 @@ def _inside(module: str, floors: tuple[str, ...]) -> bool:
 @pytest.mark.parametrize("floor", sorted(ALLOWED))
 def test_a_floor_imports_only_itself_and_the_floors_below(floor: str) -> None:
     wrong = sorted(
-        f"{path.relative_to(ROOT)} -> {module}"
-        for path in (ROOT / floor).rglob("*.py")
+        f"{path.relative_to(REPO_ROOT)} -> {module}"
+        for path in (REPO_ROOT / floor).rglob("*.py")
         for module in imported_modules(path)
-        if module.split(".")[0] in TOP
-        and not _inside(module, ALLOWED[floor])
+        if module.split(".")[0] in TOP and not _inside(module, ALLOWED[floor])
     )
     assert wrong == []
 

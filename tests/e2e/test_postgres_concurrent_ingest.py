@@ -20,8 +20,6 @@ import multiprocessing
 from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
 
-import pytest
-
 from hubstore import open_store
 from hubstore.store import HubStore
 from tests.helpers.postgres_ingest_worker import Outcome, ingest_shuffled, universe
@@ -49,7 +47,6 @@ def alert_keys(store: HubStore) -> dict[tuple[str, str, int, str, str], int]:
     return keys
 
 
-@pytest.mark.e2e
 def test_four_processes_ingesting_overlapping_batches_agree_with_one(
     postgres_databases: PostgresDatabases,
 ) -> None:

@@ -17,10 +17,10 @@ from hubsync.core.redis_values import redis_now_ms
 from hubsync.demo.embedded_redis import free_port
 from hubsync.processes import run_hubsync
 from tests.helpers.operator_support import HUB_PROJECT, LivePipeline, error_lines, run_cli
-from tests.helpers.support import wait_until
+from tests.helpers.support import REPO_ROOT, wait_until
 
 DEAD = keys.dead_stream(HUB_PROJECT)
-NOT_A_DATABASE = str(Path(__file__).resolve().parents[1] / "pyproject.toml")
+NOT_A_DATABASE = str(REPO_ROOT / "pyproject.toml")
 
 
 @pytest.fixture

@@ -19,6 +19,7 @@ from hubsync.cli.main import COMMANDS, cli
 from hubsync.cli.options import options_from
 from hubsync.core.settings import RelaySettings
 from tests.helpers.operator_support import error_lines, run_cli
+from tests.helpers.support import REPO_ROOT
 
 
 def every_command() -> list[tuple[str, click.Command]]:
@@ -236,7 +237,7 @@ def test_a_group_without_a_subcommand_prints_its_help_not_an_error_line(
 
 def test_python_m_hubsync_works_beside_a_clone_named_hubsync(tmp_path: Path) -> None:
     # the folder that holds a clone: its hubsync/ is not the package, yet -m finds it first
-    (tmp_path / "hubsync").symlink_to(Path(__file__).resolve().parents[1], target_is_directory=True)
+    (tmp_path / "hubsync").symlink_to(REPO_ROOT, target_is_directory=True)
     env = {name: value for name, value in os.environ.items() if name != "PYTHONPATH"}
     shown = subprocess.run(
         [sys.executable, "-m", "hubsync", "--version"],

@@ -41,11 +41,11 @@ from hubsync.core.entries import ConflictReason, EventEntry, Outcome, PresenceBe
 from hubsync.core.errors import ConfigError
 from hubsync.core.wire import CheckedEvent, parse_sync_event
 from tests.helpers.relay_player import event_entry, sync_event
+from tests.helpers.support import REPO_ROOT
 
 if TYPE_CHECKING:
     from tests.helpers.postgres_server import PostgresDatabases
 
-ROOT = Path(__file__).resolve().parents[1]
 
 EVENTS: list[EventEntry] = [
     event_entry(sync_event(seq, run_id=run, project_id=project, runtime_id=runtime))
@@ -649,7 +649,7 @@ class HubStoreContract:
         procs = [
             subprocess.Popen(
                 [sys.executable, "-c", WRITER, url],
-                cwd=ROOT,
+                cwd=REPO_ROOT,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
             )

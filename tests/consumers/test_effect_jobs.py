@@ -20,10 +20,8 @@ from hubsync.core import keys
 from hubsync.core.entries import PresenceBeat
 from hubsync.core.errors import ConfigError, SchemaVersionError
 from producers.effects import AttemptState, EffectKind, EffectsLedger, EffectSpec, EffectStatus
-from tests.helpers.support import wait_until
+from tests.helpers.support import REPO_ROOT, wait_until
 from tests.helpers.webhook_server import webhook_server
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def _spec(url: str, attempt: str) -> EffectSpec:
@@ -38,7 +36,7 @@ def _rq(
     with log.open("ab") as out:
         return subprocess.Popen(
             command,
-            cwd=ROOT,
+            cwd=REPO_ROOT,
             stdout=out,
             stderr=subprocess.STDOUT,
             env={**os.environ, **(env or {})},

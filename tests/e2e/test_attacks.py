@@ -45,8 +45,6 @@ from producers.store.event_store import RunEventStore
 from tests.helpers.relay_player import sync_event
 from tests.helpers.relay_support import append_many, make_runtime
 
-pytestmark = pytest.mark.e2e
-
 HUB_PROJECT = "acme"
 OTHER_PROJECT = "other"
 EVENTS = keys.events_stream(HUB_PROJECT)

@@ -36,10 +36,8 @@ from hubsync.servers.postgres import PostgresServer, PostgresUnavailable
 from tests.helpers.operator_support import run_cli
 from tests.helpers.postgres_server import PostgresCluster
 from tests.helpers.relay_player import event_entry, send, sync_event
-from tests.helpers.support import wait_until
+from tests.helpers.support import REPO_ROOT, wait_until
 from tests.helpers.trust import enroll
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def password_of(url: str) -> str:
@@ -170,7 +168,7 @@ def test_sqlite_and_memory_stores_never_import_the_postgresql_driver(tmp_path: P
         f"open_store(hub_url_from_path({str(tmp_path / 'hub.db')!r}), create_schema=True).close()\n"
         "assert not [m for m in sys.modules if m.startswith('psycopg')], sorted(sys.modules)\n"
     )
-    subprocess.run([sys.executable, "-c", script], cwd=ROOT, check=True, timeout=60)
+    subprocess.run([sys.executable, "-c", script], cwd=REPO_ROOT, check=True, timeout=60)
 
 
 # ----- schema versions and migrate -----
@@ -207,7 +205,7 @@ def test_two_processes_migrating_at_once_leave_one_schema(postgres_url: str) -> 
     procs = [
         subprocess.Popen(
             [sys.executable, "-c", script, postgres_url],
-            cwd=ROOT,
+            cwd=REPO_ROOT,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,

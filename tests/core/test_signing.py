@@ -10,7 +10,6 @@ import pickle
 import subprocess
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -42,6 +41,7 @@ from hubsync.core.signing import (
     verify_outcomes_entry,
     verify_presence_entry,
 )
+from tests.helpers.support import REPO_ROOT
 
 KEY = bytes(range(32))
 EMPTY_SHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
@@ -481,7 +481,7 @@ def test_any_valid_event_round_trips_and_only_for_its_own_fields(
 
 
 def test_the_benchmark_reports_every_operation_beside_raw_hmac() -> None:
-    script = Path(__file__).resolve().parent.parent / "scripts" / "bench_signing.py"
+    script = REPO_ROOT / "scripts" / "bench_signing.py"
     done = subprocess.run(
         [sys.executable, str(script), "--number", "50", "--repeat", "1"],
         capture_output=True,

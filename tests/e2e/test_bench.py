@@ -28,7 +28,6 @@ def test_percentiles_use_the_nearest_rank() -> None:
     assert percentiles([]) == {"p50": 0.0, "p95": 0.0, "p99": 0.0}
 
 
-@pytest.mark.e2e
 @pytest.mark.timeout(240)
 def test_bench_writes_a_report_with_every_section_and_prints_its_table(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -66,7 +65,6 @@ def test_bench_writes_a_report_with_every_section_and_prints_its_table(
     assert "signature verify / sign (us per event)" in result.output
 
 
-@pytest.mark.e2e
 @pytest.mark.timeout(300)
 def test_bench_scale_out_reports_every_setup_at_every_consumer_count(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -132,7 +130,6 @@ def test_bench_help_names_its_options_which_read_no_environment_variable() -> No
     assert "HUBSYNC_JSON" not in result.output
 
 
-@pytest.mark.e2e
 @pytest.mark.timeout(240)
 def test_the_end_to_end_and_latency_runs_can_use_a_postgresql_hub(
     redis_url: str, postgres_url: str

@@ -37,7 +37,6 @@ def children_of(pid: int) -> dict[int, str]:
     return {child: line.replace("\0", " ") for child, line in found.items()}
 
 
-@pytest.mark.e2e
 @pytest.mark.parametrize("embedded", ["redis-server", "fakeredis"])
 def test_demo_runs_the_pipeline_end_to_end_and_every_invariant_holds(embedded: str) -> None:
     result = run_demo("--embedded", embedded, "--json")
@@ -54,7 +53,6 @@ def test_demo_runs_the_pipeline_end_to_end_and_every_invariant_holds(embedded: s
     assert all(check["held"] for check in summary["invariants"])
 
 
-@pytest.mark.e2e
 def test_demo_prints_a_summary_table_and_redis_cli_commands_only_for_a_redis_it_keeps() -> None:
     result = run_demo()
     assert result.returncode == 0, result.stderr[-2000:]
@@ -81,7 +79,6 @@ def test_demo_refuses_bad_arguments_with_a_usage_error() -> None:
     assert keep_fake.returncode == 2 and "--keep needs a redis-server" in keep_fake.stderr
 
 
-@pytest.mark.e2e
 def test_demo_on_a_given_redis_keeps_its_password_out_of_output_and_command_lines(
     private_redis: RedisServerProcess,
 ) -> None:
@@ -114,7 +111,6 @@ def test_demo_refuses_a_given_redis_that_another_hub_owns_and_touches_nothing(
     assert client.xlen(keys.events_stream("demo")) == 1  # its {demo} keys are not cleaned either
 
 
-@pytest.mark.e2e
 def test_demo_runs_from_a_directory_whose_hubsync_folder_is_not_hubsync(tmp_path: Path) -> None:
     # the parent directory of a clone, or a clone itself: ``hubsync/`` right in the cwd
     shadow = tmp_path / "hubsync"
@@ -125,7 +121,6 @@ def test_demo_runs_from_a_directory_whose_hubsync_folder_is_not_hubsync(tmp_path
     assert json.loads(result.stdout)["ok"] is True
 
 
-@pytest.mark.e2e
 def test_a_daemon_that_dies_ends_the_demo_at_once_with_its_name_code_and_log(
     tmp_path: Path,
 ) -> None:

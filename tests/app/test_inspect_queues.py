@@ -15,9 +15,9 @@ from hubsync.core import keys
 from hubsync.core.connections import connect
 from hubsync.demo.embedded_redis import free_port
 from tests.helpers.operator_support import HUB_PROJECT, LivePipeline
+from tests.helpers.support import REPO_ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
-SCRIPT = ROOT / "scripts" / "inspect-queues.sh"
+SCRIPT = REPO_ROOT / "scripts" / "inspect-queues.sh"
 
 pytestmark = pytest.mark.skipif(shutil.which("redis-cli") is None, reason="needs redis-cli")
 

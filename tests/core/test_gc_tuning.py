@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 from hubsync.core.gc_tuning import OLDER_THRESHOLDS, YOUNG_THRESHOLD
+from tests.helpers.support import REPO_ROOT
 
 CHECK = """
 import gc
@@ -19,7 +19,7 @@ print(gc.get_threshold(), gc.get_freeze_count() > before)
 
 
 def test_tuning_freezes_what_exists_and_collects_less_often() -> None:
-    root = Path(__file__).resolve().parents[1]
+    root = REPO_ROOT
     env = dict(os.environ, PYTHONPATH=f"{root}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
     out = subprocess.run(
         [sys.executable, "-c", CHECK], capture_output=True, text=True, check=True, env=env

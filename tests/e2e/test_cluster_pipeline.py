@@ -31,8 +31,6 @@ from hubsync.servers.redis_cluster import RedisClusterProcesses
 from producers.store.event_store import RunEventStore
 from tests.helpers.relay_support import make_runtime
 
-pytestmark = pytest.mark.e2e
-
 HUB_PROJECTS = [f"acme-{n}" for n in range(6)]
 CONSUMER_ARGS = ("--block-ms", "100", "--reclaim-idle", "2", "--reclaim-interval", "0.5")
 

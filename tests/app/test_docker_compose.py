@@ -8,7 +8,6 @@ worker``), so a renamed command or option breaks this test, not a deployment.
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -19,9 +18,9 @@ from rq.cli import main as rq_cli
 
 from hubsync.cli.main import cli as hubsync_cli
 from hubsync.core.keys import EFFECTS_QUEUE
+from tests.helpers.support import REPO_ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
-COMPOSE: dict[str, Any] = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+COMPOSE: dict[str, Any] = yaml.safe_load((REPO_ROOT / "docker-compose.yml").read_text())
 SERVICES: dict[str, dict[str, Any]] = COMPOSE["services"]
 OURS = sorted(name for name in SERVICES if SERVICES[name].get("build") == ".")
 """The services running this repository's image."""
@@ -181,7 +180,7 @@ def test_the_effects_worker_serves_the_effects_queue_and_metrics_ports_are_publi
 
 
 def test_the_image_is_built_from_this_repository_with_pip_and_the_postgresql_driver() -> None:
-    dockerfile = (ROOT / "Dockerfile").read_text()
+    dockerfile = (REPO_ROOT / "Dockerfile").read_text()
     assert re.search(r'^RUN pip install "\.\[postgres\]"', dockerfile, re.MULTILINE)
     for package in ("hubsync", "producers", "consumers", "hubstore"):
         assert f"COPY {package} ./{package}" in dockerfile

@@ -33,9 +33,10 @@ from producers.store.event_store import (
     RunEventStore,
     open_store_file,
 )
+from tests.helpers.support import REPO_ROOT
 
 IDENTITY = StoreIdentity("proj-1", "acme", "rt-host-0001")
-REPO = Path(__file__).resolve().parent.parent
+REPO = REPO_ROOT
 
 
 @pytest.fixture
