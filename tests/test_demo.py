@@ -30,11 +30,71 @@ def children_of(pid: int) -> dict[int, str]:
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             parent = int(stat.read_text().rpartition(")")[2].split()[1])
-            if parent == pid:
-                found[int(stat.parent.name)] = (stat.parent / "cmdline").read_text()
         except (OSError, ValueError):
             continue  # gone meanwhile
-    return {child: line.replace("\0", " ") for child, line in found.items()}
+        line = command_line(int(stat.parent.name)) if parent == pid else None
+        if line is not None:
+            found[int(stat.parent.name)] = line
+    return found
+
+
+def command_line(pid: int) -> str | None:
+    """The command line of ``pid``, arguments joined by spaces; None once it is gone."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_text().replace("\0", " ")
+    except OSError:
+        return None
+
+
+def running(pid: int) -> bool:
+    """Whether ``pid`` is a live process (a zombie has exited: only its entry waits to be reaped)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
+def test_a_demo_stopped_by_sigterm_or_sighup_leaves_no_process_and_no_temp_dir(
+    tmp_path: Path, signum: signal.Signals
+) -> None:
+    temp = tmp_path / "tmp"  # the demo's work dir and the private Redis's dir go here
+    temp.mkdir()
+    argv = hubsync_command("demo", "--embedded", "redis-server", "--events-per-run", "2000")
+    demo = Child(
+        "demo", argv, tmp_path / "demo.err", env={"TMPDIR": str(temp)}, stdout=tmp_path / "out"
+    )
+    demo.start()
+    children: dict[int, str] = {}
+    try:
+
+        def every_daemon_up() -> dict[int, str] | None:
+            children = children_of(demo.pid)
+            lines = list(children.values())
+            daemons = sum(" relay " in line or " consume " in line for line in lines)
+            has_redis = any("redis-server" in line for line in lines)
+            return children if daemons == 5 and has_redis else None
+
+        children = wait_until(every_daemon_up, timeout=60, what="the demo's Redis and 5 daemons")
+        assert sorted(p.name for p in temp.iterdir())[0].startswith("hubsync-demo-")
+        demo.signal(signum)
+        code = demo.wait(timeout=60)
+        wait_until(
+            lambda: not any(running(pid) for pid in children),
+            timeout=20,
+            what=f"the demo's children {sorted(children)} to be gone",
+        )
+    finally:
+        demo.kill()
+        for pid, line in children.items():  # what a failed run left: never left to run on
+            if running(pid) and command_line(pid) == line:
+                os.kill(pid, signal.SIGKILL)
+    message = demo.log_text()
+    assert code == 128 + signum, message[-2000:]
+    assert f"stopped by {signum.name}" in message and "Traceback" not in message
+    assert list(temp.iterdir()) == []
 
 
 @pytest.mark.e2e
