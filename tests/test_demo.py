@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 from pathlib import Path
@@ -20,8 +21,10 @@ from tests.helpers.support import wait_until
 SMALL = ("--runs-per-runtime", "2", "--events-per-run", "60")
 
 
-def run_demo(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return run_hubsync(["demo", *SMALL, *args], cwd=cwd)
+def run_demo(
+    *args: str, cwd: Path | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return run_hubsync(["demo", *SMALL, *args], cwd=cwd, env=env)
 
 
 def children_of(pid: int) -> dict[int, str]:
@@ -123,14 +126,25 @@ def test_demo_prints_a_summary_table_and_redis_cli_commands_only_for_a_redis_it_
     assert "FAIL" not in result.stdout
     # the private Redis is gone when the summary prints: no commands against it
     assert "redis-cli -u" not in result.stdout and "hubsync demo --keep" in result.stdout
-    kept = run_demo("--embedded", "redis-server", "--keep")
+    # a narrow terminal's width: the commands to copy still come one to a line, whole
+    kept = run_demo("--embedded", "redis-server", "--keep", env={"COLUMNS": "40"})
     url = re.search(r"redis-cli -u (redis://127\.0\.0\.1:[0-9]+/0) XRANGE", kept.stdout)
     assert kept.returncode == 0 and url, kept.stdout[-2000:]
     client = redis.Redis.from_url(url.group(1))
+    redis_dir = Path(client.config_get("dir")["dir"])
+    files = re.search(r"^  files: (.+)$", kept.stdout, re.MULTILINE)
     try:
         assert client.xlen("hubsync:{demo}:events") > 0, "the printed commands reach its data"
+        lines = kept.stdout.splitlines()
+        status_line = f"  hubsync status --redis-url {url.group(1)} --hub-db "
+        [status_command] = [line for line in lines if line.startswith(status_line)]
+        assert status_command.endswith("/hub.db") and Path(status_command.split()[-1]).is_file()
+        assert f"  stop Redis: redis-cli -u {url.group(1)} shutdown nosave" in lines
     finally:
-        client.shutdown(nosave=True)
+        client.shutdown(nosave=True)  # what the kept run left, removed however the test ends
+        shutil.rmtree(redis_dir, ignore_errors=True)
+        if files is not None:
+            shutil.rmtree(files.group(1), ignore_errors=True)
 
 
 def test_demo_refuses_bad_arguments_with_a_usage_error() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import signal
 import tempfile
@@ -277,12 +278,10 @@ def _print_summary(result: DemoResult, keep: bool, private: bool) -> None:
     ):
         click.echo(f"  {command}")
     if keep:
-        console.print(
-            f"  hubsync status --redis-url {url} --hub-db {result.workdir / 'hub.db'}", markup=False
-        )
-        console.print(
-            f"  files: {result.workdir}; stop Redis: redis-cli -u {url} shutdown nosave",
-            markup=False,
-        )
+        # click, not rich: a command to copy is one line, however narrow the terminal
+        hub_db = shlex.quote(str(result.workdir / "hub.db"))
+        click.echo(f"  hubsync status --redis-url {url} --hub-db {hub_db}")
+        click.echo(f"  files: {result.workdir}")
+        click.echo(f"  stop Redis: redis-cli -u {url} shutdown nosave")
     if os.environ.get("HUBSYNC_REDIS_URL") and not private:
         console.print("  (the demo's keys in that Redis are those with {demo} in their name)")
