@@ -198,7 +198,7 @@ def demo(
                     raise Stopped(signals.received)  # one that came during the cleanup too
     except Stopped as stop:
         click.echo(f"hubsync demo: stopped by {stop}; its processes and files are gone", err=True)
-        raise SystemExit(128 + stop.signum) from None
+        raise SystemExit(exit_codes.STOPPED_BY_SIGNAL + stop.signum) from None
     if as_json:
         click.echo(json.dumps(result.as_dict(), sort_keys=True))
     else:
