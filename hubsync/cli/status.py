@@ -71,7 +71,8 @@ for, is still printed first).
     is_flag=True,
     help="Exit 1 when a runtime is stale (no presence beat for --stale-after), a member of "
     "group hub has no live health key (dead), or a hub project has no live consumer: what "
-    "the output lists under 'unhealthy'. For monitoring; not with --watch.",
+    "the output lists under 'unhealthy'. For monitoring; not with --watch (no environment "
+    "variable).",
 )
 @duration_option(
     "--interval",
