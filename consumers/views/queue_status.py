@@ -10,7 +10,8 @@ counts and its own view of runtime presence (``HubStore.presence``).
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from collections.abc import Collection
+from dataclasses import asdict, dataclass, field, replace
 from datetime import timedelta
 from typing import Any
 
@@ -36,6 +37,9 @@ class ConsumerInfo:
     name: str
     pending: int
     idle_seconds: float
+    alive: bool | None = None
+    """Whether its health key is live (``mark_liveness``); False: dead, though still in the
+    group (a consumer is a member from its first read until XGROUP DELCONSUMER)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +93,9 @@ class HubProjectStatus:
     alerts: int
     runtimes: list[RuntimeInfo] = field(default_factory=list)
     hub_db: HubDbCounts | None = None
+    live_consumers: list[str] = field(default_factory=list)
+    """Hub consumers with a live health key: every one reads every hub project, from before
+    its first read (when it joins the group) on."""
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -148,6 +155,22 @@ def project_status(
     elif exists:
         status.runtimes = _presence_from_stream(client, stream, now_ms, stale_after)
     return status
+
+
+def mark_liveness(status: HubProjectStatus, health: Collection[HealthKey]) -> None:
+    """Record the consumers with a live health key in ``status``, and mark each member of its
+    group alive or dead by them.
+
+    ``health`` must be read after the group: a consumer writes its health key
+    before its first read, so one seen in the group but not in a later
+    health scan has stopped (or lost Redis) meanwhile.
+    """
+    live = sorted({h.name for h in health if h.kind == "consumer"})
+    status.live_consumers = live
+    if status.group is not None:
+        status.group.consumers[:] = [
+            replace(c, alive=c.name in live) for c in status.group.consumers
+        ]
 
 
 def health_keys(client: RedisClient) -> list[HealthKey]:

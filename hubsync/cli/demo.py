@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
+import signal
+import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from types import FrameType
 from typing import TYPE_CHECKING
 
 import click
@@ -18,7 +23,60 @@ from hubsync.core.settings import DemoSettings
 
 if TYPE_CHECKING:
     from hubsync.demo.embedded_redis import EmbeddedRedis
-    from hubsync.demo.scenario import DemoResult
+    from hubsync.demo.scenario import DemoResult, DemoScenario
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+"""Ctrl-C, what ``timeout``, ``kill`` and a CI cancel send, and a closed terminal: each stops
+the demo, cleans up and exits 128 + the signal's number."""
+
+
+class Stopped(BaseException):
+    """A stop signal arrived: raised in the main thread so every ``finally`` runs on the way out.
+
+    A BaseException, as KeyboardInterrupt is, so no ``except Exception`` swallows it.
+    """
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+class StopSignals:
+    """While inside, the first of ``STOP_SIGNALS`` raises ``Stopped`` in the main thread.
+
+    Later signals are only recorded, as are any during ``shield()`` (the
+    cleanup): an exception raised half-way through a cleanup would leave what
+    it had not reached yet. The previous handlers come back on the way out.
+    """
+
+    def __init__(self) -> None:
+        self.received: int | None = None
+        self._previous = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
+
+    def __enter__(self) -> StopSignals:
+        self._install(self._stop)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+
+    def shield(self) -> None:
+        """From now on a stop signal is recorded (``received``), not raised."""
+        self._install(self._record)
+
+    def _install(self, handler: Callable[[int, FrameType | None], None]) -> None:
+        for sig in STOP_SIGNALS:
+            signal.signal(sig, handler)
+
+    def _record(self, signum: int, frame: FrameType | None) -> None:
+        if self.received is None:
+            self.received = signum
+
+    def _stop(self, signum: int, frame: FrameType | None) -> None:
+        self.shield()
+        self._record(signum, frame)
+        raise Stopped(signum)
 
 
 @click.command(
@@ -73,6 +131,10 @@ def demo(
     two boxes contend for one shared effect's lease and the stale holder's
     commit is refused. The summary shows
     what arrived and what was refused; the exit code is 1 if any invariant broke.
+
+    SIGINT (Ctrl-C), SIGTERM or SIGHUP stops it: the daemons and the private
+    Redis are killed and the work dir removed (even with --keep), then it exits
+    128 + the signal's number (130, 143, 129).
     """
     # Imported here: rich and the demo are heavy, and other commands never need them.
     from rich.console import Console
@@ -85,39 +147,58 @@ def demo(
     configure_logging("ERROR")
     console = Console(stderr=True)
     server: EmbeddedRedis | None = None
-    if redis_url is None:
-        server = _start_redis(embedded, keep)
-        redis_url = server.url
+    scenario: DemoScenario | None = None
     scenario_dir: Path | None = None
     keep_files = False
     try:
-        with Progress(
-            TextColumn("{task.description:<44}"), BarColumn(bar_width=16), MofNCompleteColumn(),
-            TextColumn("acked {task.fields[acked]:>6}"), TimeElapsedColumn(),
-            console=console, transient=as_json,
-        ) as bar:  # fmt: skip
-            task = bar.add_task("starting", total=3 * runs_per_runtime * events_per_run, acked=0)
+        with StopSignals() as signals:
+            try:
+                if redis_url is None:
+                    server = _start_redis(embedded, keep)
+                    redis_url = server.url
+                scenario_dir = Path(tempfile.mkdtemp(prefix="hubsync-demo-"))
+                with Progress(
+                    TextColumn("{task.description:<44}"), BarColumn(bar_width=16),
+                    MofNCompleteColumn(), TextColumn("acked {task.fields[acked]:>6}"),
+                    TimeElapsedColumn(), console=console, transient=as_json,
+                ) as bar:  # fmt: skip
+                    total = 3 * runs_per_runtime * events_per_run
+                    task = bar.add_task("starting", total=total, acked=0)
 
-            def progress(step: str, in_hub: int, acked: int, total: int) -> None:
-                bar.update(task, description=step, completed=in_hub, acked=acked, total=total)
+                    def progress(step: str, in_hub: int, acked: int, total: int) -> None:
+                        bar.update(
+                            task, description=step, completed=in_hub, acked=acked, total=total
+                        )
 
-            scenario = DemoScenario(
-                redis_url,
-                runs_per_runtime=runs_per_runtime,
-                events_per_run=events_per_run,
-                progress=progress,
-            )
-            scenario_dir = scenario.workdir
-            result = scenario.run()
-            bar.update(task, description="done", completed=result.in_hub, acked=result.acked)
-    except ChildDied:
-        keep_files = True  # the dead daemon's whole log stays where the error says
-        raise
-    finally:
-        if server is not None and not keep:
-            server.stop()
-        if scenario_dir is not None and not (keep or keep_files):
-            shutil.rmtree(scenario_dir, ignore_errors=True)
+                    scenario = DemoScenario(
+                        redis_url,
+                        workdir=scenario_dir,
+                        runs_per_runtime=runs_per_runtime,
+                        events_per_run=events_per_run,
+                        progress=progress,
+                    )
+                    result = scenario.run()
+                    bar.update(
+                        task, description="done", completed=result.in_hub, acked=result.acked
+                    )
+            except ChildDied:
+                keep_files = True  # the dead daemon's whole log stays where the error says
+                raise
+            finally:
+                signals.shield()
+                stopped = signals.received is not None
+                # Again here: a signal may have cut the scenario's own cleanup short.
+                if scenario is not None:
+                    scenario.daemons.kill_all()
+                if server is not None and (stopped or not keep):
+                    server.stop()
+                if scenario_dir is not None and (stopped or not (keep or keep_files)):
+                    shutil.rmtree(scenario_dir, ignore_errors=True)
+                if signals.received is not None:
+                    raise Stopped(signals.received)  # one that came during the cleanup too
+    except Stopped as stop:
+        click.echo(f"hubsync demo: stopped by {stop}; its processes and files are gone", err=True)
+        raise SystemExit(exit_codes.STOPPED_BY_SIGNAL + stop.signum) from None
     if as_json:
         click.echo(json.dumps(result.as_dict(), sort_keys=True))
     else:
@@ -128,9 +209,9 @@ def demo(
 def _start_redis(embedded: str, keep: bool) -> EmbeddedRedis:
     from hubsync.demo.embedded_redis import (
         FakeRedisTcpServer,
-        RedisServerProcess,
         redis_server_binary,
         start_embedded_redis,
+        start_redis_server,
     )
 
     if embedded == "fakeredis":
@@ -140,7 +221,7 @@ def _start_redis(embedded: str, keep: bool) -> EmbeddedRedis:
     if embedded == "redis-server":
         if redis_server_binary() is None:
             raise ConfigError("--embedded redis-server: redis-server is not installed")
-        return RedisServerProcess(appendonly=True).start()
+        return start_redis_server(appendonly=True)
     return start_embedded_redis(appendonly=True)
 
 
@@ -197,12 +278,10 @@ def _print_summary(result: DemoResult, keep: bool, private: bool) -> None:
     ):
         click.echo(f"  {command}")
     if keep:
-        console.print(
-            f"  hubsync status --redis-url {url} --hub-db {result.workdir / 'hub.db'}", markup=False
-        )
-        console.print(
-            f"  files: {result.workdir}; stop Redis: redis-cli -u {url} shutdown nosave",
-            markup=False,
-        )
+        # click, not rich: a command to copy is one line, however narrow the terminal
+        hub_db = shlex.quote(str(result.workdir / "hub.db"))
+        click.echo(f"  hubsync status --redis-url {url} --hub-db {hub_db}")
+        click.echo(f"  files: {result.workdir}")
+        click.echo(f"  stop Redis: redis-cli -u {url} shutdown nosave")
     if os.environ.get("HUBSYNC_REDIS_URL") and not private:
         console.print("  (the demo's keys in that Redis are those with {demo} in their name)")

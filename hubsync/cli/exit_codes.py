@@ -18,3 +18,6 @@ LEASE_MISSING = 13
 """``hubsync lease``: no lease is held on the resource."""
 LEASE_NOT_REPLICATED = 14
 """``hubsync lease``: granted on the Redis master, but no replica confirmed it in time."""
+STOPPED_BY_SIGNAL = 128
+"""``hubsync demo`` stopped by signal N, after cleaning up, exits ``STOPPED_BY_SIGNAL + N`` (130
+SIGINT, 143 SIGTERM, 129 SIGHUP), as a shell reports a process a signal ended."""

@@ -12,8 +12,9 @@ import click
 import redis
 
 from consumers.views.projects import known_hub_projects, require_hub_project
-from consumers.views.queue_status import health_keys, project_status
+from consumers.views.queue_status import health_keys, mark_liveness, project_status
 from hubstore.store import DEFAULT_STALE_AFTER, HubStore
+from hubsync.cli import exit_codes
 from hubsync.cli.options import (
     deployment_options,
     duration_option,
@@ -23,7 +24,7 @@ from hubsync.cli.options import (
     open_hub_store,
     shown_store,
 )
-from hubsync.cli.status_view import StatusReport, render
+from hubsync.cli.status_view import StatusReport, render, unwrapped_console
 from hubsync.core.clock import utc_now_iso
 from hubsync.core.connections import RedisClient, probe
 from hubsync.core.errors import RedisUnavailableError
@@ -40,9 +41,11 @@ Examples:
   hubsync status --state-dir ~/.hubsync --json     add this runtime's outbox, as JSON
   hubsync status --state-dir ~/.hubsync --no-redis the outbox only (no Redis needed)
   hubsync status --watch --interval 5              refresh until Ctrl-C
+  hubsync status --hub-db hub.db --fail-on-stale   exit 1 if a daemon is stale or dead
 \b
-Exit codes: 0 ok, 2 bad arguments, 3 Redis unreachable (the local part,
-if asked for, is still printed first).
+Exit codes: 0 ok, 1 with --fail-on-stale: something listed under
+"unhealthy", 2 bad arguments, 3 Redis unreachable (the local part, if asked
+for, is still printed first).
 """
 )
 @deployment_options
@@ -63,6 +66,14 @@ if asked for, is still printed first).
     is_flag=True,
     help="Redraw every --interval seconds until Ctrl-C (not with --json; no environment variable).",
 )
+@click.option(
+    "--fail-on-stale",
+    is_flag=True,
+    help="Exit 1 when a runtime is stale (no presence beat for --stale-after), a member of "
+    "group hub has no live health key (dead), or a hub project has no live consumer: what "
+    "the output lists under 'unhealthy'. For monitoring; not with --watch (no environment "
+    "variable).",
+)
 @duration_option(
     "--interval",
     default="2",
@@ -78,10 +89,11 @@ def status(
     hub_project: str | None,
     stale_after: float,
     no_redis: bool,
+    fail_on_stale: bool,
     watch: bool,
     interval: float,
     as_json: bool,
-) -> None:
+) -> int:
     """Show the pipeline: per hub project its stream, group lag and pending, consumers,
     dead letters, alerts and runtimes; per local project its outbox.
 
@@ -92,6 +104,10 @@ def status(
     """
     if watch and as_json:
         raise click.UsageError("--watch redraws tables; use --json without --watch")
+    if watch and fail_on_stale:
+        raise click.UsageError("--fail-on-stale judges one snapshot; use it without --watch")
+    if no_redis and fail_on_stale:
+        raise click.UsageError("--fail-on-stale judges the daemons in Redis (drop --no-redis)")
     if interval <= 0:
         raise click.UsageError("--interval must be more than 0 seconds")
     url = hub_url_of(hub_url, hub_db)
@@ -103,18 +119,19 @@ def status(
     with gather:
         if watch:
             _watch(gather, interval)
-            return
+            return exit_codes.OK
         report = gather.report()
     unreachable = report.redis_reachable is False
     if as_json:
         click.echo(json.dumps(report.as_dict(), sort_keys=True))
     elif report.local is not None or not unreachable:
-        from rich.console import Console
-
-        Console(highlight=False).print(render(report))
+        unwrapped_console().print(render(report))
     if unreachable:
         # main() prints the one error line and exits 3, after whatever local part was shown.
         raise RedisUnavailableError(f"{report.redis_url}: {report.redis_error}")
+    if fail_on_stale and report.unhealthy():
+        return exit_codes.FAILURE
+    return exit_codes.OK
 
 
 class _Gatherer:
@@ -173,7 +190,9 @@ class _Gatherer:
             report.hub_projects = [
                 project_status(client, p, now_ms, self._store, self.stale_after) for p in projects
             ]
-            report.health = health_keys(client)
+            report.health = health_keys(client)  # after the groups: see mark_liveness
+            for project in report.hub_projects:
+                mark_liveness(project, report.health)
             report.redis_reachable = True
         except RedisUnavailableError as exc:
             report.redis_error = str(exc).partition(": ")[2] or str(exc)

@@ -5,13 +5,27 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from rich.console import Group, RenderableType
+from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
 from consumers.views.queue_status import HealthKey, HubProjectStatus
 from hubsync.core.redis_values import printable
 from producers.store.outbox_status import LocalStatus
+
+UNWRAPPED_WIDTH = 10_000
+"""Console width of one-shot output: wider than any table, so no cell is ever folded.
+
+Tables keep their natural width (they do not expand); a terminal narrower than
+a table shows its long lines as it shows any long line, and an id or a path is
+never cut in two, on screen, in a pipe or in a log. Only ``--watch`` fits its
+redraws to the terminal (folding cells), since a redraw must know its height.
+"""
+
+
+def unwrapped_console() -> Console:
+    """The console one-shot status output goes to: colours on a terminal, never a folded cell."""
+    return Console(highlight=False, width=UNWRAPPED_WIDTH)
 
 
 @dataclass
@@ -41,7 +55,31 @@ class StatusReport:
             "hub_projects": [p.as_dict() for p in self.hub_projects],
             "health": [h.as_dict() for h in self.health],
             "local": None if self.local is None else self.local.as_dict(),
+            "unhealthy": self.unhealthy(),
         }
+
+    def unhealthy(self) -> list[str]:
+        """What ``--fail-on-stale`` fails on, one sentence each: a runtime flagged stale (no
+        presence beat for ``--stale-after``), a member of group ``hub`` without a live
+        health key (dead), and a hub project no live consumer reads."""
+        found = []
+        for p in self.hub_projects:
+            project = printable(p.hub_project)
+            for r in p.runtimes:
+                if r.stale:
+                    found.append(
+                        f"runtime {printable(r.runtime_id)} of hub project {project}: stale, "
+                        f"its last presence beat was {age(r.age_seconds)} ago"
+                    )
+            for c in p.group.consumers if p.group else ():
+                if c.alive is False:
+                    found.append(
+                        f"consumer {printable(c.name)} in group hub of {project}: dead, "
+                        f"no live health key (it holds {c.pending} pending)"
+                    )
+            if not p.live_consumers:
+                found.append(f"hub project {project}: no live consumer reads it")
+        return found
 
 
 def age(seconds: float | None) -> str:
@@ -73,7 +111,7 @@ def render(report: StatusReport) -> RenderableType:
     parts: list[RenderableType] = [_redis_line(report)]
     if report.redis_reachable:
         parts.append(_projects_table(report))
-        if any(p.group and p.group.consumers for p in report.hub_projects):
+        if any((p.group and p.group.consumers) or p.live_consumers for p in report.hub_projects):
             parts.append(_consumers_table(report))
         if any(p.runtimes for p in report.hub_projects):
             parts.append(_runtimes_table(report))
@@ -81,6 +119,9 @@ def render(report: StatusReport) -> RenderableType:
             parts.append(_health_table(report))
     if report.local is not None:
         parts.append(_local_table(report.local))
+    unhealthy = report.unhealthy()
+    if unhealthy:
+        parts.append(Text("\n".join(["unhealthy:", *(f"  {u}" for u in unhealthy)]), "red"))
     return Group(*parts)
 
 
@@ -127,7 +168,7 @@ def _projects_table(report: StatusReport) -> Table:
             _number(group.lag) if group else "no group",
             str(group.pending) if group else "-",
             age(group.oldest_pending_age_seconds) if group else "-",
-            str(len(group.consumers)) if group else "-",
+            _consumer_count(p),
             Text(str(p.dead_letters), "yellow" if p.dead_letters else ""),
             Text(str(p.alerts), "red" if p.alerts else ""),
             str(p.hub_db.events) if p.hub_db else "-",
@@ -138,11 +179,28 @@ def _projects_table(report: StatusReport) -> Table:
     return table
 
 
+def _consumer_count(p: HubProjectStatus) -> Text:
+    """``2 live``, or ``1 live, 1 DEAD`` in red: live health keys, and group members without."""
+    dead = sum(c.alive is False for c in p.group.consumers) if p.group else 0
+    text = Text(f"{len(p.live_consumers)} live", "" if p.live_consumers else "red")
+    if dead:
+        text.append(f", {dead} DEAD", "red")
+    return text
+
+
 def _consumers_table(report: StatusReport) -> Table:
-    table = _table("consumers (group hub)", 2, "project", "consumer", "pending", "idle")
+    table = _table("consumers (group hub)", 3, "project", "consumer", "state", "pending", "idle")
     for p in report.hub_projects:
-        for c in p.group.consumers if p.group else ():
-            table.add_row(_cell(p.hub_project), _cell(c.name), str(c.pending), age(c.idle_seconds))
+        members = p.group.consumers if p.group else []
+        for c in members:
+            state = Text("live") if c.alive is not False else Text("DEAD", "red")
+            table.add_row(
+                _cell(p.hub_project), _cell(c.name), state, str(c.pending), age(c.idle_seconds)
+            )
+        joined = {c.name for c in members}
+        for name in p.live_consumers:
+            if name not in joined:  # started, and has not read this project's group yet
+                table.add_row(_cell(p.hub_project), _cell(name), "live, no read yet", "-", "-")
     return table
 
 
@@ -156,7 +214,7 @@ def _runtimes_table(report: StatusReport) -> Table:
         "last heartbeat",
         "stale",
         "age",
-        "backlog",
+        "backlog at beat",
         "from",
     )
     for p in report.hub_projects:
@@ -168,7 +226,8 @@ def _runtimes_table(report: StatusReport) -> Table:
                 _cell(r.heartbeat),
                 Text("STALE", "red") if r.stale else "no",
                 age(r.age_seconds),
-                str(r.backlog),
+                # the outbox as it was at that beat: the local table shows it as it is now
+                f"{r.backlog} ({age(r.age_seconds)} ago)",
                 _cell(r.source),
             )
     return table

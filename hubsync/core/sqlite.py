@@ -47,8 +47,10 @@ __all__ = [
     "Migration",
     "SchemaChange",
     "backup_path",
+    "companion_files",
     "create_private_dirs",
     "create_private_file",
+    "damage_found",
     "run_transaction",
     "split_statements",
 ]
@@ -126,6 +128,43 @@ def create_private_file(path: Path) -> None:
 def backup_path(path: Path, version: int) -> Path:
     """Where the copy of ``path`` taken before upgrading it from ``version`` goes."""
     return path.with_name(f"{path.name}.v{version}.bak")
+
+
+def companion_files(path: Path) -> list[Path]:
+    """``path`` and the files beside it that hold copies of its pages: its -wal and -shm, and
+    the copies taken before upgrades (``backup_path``), those that exist."""
+    siblings = [path.with_name(path.name + suffix) for suffix in ("-wal", "-shm")]
+    backups = sorted(path.parent.glob(f"{_glob_literal(path.name)}.v*.bak"))
+    return [p for p in (path, *siblings, *backups) if p.is_file()]
+
+
+def _glob_literal(name: str) -> str:
+    return "".join(f"[{c}]" if c in "*?[" else c for c in name)
+
+
+QUICK_CHECK_LIMIT = 3
+"""Problems ``damage_found`` reports at most (the first says enough to act on)."""
+
+
+def damage_found(path: Path, busy_budget: float = DEFAULT_BUSY_BUDGET) -> list[str]:
+    """What ``PRAGMA quick_check`` finds wrong in the existing SQLite file ``path``: empty when
+    it finds nothing.
+
+    Opening a file and querying its schema reads a few pages only; a page broken
+    by a torn write or a bad sector elsewhere goes unnoticed until a query
+    reaches it. quick_check reads every page (not the index contents, which the
+    slower integrity_check compares). A file too damaged to be read at all is
+    one problem, in SQLite's words. Nothing is written.
+    """
+    try:
+        with Database(path, create=False, busy_budget=busy_budget) as db:
+            rows = db.read(
+                lambda c: c.execute(f"PRAGMA quick_check({QUICK_CHECK_LIMIT})").fetchall()
+            )
+    except sqlite3.DatabaseError as exc:  # a busy file is StoreBusyError, raised on
+        return [str(exc)]
+    found = [str(row[0]) for row in rows]
+    return [] if found == ["ok"] else found
 
 
 def split_statements(ddl: str) -> list[str]:

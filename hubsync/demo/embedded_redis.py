@@ -8,8 +8,6 @@ for machines without the binary: fakeredis speaking RESP over TCP, in-process.
 
 from __future__ import annotations
 
-import contextlib
-import os
 import shutil
 import signal
 import socket
@@ -102,6 +100,7 @@ class RedisServerProcess(ClosesOnExit):
         )
         deadline = time.monotonic() + timeout
         client = connect(self.url, Role.PROBE, cluster=False)  # this server, even a cluster node
+        started = False
         try:
             while True:
                 if self.process.poll() is not None:
@@ -111,15 +110,17 @@ class RedisServerProcess(ClosesOnExit):
                     )
                 try:
                     if client.ping():
+                        started = True
                         return self
                 except (redis.ConnectionError, redis.BusyLoadingError, redis.TimeoutError):
                     pass
                 if time.monotonic() > deadline:
-                    self.kill()
                     raise EmbeddedRedisError(f"redis-server did not answer within {timeout}s")
                 time.sleep(0.02)
         finally:
             client.close()
+            if not started:  # a timeout, or a signal while waiting: leave no server behind
+                self.kill()
 
     def stop(self) -> None:
         """Stop gracefully (AOF is flushed); the directory stays for a restart."""
@@ -138,8 +139,7 @@ class RedisServerProcess(ClosesOnExit):
         """kill -9 the server, as a crash would."""
         if self.process is None:
             return
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(self.process.pid, signal.SIGKILL)
+        self.process.kill()  # Popen's: no signal once it is reaped (its pid may be reused)
         self.process.wait()
         self.process = None
 
@@ -185,9 +185,19 @@ class FakeRedisTcpServer:
 def start_embedded_redis(appendonly: bool = True) -> EmbeddedRedis:
     """A private redis-server when the binary exists, otherwise fakeredis over TCP."""
     if redis_server_binary() is not None:
-        server = RedisServerProcess(appendonly=appendonly).start()
-        return _CleaningUp(server)
+        return start_redis_server(appendonly)
     return FakeRedisTcpServer()
+
+
+def start_redis_server(appendonly: bool = True) -> EmbeddedRedis:
+    """A private redis-server in a temp directory that ``stop`` removes with the server."""
+    server = RedisServerProcess(appendonly=appendonly)
+    try:
+        server.start()
+    except BaseException:
+        shutil.rmtree(server.directory, ignore_errors=True)
+        raise
+    return _CleaningUp(server)
 
 
 class _CleaningUp:

@@ -18,7 +18,13 @@ from pathlib import Path
 from hubsync.doctor.check import Check, Status
 from hubsync.doctor.enrollment_checks import enrollment_check
 from hubsync.doctor.redis_checks import redis_checks
-from hubsync.doctor.store_checks import hub_store_check, state_dir_checks, store_identity
+from hubsync.doctor.store_checks import (
+    hub_store_check,
+    key_files_check,
+    sqlite_path,
+    state_dir_checks,
+    store_identity,
+)
 
 __all__ = ["Check", "Status", "run_checks"]
 
@@ -26,12 +32,27 @@ __all__ = ["Check", "Status", "run_checks"]
 def run_checks(
     redis_url: str, hub_url: str | None, shown_hub: str, state_dir: Path | None
 ) -> list[Check]:
-    """Every check, in report order: Redis, the hub store, the runtime's state dir and its
-    enrollment."""
+    """Every check, in report order: Redis, the hub store and its keys' file, the runtime's
+    state dir, its keys' file and its enrollment."""
+    from producers.registry import REGISTRY_FILE
+
     store = None if hub_url is None else store_identity(hub_url, shown_hub)
+    hub_file = None if hub_url is None else sqlite_path(hub_url)
     return [
         *redis_checks(redis_url, store),
         hub_store_check(hub_url, shown_hub),
+        key_files_check(
+            "hub-keys",
+            hub_file,
+            "the keys of every runtime enrolled on this hub",
+            "no --hub-db given" if hub_url is None else "not a SQLite file",
+        ),
         *state_dir_checks(state_dir),
+        key_files_check(
+            "runtime-keys",
+            None if state_dir is None else state_dir.expanduser() / REGISTRY_FILE,
+            "this runtime's key",
+            "no --state-dir given",
+        ),
         enrollment_check(state_dir, hub_url, shown_hub),
     ]

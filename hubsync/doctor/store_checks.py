@@ -1,17 +1,24 @@
-"""The store checks: the hub store and the runtime's state dir open, at this hubsync's schema.
+"""The store checks: the hub store and the runtime's state dir open, at this hubsync's schema,
+their SQLite files are undamaged, and the files holding keys are private.
 
 Nothing is created: a missing hub database or state dir fails its check, and a
 registered project whose store file does not exist yet (nothing appended) is
-reported as such rather than opened.
+reported as such rather than opened. Each SQLite file that opens is read whole
+by ``PRAGMA quick_check``: a damaged page elsewhere than the schema lets the file
+open and fails only the query that reaches it, maybe hours later in a daemon.
 """
 
 from __future__ import annotations
 
+import os
 import sqlite3
+import stat
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hubsync.core.errors import HubsyncError, SchemaVersionError
+from hubsync.core.settings import SQLITE_URL_PREFIX
+from hubsync.core.sqlite import companion_files, damage_found
 from hubsync.doctor.check import Check, Status, counted, from_error
 
 if TYPE_CHECKING:
@@ -40,7 +47,76 @@ def hub_store_check(hub_url: str | None, shown: str) -> Check:
     except _OPEN_ERRORS as exc:
         return _failed("hub-store", exc, shown, f"check {shown} and its permissions")
     store.close()
+    path = sqlite_path(hub_url)
+    if path is not None:
+        damaged = _damage_check("hub-store", path)
+        if damaged is not None:
+            return damaged
     return Check("hub-store", Status.OK, f"{shown} opens, at this hubsync's schema version")
+
+
+def sqlite_path(hub_url: str) -> Path | None:
+    """The file of a ``sqlite:///`` hub URL; None for another backend."""
+    if not hub_url.startswith(SQLITE_URL_PREFIX):
+        return None
+    return Path(hub_url.removeprefix(SQLITE_URL_PREFIX))
+
+
+_RESTORE_FIX = (
+    "stop what writes it, restore it from a backup, or save what is readable with "
+    "`sqlite3 FILE .recover | sqlite3 NEW` and put NEW in its place"
+)
+
+
+def _damage_check(name: str, path: Path) -> Check | None:
+    """A failed check naming ``path`` when ``PRAGMA quick_check`` finds damage in it, else None."""
+    try:
+        damage = damage_found(path, STORE_BUSY_BUDGET)
+    except _OPEN_ERRORS as exc:
+        return _failed(name, exc, str(path), _ACCESS_FIX)
+    if not damage:
+        return None
+    more = f" (+{len(damage) - 1} more)" if len(damage) > 1 else ""
+    return Check(
+        name,
+        Status.FAIL,
+        f"{path}: PRAGMA quick_check found damage: {damage[0][:200]}{more}",
+        _RESTORE_FIX.replace("FILE", str(path)),
+    )
+
+
+def key_files_check(name: str, path: Path | None, holds: str, skipped: str) -> Check:
+    """``path`` (a SQLite file holding keys) and its -wal, -shm and backups are private: FAIL
+    when group or others have any access to one, saying ``chmod 600`` on it.
+
+    ``holds`` says what keys, for the message. Who can read the file can sign
+    events as the runtimes whose keys it holds: hubsync creates them 0600, so
+    another mode is an operator's copy or chmod. ``skipped`` says why there is
+    nothing to check when ``path`` is None.
+    """
+    if path is None:
+        return Check(name, Status.SKIP, skipped)
+    if not path.is_file():
+        return Check(name, Status.SKIP, f"no file {path}")
+    exposed = []
+    for file in companion_files(path):
+        try:
+            mode = stat.S_IMODE(os.stat(file).st_mode)
+        except OSError:
+            continue  # gone meanwhile (a -wal at checkpoint)
+        if mode & 0o077:
+            exposed.append((file, mode))
+    if not exposed:
+        return Check(name, Status.OK, f"{path} is private (no access for group or others)")
+    shown = ", ".join(f"{file} is mode {mode:04o}" for file, mode in exposed)
+    files = " ".join(str(file) for file, _ in exposed)
+    return Check(
+        name,
+        Status.FAIL,
+        f"{shown}: group or others may read {holds} (who reads a key can sign events "
+        "as its runtime)",
+        f"chmod 600 {files}",
+    )
 
 
 def store_identity(hub_url: str, shown: str) -> tuple[str, str | None] | None:
@@ -70,7 +146,7 @@ def state_dir_checks(state_dir: Path | None) -> list[Check]:
             projects = registry.projects()
         except _OPEN_ERRORS as exc:
             return [_failed("state-dir", exc, f"{state_dir} (its registry)", _ACCESS_FIX)]
-        found = Check(
+        found = _damage_check("state-dir", registry.path) or Check(
             "state-dir",
             Status.OK,
             f"{registry.state_dir}: runtime {registry.runtime_id}, "
@@ -96,6 +172,9 @@ def _project_check(registry: RuntimeRegistry, project: ProjectRegistration) -> C
             counts = store.outbox_counts()
     except _OPEN_ERRORS as exc:
         return _failed(name, exc, f"store {project.store_path}", _ACCESS_FIX)
+    damaged = _damage_check(name, project.store_path)
+    if damaged is not None:
+        return damaged
     states = ", ".join(f"{counts[s]} {s}" for s in ("pending", "acked", "conflict", "rejected"))
     return Check(name, Status.OK, f"{where}: opens; outbox {states}")
 

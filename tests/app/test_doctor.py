@@ -30,6 +30,7 @@ from hubsync.doctor.redis_checks import (
 from hubsync.processes import run_hubsync
 from hubsync.provisioning import enroll_state_dir
 from producers.registry import RuntimeRegistry
+from tests.helpers.broken_stores import corrupt_middle_page
 from tests.helpers.operator_support import CliRun, run_cli
 
 HUB_PROJECT = "shop"
@@ -405,3 +406,66 @@ def test_a_hub_store_of_another_hub_than_the_namespace_owner_fails_hub_identity(
     assert line.startswith("FAIL") and "hub-00000000000000aa" in line and hub_id in line
     without_store = doctor(capsys, private_redis.url)
     assert "hub-identity" in without_store.out and without_store.code == 0, without_store.out
+
+
+# ----- what opening a file does not show: malformed pages, keys others can read -----
+
+
+def healthy_deployment(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """A hub database and a runtime enrolled on it with one project: (hub db, state dir, store)."""
+    hub_db = make_hub_db(tmp_path / "hub.db")
+    runtime = tmp_path / "runtime"
+    [store] = make_state_dir(runtime)
+    with open_store(hub_url_from_path(hub_db), create_schema=False) as hub:
+        hub.init_hub()
+        enroll_state_dir(hub, runtime, [HUB_PROJECT])
+    return hub_db, runtime, store
+
+
+def failed_lines(result: CliRun) -> list[str]:
+    """The FAIL lines of a doctor run."""
+    return [line for line in result.out.splitlines() if line.startswith("FAIL ")]
+
+
+@pytest.mark.parametrize("which", ["hub db", "registry", "project store"])
+def test_a_sqlite_file_with_a_malformed_page_fails_naming_the_file(
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    private_redis: RedisServerProcess,
+    good_redis: redis.Redis,
+    which: str,
+) -> None:
+    hub_db, runtime, store = healthy_deployment(tmp_path)
+    args = ("--hub-db", str(hub_db), "--state-dir", str(runtime))
+    assert failed_lines(doctor(capsys, private_redis.url, *args)) == []
+    broken = {"hub db": hub_db, "registry": runtime / "registry.sqlite", "project store": store}
+    corrupt_middle_page(broken[which])
+
+    result = doctor(capsys, private_redis.url, *args)
+
+    assert result.code == 1, result.out
+    [failed] = failed_lines(result)
+    assert f"{broken[which]}: PRAGMA quick_check found damage" in failed
+    assert "restore it from a backup" in failed
+
+
+@pytest.mark.parametrize("which", ["registry", "hub db"])
+def test_a_file_holding_keys_that_others_can_read_fails_saying_chmod_600(
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    private_redis: RedisServerProcess,
+    good_redis: redis.Redis,
+    which: str,
+) -> None:
+    hub_db, runtime, _ = healthy_deployment(tmp_path)
+    args = ("--hub-db", str(hub_db), "--state-dir", str(runtime))
+    assert failed_lines(doctor(capsys, private_redis.url, *args)) == []  # 0600 as created
+    exposed = {"registry": runtime / "registry.sqlite", "hub db": hub_db}[which]
+    exposed.chmod(0o644)
+
+    result = doctor(capsys, private_redis.url, *args)
+
+    assert result.code == 1, result.out
+    [failed] = failed_lines(result)
+    assert f"{exposed} is mode 0644" in failed
+    assert f"chmod 600 {exposed}" in failed

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import signal
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,6 +12,7 @@ from typing import Any
 import pytest
 import redis
 
+from consumers.stream.health import write_health
 from hubsync.core import keys
 from hubsync.demo.embedded_redis import free_port
 from hubsync.processes import Child, hubsync_command
@@ -201,6 +203,8 @@ def test_watch_redraws_until_interrupted_and_exits_0(
     "argv",
     [
         ["--watch", "--json"],
+        ["--watch", "--fail-on-stale"],
+        ["--no-redis", "--state-dir", ".", "--fail-on-stale"],
         ["--interval", "0"],
         ["--interval", "soon"],
         ["--stale-after", "3 fortnights"],
@@ -221,3 +225,86 @@ def test_malformed_status_input_exits_2_with_one_error_line(
     assert out == ""
     assert len(error_lines(err)) == 1, err
     assert "Traceback" not in err
+
+
+def row_of(out: str, *cells: str) -> str:
+    """The one output line holding every one of ``cells``."""
+    [row] = [line for line in out.splitlines() if all(cell in line for cell in cells)]
+    return row
+
+
+def test_the_backlog_of_a_runtime_is_labelled_with_the_age_of_the_beat_it_came_from(
+    capsys: pytest.CaptureFixture[str], pipeline: LivePipeline
+) -> None:
+    pipeline.append("run-a", 3)
+    pipeline.relay_once()  # a beat while 3 wait to be sent
+    pipeline.consume_once()
+    pipeline.relay_once()  # the acks: the outbox has nothing pending now
+    doc = status_json(capsys, *pipeline.deployment_args)
+    [runtime] = doc["hub_projects"][0]["runtimes"]
+    assert doc["local"]["projects"][0]["pending"] == 0
+
+    code, out, _ = run_cli(capsys, "status", *pipeline.deployment_args)
+
+    assert code == 0
+    row = row_of(out, pipeline.runtime_id, "hub_db")
+    assert re.search(rf"│ +{runtime['backlog']} \(\d+\.\ds ago\) │", row), row
+    assert "backlog at beat" in out
+
+
+def test_consumers_are_counted_by_live_health_keys_and_members_without_one_are_dead(
+    capsys: pytest.CaptureFixture[str], busy_pipeline: LivePipeline
+) -> None:
+    p = busy_pipeline  # hub-1 read and beat; ghost read and never beat
+    write_health(p.client, "hub-2", ttl=60, stats={})  # started, has not read yet
+
+    [project] = status_json(capsys, *p.deployment_args)["hub_projects"]
+
+    assert project["live_consumers"] == ["hub-1", "hub-2"]
+    alive = {c["name"]: c["alive"] for c in project["group"]["consumers"]}
+    assert alive == {"ghost": False, "hub-1": True}
+    code, out, _ = run_cli(capsys, "status", *p.deployment_args)
+    assert code == 0  # reported, not judged, without --fail-on-stale
+    assert "│ 2 live, 1 DEAD │" in row_of(out, f"│ {HUB_PROJECT} ", "│ 2 live")
+    assert "│ DEAD " in row_of(out, "│ ghost ")
+    assert "│ live " in row_of(out, "│ hub-1 ", "│ live")
+    assert "│ live, no read yet │" in row_of(out, "│ hub-2 ", "no read yet")
+    assert f"consumer ghost in group hub of {HUB_PROJECT}: dead" in out
+
+
+def test_fail_on_stale_exits_1_for_a_stale_runtime_a_dead_consumer_or_no_consumer(
+    capsys: pytest.CaptureFixture[str], pipeline: LivePipeline
+) -> None:
+    args = ["status", *pipeline.deployment_args, "--fail-on-stale"]
+    pipeline.relay_once()
+    assert run_cli(capsys, *args).code == 1  # a project, and no consumer has ever run
+    pipeline.consume_once()
+    healthy = run_cli(capsys, *args)
+    assert healthy.code == 0, healthy.out
+    assert json.loads(run_cli(capsys, *args, "--json").out)["unhealthy"] == []
+
+    stale = run_cli(capsys, *args, "--stale-after", "0", "--json")
+    assert stale.code == 1
+    [why] = json.loads(stale.out)["unhealthy"]
+    assert why.startswith(f"runtime {pipeline.runtime_id} of hub project {HUB_PROJECT}: stale")
+
+    pipeline.client.delete(keys.consumer_health("hub-1"))  # as a consumer that died leaves it
+    dead = run_cli(capsys, *args)
+    assert dead.code == 1
+    assert f"consumer hub-1 in group hub of {HUB_PROJECT}: dead" in dead.out
+    assert f"hub project {HUB_PROJECT}: no live consumer reads it" in dead.out
+
+
+def test_piped_status_never_folds_a_cell_however_narrow_the_columns(
+    capsys: pytest.CaptureFixture[str], busy_pipeline: LivePipeline
+) -> None:
+    p = busy_pipeline
+    heartbeat = status_json(capsys, *p.deployment_args)["hub_projects"][0]["runtimes"][0]
+
+    code, out, _ = run_cli(capsys, "status", *p.deployment_args, env={"COLUMNS": "50"})
+
+    assert code == 0
+    row = row_of(out, p.runtime_id, heartbeat["heartbeat"])  # the runtimes row, whole
+    assert HUB_PROJECT in row and "hub_db" in row
+    assert "relay" in row_of(out, "│ relay ", p.runtime_id)  # the health keys row, whole
+    assert "┃ hub events ┃ hub alerts ┃" in out  # headers whole too

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 from pathlib import Path
@@ -20,8 +21,10 @@ from tests.helpers.support import wait_until
 SMALL = ("--runs-per-runtime", "2", "--events-per-run", "60")
 
 
-def run_demo(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return run_hubsync(["demo", *SMALL, *args], cwd=cwd)
+def run_demo(
+    *args: str, cwd: Path | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return run_hubsync(["demo", *SMALL, *args], cwd=cwd, env=env)
 
 
 def children_of(pid: int) -> dict[int, str]:
@@ -30,11 +33,71 @@ def children_of(pid: int) -> dict[int, str]:
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             parent = int(stat.read_text().rpartition(")")[2].split()[1])
-            if parent == pid:
-                found[int(stat.parent.name)] = (stat.parent / "cmdline").read_text()
         except (OSError, ValueError):
             continue  # gone meanwhile
-    return {child: line.replace("\0", " ") for child, line in found.items()}
+        line = command_line(int(stat.parent.name)) if parent == pid else None
+        if line is not None:
+            found[int(stat.parent.name)] = line
+    return found
+
+
+def command_line(pid: int) -> str | None:
+    """The command line of ``pid``, arguments joined by spaces; None once it is gone."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_text().replace("\0", " ")
+    except OSError:
+        return None
+
+
+def running(pid: int) -> bool:
+    """Whether ``pid`` is a live process (a zombie has exited: only its entry waits to be reaped)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
+def test_a_demo_stopped_by_sigterm_or_sighup_leaves_no_process_and_no_temp_dir(
+    tmp_path: Path, signum: signal.Signals
+) -> None:
+    temp = tmp_path / "tmp"  # the demo's work dir and the private Redis's dir go here
+    temp.mkdir()
+    argv = hubsync_command("demo", "--embedded", "redis-server", "--events-per-run", "2000")
+    demo = Child(
+        "demo", argv, tmp_path / "demo.err", env={"TMPDIR": str(temp)}, stdout=tmp_path / "out"
+    )
+    demo.start()
+    children: dict[int, str] = {}
+    try:
+
+        def every_daemon_up() -> dict[int, str] | None:
+            children = children_of(demo.pid)
+            lines = list(children.values())
+            daemons = sum(" relay " in line or " consume " in line for line in lines)
+            has_redis = any("redis-server" in line for line in lines)
+            return children if daemons == 5 and has_redis else None
+
+        children = wait_until(every_daemon_up, timeout=60, what="the demo's Redis and 5 daemons")
+        assert sorted(p.name for p in temp.iterdir())[0].startswith("hubsync-demo-")
+        demo.signal(signum)
+        code = demo.wait(timeout=60)
+        wait_until(
+            lambda: not any(running(pid) for pid in children),
+            timeout=20,
+            what=f"the demo's children {sorted(children)} to be gone",
+        )
+    finally:
+        demo.kill()
+        for pid, line in children.items():  # what a failed run left: never left to run on
+            if running(pid) and command_line(pid) == line:
+                os.kill(pid, signal.SIGKILL)
+    message = demo.log_text()
+    assert code == 128 + signum, message[-2000:]
+    assert f"stopped by {signum.name}" in message and "Traceback" not in message
+    assert list(temp.iterdir()) == []
 
 
 @pytest.mark.parametrize("embedded", ["redis-server", "fakeredis"])
@@ -61,14 +124,25 @@ def test_demo_prints_a_summary_table_and_redis_cli_commands_only_for_a_redis_it_
     assert "FAIL" not in result.stdout
     # the private Redis is gone when the summary prints: no commands against it
     assert "redis-cli -u" not in result.stdout and "hubsync demo --keep" in result.stdout
-    kept = run_demo("--embedded", "redis-server", "--keep")
+    # a narrow terminal's width: the commands to copy still come one to a line, whole
+    kept = run_demo("--embedded", "redis-server", "--keep", env={"COLUMNS": "40"})
     url = re.search(r"redis-cli -u (redis://127\.0\.0\.1:[0-9]+/0) XRANGE", kept.stdout)
     assert kept.returncode == 0 and url, kept.stdout[-2000:]
     client = redis.Redis.from_url(url.group(1))
+    redis_dir = Path(client.config_get("dir")["dir"])
+    files = re.search(r"^  files: (.+)$", kept.stdout, re.MULTILINE)
     try:
         assert client.xlen("hubsync:{demo}:events") > 0, "the printed commands reach its data"
+        lines = kept.stdout.splitlines()
+        status_line = f"  hubsync status --redis-url {url.group(1)} --hub-db "
+        [status_command] = [line for line in lines if line.startswith(status_line)]
+        assert status_command.endswith("/hub.db") and Path(status_command.split()[-1]).is_file()
+        assert f"  stop Redis: redis-cli -u {url.group(1)} shutdown nosave" in lines
     finally:
-        client.shutdown(nosave=True)
+        client.shutdown(nosave=True)  # what the kept run left, removed however the test ends
+        shutil.rmtree(redis_dir, ignore_errors=True)
+        if files is not None:
+            shutil.rmtree(files.group(1), ignore_errors=True)
 
 
 def test_demo_refuses_bad_arguments_with_a_usage_error() -> None:

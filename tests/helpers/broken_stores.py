@@ -34,6 +34,31 @@ def directory_in_place(path: Path) -> None:
     path.mkdir()
 
 
+def corrupt_middle_page(path: Path, rows: int = 2000) -> None:
+    """Grow the (closed) database with a table of ``rows`` rows, then overwrite one page in the
+    middle of the file with garbage, as a torn write or a bad disk sector would.
+
+    The schema (page 1) stays intact, so the file still opens and answers queries that do not
+    touch the broken page: only an integrity check finds it.
+    """
+    connection = sqlite3.connect(path)
+    try:
+        connection.execute("CREATE TABLE filler (n INTEGER PRIMARY KEY, text TEXT NOT NULL)")
+        connection.executemany(
+            "INSERT INTO filler (text) VALUES (?)", ((f"row {n} " * 8,) for n in range(rows))
+        )
+        connection.commit()
+        connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        page_size = int(connection.execute("PRAGMA page_size").fetchone()[0])
+        pages = int(connection.execute("PRAGMA page_count").fetchone()[0])
+    finally:
+        connection.close()
+    assert pages > 10, f"{path} has only {pages} pages: nothing in the middle to break"
+    with path.open("r+b") as file:
+        file.seek(page_size * (pages // 2))
+        file.write(bytes((n * 7 + 13) % 256 for n in range(page_size)))
+
+
 BREAKERS: dict[str, Callable[[Path], None]] = {
     "other_schema_version": other_schema_version,
     "garbage_bytes": garbage_bytes,
