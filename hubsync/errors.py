@@ -34,6 +34,14 @@ class RedisUnavailableError(HubsyncError, ConnectionError):
     """Redis cannot be reached (down, loading, read-only replica). Exit code 3 in the CLI."""
 
 
+class RedisCredentialsError(HubsyncError):
+    """Redis refused the user and password the process gave (or asked for one none was given).
+
+    Not a ``RedisUnavailableError``: waiting never fixes it. Exit code 1 in the
+    CLI; the message names the user and the URL without its password.
+    """
+
+
 class StoreBusyError(HubsyncError):
     """A SQLite file stayed locked by other writers past its busy budget; nothing was written."""
 

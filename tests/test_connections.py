@@ -16,7 +16,7 @@ from hubsync.connections import (
     wait_until_reachable,
 )
 from hubsync.demo.embedded_redis import RedisServerProcess, free_port
-from hubsync.errors import ConfigError, RedisUnavailableError
+from hubsync.errors import ConfigError, RedisCredentialsError, RedisUnavailableError
 
 
 def test_a_blocking_reader_outlasts_its_block_time_and_a_daemon_uses_short_timeouts() -> None:
@@ -73,7 +73,10 @@ def test_a_wrong_password_is_raised_not_waited_out(private_redis: RedisServerPro
     admin.config_set("requirepass", "right-one")
     url = private_redis.url.replace("redis://", "redis://default:wrong-one@")
     client = connect(url)
-    with pytest.raises(redis.AuthenticationError):
+    with pytest.raises(
+        RedisCredentialsError, match="refused the password for user default"
+    ) as refused:
         wait_until_reachable(client, url, threading.Event())
+    assert "wrong-one" not in str(refused.value)
     client.close()
     admin.close()

@@ -41,8 +41,8 @@ Examples:
   hubsync status --state-dir ~/.hubsync --no-redis the outbox only (no Redis needed)
   hubsync status --watch --interval 5              refresh until Ctrl-C
 \b
-Exit codes: 0 ok, 2 bad arguments, 3 Redis unreachable (the local part,
-if asked for, is still printed first).
+Exit codes: 0 ok, 1 Redis refused the password, 2 bad arguments, 3 Redis
+unreachable (the local part, if asked for, is still printed first).
 """
 )
 @deployment_options
