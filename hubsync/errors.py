@@ -42,6 +42,12 @@ class RedisCredentialsError(HubsyncError):
     """
 
 
+class MissingDependencyError(HubsyncError):
+    """An optional part of hubsync is not installed (the PostgreSQL driver, for a
+    ``postgresql://`` hub URL); the message names the ``pip install`` that adds it.
+    Exit code 1 in the CLI: nothing was opened or written."""
+
+
 class StoreBusyError(HubsyncError):
     """A SQLite file stayed locked by other writers past its busy budget; nothing was written."""
 
