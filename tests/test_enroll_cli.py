@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from hubstore import hub_url_from_path, open_store
+from hubstore import hub_url_from_path, migrate_store, open_store
 from hubsync.clock import format_timestamp
 from hubsync.enrollment import TOKEN_PREFIX, Enrollment, decode_token
 from hubsync.processes import child_environment, hubsync_command
@@ -85,11 +85,36 @@ def test_hub_init_makes_the_hub_id_once_and_prints_it(cli: Cli, tmp_path: Path) 
         assert store.hub_id() == hub_id
 
 
-def test_hub_init_on_a_migrated_hub_without_an_id_gives_it_one(cli: Cli, tmp_path: Path) -> None:
+def test_hub_init_on_a_hub_without_an_id_gives_it_one(cli: Cli, tmp_path: Path) -> None:
     path = tmp_path / "hub.db"
-    ok(cli("hub", "migrate", "--hub-db", str(path)))
+    migrate_store(hub_url_from_path(path))  # a schema without an id, as an upgraded hub has
     document = json.loads(ok(cli("hub", "init", "--hub-db", str(path), "--json")).out)
     assert document["created"] is True and document["hub_id"].startswith("hub-")
+
+
+def test_hub_migrate_gives_a_new_hub_its_id_once_so_enroll_follows_it(
+    cli: Cli, tmp_path: Path
+) -> None:
+    path = tmp_path / "hub.db"
+    first = ok(cli("hub", "migrate", "--hub-db", str(path)))
+    created, made = first.out.splitlines()
+    assert created == f"hub store {path}: created at schema version 3"
+    hub_id = made.removeprefix(f"hub store {path}: hub id ").removesuffix(" (created)")
+    assert hub_id.startswith("hub-") and len(hub_id) == 20
+    again = json.loads(ok(cli("hub", "migrate", "--hub-db", str(path), "--json")).out)
+    assert (again["action"], again["hub_id"], again["hub_id_created"]) == ("current", hub_id, False)
+    assert enrolled(cli, path, "rt-a").hub_id == hub_id
+    init = ok(cli("hub", "init", "--hub-db", str(path)))
+    assert f"hub id {hub_id} (already set; unchanged)" in init.out
+
+
+def test_hub_migrate_gives_an_upgraded_hub_without_an_id_its_id(cli: Cli, tmp_path: Path) -> None:
+    path = tmp_path / "hub.db"
+    migrate_store(hub_url_from_path(path))
+    document = json.loads(ok(cli("hub", "migrate", "--hub-db", str(path), "--json")).out)
+    assert document["action"] == "current" and document["hub_id_created"] is True
+    with open_store(hub_url_from_path(path), create_schema=False) as store:
+        assert store.hub_id() == document["hub_id"]
 
 
 # ----- enroll -----
@@ -100,7 +125,7 @@ def test_enroll_before_hub_init_is_refused_naming_hub_init(cli: Cli, tmp_path: P
     missing = cli("enroll", "rt-a", "--hub-db", str(path), "--hub-project", "acme")
     assert missing.code == 2 and "hubsync hub init" in missing.err
     assert missing.out == ""
-    ok(cli("hub", "migrate", "--hub-db", str(path)))
+    migrate_store(hub_url_from_path(path))  # a schema without an id (hub migrate gives one)
     no_id = cli("enroll", "rt-a", "--hub-db", str(path), "--hub-project", "acme")
     assert no_id.code == 1 and no_id.out == ""
     assert "has no hub id yet; run `hubsync hub init" in no_id.err
