@@ -19,7 +19,9 @@ A backend is a module in ``BACKENDS`` with two functions,
 ``migrate_hub_store(url, *, busy_budget) -> SchemaChange``; another
 database plugs in as one more module and one more entry. Modules are imported
 only when their scheme is opened, so a backend's driver (psycopg for
-PostgreSQL) is needed only by those who use it.
+PostgreSQL) is needed only by those who use it; opening a URL whose driver is
+not installed is a ``MissingDependencyError`` naming the ``pip install`` that
+adds it (``DRIVERS``), not an ``ImportError``.
 
 Opening never creates or upgrades a schema unless asked: ``hubsync consume``
 opens with ``create_schema=True``, and ``hubsync hub migrate`` calls
@@ -34,7 +36,7 @@ import importlib
 from typing import TYPE_CHECKING, Protocol, cast
 from urllib.parse import SplitResult, parse_qsl, quote, urlencode, urlsplit
 
-from hubsync.core.errors import ConfigError
+from hubsync.core.errors import ConfigError, MissingDependencyError
 from hubsync.core.settings import hub_url_from_path
 
 if TYPE_CHECKING:
@@ -58,6 +60,12 @@ BACKENDS: dict[str, str] = {
     "sqlite": "hubstore.sqlite.store",
 }
 """Hub URL scheme -> the module implementing that backend."""
+
+DRIVERS: dict[str, tuple[str, str, frozenset[str]]] = {
+    "hubstore.postgres.store": ("PostgreSQL", "postgres", frozenset({"psycopg", "psycopg_pool"})),
+}
+"""Backend module -> what it needs that hubsync may be installed without: the database's
+name, the extra that installs its driver, and the driver's top-level packages."""
 
 
 class Backend(Protocol):
@@ -113,7 +121,18 @@ def migrate_store(url: str, *, busy_budget: float | None = None) -> SchemaChange
 
 
 def _backend(url: str) -> Backend:
-    return cast(Backend, importlib.import_module(BACKENDS[url_scheme(url)]))
+    module = BACKENDS[url_scheme(url)]
+    try:
+        return cast(Backend, importlib.import_module(module))
+    except ImportError as exc:
+        database, extra, packages = DRIVERS.get(module, ("", "", frozenset()))
+        missing = (exc.name or "").partition(".")[0]
+        if missing not in packages:
+            raise  # not a driver left out at install time: a real fault, with its traceback
+        raise MissingDependencyError(
+            f"hub URL {shown_url(url)}: the {database} driver ({missing}) is not installed; "
+            f"install it with: pip install 'hubsync[{extra}]'"
+        ) from None
 
 
 def shown_url(url: str) -> str:

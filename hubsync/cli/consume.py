@@ -19,6 +19,7 @@ from hubsync.core.connections import (
     UNREACHABLE_ERRORS,
     Role,
     connect,
+    credentials_refused,
     ping,
     wait_for_redis,
 )
@@ -138,8 +139,9 @@ def _check(settings: ConsumerSettings, name: str) -> int:
         if hub_id is not None:  # the same rule as at start: another hub's namespace is exit 2
             bind_namespace(client, hub_id, claim=False)
         record = check_health(client, name)
-    except CREDENTIAL_ERRORS:
-        raise  # a wrong user or password is a refusal (exit 1), not an outage
+    except CREDENTIAL_ERRORS as exc:
+        # a wrong user or password is a refusal (exit 1), not an outage
+        raise credentials_refused(settings.redis_url, exc) from None
     except UNREACHABLE_ERRORS:
         click.echo(f"consumer {name}: cannot reach Redis", err=True)
         return exit_codes.REDIS_UNREACHABLE

@@ -9,7 +9,13 @@ import redis
 
 from hubsync.cli import exit_codes
 from hubsync.cli.options import build_settings, env_option, options_from, use_redis_credentials
-from hubsync.core.connections import CREDENTIAL_ERRORS, UNREACHABLE_ERRORS, cluster_mode_of, ping
+from hubsync.core.connections import (
+    CREDENTIAL_ERRORS,
+    UNREACHABLE_ERRORS,
+    cluster_mode_of,
+    credentials_refused,
+    ping,
+)
 from hubsync.core.keys import EFFECTS_QUEUE
 from hubsync.core.logs import configure_logging
 from hubsync.core.names import validate_name
@@ -74,7 +80,7 @@ def effects_worker(worker_name: str | None, burst: bool, check: bool, **options:
     try:
         queue = Queue(EFFECTS_QUEUE, connection=client)
         if check:
-            raise SystemExit(_check(client, queue, name))
+            raise SystemExit(_check(client, url, queue, name))
         ping(client, url)
         worker = Worker([queue], connection=client, name=name)
         worker.work(with_scheduler=True, burst=burst, logging_level=settings.log_level)
@@ -82,13 +88,14 @@ def effects_worker(worker_name: str | None, burst: bool, check: bool, **options:
         client.close()
 
 
-def _check(client: redis.Redis, queue: Any, name: str | None) -> int:
+def _check(client: redis.Redis, url: str, queue: Any, name: str | None) -> int:
     from rq import Worker
 
     try:
         workers = Worker.all(connection=client, queue=queue)
-    except CREDENTIAL_ERRORS:
-        raise  # a wrong user or password is a refusal (exit 1), not an outage
+    except CREDENTIAL_ERRORS as exc:
+        # a wrong user or password is a refusal (exit 1), not an outage
+        raise credentials_refused(url, exc) from None
     except UNREACHABLE_ERRORS:
         click.echo(f"effects worker {name or '*'}: cannot reach Redis", err=True)
         return exit_codes.REDIS_UNREACHABLE

@@ -1,13 +1,17 @@
 """``hubsync enroll``: let a runtime sync with this hub (a new key), re-key it, or revoke it.
 
-The key is printed once, inside the enrollment token, on standard output and
-nowhere else: the summary and the next step go to standard error, so
-``hubsync enroll ... > token`` captures the token alone. Nothing here logs.
+The key is written once, inside the enrollment token: to the new file
+``--output FILE`` names (mode 0600 from its creation, never an existing file),
+or else on standard output. The summary and the next step go to standard
+error. Nothing here logs.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -20,6 +24,7 @@ from hubsync.core.enrollment import encode_token, validate_hub_projects
 from hubsync.core.errors import ConfigError, SchemaVersionError
 from hubsync.core.names import validate_name
 from hubsync.core.settings import hub_url_of
+from hubsync.core.sqlite import new_private_file
 
 if TYPE_CHECKING:
     from hubstore.store import HubStore
@@ -48,7 +53,7 @@ def _valid_hub_projects(
 Examples:
   hubsync enroll rt-build-1 --hub-db /var/lib/hubsync/hub.db --hub-project acme
   hubsync enroll rt-build-1 --hub-db hub.db --hub-project acme --hub-project beta --json
-  hubsync enroll rt-build-1 --hub-db hub.db --hub-project acme > rt-build-1.token
+  hubsync enroll rt-build-1 --hub-db hub.db --hub-project acme --output rt-build-1.token
   hubsync enroll --revoke rt-build-1 --hub-db hub.db
 """
 )
@@ -74,6 +79,13 @@ Examples:
     callback=duration_callback,
     help="How long the runtime's previous key stays valid after a re-key (90s, 15m, 2h, 1d).",
 )
+@click.option(
+    "--output",
+    "-o",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the token to this new file, created mode 0600 (an existing file is never "
+    "overwritten: exit 2), instead of standard output (no environment variable).",
+)
 @json_option
 def enroll(
     runtime_id: str,
@@ -82,18 +94,21 @@ def enroll(
     hub_projects: tuple[str, ...],
     revoke: bool,
     rotation_grace: float,
+    output: Path | None,
     as_json: bool,
 ) -> None:
     """Enroll a runtime on this hub, or give it a new key: print its enrollment token once.
 
     The token (hubsync-enroll-v1.<...>) carries the hub id, the runtime id, the
-    hub projects and the runtime's new 256-bit key: it is a secret, printed
-    once on standard output (with --json, as the field "token") and never
-    logged. Pass it to the runtime over a private channel and run
-    `hubsync runtime join --state-dir DIR -` there. Enrolling an enrolled
-    runtime again gives it a new key and replaces its hub projects; its
-    previous key stays valid for --rotation-grace. The hub needs an id first
-    (hubsync hub init). With --revoke, the runtime's keys are deleted.
+    hub projects and the runtime's new 256-bit key: it is a secret, written
+    once and never logged: to the file --output names (created mode 0600;
+    with --json the document names the file), or else on standard output
+    (with --json, as the field "token"). Pass it to the runtime over a private
+    channel and run `hubsync runtime join --state-dir DIR - < FILE` there.
+    Enrolling an enrolled runtime again gives it a new key and replaces its
+    hub projects; its previous key stays valid for --rotation-grace. The hub
+    needs an id first (hubsync hub migrate or hub init give it). With
+    --revoke, the runtime's keys are deleted.
     """
     url = hub_url_of(hub_url, hub_db)
     if url is None:
@@ -104,15 +119,59 @@ def enroll(
         raise click.UsageError(
             "--hub-project: missing; give each hub project the runtime may write to"
         )
-    with _open_hub(url) as store:
-        if revoke:
+    if revoke and output is not None:
+        raise click.UsageError("--output: not used with --revoke (no token is made)")
+    if revoke:
+        with _open_hub(url) as store:
             _revoke(store, runtime_id, as_json)
-        else:
-            _enroll(store, runtime_id, hub_projects, timedelta(seconds=rotation_grace), as_json)
+        return
+    # The file first: a name that cannot be had stops the command before the hub changes.
+    with _token_file(output) as token_file, _open_hub(url) as store:
+        grace = timedelta(seconds=rotation_grace)
+        _enroll(store, runtime_id, hub_projects, grace, as_json, token_file)
+
+
+@contextlib.contextmanager
+def _token_file(path: Path | None) -> Iterator[tuple[Path, int] | None]:
+    """The new, empty file ``--output`` names (created mode 0600) and its descriptor; removed
+    again if the enrollment fails, so a failed command leaves nothing behind."""
+    if path is None:
+        yield None
+        return
+    try:
+        fd = new_private_file(path)
+    except FileExistsError:
+        raise ConfigError(
+            f"--output {path}: the file exists; a token file is never overwritten: remove it "
+            "(shred -u: it may hold a key) or name a new file"
+        ) from None
+    except OSError as exc:
+        raise ConfigError(
+            f"--output {path}: cannot create it ({exc.strerror or type(exc).__name__})"
+        ) from None
+    try:
+        yield path, fd
+    except BaseException:
+        os.close(fd)
+        path.unlink(missing_ok=True)
+        raise
+    os.close(fd)
+
+
+def _write_token(fd: int, token: str) -> None:
+    data = f"{token}\n".encode()
+    while data:
+        data = data[os.write(fd, data) :]
+    os.fsync(fd)
 
 
 def _enroll(
-    store: HubStore, runtime_id: str, hub_projects: tuple[str, ...], grace: timedelta, as_json: bool
+    store: HubStore,
+    runtime_id: str,
+    hub_projects: tuple[str, ...],
+    grace: timedelta,
+    as_json: bool,
+    token_file: tuple[Path, int] | None,
 ) -> None:
     from hubstore.store import RuntimeState
 
@@ -129,6 +188,8 @@ def _enroll(
     if record is not None and record.previous_valid_until is not None:
         until = format_timestamp(record.previous_valid_until)
     token = encode_token(enrollment)
+    if token_file is not None:
+        _write_token(token_file[1], token)
     if as_json:
         document = {
             "action": action,
@@ -136,10 +197,13 @@ def _enroll(
             "runtime_id": runtime_id,
             "hub_projects": list(enrollment.hub_projects),
             "previous_key_valid_until": until,
-            "token": token,
         }
+        if token_file is None:
+            document["token"] = token
+        else:
+            document["token_file"] = str(token_file[0])
         click.echo(json.dumps(document, sort_keys=True))
-    else:
+    elif token_file is None:
         click.echo(token)
     projects = ", ".join(enrollment.hub_projects)
     summary = (
@@ -148,9 +212,19 @@ def _enroll(
     if until is not None:
         summary += f"; its previous key stays valid until {until}"
     click.echo(summary, err=True)
+    if token_file is None:
+        click.echo(
+            f"The token (on standard output) is shown once and holds the runtime's key: on "
+            f"runtime {runtime_id}, run `hubsync runtime join --state-dir DIR -` and paste it "
+            "(or pipe it in).",
+            err=True,
+        )
+        return
+    shown = token_file[0]
     click.echo(
-        f"The token (on standard output) is shown once and holds the runtime's key: on runtime "
-        f"{runtime_id}, run `hubsync runtime join --state-dir DIR -` and paste it (or pipe it in).",
+        f"The token is in {shown} (mode 0600) and nowhere else; it holds the runtime's key: "
+        f"carry it to runtime {runtime_id} over a private channel, run `hubsync runtime join "
+        f"--state-dir DIR - < {shown.name}` there, then delete it (shred -u).",
         err=True,
     )
 
@@ -180,7 +254,4 @@ def _open_hub(url: str) -> HubStore:
     try:
         return open_store(url, create_schema=False, busy_budget=10.0)
     except (StoreError, SchemaVersionError) as exc:
-        raise ConfigError(
-            f"--hub-url: {exc}. A new hub is set up with `hubsync hub init` (with the same "
-            "--hub-url or --hub-db)"
-        ) from None
+        raise ConfigError(f"--hub-url: {exc}") from None  # it names `hubsync hub migrate`

@@ -1,5 +1,9 @@
-"""``hubsync hub``: the hub store itself (``hub migrate``: create or upgrade its schema;
-``hub init``: give the hub its identity)."""
+"""``hubsync hub``: the hub store itself (``hub migrate``: create or upgrade its schema and
+give a new hub its identity; ``hub init``: the same, printing the hub id).
+
+Both give a hub without an id its id, so either one is the single step that
+makes a hub ready for ``hubsync enroll``.
+"""
 
 from __future__ import annotations
 
@@ -43,13 +47,11 @@ def init(hub_url: str | None, hub_db: Path | None, as_json: bool) -> None:
     id (hub-<16 hex>) never changes: running it again prints the same id.
     Runtimes are enrolled on the hub afterwards (hubsync enroll).
     """
-    from hubstore import migrate_store, open_store
+    from hubstore import migrate_store
 
     url = _required_url(hub_url, hub_db)
     change = migrate_store(url)
-    with open_store(url, create_schema=False) as store:
-        created = store.hub_id() is None
-        hub_id = store.init_hub()
+    hub_id, created = _give_id(url)
     store_shown = shown_store(url)
     if as_json:
         document = {"hub_id": hub_id, "created": created, "schema": _document(store_shown, change)}
@@ -73,10 +75,12 @@ Examples:
 @hub_options
 @json_option
 def migrate(hub_url: str | None, hub_db: Path | None, as_json: bool) -> None:
-    """Create or upgrade the hub store's schema.
+    """Create or upgrade the hub store's schema, and give a new hub its id.
 
     Prints what was done: created, upgraded from version X to Y (and each
-    step), or already current. A SQLite file of an older schema version is
+    step), or already current; and the hub id when this made it (a hub
+    without one gets it here, as with `hubsync hub init`, so runtimes can be
+    enrolled next; an existing id never changes). A SQLite file of an older schema version is
     first copied to <file>.v<old>.bak beside it (mode 0600), then upgraded
     step by step in one transaction: it ends at the current version or stays
     as it was. A PostgreSQL schema is upgraded in one transaction too; run
@@ -89,10 +93,26 @@ def migrate(hub_url: str | None, hub_db: Path | None, as_json: bool) -> None:
 
     url = _required_url(hub_url, hub_db)
     change = migrate_store(url)
+    hub_id, created = _give_id(url)
     if as_json:
-        click.echo(json.dumps(_document(shown_store(url), change), sort_keys=True))
-    else:
-        click.echo(_sentence(shown_store(url), change))
+        document = _document(shown_store(url), change) | {
+            "hub_id": hub_id,
+            "hub_id_created": created,
+        }
+        click.echo(json.dumps(document, sort_keys=True))
+        return
+    click.echo(_sentence(shown_store(url), change))
+    if created:
+        click.echo(f"hub store {shown_store(url)}: hub id {hub_id} (created)")
+
+
+def _give_id(url: str) -> tuple[str, bool]:
+    """The hub id of the store at ``url``, made now if it had none; and whether it was."""
+    from hubstore import open_store
+
+    with open_store(url, create_schema=False) as store:
+        created = store.hub_id() is None
+        return store.init_hub(), created
 
 
 def _required_url(hub_url: str | None, hub_db: Path | None) -> str:

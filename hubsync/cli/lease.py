@@ -19,7 +19,7 @@ from hubstore.leases import (
 )
 from hubsync.cli import exit_codes
 from hubsync.cli.options import env_option, json_option, redis_url_option
-from hubsync.core.connections import Role, connect
+from hubsync.core.connections import probe
 from hubsync.core.redis_values import printable
 
 REFUSAL_EXIT_CODES = {
@@ -48,7 +48,9 @@ _proof = env_option(
 
 
 def _client(redis_url: str) -> LeaseClient:
-    return LeaseClient(connect(redis_url, Role.PROBE))
+    # probe's PING first: a refused password is said as such (exit 1), not taken by the
+    # lease client for a Redis that did not answer (exit 3)
+    return LeaseClient(probe(redis_url))
 
 
 def _emit(as_json: bool, document: dict[str, Any], line: str) -> None:

@@ -9,6 +9,7 @@ line).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Collection
 from pathlib import Path
 from types import UnionType
@@ -19,6 +20,7 @@ from typing import (
     Literal,
     TypeVar,
     Union,
+    cast,
     get_args,
     get_origin,
 )
@@ -179,14 +181,24 @@ def _use_cluster_mode(ctx: click.Context, param: click.Parameter, value: str | N
 
 
 def redis_url_option(command: F) -> F:
-    """``--redis-url`` and ``--redis-cluster`` of a command that takes no other setting: the
-    cluster mode is applied as the command line is read, and not handed to the command."""
-    url_option = options_from(CommonSettings, only=["redis_url"])
+    """``--redis-url``, ``--redis-password-file`` and ``--redis-cluster`` of a command that
+    takes no other setting.
+
+    The cluster mode is applied as the command line is read, the password file
+    just before the command runs (it needs the URL): neither is handed to the
+    command, which gets ``redis_url`` only.
+    """
+
+    @functools.wraps(command)
+    def with_credentials(*args: Any, redis_password_file: Path | None, **kwargs: Any) -> Any:
+        use_credentials(kwargs["redis_url"], redis_password_file)
+        return command(*args, **kwargs)
+
+    url_option = options_from(CommonSettings, only=["redis_url", "redis_password_file"])
     cluster_option = setting_option(
         CommonSettings, "redis_cluster", callback=_use_cluster_mode, expose_value=False
     )
-    decorated: F = url_option(cluster_option(command))
-    return decorated
+    return cast(F, url_option(cluster_option(with_credentials)))
 
 
 hub_options = options_from(HubStoreSettings, required=False)

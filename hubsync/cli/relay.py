@@ -14,7 +14,14 @@ import click
 from hubsync.cli import exit_codes
 from hubsync.cli.options import build_settings, options_from, use_redis_credentials
 from hubsync.core import keys
-from hubsync.core.connections import CREDENTIAL_ERRORS, UNREACHABLE_ERRORS, Role, connect, probe
+from hubsync.core.connections import (
+    CREDENTIAL_ERRORS,
+    UNREACHABLE_ERRORS,
+    Role,
+    connect,
+    credentials_refused,
+    probe,
+)
 from hubsync.core.logs import configure_logging
 from hubsync.core.settings import RelaySettings
 from producers.errors import UnreadableStoreError
@@ -113,8 +120,9 @@ def _check(settings: RelaySettings, runtime_id: str) -> int:
     client = connect(settings.redis_url, Role.PROBE)
     try:
         record = client.get(keys.relay_health(runtime_id))
-    except CREDENTIAL_ERRORS:
-        raise  # a wrong user or password is a refusal (exit 1), not an outage
+    except CREDENTIAL_ERRORS as exc:
+        # a wrong user or password is a refusal (exit 1), not an outage
+        raise credentials_refused(settings.redis_url, exc) from None
     except UNREACHABLE_ERRORS:
         click.echo(f"relay {runtime_id}: cannot reach Redis", err=True)
         return exit_codes.REDIS_UNREACHABLE

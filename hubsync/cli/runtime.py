@@ -1,9 +1,10 @@
 """``hubsync runtime``: this runtime's side of enrollment (``runtime join``: keep the hub's token).
 
 ``join`` reads the token from its argument or, given ``-``, from standard
-input, so that it stays out of shell history and ``/proc/<pid>/cmdline``. It
-never prints, logs or echoes the token, and refuses one made for another
-runtime or by another hub (exit 2).
+input, so that it stays out of shell history and ``/proc/<pid>/cmdline``; a
+token given as the argument works, with one warning saying so. It never
+prints, logs or echoes the token, and refuses one made for another runtime or
+by another hub (exit 2).
 """
 
 from __future__ import annotations
@@ -49,15 +50,18 @@ def join(state_dir: Path, token: str, as_json: bool) -> None:
     """Keep the enrollment token of this runtime in its registry (mode 0600).
 
     TOKEN is the line `hubsync enroll` printed, or - to read it from standard
-    input (piped, or pasted at the prompt without echo): prefer -, which keeps
-    the token (it holds the runtime's key) out of the shell history and the
-    process list. A state dir that does not exist
-    yet is created for the token's runtime id. A token for another runtime id,
-    or from another hub than the one this runtime joined, is refused (exit 2).
+    input (piped, redirected from the file `enroll --output` wrote, or pasted
+    at the prompt without echo): prefer -, which keeps the token (it holds
+    the runtime's key) out of the shell history and the process list; a
+    token given as TOKEN works, with one warning on standard error. A state
+    dir that does not exist yet is created for the token's runtime id. A
+    token for another runtime id, or from another hub than the one this
+    runtime joined, is refused (exit 2).
     Joining again with a newer token of the same hub replaces the key and hub
     projects.
     """
-    text = _read_stdin() if token == "-" else token  # noqa: S105 - "-" is standard input
+    on_command_line = token != "-"  # noqa: S105 - "-" is standard input
+    text = token if on_command_line else _read_stdin()
     enrollment = decode_token(text)
     created = not (state_dir.expanduser() / REGISTRY_FILE).is_file()
     with RuntimeRegistry(
@@ -65,6 +69,14 @@ def join(state_dir: Path, token: str, as_json: bool) -> None:
     ) as registry:
         action = registry.join(enrollment)
         path = registry.path
+    if on_command_line:
+        # Once joined: a refused token's one line on stderr stays its error alone.
+        click.echo(
+            "warning: the enrollment token on the command line holds the runtime's key and can "
+            "be read in the shell history and, while this runs, the process list; pass - and "
+            "give it on standard input instead (hubsync runtime join --state-dir DIR - < FILE)",
+            err=True,
+        )
     projects = ", ".join(enrollment.hub_projects)
     if as_json:
         document = {

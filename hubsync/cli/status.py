@@ -43,9 +43,9 @@ Examples:
   hubsync status --watch --interval 5              refresh until Ctrl-C
   hubsync status --hub-db hub.db --fail-on-stale   exit 1 if a daemon is stale or dead
 \b
-Exit codes: 0 ok, 1 with --fail-on-stale: something listed under
-"unhealthy", 2 bad arguments, 3 Redis unreachable (the local part, if asked
-for, is still printed first).
+Exit codes: 0 ok, 1 Redis refused the password or, with --fail-on-stale,
+something is listed under "unhealthy", 2 bad arguments, 3 Redis unreachable
+(the local part, if asked for, is still printed first).
 """
 )
 @deployment_options

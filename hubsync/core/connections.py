@@ -15,16 +15,22 @@ and nowhere else:
   PINGs once and an unreachable Redis becomes ``RedisUnavailableError`` (exit
   3, one line); a URL redis-py cannot parse becomes ``ConfigError`` (exit 2).
 
+A wrong user or password is no outage: every first contact (``probe``,
+``ping``, ``wait_until_reachable``, a cluster's slot table) turns Redis's
+refusal into ``RedisCredentialsError`` (exit 1, one line naming the user,
+never the password) through ``credentials_refused``.
+
 Credentials and transport come from the URL and are handled here only:
 ``redis://user:password@host:port/db`` authenticates as an ACL user (AUTH with
 both), ``rediss://`` speaks TLS (``ssl_*`` query parameters pass through to
 redis-py), ``unix://`` uses a socket. A password never leaves this module in a
 message: errors name the URL through ``safe_url``.
 
-A daemon keeps its password off its command line (``/proc/<pid>/cmdline`` is
+A command keeps its password off its command line (``/proc/<pid>/cmdline`` is
 readable by every user of the machine): the whole URL in ``HUBSYNC_REDIS_URL``,
-or a URL without password plus ``--redis-password-file``. ``use_credentials``,
-called once at a daemon's start, reads that file and makes its password the
+or a URL without password plus ``--redis-password-file`` (every command that
+talks to Redis takes it). ``use_credentials``, called once at a command's start,
+reads that file and makes its password the
 one every client of the process authenticates with when its URL names none;
 it warns once when the URL on the command line carries a password.
 
@@ -61,7 +67,7 @@ from redis.exceptions import (
 from redis.retry import Retry
 
 from hubsync.core.backoff import Backoff
-from hubsync.core.errors import ConfigError, RedisUnavailableError
+from hubsync.core.errors import ConfigError, RedisCredentialsError, RedisUnavailableError
 from hubsync.core.settings import ClusterMode, safe_url
 
 log = logging.getLogger(__name__)
@@ -208,10 +214,32 @@ def ping(client: RedisClient, url: str) -> None:
     """PING through ``client``; raise ``RedisUnavailableError`` (exit 3) if Redis cannot answer."""
     try:
         client.ping()
-    except CREDENTIAL_ERRORS:
-        raise
+    except CREDENTIAL_ERRORS as exc:
+        raise credentials_refused(url, exc) from None
     except UNREACHABLE_ERRORS as exc:
         raise RedisUnavailableError(f"{safe_url(url)}: {type(exc).__name__}") from None
+
+
+def credentials_refused(url: str, exc: BaseException) -> RedisCredentialsError:
+    """Redis's refusal of this process's credentials for ``url`` as one line naming the user.
+
+    The user is the URL's, or ``default`` (Redis's user for a bare password).
+    Redis's own reason for a wrong password is kept (``user is disabled``...):
+    Redis never repeats the password in it, and neither does this message.
+    """
+    user = _url_user(url) or "default"
+    where = safe_url(url)
+    reason = str(exc).rstrip(". ") or type(exc).__name__
+    if _url_password(url) or _process_password is not None:
+        return RedisCredentialsError(
+            f"Redis refused the password for user {user} at {where} ({reason}); check the "
+            "password in --redis-password-file (HUBSYNC_REDIS_PASSWORD_FILE) or in the Redis URL"
+        )
+    return RedisCredentialsError(
+        f"Redis refused user {user} at {where} without a password; put the password "
+        "in a file named by --redis-password-file (HUBSYNC_REDIS_PASSWORD_FILE), or in "
+        "HUBSYNC_REDIS_URL"
+    )
 
 
 def wait_for_redis(url: str, stop: threading.Event) -> bool:
@@ -234,15 +262,15 @@ def wait_until_reachable(client: RedisClient, url: str, stop: threading.Event) -
     A daemon calls this at start, so compose ordering or a reboot that brings
     Redis up after it does not kill it. It logs one line when Redis is found
     unreachable and one when it answers, never a line per retry. A wrong user
-    or password is not waited out: it raises.
+    or password is not waited out: it raises ``RedisCredentialsError``.
     """
     backoff = Backoff(base=0.05, cap=START_WAIT_CAP_SECONDS)
     failures = 0
     while not stop.is_set():
         try:
             client.ping()
-        except CREDENTIAL_ERRORS:
-            raise
+        except CREDENTIAL_ERRORS as exc:
+            raise credentials_refused(url, exc) from None
         except UNREACHABLE_ERRORS as exc:
             if failures == 0:
                 log.warning(
@@ -316,6 +344,13 @@ def _url_password(url: str) -> str | None:
         return urlsplit(url).password
     except ValueError:
         return None  # from_url names the malformed URL
+
+
+def _url_user(url: str) -> str | None:
+    try:
+        return urlsplit(url).username
+    except ValueError:
+        return None
 
 
 _process_cluster_mode: ClusterMode = "auto"
@@ -410,8 +445,8 @@ def _cluster_client(url: str, options: ClientOptions) -> RedisCluster:
             f"Redis URL {safe_url(url)}: {exc} (expected redis://[user:password@]host:port, "
             "or rediss:// for TLS)"
         ) from None
-    except CREDENTIAL_ERRORS:
-        raise
+    except CREDENTIAL_ERRORS as exc:
+        raise credentials_refused(url, exc) from None
     except _CLUSTER_START_ERRORS as exc:
         raise RedisUnavailableError(
             f"{safe_url(url)}: the cluster's slot table could not be read ({type(exc).__name__})"

@@ -34,6 +34,20 @@ class RedisUnavailableError(HubsyncError, ConnectionError):
     """Redis cannot be reached (down, loading, read-only replica). Exit code 3 in the CLI."""
 
 
+class RedisCredentialsError(HubsyncError):
+    """Redis refused the user and password the process gave (or asked for one none was given).
+
+    Not a ``RedisUnavailableError``: waiting never fixes it. Exit code 1 in the
+    CLI; the message names the user and the URL without its password.
+    """
+
+
+class MissingDependencyError(HubsyncError):
+    """An optional part of hubsync is not installed (the PostgreSQL driver, for a
+    ``postgresql://`` hub URL); the message names the ``pip install`` that adds it.
+    Exit code 1 in the CLI: nothing was opened or written."""
+
+
 class StoreBusyError(HubsyncError):
     """A SQLite file stayed locked by other writers past its busy budget; nothing was written."""
 

@@ -116,13 +116,27 @@ def create_private_file(path: Path) -> None:
     """Create ``path`` (mode 0600) and its directories (0700) if missing; leave existing ones alone."""
     create_private_dirs(path.parent)
     try:
-        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, PRIVATE_FILE_MODE)
+        fd = new_private_file(path)
     except FileExistsError:
         return
+    os.close(fd)
+
+
+def new_private_file(path: Path) -> int:
+    """Create ``path``, which must not exist, mode 0600; return its descriptor, open for writing.
+
+    The file is created with that mode (``O_EXCL``: never an existing file or a
+    symlink's target), so no moment exists when another user could open it;
+    ``fchmod`` only restores bits a umask took off, before anything is written.
+    Raises ``FileExistsError`` if ``path`` exists, ``OSError`` if it cannot be made.
+    """
+    fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_CLOEXEC, PRIVATE_FILE_MODE)
     try:
         os.fchmod(fd, PRIVATE_FILE_MODE)  # exactly 0600, whatever the umask
-    finally:
+    except OSError:
         os.close(fd)
+        raise
+    return fd
 
 
 def backup_path(path: Path, version: int) -> Path:

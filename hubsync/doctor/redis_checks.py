@@ -17,7 +17,7 @@ import redis
 from consumers.views.projects import known_hub_projects
 from hubsync.core import keys
 from hubsync.core.connections import RedisClient, Role, connect, ping
-from hubsync.core.errors import RedisUnavailableError
+from hubsync.core.errors import RedisCredentialsError, RedisUnavailableError
 from hubsync.core.redis_values import as_text, printable
 from hubsync.core.settings import safe_url
 from hubsync.doctor.check import Check, Status, counted
@@ -45,7 +45,12 @@ def redis_checks(redis_url: str, store: tuple[str, str | None] | None = None) ->
     try:
         reached = _reach(client, redis_url)
         if reached.failed:
-            skipped = [Check(n, Status.SKIP, "Redis unreachable") for n in REDIS_CHECKS]
+            why = (
+                "Redis refused the password"
+                if reached.detail.startswith("Redis refused")
+                else "Redis unreachable"
+            )
+            skipped = [Check(n, Status.SKIP, why) for n in REDIS_CHECKS]
             return [reached, *skipped]
         checks = [
             reached,
@@ -73,13 +78,9 @@ def _reach(client: RedisClient, redis_url: str) -> Check:
             f"cannot reach {exc}",
             "start Redis, or fix --redis-url (HUBSYNC_REDIS_URL)",
         )
-    except (redis.AuthenticationError, redis.exceptions.AuthorizationError) as exc:
-        return Check(
-            "redis",
-            Status.FAIL,
-            f"{shown} refused the credentials ({type(exc).__name__})",
-            "fix the user and password in --redis-url (HUBSYNC_REDIS_URL)",
-        )
+    except RedisCredentialsError as exc:
+        message, _, fix = str(exc).partition("; ")
+        return Check("redis", Status.FAIL, message, fix)
     return Check("redis", Status.OK, f"{shown} answered PING")
 
 

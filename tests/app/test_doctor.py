@@ -324,8 +324,11 @@ def test_refused_credentials_are_a_failed_line_that_never_shows_the_password(
     result = doctor(capsys, url)
 
     assert result.code == 1, result.err
-    line = lines_by_check(result.out)["redis"]
-    assert line.startswith(f"FAIL redis: {private_redis.url} refused the credentials")
+    lines = lines_by_check(result.out)
+    assert lines["redis"].startswith(
+        f"FAIL redis: Redis refused the password for user default at {private_redis.url}"
+    )
+    assert lines["aof"] == "skip aof: Redis refused the password"
     assert "s3cret-wrong" not in result.out + result.err
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import functools
 import json
+import os
 import subprocess
 from collections.abc import Callable, Sequence
 from datetime import timedelta
@@ -14,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from hubstore import hub_url_from_path, open_store
+from hubstore import hub_url_from_path, migrate_store, open_store
 from hubsync.core.clock import format_timestamp
 from hubsync.core.enrollment import TOKEN_PREFIX, Enrollment, decode_token
-from hubsync.processes import child_environment, hubsync_command
+from hubsync.processes import child_environment, hubsync_command, run_hubsync
 from producers.registry import REGISTRY_FILE, RuntimeRegistry
 from tests.helpers.operator_support import CliRun, run_cli
 
@@ -85,11 +86,36 @@ def test_hub_init_makes_the_hub_id_once_and_prints_it(cli: Cli, tmp_path: Path) 
         assert store.hub_id() == hub_id
 
 
-def test_hub_init_on_a_migrated_hub_without_an_id_gives_it_one(cli: Cli, tmp_path: Path) -> None:
+def test_hub_init_on_a_hub_without_an_id_gives_it_one(cli: Cli, tmp_path: Path) -> None:
     path = tmp_path / "hub.db"
-    ok(cli("hub", "migrate", "--hub-db", str(path)))
+    migrate_store(hub_url_from_path(path))  # a schema without an id, as an upgraded hub has
     document = json.loads(ok(cli("hub", "init", "--hub-db", str(path), "--json")).out)
     assert document["created"] is True and document["hub_id"].startswith("hub-")
+
+
+def test_hub_migrate_gives_a_new_hub_its_id_once_so_enroll_follows_it(
+    cli: Cli, tmp_path: Path
+) -> None:
+    path = tmp_path / "hub.db"
+    first = ok(cli("hub", "migrate", "--hub-db", str(path)))
+    created, made = first.out.splitlines()
+    assert created == f"hub store {path}: created at schema version 3"
+    hub_id = made.removeprefix(f"hub store {path}: hub id ").removesuffix(" (created)")
+    assert hub_id.startswith("hub-") and len(hub_id) == 20
+    again = json.loads(ok(cli("hub", "migrate", "--hub-db", str(path), "--json")).out)
+    assert (again["action"], again["hub_id"], again["hub_id_created"]) == ("current", hub_id, False)
+    assert enrolled(cli, path, "rt-a").hub_id == hub_id
+    init = ok(cli("hub", "init", "--hub-db", str(path)))
+    assert f"hub id {hub_id} (already set; unchanged)" in init.out
+
+
+def test_hub_migrate_gives_an_upgraded_hub_without_an_id_its_id(cli: Cli, tmp_path: Path) -> None:
+    path = tmp_path / "hub.db"
+    migrate_store(hub_url_from_path(path))
+    document = json.loads(ok(cli("hub", "migrate", "--hub-db", str(path), "--json")).out)
+    assert document["action"] == "current" and document["hub_id_created"] is True
+    with open_store(hub_url_from_path(path), create_schema=False) as store:
+        assert store.hub_id() == document["hub_id"]
 
 
 # ----- enroll -----
@@ -98,9 +124,9 @@ def test_hub_init_on_a_migrated_hub_without_an_id_gives_it_one(cli: Cli, tmp_pat
 def test_enroll_before_hub_init_is_refused_naming_hub_init(cli: Cli, tmp_path: Path) -> None:
     path = tmp_path / "hub.db"
     missing = cli("enroll", "rt-a", "--hub-db", str(path), "--hub-project", "acme")
-    assert missing.code == 2 and "hubsync hub init" in missing.err
+    assert missing.code == 2 and "run `hubsync hub migrate --hub-url sqlite:///" in missing.err
     assert missing.out == ""
-    ok(cli("hub", "migrate", "--hub-db", str(path)))
+    migrate_store(hub_url_from_path(path))  # a schema without an id (hub migrate gives one)
     no_id = cli("enroll", "rt-a", "--hub-db", str(path), "--hub-project", "acme")
     assert no_id.code == 1 and no_id.out == ""
     assert "has no hub id yet; run `hubsync hub init" in no_id.err
@@ -171,6 +197,121 @@ def test_revoke_erases_the_keys_and_a_second_revoke_changes_nothing(cli: Cli, hu
     assert with_project.code == 2 and "not used with --revoke" in with_project.err
 
 
+def test_enroll_output_writes_the_token_to_a_new_file_mode_0600_and_nothing_on_stdout(
+    cli: Cli, hub_db: Path, tmp_path: Path
+) -> None:
+    token_file = tmp_path / "rt-a.token"
+    previous = os.umask(0)  # the file's mode is hubsync's, not the umask's
+    try:
+        result = enroll(cli, hub_db, "rt-a", "--output", str(token_file))
+    finally:
+        os.umask(previous)
+    assert token_file.stat().st_mode & 0o777 == 0o600
+    assert result.out == ""
+    token = token_file.read_text()
+    assert token.startswith(TOKEN_PREFIX) and token.count("\n") == 1
+    assert decode_token(token).runtime_id == "rt-a"
+    assert f"The token is in {token_file} (mode 0600) and nowhere else" in result.err
+    assert "runtime join --state-dir DIR - < rt-a.token" in result.err
+    assert token.strip().removeprefix(TOKEN_PREFIX)[:16] not in result.err
+
+
+def test_enroll_output_with_json_names_the_file_instead_of_carrying_the_token(
+    cli: Cli, hub_db: Path, tmp_path: Path
+) -> None:
+    token_file = tmp_path / "rt-a.token"
+    document = json.loads(enroll(cli, hub_db, "rt-a", "--output", str(token_file), "--json").out)
+    assert "token" not in document and document["token_file"] == str(token_file)
+    assert document["hub_id"] == decode_token(token_file.read_text()).hub_id
+
+
+def test_enroll_output_never_overwrites_a_file_and_then_changes_nothing(
+    cli: Cli, hub_db: Path, tmp_path: Path
+) -> None:
+    token_file = tmp_path / "rt-a.token"
+    token_file.write_text("an older token\n")
+    result = cli(
+        "enroll", "rt-a", "--hub-db", str(hub_db), "--hub-project", "acme", "-o", str(token_file)
+    )
+    assert result.code == 2 and result.out == ""
+    assert result.err == (
+        f"error: --output {token_file}: the file exists; a token file is never overwritten: "
+        "remove it (shred -u: it may hold a key) or name a new file\n"
+    )
+    assert token_file.read_text() == "an older token\n"
+    with open_store(hub_url_from_path(hub_db), create_schema=False) as store:
+        assert store.enrolled_runtime("rt-a") is None, "refused before the hub changed"
+
+
+def test_enroll_output_leaves_no_file_when_the_enrollment_fails(cli: Cli, tmp_path: Path) -> None:
+    no_id = tmp_path / "no-id.db"
+    migrate_store(hub_url_from_path(no_id))
+    missing = tmp_path / "missing.db"
+    for hub, code in ((no_id, 1), (missing, 2)):
+        token_file = tmp_path / "rt-a.token"
+        result = cli(
+            "enroll",
+            "rt-a",
+            "--hub-db",
+            str(hub),
+            "--hub-project",
+            "acme",
+            "--output",
+            str(token_file),
+        )
+        assert result.code == code, result.err
+        assert len(result.err.splitlines()) == 1 and result.err.startswith("error: ")
+        assert not token_file.exists()
+    no_dir = cli(
+        "enroll",
+        "rt-a",
+        "--hub-db",
+        str(no_id),
+        "--hub-project",
+        "acme",
+        "--output",
+        str(tmp_path / "nowhere" / "t"),
+    )
+    assert no_dir.code == 2 and "cannot create it (No such file or directory)" in no_dir.err
+    revoke = cli(
+        "enroll", "--revoke", "rt-a", "--hub-db", str(no_id), "--output", str(tmp_path / "t")
+    )
+    assert revoke.code == 2 and "--output: not used with --revoke" in revoke.err
+    assert not (tmp_path / "t").exists()
+
+
+def test_hub_migrate_then_enroll_output_as_real_processes(tmp_path: Path) -> None:
+    hub, token_file = tmp_path / "hub.db", tmp_path / "tok"
+    migrated = run_hubsync(["hub", "migrate", "--hub-db", str(hub)])
+    assert migrated.returncode == 0, migrated.stderr
+    enrolled = run_hubsync(
+        [
+            "enroll",
+            "rt-j",
+            "--hub-db",
+            str(hub),
+            "--hub-project",
+            "judge",
+            "--output",
+            str(token_file),
+        ]
+    )
+    assert enrolled.returncode == 0, enrolled.stderr
+    assert token_file.stat().st_mode & 0o777 == 0o600
+    with token_file.open() as stdin:  # - < tok
+        joined = subprocess.run(
+            hubsync_command("runtime", "join", "--state-dir", str(tmp_path / "rt"), "-"),
+            stdin=stdin,
+            capture_output=True,
+            text=True,
+            env=child_environment(),
+            timeout=120,
+            check=False,
+        )
+    assert joined.returncode == 0, joined.stderr
+    assert "runtime rt-j joined hub" in joined.stdout and joined.stderr == ""
+
+
 # ----- runtime join -----
 
 
@@ -196,10 +337,17 @@ def test_join_with_the_token_as_argument_then_a_rotated_one_replaces_the_key(
     RuntimeRegistry(state_dir, "rt-a").close()  # the runtime existed before it was enrolled
     token = enroll(cli, hub_db, "rt-a").out
     join = ("runtime", "join", "--state-dir", str(state_dir))
-    joined = json.loads(ok(cli(*join, token.strip(), "--json")).out)
+    by_argument = ok(cli(*join, token.strip(), "--json"))
+    joined = json.loads(by_argument.out)
     assert (joined["action"], joined["created_state_dir"]) == ("joined", False)
-    same = json.loads(ok(cli(*join, "-", "--json", stdin=token)).out)
-    assert same["action"] == "unchanged"
+    assert by_argument.err == (
+        "warning: the enrollment token on the command line holds the runtime's key and can be "
+        "read in the shell history and, while this runs, the process list; pass - and give it "
+        "on standard input instead (hubsync runtime join --state-dir DIR - < FILE)\n"
+    )
+    by_stdin = ok(cli(*join, "-", "--json", stdin=token))
+    assert json.loads(by_stdin.out)["action"] == "unchanged"
+    assert by_stdin.err == "", "no warning for a token on standard input"
     rotated = enroll(cli, hub_db, "rt-a", projects=("acme", "beta")).out
     updated = json.loads(ok(cli(*join, "-", "--json", stdin=rotated)).out)
     assert (updated["action"], updated["hub_projects"]) == ("updated", ["acme", "beta"])

@@ -185,8 +185,11 @@ def test_a_wrong_password_is_a_refusal_not_an_unreachable_redis(
     wrong = locked_redis.replace("redis://", "redis://default:not-the-password@", 1)
     result = run_cli(capsys, "dead", "list", "--hub-project", "shop", "--redis-url", wrong)
     assert result.code == 1, result.err
-    assert result.err.startswith("error: Redis refused a command"), result.err
-    assert "not-the-password" not in result.err
+    assert result.err == (
+        f"error: Redis refused the password for user default at {locked_redis} (invalid "
+        "username-password pair or user is disabled); check the password in "
+        "--redis-password-file (HUBSYNC_REDIS_PASSWORD_FILE) or in the Redis URL\n"
+    )
 
 
 def test_a_wrong_password_fails_check_as_a_refusal_not_an_unreachable_redis(
@@ -203,4 +206,125 @@ def test_a_wrong_password_fails_check_as_a_refusal_not_an_unreachable_redis(
     for command, argv in checks.items():
         result = run_cli(capsys, *argv, env={"HUBSYNC_REDIS_URL": wrong})
         assert result.code == 1, (command, result.err)
-        assert result.err.startswith("error: Redis refused a command"), (command, result.err)
+        assert result.err.startswith("error: Redis refused the password for user default"), (
+            command,
+            result.err,
+        )
+        assert "not-the-password" not in result.err
+
+
+def operator_commands(tmp_path: Path) -> dict[str, list[str]]:
+    """A call of every command that talks to Redis, each answered at once (no daemon left)."""
+    with RuntimeRegistry(tmp_path / "state") as registry:
+        registry.register_project(tmp_path / "shop")
+    hub_db = str(tmp_path / "hub.db")
+    return {
+        "status": ["status"],
+        "doctor": ["doctor"],
+        "dead list": ["dead", "list", "--hub-project", "shop"],
+        "alerts list": ["alerts", "list"],
+        "lease show": ["lease", "show", "effect:x"],
+        "lease list": ["lease", "list"],
+        "consume --once": ["consume", "--hub-db", hub_db, "--once"],
+        "relay --once": ["relay", "--state-dir", str(tmp_path / "state"), "--once"],
+        "effects-worker --burst": ["effects-worker", "--burst"],
+    }
+
+
+def test_every_command_that_talks_to_redis_names_a_refused_password_and_exits_1(
+    capsys: pytest.CaptureFixture[str], locked_redis: str, tmp_path: Path
+) -> None:
+    wrong = tmp_path / "wrong-password"
+    wrong.write_text("not-the-password\n")
+    refused = f"Redis refused the password for user default at {locked_redis}"
+    for command, argv in operator_commands(tmp_path).items():
+        result = run_cli(
+            capsys,
+            *argv,
+            "--redis-password-file",
+            str(wrong),
+            env={"HUBSYNC_REDIS_URL": locked_redis},
+        )
+        assert result.code == 1, (command, result.err)
+        said = result.out + result.err
+        assert refused in said, (command, said)
+        assert "cannot reach" not in said and "not-the-password" not in said, (command, said)
+        if command != "doctor":  # doctor says it on its failed redis line, on stdout
+            assert result.err.startswith(f"error: {refused}"), (command, result.err)
+            assert len(result.err.splitlines()) == 1, (command, result.err)
+
+
+def test_every_command_that_talks_to_redis_takes_the_password_from_a_file(
+    capsys: pytest.CaptureFixture[str], locked_redis: str, password_file: Path, tmp_path: Path
+) -> None:
+    for command, argv in operator_commands(tmp_path).items():
+        by_option = run_cli(
+            capsys,
+            *argv,
+            "--redis-password-file",
+            str(password_file),
+            env={"HUBSYNC_REDIS_URL": locked_redis},
+        )
+        by_variable = run_cli(
+            capsys,
+            *argv,
+            env={
+                "HUBSYNC_REDIS_URL": locked_redis,
+                "HUBSYNC_REDIS_PASSWORD_FILE": str(password_file),
+            },
+        )
+        for result in (by_option, by_variable):
+            said = result.out + result.err
+            assert "refused the password" not in said and "cannot reach" not in said, (
+                command,
+                said,
+            )
+            if command == "doctor":
+                assert "ok   redis:" in result.out, result.out
+            elif command == "dead list":  # Redis answered: no such hub project yet
+                assert result.code == 2 and "unknown hub project" in result.err, result.err
+            else:
+                assert result.code == 0, (command, result.err)
+
+
+def test_an_acl_user_with_a_wrong_password_is_named_in_the_refusal(
+    capsys: pytest.CaptureFixture[str], locked_redis: str, password_file: Path, tmp_path: Path
+) -> None:
+    admin = redis.Redis.from_url(locked_redis, password=PASSWORD)
+    admin.acl_setuser(
+        "watcher", enabled=True, passwords=["+watcher-pass"], commands=["+@all"], keys=["*"]
+    )
+    admin.close()
+    watcher = locked_redis.replace("redis://", "redis://watcher@", 1)
+    wrong = tmp_path / "wrong-password"
+    wrong.write_text("not-the-password\n")
+    for argv in (["status"], ["alerts", "list"], ["lease", "list"]):
+        result = run_cli(
+            capsys,
+            *argv,
+            env={"HUBSYNC_REDIS_URL": watcher, "HUBSYNC_REDIS_PASSWORD_FILE": str(wrong)},
+        )
+        assert result.code == 1, result.err
+        assert result.err.startswith("error: Redis refused the password for user watcher"), (
+            result.err
+        )
+        assert "not-the-password" not in result.err and "watcher-pass" not in result.err
+    right = tmp_path / "watcher-password"
+    right.write_text("watcher-pass\n")
+    result = run_cli(
+        capsys,
+        "status",
+        env={"HUBSYNC_REDIS_URL": watcher, "HUBSYNC_REDIS_PASSWORD_FILE": str(right)},
+    )
+    assert result.code == 0, result.err
+
+
+def test_no_password_for_a_redis_that_wants_one_says_how_to_give_it(
+    capsys: pytest.CaptureFixture[str], locked_redis: str
+) -> None:
+    result = run_cli(capsys, "status", env={"HUBSYNC_REDIS_URL": locked_redis})
+    assert result.code == 1, result.err
+    assert result.err.startswith(
+        f"error: Redis refused user default at {locked_redis} without a password; put the "
+        "password in a file named by --redis-password-file"
+    ), result.err

@@ -31,7 +31,7 @@ from hubstore.postgres.store import PostgresHubStore, lookup_arguments
 from hubstore.store import HubStore
 from hubsync.core.entries import ConflictReason, EventEntry, Outcome
 from hubsync.core.errors import ConfigError, SchemaVersionError
-from hubsync.processes import run_hubsync
+from hubsync.processes import child_environment, run_hubsync
 from hubsync.servers.postgres import PostgresServer, PostgresUnavailable
 from tests.helpers.operator_support import run_cli
 from tests.helpers.postgres_server import PostgresCluster
@@ -576,3 +576,69 @@ def test_the_store_answers_within_seconds_of_its_server_coming_back_from_a_long_
         later = time.monotonic() - back
         assert later < 12, f"the store answered {later:.0f}s after its server was back"
         assert store.hub_id() == hub_id
+
+
+WITHOUT_PSYCOPG = (
+    "import sys; sys.modules['psycopg'] = sys.modules['psycopg_pool'] = None; "
+    "from hubsync.cli.main import main; main()"
+)
+"""``hubsync`` in a child where psycopg cannot be imported, as without the postgres extra
+(a None in sys.modules makes ``import psycopg`` raise ModuleNotFoundError, as a missing
+package does)."""
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["hub", "migrate"],
+        ["hub", "init"],
+        ["enroll", "rt-1", "--hub-project", "shop"],
+        ["events", "--hub-project", "shop"],
+        ["runs", "--hub-project", "shop"],
+        ["consume", "--once"],
+        ["status"],
+    ],
+    ids=lambda argv: " ".join(argv[:2]),
+)
+def test_a_postgresql_url_without_the_driver_says_which_extra_to_install(
+    tmp_path: Path, redis_url: str, argv: list[str]
+) -> None:
+    url = "postgresql://hub:s3cret-pg@127.0.0.1:1/hub"
+    result = subprocess.run(
+        [sys.executable, "-P", "-c", WITHOUT_PSYCOPG, *argv],
+        capture_output=True,
+        text=True,
+        env=child_environment({"HUBSYNC_HUB_URL": url, "HUBSYNC_REDIS_URL": redis_url}),
+        cwd=tmp_path,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 1, result.stderr
+    assert result.stderr == (
+        "error: hub URL postgresql://hub:***@127.0.0.1:1/hub: the PostgreSQL driver (psycopg) "
+        "is not installed; install it with: pip install 'hubsync[postgres]'\n"
+    )
+    assert result.stdout == ""
+    assert list(tmp_path.iterdir()) == []  # nothing written
+
+
+def test_doctor_without_the_driver_fails_the_hub_store_line_with_the_extra_to_install(
+    tmp_path: Path, redis_url: str
+) -> None:
+    result = subprocess.run(
+        [sys.executable, "-P", "-c", WITHOUT_PSYCOPG, "doctor"],
+        capture_output=True,
+        text=True,
+        env=child_environment(
+            {"HUBSYNC_HUB_URL": "postgresql://hub@127.0.0.1:1/hub", "HUBSYNC_REDIS_URL": redis_url}
+        ),
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 1, result.stderr
+    assert (
+        "FAIL hub-store: hub URL postgresql://hub@127.0.0.1:1/hub: the PostgreSQL driver "
+        "(psycopg) is not installed; install it with: pip install 'hubsync[postgres]'"
+        in result.stdout
+    )
+    assert "Traceback" not in result.stderr

@@ -15,7 +15,7 @@ from hubsync.core.connections import (
     probe,
     wait_until_reachable,
 )
-from hubsync.core.errors import ConfigError, RedisUnavailableError
+from hubsync.core.errors import ConfigError, RedisCredentialsError, RedisUnavailableError
 from hubsync.demo.embedded_redis import RedisServerProcess, free_port
 
 
@@ -73,7 +73,10 @@ def test_a_wrong_password_is_raised_not_waited_out(private_redis: RedisServerPro
     admin.config_set("requirepass", "right-one")
     url = private_redis.url.replace("redis://", "redis://default:wrong-one@")
     client = connect(url)
-    with pytest.raises(redis.AuthenticationError):
+    with pytest.raises(
+        RedisCredentialsError, match="refused the password for user default"
+    ) as refused:
         wait_until_reachable(client, url, threading.Event())
+    assert "wrong-one" not in str(refused.value)
     client.close()
     admin.close()
