@@ -9,12 +9,13 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md constraints.txt ./
 COPY hubsync ./hubsync
 COPY producers ./producers
 COPY consumers ./consumers
 COPY hubstore ./hubstore
-RUN pip install ".[postgres]" \
+# at the pins the tests ran with (constraints.txt), as scripts/test.sh installs them
+RUN pip install -c constraints.txt ".[postgres]" \
     && useradd --system --uid 10001 --home-dir /var/lib/hubsync --create-home hubsync \
     && mkdir -p /state /hub \
     && chown hubsync:hubsync /state /hub

@@ -185,9 +185,14 @@ def test_the_effects_worker_serves_the_effects_queue_and_metrics_ports_are_publi
             )
 
 
-def test_the_image_is_built_from_this_repository_with_pip_and_the_postgresql_driver() -> None:
+def test_the_image_is_built_from_this_repository_with_pip_the_pins_and_the_postgresql_driver() -> (
+    None
+):
     dockerfile = (REPO_ROOT / "Dockerfile").read_text()
-    assert re.search(r'^RUN pip install "\.\[postgres\]"', dockerfile, re.MULTILINE)
+    assert re.search(
+        r'^RUN pip install -c constraints.txt "\.\[postgres\]"', dockerfile, re.MULTILINE
+    )
+    assert re.search(r"^COPY [^\n]*\bconstraints.txt\b", dockerfile, re.MULTILINE)
     for package in ("hubsync", "producers", "consumers", "hubstore"):
         assert f"COPY {package} ./{package}" in dockerfile
     assert all(SERVICES[name]["build"] == "." for name in OURS)
