@@ -145,6 +145,7 @@ def run_pipeline(work: Path, processes: PipelineProcesses) -> Pipeline:
             "--plant",
             marker,
             "--json",
+            "--create",
         ],
         timeout=60,
     )

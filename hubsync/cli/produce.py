@@ -28,7 +28,7 @@ _BATCH_LIMIT = 500  # events per append_events transaction in --batch mode
 Examples:
   hubsync produce --state-dir ~/.hubsync --project-root ~/src/shop --runs 10 --events-per-run 50
   hubsync produce --state-dir /tmp/rt --project-root /tmp/p --runs 1000 --events-per-run 20 \\
-      --batch --payload-bytes 2048 --json
+      --batch --payload-bytes 2048 --json --create
   MY_API_KEY=s3cr3t-value hubsync produce --state-dir /tmp/rt --project-root /tmp/p \\
       --runs 2 --events-per-run 5 --plant s3cr3t-value --plant ghp_<36 letters>
 """
@@ -42,6 +42,13 @@ Examples:
 )
 @options_from(RuntimeSettings, only=["runtime_id"])
 @options_from(ProduceSettings)
+@click.option(
+    "--create",
+    is_flag=True,
+    help="Create the state dir (a new runtime) if it holds no registry yet; without it a "
+    "missing state dir is refused, so a mistyped path never becomes a new runtime (no "
+    "environment variable).",
+)
 @click.option(
     "--json",
     "as_json",
@@ -59,6 +66,7 @@ def produce(
     plant: tuple[str, ...],
     batch: bool,
     seed: int | None,
+    create: bool,
     as_json: bool,
 ) -> None:
     """Append synthetic workflow-run events to a project's outbox.
@@ -67,11 +75,14 @@ def produce(
     registered, environment (*_TOKEN, *_SECRET, *_PASSWORD, *_API_KEY, *_KEY)
     and well-known credential secrets, canonical bytes, hash, one SQLite
     transaction with the outbox row.
+
+    The state dir must exist already (hubsync runtime join creates it), unless
+    --create is given: a missing one is refused (exit 2) and nothing is created.
     """
     rng = random.Random(seed)
     started = time.perf_counter()
     run_ids: list[str] = []
-    with RuntimeRegistry(state_dir, runtime_id) as registry:
+    with RuntimeRegistry(state_dir, runtime_id, create=create) as registry:
         registration = registry.register_project(project_root, hub_project)
         with registry.open_store(registration) as store, _progress(runs * events_per_run) as tick:
             for _ in range(runs):
