@@ -57,6 +57,10 @@ class StateDirAccessError(ProducerError, ConfigError):
     read-only filesystem, a path through a file); nothing was created."""
 
 
+class RelayAlreadyRunningError(ProducerError, ConfigError):
+    """Another relay holds the state dir's lock: one relay per runtime (exit 2, naming its pid)."""
+
+
 class RegistryDamagedError(ProducerError):
     """``registry.sqlite`` is not a SQLite database (damaged, truncated or overwritten); it was
     left untouched."""
