@@ -160,7 +160,9 @@ class RuntimeRegistry(ClosesOnExit):
         With ``create`` (registration) a missing state dir and registry are
         created; without it (the relay, status) a state dir holding no registry
         is refused with ``StateDirNotFoundError``: a mistyped path must not
-        become a new, empty runtime.
+        become a new, empty runtime. A state dir or registry this user cannot
+        create or open raises ``StateDirAccessError``, a registry that is not
+        a SQLite database ``RegistryDamagedError``; neither writes anything.
         """
         self.state_dir = Path(state_dir).expanduser().resolve()
         if runtime_id is not None:

@@ -102,6 +102,7 @@ DAMAGED_COMMANDS = {
     "relay --check": ["relay", "--check"],
     "status": ["status"],
     "produce": ["produce", "--runs", "1", "--events-per-run", "1"],
+    "runtime join": ["runtime", "join"],
 }
 
 
@@ -113,6 +114,8 @@ def test_a_damaged_registry_is_one_line_naming_it_exit_1_and_left_untouched(
     argv = [*DAMAGED_COMMANDS[command], "--state-dir", str(damaged_state_dir)]
     if command == "produce":
         argv += ["--project-root", str(damaged_state_dir.parent / "p")]
+    if command == "runtime join":
+        argv += [token_for(cli, damaged_state_dir.parent, "rt-a")]
     before = snapshot(damaged_state_dir.parent)
 
     result = cli(*argv, env={"HUBSYNC_REDIS_URL": redis_url if reachable else UNREACHABLE})
