@@ -175,3 +175,26 @@ def test_produce_create_makes_the_runtime_where_a_join_failed(cli: Cli, tmp_path
     again = cli(*argv, "--runs", "1", "--events-per-run", "1")  # now it exists: no --create needed
     assert again.code == 0, again.err
     assert "2 pending" in again.out
+
+
+def test_a_project_store_that_is_not_a_database_is_one_line_in_produce(
+    cli: Cli, tmp_path: Path
+) -> None:
+    state_dir = tmp_path / "state"
+    argv = ["produce", "--state-dir", str(state_dir), "--project-root", str(tmp_path / "p")]
+    argv += ["--runs", "1", "--events-per-run", "1"]
+    assert cli(*argv, "--create").code == 0
+    with RuntimeRegistry(state_dir, create=False) as registry:
+        [project] = registry.projects()
+    for companion in ("-wal", "-shm"):
+        Path(f"{project.store_path}{companion}").unlink(missing_ok=True)
+    project.store_path.write_text("not a database\n")
+    before = snapshot(state_dir)
+
+    result = cli(*argv)
+
+    assert result.code == exit_codes.FAILURE
+    line = one_error_line(result)
+    assert f"project {project.project_id}: {project.store_path}: file is not a database" in line
+    assert "restore the file from a backup" in line
+    assert snapshot(state_dir) == before

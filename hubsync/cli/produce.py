@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import sqlite3
 import sys
 import time
 import uuid
@@ -16,9 +17,11 @@ import click
 
 from hubsync.cli.options import env_option, options_from
 from hubsync.settings import ProduceSettings, RuntimeSettings
+from producers.errors import UnreadableStoreError
 from producers.event_store import NewEvent, RunEventStore
-from producers.registry import RuntimeRegistry
+from producers.registry import ProjectRegistration, RuntimeRegistry
 from producers.synthetic import run_events
+from producers.unreadable import unreadable_reason
 
 _BATCH_LIMIT = 500  # events per append_events transaction in --batch mode
 
@@ -84,7 +87,7 @@ def produce(
     run_ids: list[str] = []
     with RuntimeRegistry(state_dir, runtime_id, create=create) as registry:
         registration = registry.register_project(project_root, hub_project)
-        with registry.open_store(registration) as store, _progress(runs * events_per_run) as tick:
+        with _open_store(registry, registration) as store, _progress(runs * events_per_run) as tick:
             for _ in range(runs):
                 run_id = f"run-{uuid.uuid4().hex[:16]}"
                 run_ids.append(run_id)
@@ -122,6 +125,17 @@ def produce(
         f"({report['events_per_second']} events/s); outbox: {counts['pending']} pending, "
         f"{counts['acked']} acked, {counts['total']} total"
     )
+
+
+def _open_store(registry: RuntimeRegistry, registration: ProjectRegistration) -> RunEventStore:
+    """The project's store; one that cannot be created or read is one line naming the file."""
+    try:
+        return registry.open_store(registration)
+    except (OSError, sqlite3.DatabaseError) as exc:
+        # hubsync's own refusals (schema version, binding) say what to do already
+        raise UnreadableStoreError(
+            f"project {registration.project_id}: {unreadable_reason(exc, registration.store_path)}"
+        ) from exc
 
 
 def _append_batched(
