@@ -440,3 +440,20 @@ def test_a_second_relay_on_the_same_state_dir_is_refused_until_the_first_dies(
     finally:
         for child in (first, second):
             child.stop(timeout=30)
+
+
+def test_a_lock_file_the_relay_cannot_open_is_one_line_exit_2(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, redis_url: str
+) -> None:
+    state_dir = tmp_path / "state"
+    make_runtime(state_dir, ["alpha"])
+    (state_dir / "relay.lock").mkdir()  # a directory where the lock file should be
+
+    result = run_cli(
+        capsys, "relay", "--state-dir", str(state_dir), "--redis-url", redis_url, "--once"
+    )
+
+    assert result.code == 2
+    assert "Traceback" not in result.err
+    [line] = result.err.splitlines()
+    assert line.startswith(f"error: cannot open the relay's lock file {state_dir / 'relay.lock'} (")

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from hubsync.closing import ClosesOnExit
 from hubsync.sqlite import PRIVATE_FILE_MODE
-from producers.errors import RelayAlreadyRunningError
+from producers.errors import RelayAlreadyRunningError, StateDirAccessError
 
 LOCK_FILE = "relay.lock"
 """The file in the state dir the running relay holds locked."""
@@ -33,7 +33,13 @@ class StateDirLock(ClosesOnExit):
     def __init__(self, state_dir: Path) -> None:
         """Take the lock, or raise ``RelayAlreadyRunningError`` naming the relay that holds it."""
         self.path = state_dir / LOCK_FILE
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, PRIVATE_FILE_MODE)
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, PRIVATE_FILE_MODE)
+        except OSError as exc:
+            raise StateDirAccessError(
+                f"cannot open the relay's lock file {self.path} ({exc.strerror}); the relay "
+                f"needs to write its state dir {state_dir}: check its permissions"
+            ) from exc
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
