@@ -54,10 +54,22 @@ def claim_name(client: RedisClient, name: str, ttl: float, stats: Mapping[str, i
 
 
 def _record(name: str, stats: Mapping[str, int]) -> str:
+    writer = {"name": name, "host": socket.gethostname(), "pid": os.getpid()}
     return json.dumps(
-        {"name": name, "host": socket.gethostname(), "pid": os.getpid(), "at": utc_now_iso()}
-        | dict(stats)
+        writer | {"pid_namespace": _pid_namespace(), "at": utc_now_iso()} | dict(stats)
     )
+
+
+def _pid_namespace() -> int | None:
+    """This process's pid namespace (the inode of ``/proc/self/ns/pid``), None where unknown.
+
+    Two containers can share a host name (host networking) while each has its
+    own pids: a pid says whether its process runs only within one namespace.
+    """
+    try:
+        return os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        return None
 
 
 def _millis(ttl: float) -> int:
@@ -76,11 +88,13 @@ def _parsed(raw: bytes | str) -> dict[str, object]:
 def _writer_ended(record: Mapping[str, object]) -> bool:
     """Whether the process that wrote ``record`` is known to be gone (or is this one).
 
-    Only a pid of this host can be looked up; another host's key is trusted
-    until it expires.
+    Only a pid of this host and pid namespace can be looked up; any other
+    writer's key is trusted until it expires (a container restarted with a new
+    namespace waits for the TTL).
     """
-    pid = record.get("pid")
-    if record.get("host") != socket.gethostname() or not isinstance(pid, int):
+    pid, namespace = record.get("pid"), _pid_namespace()
+    here = record.get("host") == socket.gethostname() and record.get("pid_namespace") == namespace
+    if not here or namespace is None or not isinstance(pid, int):
         return False
     if pid == os.getpid():
         return True
