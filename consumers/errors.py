@@ -17,6 +17,12 @@ class ConsumerUnhealthyError(ConsumerError):
     """A consumer's health key is missing or expired: the worker is dead, stuck or never ran."""
 
 
+class ConsumerNameTakenError(ConsumerError, ConfigError):
+    """Another live consumer holds the name (its health key is fresh): exit 2, naming its pid
+    and host. Two workers of one name would share one pending list and recover each other's
+    entries as their own."""
+
+
 class UnknownHubProjectError(ConsumerError, ConfigError):
     """An operator named a hub project that has no stream (exit code 2 in the CLI)."""
 

@@ -52,5 +52,19 @@ class StateDirNotFoundError(ProducerError, ConfigError):
     """A state directory given to read from holds no runtime registry."""
 
 
+class StateDirAccessError(ProducerError, ConfigError):
+    """The state dir or its registry cannot be created or opened by this user (permissions, a
+    read-only filesystem, a path through a file); nothing was created."""
+
+
+class RelayAlreadyRunningError(ProducerError, ConfigError):
+    """Another relay holds the state dir's lock: one relay per runtime (exit 2, naming its pid)."""
+
+
+class RegistryDamagedError(ProducerError):
+    """``registry.sqlite`` is not a SQLite database (damaged, truncated or overwritten); it was
+    left untouched."""
+
+
 class UnreadableStoreError(ProducerError):
     """A project's event store could not be read, so it was not synced (the others were)."""

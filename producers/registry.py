@@ -35,7 +35,14 @@ from hubsync.core.enrollment import Enrollment
 from hubsync.core.names import MAX_NAME_LENGTH, validate_name
 from hubsync.core.sqlite import Database, Migration, split_statements
 from producers.derivation import StoreIdentity
-from producers.errors import ForeignEnrollmentError, RebindError, StateDirNotFoundError
+from producers.errors import (
+    ForeignEnrollmentError,
+    ProducerError,
+    RebindError,
+    RegistryDamagedError,
+    StateDirAccessError,
+    StateDirNotFoundError,
+)
 
 if TYPE_CHECKING:
     # Imported when a store is opened: reading the runtime id (relay --check) needs none.
@@ -153,7 +160,9 @@ class RuntimeRegistry(ClosesOnExit):
         With ``create`` (registration) a missing state dir and registry are
         created; without it (the relay, status) a state dir holding no registry
         is refused with ``StateDirNotFoundError``: a mistyped path must not
-        become a new, empty runtime.
+        become a new, empty runtime. A state dir or registry this user cannot
+        create or open raises ``StateDirAccessError``, a registry that is not
+        a SQLite database ``RegistryDamagedError``; neither writes anything.
         """
         self.state_dir = Path(state_dir).expanduser().resolve()
         if runtime_id is not None:
@@ -161,10 +170,14 @@ class RuntimeRegistry(ClosesOnExit):
         if not create and not (self.state_dir / REGISTRY_FILE).is_file():
             raise StateDirNotFoundError(
                 f"{str(state_dir)!r} is not a hubsync state dir (no {REGISTRY_FILE} in it); "
-                "fix the path, or register a project there first (hubsync produce, or "
-                "RuntimeRegistry(...).register_project)"
+                "fix the path, or create the runtime there first (hubsync runtime join with "
+                "the token hubsync enroll printed, or hubsync produce --create)"
             )
-        self._db = Database(self.state_dir / REGISTRY_FILE)
+        path = self.state_dir / REGISTRY_FILE
+        try:
+            self._db = Database(path)
+        except (OSError, sqlite3.DatabaseError) as exc:
+            raise _open_failure(exc, path) from exc
         try:
             self._db.ensure_schema(
                 REGISTRY_SCHEMA_VERSION,
@@ -173,6 +186,9 @@ class RuntimeRegistry(ClosesOnExit):
                 REGISTRY_MIGRATIONS,
             )
             self._runtime_id = self._bind_runtime(runtime_id)
+        except (OSError, sqlite3.DatabaseError) as exc:
+            self._db.close()
+            raise _open_failure(exc, path) from exc
         except BaseException:
             self._db.close()
             raise
@@ -384,6 +400,40 @@ class RuntimeRegistry(ClosesOnExit):
             store_path=self.state_dir / store,
             registered_at=registered_at,
         )
+
+
+def _open_failure(exc: OSError | sqlite3.DatabaseError, path: Path) -> ProducerError:
+    """The one-line error for a registry that cannot be created or opened.
+
+    The OS's and SQLite's own messages name neither the file nor what to do.
+    """
+    if isinstance(exc, OSError):
+        where = f"{exc.filename}: {exc.strerror}" if exc.filename else str(exc)
+        nearest = _nearest_existing(path)
+        fix = (
+            f"fix the permissions of {nearest}"
+            if nearest.is_dir()
+            else f"{nearest} is a file, not a directory"
+        )
+        return StateDirAccessError(
+            f"cannot create the runtime registry {path} ({where}); give --state-dir a directory "
+            f"this user can create and write, or {fix}"
+        )
+    if isinstance(exc, sqlite3.OperationalError):  # "unable to open", "readonly database"
+        return StateDirAccessError(
+            f"cannot open the runtime registry {path} ({exc}); check that this user may read and "
+            f"write it and its directory {path.parent}"
+        )
+    return RegistryDamagedError(
+        f"the runtime registry {path} is not a readable SQLite database ({exc}); it was left "
+        "untouched: restore it from a backup, or move the state dir aside and set the runtime "
+        "up again (hubsync runtime join)"
+    )
+
+
+def _nearest_existing(path: Path) -> Path:
+    """The closest ancestor of ``path`` that exists (whose permissions decide what can be made)."""
+    return next((parent for parent in path.parents if parent.exists()), Path("/"))
 
 
 def _enrollment_row(enrollment: Enrollment) -> tuple[str, str, str, bytes]:

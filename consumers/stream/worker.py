@@ -28,7 +28,7 @@ from types import FrameType
 import redis
 
 from consumers.stream.authentication import Refusal, RuntimeAuthenticator
-from consumers.stream.health import write_health
+from consumers.stream.health import claim_name, write_health
 from consumers.stream.hub_binding import check_owner, queue_binding
 from consumers.stream.lag import export_lag
 from consumers.stream.lean_events import LeanEventCheck
@@ -136,6 +136,7 @@ class HubConsumer:
         self._next_reclaim = 0.0
         self._next_refresh = 0.0
         self._next_health = 0.0
+        self._holds_name = False  # the health key is ours to refresh and, at the end, delete
         self._redis_ok = True
         self._backoff = Backoff(base=_BACKOFF_BASE, cap=_BACKOFF_CAP)
         self.hub_id: str | None = None
@@ -149,7 +150,6 @@ class HubConsumer:
         """Work until ``stop`` (or a first SIGTERM/SIGINT); a second signal exits at once."""
         started = time.monotonic()
         restore = self._install_signal_handlers()
-        log.info("consumer %s started (group %s)", self.name, keys.CONSUMER_GROUP)
         try:
             # a Redis unreachable at start is waited for (logged once), not a failure
             wait_until_reachable(self.client, self.settings.redis_url, self._stop)
@@ -168,6 +168,7 @@ class HubConsumer:
 
     def run_once(self) -> ConsumerStats:
         """Do everything due now (read what is there, ingest, reclaim, trim), then return."""
+        self.claim_name()
         self.refresh_streams(force=True)
         self.recover_own_pending()
         for _ in range(_ONCE_MAX_BATCHES):
@@ -185,6 +186,9 @@ class HubConsumer:
         self._stop.set()
 
     def _iteration(self) -> None:
+        if not self._holds_name:  # first thing, and again after an outage interrupted it
+            self.claim_name()
+            log.info("consumer %s started (group %s)", self.name, keys.CONSUMER_GROUP)
         now = time.monotonic()
         if now >= self._next_refresh:
             self.refresh_streams()
@@ -612,11 +616,21 @@ class HubConsumer:
 
     # ----- health and signals -----
 
+    def claim_name(self) -> None:
+        """Take this worker's name (its health key); ``ConsumerNameTakenError`` (exit 2) while
+        another live consumer holds it. Two workers of one name would share one pending
+        list, each recovering the other's in-flight entries as its own."""
+        claim_name(self.client, self.name, self.settings.health_ttl, asdict(self.stats))
+        self._holds_name = True
+
     def _write_health(self) -> None:
         write_health(self.client, self.name, self.settings.health_ttl, asdict(self.stats))
 
     def _final_health(self) -> None:
-        # A stopped worker is not healthy: drop the key rather than let it linger.
+        # A stopped worker is not healthy: drop the key rather than let it linger. Only
+        # its own: a worker refused its name leaves the holder's key alone.
+        if not self._holds_name:
+            return
         with contextlib.suppress(redis.RedisError):
             self.client.delete(keys.consumer_health(self.name))
 

@@ -69,7 +69,8 @@ def consume(
     to hubsync:{P}:alerts and bad entries to hubsync:{P}:dead, then XACKs.
     Entries idle too long in a dead worker are reclaimed; acknowledged entries
     are trimmed. At start the store gets its hub id (as 'hubsync hub init') and
-    binds hubsync:hub to it; a Redis bound to another hub is refused (exit 2).
+    binds hubsync:hub to it; a Redis bound to another hub is refused (exit 2),
+    and so is a --name whose health key another running consumer keeps fresh.
     SIGTERM or SIGINT finishes the batch and exits 0 with a summary; a second
     signal exits at once.
     """

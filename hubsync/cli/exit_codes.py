@@ -5,7 +5,8 @@ OK = 0
 FAILURE = 1
 """The command ran and failed (an invariant broke, a check was unhealthy, ...)."""
 USAGE = 2
-"""Bad arguments or settings; one line on stderr says which."""
+"""Bad arguments or settings (also: a state dir or consumer name that a running relay or
+consumer holds); one line on stderr says which."""
 REDIS_UNREACHABLE = 3
 """Redis could not be reached."""
 LEASE_HELD = 10

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import sqlite3
 import sys
 import time
 import uuid
@@ -16,8 +17,10 @@ import click
 
 from hubsync.cli.options import env_option, options_from
 from hubsync.core.settings import ProduceSettings, RuntimeSettings
-from producers.registry import RuntimeRegistry
+from producers.errors import UnreadableStoreError
+from producers.registry import ProjectRegistration, RuntimeRegistry
 from producers.store.event_store import NewEvent, RunEventStore
+from producers.store.unreadable import unreadable_reason
 from producers.synthetic import run_events
 
 _BATCH_LIMIT = 500  # events per append_events transaction in --batch mode
@@ -28,7 +31,7 @@ _BATCH_LIMIT = 500  # events per append_events transaction in --batch mode
 Examples:
   hubsync produce --state-dir ~/.hubsync --project-root ~/src/shop --runs 10 --events-per-run 50
   hubsync produce --state-dir /tmp/rt --project-root /tmp/p --runs 1000 --events-per-run 20 \\
-      --batch --payload-bytes 2048 --json
+      --batch --payload-bytes 2048 --json --create
   MY_API_KEY=s3cr3t-value hubsync produce --state-dir /tmp/rt --project-root /tmp/p \\
       --runs 2 --events-per-run 5 --plant s3cr3t-value --plant ghp_<36 letters>
 """
@@ -42,6 +45,13 @@ Examples:
 )
 @options_from(RuntimeSettings, only=["runtime_id"])
 @options_from(ProduceSettings)
+@click.option(
+    "--create",
+    is_flag=True,
+    help="Create the state dir (a new runtime) if it holds no registry yet; without it a "
+    "missing state dir is refused, so a mistyped path never becomes a new runtime (no "
+    "environment variable).",
+)
 @click.option(
     "--json",
     "as_json",
@@ -59,6 +69,7 @@ def produce(
     plant: tuple[str, ...],
     batch: bool,
     seed: int | None,
+    create: bool,
     as_json: bool,
 ) -> None:
     """Append synthetic workflow-run events to a project's outbox.
@@ -67,13 +78,16 @@ def produce(
     registered, environment (*_TOKEN, *_SECRET, *_PASSWORD, *_API_KEY, *_KEY)
     and well-known credential secrets, canonical bytes, hash, one SQLite
     transaction with the outbox row.
+
+    The state dir must exist already (hubsync runtime join creates it), unless
+    --create is given: a missing one is refused (exit 2) and nothing is created.
     """
     rng = random.Random(seed)
     started = time.perf_counter()
     run_ids: list[str] = []
-    with RuntimeRegistry(state_dir, runtime_id) as registry:
+    with RuntimeRegistry(state_dir, runtime_id, create=create) as registry:
         registration = registry.register_project(project_root, hub_project)
-        with registry.open_store(registration) as store, _progress(runs * events_per_run) as tick:
+        with _open_store(registry, registration) as store, _progress(runs * events_per_run) as tick:
             for _ in range(runs):
                 run_id = f"run-{uuid.uuid4().hex[:16]}"
                 run_ids.append(run_id)
@@ -111,6 +125,17 @@ def produce(
         f"({report['events_per_second']} events/s); outbox: {counts['pending']} pending, "
         f"{counts['acked']} acked, {counts['total']} total"
     )
+
+
+def _open_store(registry: RuntimeRegistry, registration: ProjectRegistration) -> RunEventStore:
+    """The project's store; one that cannot be created or read is one line naming the file."""
+    try:
+        return registry.open_store(registration)
+    except (OSError, sqlite3.DatabaseError) as exc:
+        # hubsync's own refusals (schema version, binding) say what to do already
+        raise UnreadableStoreError(
+            f"project {registration.project_id}: {unreadable_reason(exc, registration.store_path)}"
+        ) from exc
 
 
 def _append_batched(

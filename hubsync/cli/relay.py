@@ -68,7 +68,8 @@ def relay(once: bool, check: bool, as_json: bool, **options: Any) -> None:
     milliseconds of their commit, batched by count and bytes; a row is acked
     only when the hub reports accepted or duplicate for its own content hash.
     SIGTERM or SIGINT finishes the current batch and exits 0 with a summary; a
-    second signal exits at once.
+    second signal exits at once. One relay runs per state dir: a second one
+    (daemon or --once) exits 2, naming the pid that holds the state dir.
     """
     settings = build_settings(RelaySettings, **options)
     configure_logging(settings.log_level, settings.log_format)

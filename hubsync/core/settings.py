@@ -116,8 +116,8 @@ class RuntimeSettings(BaseSettings):
 
     state_dir: Path = Field(
         description="The runtime's state directory (registry.sqlite, stores/). Only "
-        "registration (hubsync produce, runtime join) creates it; other commands refuse a "
-        "missing one."
+        "hubsync runtime join (or hubsync produce --create) creates it; other commands refuse "
+        "a missing one."
     )
     runtime_id: str | None = Field(
         default=None,

@@ -49,6 +49,7 @@ from producers.relay.marker import AttemptMarker
 from producers.relay.project_states import ProjectStates
 from producers.relay.pruner import Pruner
 from producers.relay.sender import OutboxSender, SenderStats
+from producers.relay.state_lock import StateDirLock
 from producers.store.event_store import RunEventStore
 from producers.store.outbox import BOOKKEEPING_SYNCHRONOUS
 from producers.store.unreadable import UNREADABLE_STORE_ERRORS, unreadable_reason
@@ -141,6 +142,14 @@ class Relay:
         self._started = time.monotonic()
         self._next_beat: dict[str, float] = {}
         self.host = socket.gethostname()
+        # One relay per state dir, held until close or exit (kill -9 included); taken before
+        # the marker starts its thread, so a refused relay has nothing else to stop.
+        try:
+            self.lock = StateDirLock(self.registry.state_dir)
+        except BaseException:
+            if registry is None:
+                self.registry.close()  # opened above, so ours to close
+            raise
         self.marker = AttemptMarker(
             self._open_marker_store,
             settings.resend_timeout,
@@ -235,12 +244,13 @@ class Relay:
         )
 
     def close(self) -> None:
-        """Finish marking, then close every store."""
+        """Finish marking, close every store, then let go of the state dir's lock."""
         self.marker.close()
         self.pruner.close()
         for sender in self._senders.values():
             sender.store.close()
         self._senders.clear()
+        self.lock.close()
 
     # -- projects --------------------------------------------------------
 

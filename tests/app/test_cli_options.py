@@ -165,7 +165,7 @@ def test_the_relay_refuses_a_state_dir_that_does_not_exist(
         result = run_cli(capsys, "relay", "--state-dir", str(typo), *nowhere, *extra)
         assert result.code == 2, result.err
         [line] = result.err.splitlines()
-        assert "not a hubsync state dir" in line and "hubsync produce" in line
+        assert "not a hubsync state dir" in line and "hubsync runtime join" in line
         assert not typo.exists(), "a mistyped state dir must not become a new runtime"
 
 

@@ -7,6 +7,7 @@ import json
 import logging
 import os
 import signal
+import socket
 import sqlite3
 import threading
 from collections.abc import Iterator
@@ -21,7 +22,7 @@ from consumers.stream.worker import HubConsumer
 from hubstore.sqlite.store import SqliteHubStore
 from hubsync.core import keys
 from hubsync.demo.embedded_redis import RedisServerProcess
-from hubsync.processes import Child, PipelineProcesses
+from hubsync.processes import Child, PipelineProcesses, hubsync_command
 from tests.helpers.consumer_support import (
     EVENTS,
     consume_argv,
@@ -278,3 +279,55 @@ def test_a_worker_rides_out_a_redis_restart(
     proc.signal(signal.SIGTERM)
     assert proc.wait(timeout=20) == 0
     client.close()
+
+
+def test_a_second_consumer_of_a_running_name_is_refused_until_the_first_stops(
+    redis_client: redis.Redis, redis_url: str, tmp_path: Path, workers: Workers
+) -> None:
+    hub_db = tmp_path / "hub.db"
+    enroll_on(hub_db)
+    health = keys.consumer_health("hub-1")
+    first = workers.start(redis_url, hub_db, "hub-1")
+    wait_until(lambda: redis_client.exists(health), what="the first consumer's health key")
+
+    argv = hubsync_command(*consume_argv(redis_url, hub_db, "--name", "hub-1"))
+    second = Child("second hub-1", argv, tmp_path / "second.log").start()
+    try:  # a daemon: it must exit at once, not run beside the first
+        assert second.wait(timeout=30) == 2, second.log_text()
+    finally:
+        second.stop()
+    once = run_consume(redis_url, hub_db, "--name", "hub-1", "--once")
+    assert once.returncode == 2, once.stderr
+    for err in (second.log_text(), once.stderr):
+        assert "Traceback" not in err
+        [line] = err.splitlines()
+        assert line.startswith("error: consumer name 'hub-1' is in use")
+        assert f"pid {first.pid} on host {socket.gethostname()}" in line
+    assert first.alive
+    assert json.loads(redis_client.get(health))["pid"] == first.pid, "the holder's key stays"
+
+    first.signal(signal.SIGTERM)  # a clean stop deletes the key: the name is free at once
+    assert first.wait(timeout=20) == 0
+    again = run_consume(redis_url, hub_db, "--name", "hub-1", "--once", "--json")
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["consumer"] == "hub-1"
+
+
+def test_a_consumer_killed_on_this_host_gives_its_name_to_its_restart(
+    redis_client: redis.Redis, redis_url: str, tmp_path: Path, workers: Workers
+) -> None:
+    hub_db = tmp_path / "hub.db"
+    enroll_on(hub_db)
+    health = keys.consumer_health("hub-1")
+    first = workers.start(redis_url, hub_db, "hub-1", "--health-ttl", "600")
+    wait_until(lambda: redis_client.exists(health), what="the first consumer's health key")
+    dead_pid = first.pid
+    first.kill()  # kill -9: its key stays fresh for ten minutes
+    assert json.loads(redis_client.get(health))["pid"] == dead_pid
+
+    restarted = first.start()  # the same name, argv and host, as a supervisor restarts it
+    wait_until(
+        lambda: json.loads(redis_client.get(health) or "{}").get("pid") == restarted.pid,
+        what="the restarted consumer's health key",
+    )
+    assert restarted.alive

@@ -296,6 +296,27 @@ def test_a_path_that_is_no_state_dir_fails_and_is_not_created(
     assert not (tmp_path / "typo").exists()
 
 
+@pytest.mark.parametrize("reachable", [True, False], ids=["redis", "no-redis"])
+def test_a_damaged_registry_fails_the_state_dir_line_and_is_left_untouched(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, redis_url: str, reachable: bool
+) -> None:
+    registry = tmp_path / "runtime" / "registry.sqlite"
+    registry.parent.mkdir()
+    registry.write_text("not a database\n")
+    url = redis_url if reachable else "redis://127.0.0.1:1/0"
+
+    result = doctor(capsys, url, "--state-dir", str(registry.parent))
+
+    assert result.code == 1
+    assert result.err == ""
+    lines = lines_by_check(result.out)
+    assert lines["state-dir"].startswith(f"FAIL state-dir: the runtime registry {registry} ")
+    assert "restore it from a backup" in lines["state-dir"]
+    assert lines["enrollment"].startswith("skip enrollment: the registry cannot be read")
+    assert sorted(p.name for p in registry.parent.iterdir()) == ["registry.sqlite"]
+    assert registry.read_text() == "not a database\n"
+
+
 def test_unreachable_redis_is_a_failed_line_not_exit_3_and_never_shows_the_password(
     tmp_path: Path,
 ) -> None:

@@ -25,8 +25,10 @@ def produce(
 
 
 def dirs(tmp_path: Path, root: str = "shop") -> list[str]:
-    """``--state-dir`` and ``--project-root`` under ``tmp_path``: the state dir is always ``state``."""
-    return ["--state-dir", str(tmp_path / "state"), "--project-root", str(tmp_path / root)]
+    """``--state-dir`` and ``--project-root`` under ``tmp_path``: the state dir is always ``state``,
+    made by the first call (``--create``)."""
+    state = ["--state-dir", str(tmp_path / "state"), "--create"]
+    return [*state, "--project-root", str(tmp_path / root)]
 
 
 def stored_rows(state: Path, run_id: str) -> list[OutboxEntry]:
@@ -59,6 +61,7 @@ def test_planted_env_api_key_and_github_token_never_reach_the_state_dir(tmp_path
             "--plant",
             GITHUB_TOKEN,
             "--json",
+            "--create",
         ],
         env={"PAYMENTS_API_KEY": ENV_SECRET},
     )
@@ -157,6 +160,7 @@ def test_options_read_their_environment_variables(
     result = produce(
         capsys,
         "--json",
+        "--create",  # a flag that chooses what one call does: no variable
         env={
             "HUBSYNC_STATE_DIR": str(tmp_path / "state"),
             "HUBSYNC_PROJECT_ROOT": str(tmp_path / "shop"),

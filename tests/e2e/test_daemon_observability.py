@@ -143,6 +143,7 @@ def run_pipeline(work: Path, processes: PipelineProcesses) -> Pipeline:
             "--plant",
             marker,
             "--json",
+            "--create",
         ],
         timeout=60,
     )

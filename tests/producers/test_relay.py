@@ -13,7 +13,7 @@ from hubsync.core import keys
 from hubsync.core.entries import Outcome, OutcomeRecord, outcomes_entry_fields
 from hubsync.core.signing import HUB_ID_FIELD, SIGNATURE_FIELD, RuntimeKey, sign_outcomes_entry
 from hubsync.demo.embedded_redis import RedisServerProcess
-from hubsync.processes import run_hubsync
+from hubsync.processes import Child, hubsync_command, run_hubsync
 from producers.relay import Relay
 from producers.relay.acks import AckReader, AckStats
 from producers.relay.credentials import RelayCredentials
@@ -387,3 +387,73 @@ def test_check_fails_without_a_live_relay_and_bad_arguments_are_usage_errors(
     # a real process: the daemon's own exit on a dead Redis
     down = run_hubsync([*base, "--redis-url", "redis://127.0.0.1:1/0", "--once"])
     assert down.returncode == 3 and "cannot reach Redis" in down.stderr
+
+
+def test_a_second_relay_on_the_same_state_dir_is_refused_until_the_first_dies(
+    tmp_path: Path, redis_url: str, redis_client: redis.Redis
+) -> None:
+    state_dir = tmp_path / "state"
+    registry, (store,) = make_runtime(state_dir, ["alpha"])
+    lock = state_dir / "relay.lock"
+
+    def held_by(child: Child) -> bool:
+        return lock.is_file() and lock.read_text().startswith(f"{child.pid} ")
+
+    first = start_relay_process(state_dir, redis_url)
+    second = Child(
+        "second relay",
+        hubsync_command("relay", "--state-dir", str(state_dir), "--redis-url", redis_url),
+        tmp_path / "second.log",
+    )
+    try:
+        wait_until(lambda: redis_client.get(keys.relay_health(registry.runtime_id)))
+        store.append_event("run-0", "step.completed", {"step": "one"})
+        wait_until(lambda: len(stream_events(redis_client, "alpha")) == 1, what="delivery")
+
+        second.start()  # a daemon: it must exit at once, not run beside the first
+        assert second.wait(timeout=30) == 2
+        once = run_hubsync(
+            ["relay", "--state-dir", str(state_dir), "--redis-url", redis_url, "--once"]
+        )
+        assert once.returncode == 2
+        for err in (second.log_text(), once.stderr):
+            assert "Traceback" not in err
+            [line] = err.splitlines()
+            assert line.startswith("error: another relay (pid ")
+            assert f"pid {first.pid} on host " in line and str(state_dir) in line
+        check = run_hubsync(
+            ["relay", "--state-dir", str(state_dir), "--redis-url", redis_url, "--check"]
+        )
+        assert check.returncode == 0, check.stderr  # --check only reads: it works beside the relay
+        assert len(stream_events(redis_client, "alpha")) == 1, "nothing was sent twice"
+        assert held_by(first)
+
+        first.kill()  # kill -9: the kernel drops the lock, no stale file blocks the next relay
+        replacement = start_relay_process(state_dir, redis_url)
+        wait_until(lambda: held_by(replacement), what="the new relay's lock")
+        store.append_event("run-0", "step.completed", {"step": "two"})
+        wait_until(
+            lambda: ("run-0", 2) in {key[1:] for key in keys_on_stream(redis_client, "alpha")},
+            what="delivery by the new relay",
+        )
+        assert replacement.stop(timeout=30) == 0
+    finally:
+        for child in (first, second):
+            child.stop(timeout=30)
+
+
+def test_a_lock_file_the_relay_cannot_open_is_one_line_exit_2(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, redis_url: str
+) -> None:
+    state_dir = tmp_path / "state"
+    make_runtime(state_dir, ["alpha"])
+    (state_dir / "relay.lock").mkdir()  # a directory where the lock file should be
+
+    result = run_cli(
+        capsys, "relay", "--state-dir", str(state_dir), "--redis-url", redis_url, "--once"
+    )
+
+    assert result.code == 2
+    assert "Traceback" not in result.err
+    [line] = result.err.splitlines()
+    assert line.startswith(f"error: cannot open the relay's lock file {state_dir / 'relay.lock'} (")
