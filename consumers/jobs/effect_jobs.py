@@ -37,7 +37,7 @@ from producers.effects.ledger import EffectsLedger
 from producers.effects.records import EffectClaim, EffectRefusalCode, EffectRefused, EffectSpec
 from producers.effects.shared import DEFAULT_LEASE_TTL_MS, SharedEffects
 
-logger = logging.getLogger(__name__)
+log = logging.getLogger(__name__)
 
 DEFAULT_RETRY = Retry(max=5, interval=[1, 2, 5, 10, 30])
 """Retries of safe-to-retry refusals (a lease held elsewhere frees within its TTL)."""
@@ -143,7 +143,7 @@ def _execute_and_commit(
     if isinstance(committed, EffectRefused):
         _no_retry()
         raise EffectRefusedError(committed.code.value, committed.message)
-    logger.info("effect %s committed (token %s)", claim.effect_key, committed.record.fencing_token)
+    log.info("effect %s committed (token %s)", claim.effect_key, committed.record.fencing_token)
     return {
         "status": "committed",
         "effect_key": claim.effect_key,

@@ -32,7 +32,7 @@ from hubsync.core.redis_values import as_text
 from hubsync.core.settings import hub_url_of
 from producers.effects.ledger import EffectsLedger
 
-logger = logging.getLogger(__name__)
+log = logging.getLogger(__name__)
 
 
 class MaintenanceSettings(BaseSettings):
@@ -104,11 +104,11 @@ def run_maintenance(
                 client, scripts, stream, me="", idle_ms=int(dead_consumer_idle * 1000)
             )
         except redis.ResponseError as exc:  # no stream or no group yet
-            logger.debug("maintenance: %s skipped: %s", stream, exc)
+            log.debug("maintenance: %s skipped: %s", stream, exc)
             continue
         if removed:
             report["removed_consumers"][project] = removed
-    logger.info(
+    log.info(
         "maintenance: purged %s effects, %s alerts, %s presence rows; removed consumers %s",
         report["purged_effects"],
         report["purged_alerts"],

@@ -9,7 +9,7 @@ pass before anything reaches Redis.
 
 from hubstore.leases import types
 from hubstore.leases.auto import AutoRenewingLease, LostCallback
-from hubstore.leases.client import LeaseClient, call_with_lease, raise_refusal
+from hubstore.leases.client import LeaseClient, call_with_lease, refusal_error
 from hubstore.leases.types import *  # noqa: F403 (the result types, listed once in types.__all__)
 
 __all__ = [
@@ -17,6 +17,6 @@ __all__ = [
     "LeaseClient",
     "LostCallback",
     "call_with_lease",
-    "raise_refusal",
+    "refusal_error",
 ]
 __all__ += types.__all__

@@ -21,7 +21,7 @@ from hubstore.leases.types import FencedWrite, Lease, LeaseRefused
 from hubsync.core.closing import ClosesOnExit
 from hubsync.core.errors import HubsyncError
 
-logger = logging.getLogger(__name__)
+log = logging.getLogger(__name__)
 
 DEFAULT_RENEW_FRACTION = 1 / 3
 """Renew after a third of the TTL: two renewals can fail to arrive before the deadline."""
@@ -145,7 +145,7 @@ class AutoRenewingLease(ClosesOnExit):
                     self.client.release(self._lease)
                 except HubsyncError as exc:
                     # The deadline frees it on Redis's clock; nothing the owner can do now.
-                    logger.warning("lease %s: release failed: %s", self._lease.resource, exc)
+                    log.warning("lease %s: release failed: %s", self._lease.resource, exc)
 
     def __enter__(self) -> Self:
         return self.start()
@@ -164,11 +164,11 @@ class AutoRenewingLease(ClosesOnExit):
         try:
             result = self.client.renew(self._lease)
         except HubsyncError as exc:
-            logger.warning("lease %s: renewal failed: %s", self._lease.resource, exc)
+            log.warning("lease %s: renewal failed: %s", self._lease.resource, exc)
             self._mark_lost(None)
             return False
         if isinstance(result, LeaseRefused):
-            logger.warning("lease %s: renewal refused: %s", self._lease.resource, result.refusal)
+            log.warning("lease %s: renewal refused: %s", self._lease.resource, result.refusal)
             self._mark_lost(result)
             return False
         self._lease = result.lease
@@ -177,7 +177,7 @@ class AutoRenewingLease(ClosesOnExit):
             try:
                 self._on_renewed(self._lease)
             except Exception:
-                logger.exception("lease %s: on_renewed failed", self._lease.resource)
+                log.exception("lease %s: on_renewed failed", self._lease.resource)
                 self._mark_lost(None)
                 return False
         return True
@@ -196,5 +196,5 @@ class AutoRenewingLease(ClosesOnExit):
             try:
                 self._on_lost(lost)
             except Exception:
-                logger.exception("lease %s: on_lost callback failed", self._lease.resource)
+                log.exception("lease %s: on_lost callback failed", self._lease.resource)
         return lost

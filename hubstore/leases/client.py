@@ -58,7 +58,7 @@ from hubsync.core import keys, metrics
 from hubsync.core.connections import CLUSTER_UNAVAILABLE_ERRORS, RedisClient, is_cluster
 from hubsync.core.redis_values import as_text, redis_now_ms
 
-logger = logging.getLogger(__name__)
+log = logging.getLogger(__name__)
 
 DEFAULT_LOG_MAXLEN = 1000
 """Approximate cap of each lease's audit stream (``XADD MAXLEN ~``)."""
@@ -139,14 +139,14 @@ def _refused(
     )
 
 
-def raise_refusal(refused: LeaseRefused) -> LeaseRefusedError:
+def refusal_error(refused: LeaseRefused) -> LeaseRefusedError:
     """The ``LeaseRefusedError`` subclass matching a refusal (for the caller to raise)."""
     return _REFUSED_ERRORS[refused.refusal](refused)
 
 
 def _or_raise(result: T | LeaseRefused) -> T:
     if isinstance(result, LeaseRefused):
-        raise raise_refusal(result)
+        raise refusal_error(result)
     return result
 
 
@@ -210,7 +210,7 @@ class LeaseClient:
         lease = Lease(resource, holder, token, kept, deadline, ttl_ms)
         if not replicated:
             return self._not_replicated(lease, now)
-        logger.debug("lease %s %s by %s, token %s", resource, transition.value, holder, token)
+        log.debug("lease %s %s by %s, token %s", resource, transition.value, holder, token)
         return LeaseGranted(lease, transition, now)
 
     def renew(self, lease: Lease, ttl_ms: int | None = None) -> LeaseGranted | LeaseRefused:
@@ -254,7 +254,7 @@ class LeaseClient:
         status, token, deadline, now, holder = self._parse(reply)
         if status != "released":
             return _refused(lease, status, holder, token, deadline, now)
-        logger.debug("lease %s released by %s, token %s", lease.resource, lease.holder, token)
+        log.debug("lease %s released by %s, token %s", lease.resource, lease.holder, token)
         return LeaseReleased(lease.resource, token, now)
 
     def check(self, lease: Lease) -> LeaseCurrent | LeaseRefused:
@@ -454,7 +454,7 @@ class LeaseClient:
             count = int(node.info("replication").get("connected_slaves", 0))
         except redis.ResponseError as exc:  # INFO refused by an ACL, or a Redis without it
             if known is None:
-                logger.warning(
+                log.warning(
                     "leases: this Redis refuses INFO replication (%s), so grants are not waited "
                     "for a replica (a failover may lose one); a Redis user needs +info and +wait "
                     "(hubsync acl)",
@@ -470,7 +470,7 @@ class LeaseClient:
         """A grant no replica confirmed: give it back if Redis lets us, and refuse it."""
         with contextlib.suppress(LeaseUnavailableError, LeaseRefusedError, redis.RedisError):
             self.release(lease)
-        logger.warning(
+        log.warning(
             "lease %s: token %s was not confirmed by a replica within %d ms; refused and given "
             "back",
             lease.resource,

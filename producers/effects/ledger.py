@@ -42,7 +42,7 @@ migrated at open (after a backup), a newer one refused."""
 MIGRATIONS: tuple[Migration, ...] = ()
 """Version N -> N+1 steps, oldest first (``hubsync.core.sqlite.Migration``); none yet."""
 MAX_TARGET_LENGTH = 2048
-DEFAULT_STALE_AFTER = 120.0
+ATTEMPT_STALE_AFTER = 120.0
 """An in-flight row not heartbeated for this long belongs to a dead attempt and may be
 re-claimed (unless it was parked blocked_uncertain)."""
 
@@ -130,7 +130,7 @@ def _record(row: sqlite3.Row | tuple[Any, ...]) -> EffectRecord:
 class EffectsLedger:
     """The ``external_effects`` table of one runtime, in its own SQLite file."""
 
-    def __init__(self, path: Path, *, stale_after: float = DEFAULT_STALE_AFTER) -> None:
+    def __init__(self, path: Path, *, stale_after: float = ATTEMPT_STALE_AFTER) -> None:
         self.path = Path(path)
         self.stale_after = timedelta(seconds=stale_after)
         self.db = Database(self.path)

@@ -36,7 +36,7 @@ from producers.effects.records import (
     EffectSpec,
 )
 
-logger = logging.getLogger(__name__)
+log = logging.getLogger(__name__)
 
 DEFAULT_LEASE_TTL_MS = 30_000
 """Lease TTL of a shared effect; the heartbeat renews it at a third of that."""
@@ -219,7 +219,7 @@ class SharedEffects:
 
     def _park(self, claim: EffectClaim, code: EffectRefusalCode, reason: str) -> EffectRefused:
         record = self.ledger.park_blocked(claim.effect_key, claim.spec.attempt_id, reason)
-        logger.warning(
+        log.warning(
             "effect %s attempt %s parked blocked_uncertain: %s",
             claim.effect_key,
             claim.spec.attempt_id,
@@ -241,4 +241,4 @@ class SharedEffects:
         try:
             lease_client.release(claim.lease)
         except HubsyncError as exc:
-            logger.warning("lease %s: release failed: %s", claim.lease.resource, exc)
+            log.warning("lease %s: release failed: %s", claim.lease.resource, exc)

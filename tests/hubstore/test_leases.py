@@ -31,7 +31,7 @@ from hubstore.leases import (
     LeaseState,
     LeaseTransition,
 )
-from hubstore.leases.client import raise_refusal
+from hubstore.leases.client import refusal_error
 from hubsync.core import keys
 from hubsync.demo.embedded_redis import RedisServerProcess
 from tests.helpers.lease_support import expire_lease
@@ -399,7 +399,7 @@ def test_a_single_server_with_a_replica_waits_for_it_and_refuses_what_it_did_not
             replica.process.send_signal(signal.SIGCONT)
         assert isinstance(refused, LeaseRefused) and isinstance(taken, LeaseRefused)
         assert refused.refusal is taken.refusal is LeaseRefusal.NOT_REPLICATED
-        assert isinstance(raise_refusal(taken), LeaseNotReplicatedError)
+        assert isinstance(refusal_error(taken), LeaseNotReplicatedError)
         assert leases.show("repo/b").state is LeaseState.FREE, "the unconfirmed grant went back"
         again = patient.acquire_or_raise("repo/b", "box-b", ttl_ms=30_000)
         assert again.lease.token == 2
