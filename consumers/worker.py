@@ -28,10 +28,10 @@ from types import FrameType
 import redis
 
 from consumers.authentication import Refusal, RuntimeAuthenticator
+from consumers.fast_event_check import FastEventCheck, check_event_entry
 from consumers.health import write_health
 from consumers.hub_binding import check_owner, queue_binding
 from consumers.lag import export_lag
-from consumers.lean_events import LeanEventCheck
 from consumers.publishing import MAX_DELIVERIES_REASON, AnswerTo, Publication
 from consumers.read_budget import ReadBudget, reply_bytes
 from consumers.reclaim import reclaim_stream, remove_idle_consumers
@@ -52,7 +52,6 @@ from hubsync.entries import (
     PresenceBeat,
     decode_fields,
     entry_kind,
-    parse_event_entry,
     parse_presence_entry,
 )
 from hubsync.errors import ConfigError, StoreBusyError, WireError
@@ -140,7 +139,7 @@ class HubConsumer:
         self._backoff = Backoff(base=_BACKOFF_BASE, cap=_BACKOFF_CAP)
         self.hub_id: str | None = None
         self.authenticator = RuntimeAuthenticator(store)
-        self.lean_event = LeanEventCheck(self.authenticator)
+        self.fast_event = FastEventCheck(self.authenticator)
         self.read_budget = ReadBudget(settings.read_count, settings.read_bytes)
 
     # ----- lifecycle -----
@@ -464,7 +463,7 @@ class HubConsumer:
         """
         pub = self._publication()
         authenticate = self.authenticator
-        lean_event = self.lean_event
+        prove = self.fast_event.prove
         sized = largest is not None and largest <= MAX_FIELD_BYTES
         valid: list[EventEntry] = []
         answer_to: list[AnswerTo] = []  # (hub project, runtime, key) per valid event
@@ -479,7 +478,7 @@ class HubConsumer:
                 if raw is None:  # deleted while pending: nothing left to judge
                     pub.ack(stream, entry_id)
                     continue
-                lean = lean_event(raw, project, sized)
+                lean = prove(raw, project, sized)
                 if lean is not None:  # valid and signed, proven on the fields as read
                     entry = lean[0]
                     valid.append(entry)
@@ -496,7 +495,7 @@ class HubConsumer:
                         if isinstance(key, Refusal):
                             self._refuse(pub, stream, entry_id, fields, key)
                             continue
-                        entry = parse_event_entry(fields)
+                        entry = check_event_entry(fields)
                         if entry.event.hub_project != project:
                             _same_project(entry.event.hub_project, project)
                         valid.append(entry)

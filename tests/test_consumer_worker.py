@@ -129,7 +129,7 @@ def test_one_entry_delivered_three_times_is_one_row_and_two_duplicates(
     assert pending_count(redis_client) == 0
 
 
-def test_genuine_entries_take_the_lean_path_and_others_the_general_one(
+def test_genuine_entries_take_the_fast_path_and_others_the_general_one(
     redis_client: redis.Redis, worker: HubConsumer, store: HubStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     general: list[dict[str, bytes]] = []
@@ -147,7 +147,7 @@ def test_genuine_entries_take_the_lean_path_and_others_the_general_one(
     send(redis_client, sync_event(7))
     worker.run_once()
     # the first entry names a runtime id not seen yet: the general path checks it (and
-    # caches it); the forged one is refused there; every other one is proven lean
+    # caches it); the forged one is refused there; every other one is proven on the fast path
     assert [f["sequence"] for f in general] == [b"1", b"6"]
     assert store.count_events() == 6
     assert [letter.reason for letter in dead_letters(redis_client)] == ["unauthenticated"]
