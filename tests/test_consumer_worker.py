@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import redis
 
-import consumers.worker
+import consumers.judging
 from consumers.publishing import parse_dead_letter
 from consumers.worker import HubConsumer
 from hubstore import hub_url_from_path, open_store
@@ -138,7 +138,7 @@ def test_genuine_entries_take_the_fast_path_and_others_the_general_one(
         general.append(fields := decode_fields(raw))
         return fields
 
-    monkeypatch.setattr(consumers.worker, "decode_fields", counted)
+    monkeypatch.setattr(consumers.judging, "decode_fields", counted)
     for sequence in range(1, 6):
         send(redis_client, sync_event(sequence))
     forged = entry_fields(sync_event(6))
