@@ -45,8 +45,8 @@ from producers.outbox import (
     OutboxEntry,
     OutboxQueries,
     OutboxRow,
-    OutcomeApplication,
 )
+from producers.outbox_outcomes import OutcomeApplication
 from producers.redaction import Redactor
 from producers.retention import RetentionQueries
 
