@@ -110,9 +110,18 @@ def event_signed_body(
     ``bytes`` raises ``TypeError``.
     """
     return _EVENT_BODY % (
-        *(len(project_id), project_id, len(run_id), run_id, len(sequence), sequence),
-        *(len(hub_project), hub_project, len(runtime_id), runtime_id),
-        *(len(content_hash), content_hash),
+        len(project_id),
+        project_id,
+        len(run_id),
+        run_id,
+        len(sequence),
+        sequence,
+        len(hub_project),
+        hub_project,
+        len(runtime_id),
+        runtime_id,
+        len(content_hash),
+        content_hash,
     )
 
 
@@ -346,11 +355,18 @@ def verify_event_entry(
     """
     try:
         signature = fields[SIGNATURE_FIELD]
-        values = [fields[name] for name in EVENT_SIGNED_FIELDS]
+        values = (
+            fields["project_id"],
+            fields["run_id"],
+            fields["sequence"],
+            fields["hub_project"],
+            fields["runtime_id"],
+            fields["content_hash"],
+        )  # EVENT_SIGNED_FIELDS
     except KeyError:
         return None
     try:
-        body = event_signed_body(*cast("list[bytes]", values))
+        body = event_signed_body(*cast("tuple[bytes, ...]", values))
     except TypeError:  # str values (or worse): encode each as a signer does
         try:
             body = _event_body(*values)
