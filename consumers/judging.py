@@ -82,7 +82,7 @@ class EntryJudge:
 
         ``largest``: the size of the batch's largest entry (names and values), when measured.
         """
-        verdicts = Verdicts()
+        verdicts = Verdicts(count=sum(len(entries) for _, entries in batch))
         valid = verdicts.valid
         answer_to = verdicts.answer_to
         fast = self.fast
@@ -91,7 +91,6 @@ class EntryJudge:
             project = keys.hub_project_of(stream)
             ids = verdicts.valid_ids.setdefault(stream, [])
             for entry_id, raw in entries:
-                verdicts.count += 1
                 if raw is None:  # deleted while pending: nothing left to judge
                     pub.ack(stream, entry_id)
                     continue
