@@ -54,8 +54,6 @@ class Decisions:
 def decide(batch: Sequence[EventEntry], known: Known) -> Decisions:
     """Judge ``batch`` in order against ``known``, which this updates as it accepts."""
     out = Decisions()
-    outcome = out.outcomes.append
-    accept = out.accepted.append
     hashes = known.hashes
     owners = known.project_owners
     homes = known.run_homes
@@ -69,7 +67,9 @@ def decide(batch: Sequence[EventEntry], known: Known) -> Decisions:
         conflict: Conflict | None = None
         if existing is not None:
             if existing == digest:
-                outcome(_new_tuple(OutcomeRecord, (*key, Outcome.DUPLICATE, digest, None, None)))
+                out.outcomes.append(
+                    OutcomeRecord(project_id, run_id, event.sequence, Outcome.DUPLICATE, digest)
+                )
                 continue
             conflict = Conflict(
                 entry,
@@ -102,16 +102,16 @@ def decide(batch: Sequence[EventEntry], known: Known) -> Decisions:
                 )
         if conflict is not None:
             out.conflicts.append(conflict)
-            outcome(_outcome(entry, Outcome.CONFLICT, conflict.reason, conflict.existing_hash))
+            out.outcomes.append(
+                _outcome(entry, Outcome.CONFLICT, conflict.reason, conflict.existing_hash)
+            )
             continue
         hashes[key] = digest
-        accept(entry)
-        # tuple.__new__: the named tuple without its Python-level constructor (one per event)
-        outcome(_new_tuple(OutcomeRecord, (*key, Outcome.ACCEPTED, digest, None, None)))
+        out.accepted.append(entry)
+        out.outcomes.append(
+            OutcomeRecord(project_id, run_id, event.sequence, Outcome.ACCEPTED, digest)
+        )
     return out
-
-
-_new_tuple = tuple.__new__
 
 
 def warn_conflicts(conflicts: Sequence[Conflict]) -> None:

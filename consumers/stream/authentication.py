@@ -30,7 +30,6 @@ from hubsync.core.redis_values import printable
 from hubsync.core.signing import (
     RuntimeKey,
     verify_event_entry,
-    verify_event_values,
     verify_presence_entry,
 )
 
@@ -83,29 +82,23 @@ class RuntimeAuthenticator:
         """The key that signed this presence beat, or why it is refused."""
         return self._check(fields, hub_project, verify_presence_entry)
 
-    def cached_event_key(
-        self,
-        hub_project: str,
-        signed: tuple[bytes, bytes, bytes, bytes, bytes, bytes],
-        signature: bytes,
-    ) -> RuntimeKey | None:
-        """The key that signed an event entry, from the keys already cached; None for
-        anything else, which ``event`` then decides (and says why).
+    def cached_keys(self, hub_project: str, raw_runtime_id: bytes) -> list[RuntimeKey] | None:
+        """The keys an event entry naming ``raw_runtime_id`` (as read) may be signed with,
+        from the keys already cached; None when ``event`` must decide (and say why).
 
-        ``signed`` is the entry's ``EVENT_SIGNED_FIELDS`` as read (bytes), ``runtime_id``
-        among them. Only a runtime id the general path has seen before (its name
-        checked there; the signature is checked here), keys that cannot change with
-        the wall clock (no rotation's grace running) and a runtime enrolled for
-        ``hub_project`` get an answer here, so a None costs nothing but the general
-        path: no key is re-read on its account.
+        Only a runtime id ``event`` has seen before (its name checked there), keys that
+        cannot change with the wall clock (no rotation's grace running) and a runtime
+        enrolled for ``hub_project`` get an answer here, so a None costs nothing but the
+        general path: no key is re-read on its account. The consumer's fast path
+        (``consumers.stream.fast_event_check``) verifies the signature under these keys.
         """
-        runtime_id = self._names.get(signed[4])
+        runtime_id = self._names.get(raw_runtime_id)
         if runtime_id is None:
             return None
         cached = self._lookup(runtime_id, refresh=False)
         if not cached.valid or cached.record is None or not cached.record.may_write(hub_project):
             return None
-        return verify_event_values(cached.valid, *signed, signature)
+        return cached.valid
 
     def _check(
         self, fields: Mapping[str, bytes], hub_project: str, verify: VerifyFn

@@ -1,13 +1,13 @@
 """``HubConsumer``: one hub worker in consumer group ``hub`` over every project's events stream.
 
-A batch goes: XREADGROUP -> authenticate each entry (its signature under an
-enrolled runtime's key, ``consumers.stream.authentication``; refused ones become dead
-letters and security alerts) -> validate it (bad ones become dead letters) ->
-ONE ``HubStore.ingest`` for the valid events -> signed outcomes (one entry per
-runtime), alerts and dead letters published -> XACK. A crash anywhere before
-the XACK leaves the entries pending; they come back (to this worker after a
-restart, or to another one after ``reclaim_idle``) and dedupe answers
-``duplicate``. Presence beats update ``runtime_presence``.
+A batch goes: XREADGROUP -> judge each entry (``consumers.stream.judging.EntryJudge``:
+its signature under an enrolled runtime's key, refused ones becoming dead
+letters and security alerts; then its validity, bad ones becoming dead
+letters) -> ONE ``HubStore.ingest`` for the valid events -> signed outcomes
+(one entry per runtime), alerts and dead letters published -> XACK. A crash
+anywhere before the XACK leaves the entries pending; they come back (to this
+worker after a restart, or to another one after ``reclaim_idle``) and dedupe
+answers ``duplicate``. Presence beats update ``runtime_presence``.
 """
 
 from __future__ import annotations
@@ -19,20 +19,19 @@ import signal
 import socket
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
-from operator import attrgetter
+from dataclasses import asdict
 from types import FrameType
 
 import redis
 
-from consumers.stream.authentication import Refusal, RuntimeAuthenticator
+from consumers.stream.authentication import RuntimeAuthenticator
+from consumers.stream.consumer_stats import ConsumerStats
 from consumers.stream.health import claim_name, write_health
 from consumers.stream.hub_binding import check_owner, queue_binding
+from consumers.stream.judging import EntryJudge, StreamBatch
 from consumers.stream.lag import export_lag
-from consumers.stream.lean_events import LeanEventCheck
-from consumers.stream.publishing import MAX_DELIVERIES_REASON, AnswerTo, Publication
+from consumers.stream.publishing import MAX_DELIVERIES_REASON, Publication
 from consumers.stream.read_budget import ReadBudget, reply_bytes
 from consumers.stream.reclaim import reclaim_stream, remove_idle_consumers
 from consumers.stream.trim import trim_acknowledged
@@ -42,38 +41,15 @@ from hubstore.store import HubStore
 from hubsync.core import keys, metrics
 from hubsync.core.backoff import Backoff
 from hubsync.core.connections import UNREACHABLE_ERRORS, RedisClient, wait_until_reachable
-from hubsync.core.entries import (
-    KIND_EVENT,
-    KIND_PRESENCE,
-    MAX_FIELD_BYTES,
-    EventEntry,
-    Outcome,
-    OutcomeRecord,
-    PresenceBeat,
-    decode_fields,
-    entry_kind,
-    parse_event_entry,
-    parse_presence_entry,
-)
-from hubsync.core.errors import ConfigError, StoreBusyError, WireError
+from hubsync.core.entries import decode_fields
+from hubsync.core.errors import ConfigError, StoreBusyError
 from hubsync.core.names import validate_name
 from hubsync.core.redis_values import RawEntry, as_text, stream_entries
 from hubsync.core.settings import ConsumerSettings
-from hubsync.core.signing import RuntimeKey
 from hubsync.core.stream_reads import read_streams
 
 log = logging.getLogger(__name__)
 
-StreamBatch = Sequence[tuple[str, Sequence[RawEntry]]]
-"""Entries grouped by the stream they came from, as XREADGROUP returns them."""
-
-_INGESTED_ACCEPTED = metrics.EVENTS_INGESTED.labels(Outcome.ACCEPTED.value)
-_INGESTED_DUPLICATE = metrics.EVENTS_INGESTED.labels(Outcome.DUPLICATE.value)
-_INGESTED_CONFLICT = metrics.EVENTS_INGESTED.labels(Outcome.CONFLICT.value)
-
-_VERDICT = attrgetter("outcome")
-_KIND_EVENT = KIND_EVENT.encode()
-_KIND_PRESENCE = KIND_PRESENCE.encode()
 
 _BACKOFF_BASE = 0.1
 _BACKOFF_CAP = 10.0
@@ -84,32 +60,6 @@ def default_consumer_name() -> str:
     """``<host>-<pid>``: unique per process, readable in XINFO CONSUMERS."""
     host = "".join(c if c.isalnum() or c in ".-" else "-" for c in socket.gethostname())
     return f"{host.strip('.-') or 'hub'}-{os.getpid()}"
-
-
-@dataclass
-class ConsumerStats:
-    """What a worker did since it started (also written into its health key)."""
-
-    read: int = 0
-    accepted: int = 0
-    duplicate: int = 0
-    conflict: int = 0
-    dead: int = 0
-    refused: int = 0
-    rejected: int = 0
-    presence: int = 0
-    reclaimed: int = 0
-    trimmed: int = 0
-    batches: int = 0
-
-    def summary(self) -> str:
-        """One line for the log at exit."""
-        return (
-            f"{self.read} entries read in {self.batches} batches: {self.accepted} accepted, "
-            f"{self.duplicate} duplicate, {self.conflict} conflict, {self.dead} dead-lettered "
-            f"({self.refused} refused as unauthenticated, {self.rejected} reported rejected), {self.presence} presence beats, "
-            f"{self.reclaimed} reclaimed, {self.trimmed} trimmed"
-        )
 
 
 class HubConsumer:
@@ -141,7 +91,7 @@ class HubConsumer:
         self._backoff = Backoff(base=_BACKOFF_BASE, cap=_BACKOFF_CAP)
         self.hub_id: str | None = None
         self.authenticator = RuntimeAuthenticator(store)
-        self.lean_event = LeanEventCheck(self.authenticator)
+        self.judge = EntryJudge(self.authenticator)
         self.read_budget = ReadBudget(settings.read_count, settings.read_bytes)
 
     # ----- lifecycle -----
@@ -462,148 +412,28 @@ class HubConsumer:
     # ----- one batch -----
 
     def process(self, batch: StreamBatch, largest: int | None = None) -> int:
-        """Authenticate, validate, ingest, publish and acknowledge one batch; its entry count.
+        """Judge, ingest, publish and acknowledge one batch; its entry count.
 
         ``largest``: the size of the batch's largest entry (names and values), when measured.
         """
         pub = self._publication()
-        authenticate = self.authenticator
-        lean_event = self.lean_event
-        sized = largest is not None and largest <= MAX_FIELD_BYTES
-        valid: list[EventEntry] = []
-        answer_to: list[AnswerTo] = []  # (hub project, runtime, key) per valid event
-        valid_ids: dict[str, list[str]] = {}  # stream -> ids of its valid events
-        beats: list[PresenceBeat] = []
-        count = 0
-        for stream, entries in batch:
-            project = keys.hub_project_of(stream)
-            ids = valid_ids.setdefault(stream, [])
-            for entry_id, raw in entries:
-                count += 1
-                if raw is None:  # deleted while pending: nothing left to judge
-                    pub.ack(stream, entry_id)
-                    continue
-                lean = lean_event(raw, project, sized)
-                if lean is not None:  # valid and signed, proven on the fields as read
-                    entry = lean[0]
-                    valid.append(entry)
-                    answer_to.append((project, entry.runtime_id, lean[1]))
-                    ids.append(entry_id)
-                    continue
-                # Anything else: the general path, whose verdict and reason are the answer.
-                fields = decode_fields(raw)
-                key: RuntimeKey | Refusal | None = None
-                try:
-                    kind = fields.get("kind", _KIND_EVENT)
-                    if kind == _KIND_EVENT:
-                        key = authenticate.event(fields, project)
-                        if isinstance(key, Refusal):
-                            self._refuse(pub, stream, entry_id, fields, key)
-                            continue
-                        entry = parse_event_entry(fields)
-                        if entry.event.hub_project != project:
-                            _same_project(entry.event.hub_project, project)
-                        valid.append(entry)
-                        answer_to.append((project, entry.runtime_id, key))
-                        ids.append(entry_id)
-                    elif kind == _KIND_PRESENCE:
-                        key = authenticate.presence(fields, project)
-                        if isinstance(key, Refusal):
-                            self._refuse(pub, stream, entry_id, fields, key)
-                            continue
-                        beat = parse_presence_entry(fields)
-                        _same_project(beat.hub_project, project)
-                        beats.append(beat)
-                        pub.ack(stream, entry_id)
-                    else:
-                        named = entry_kind(fields)
-                        raise WireError("unknown_kind", f"entry kind {named[:40]!r} is not known")
-                except WireError as exc:
-                    self._dead_letter(pub, stream, entry_id, fields, exc.reason, exc.detail, key)
-                except (ValueError, TypeError, KeyError, UnicodeError) as exc:
-                    detail = f"{type(exc).__name__} while validating the entry"
-                    self._dead_letter(pub, stream, entry_id, fields, "invalid_entry", detail, key)
-        if valid:
+        verdicts = self.judge.judge(batch, pub, largest)  # refusals and dead letters on pub
+        if verdicts.valid:
             started = time.perf_counter()
-            outcomes = self.store.ingest(valid)
+            outcomes = self.store.ingest(verdicts.valid)
             metrics.BATCH_INGEST_SECONDS.observe(time.perf_counter() - started)
-            pub.outcomes_to(answer_to, outcomes)
-            for stream, ids in valid_ids.items():
+            pub.outcomes_to(verdicts.answer_to, outcomes)
+            for stream, ids in verdicts.valid_ids.items():
                 pub.ack_many(stream, ids)  # after every outcome, as one XACK per stream
-            self._count_ingested(valid, outcomes)
-        if beats:
-            self.store.record_presence(beats)
+            self.stats.count_ingested(verdicts.valid, outcomes)
+        if verdicts.beats:
+            self.store.record_presence(verdicts.beats)
         if pub.security_alerts:
             # kept before anything is acknowledged: a crash here redelivers the entries
             self.store.record_security_alerts(pub.security_alerts)
         pub.send(self.client)
-        if pub.dead_letters:
-            metrics.count_by_label(
-                metrics.DEAD_LETTERS, (as_text(letter["reason"]) for _, letter in pub.dead_letters)
-            )
-        self.stats.read += count
-        self.stats.presence += len(beats)
-        self.stats.dead += pub.dead_count
-        self.stats.refused += len(pub.security_alerts)
-        self.stats.batches += 1 if count else 0
-        return count
-
-    def _refuse(
-        self, pub: Publication, stream: str, entry_id: str, fields: dict[str, bytes], why: Refusal
-    ) -> None:
-        log.warning(
-            "security: refusing entry %s of %s (%s): %s", entry_id, stream, why.reason, why.detail
-        )
-        pub.refused(stream, entry_id, fields, why.reason, why.detail)
-
-    def _dead_letter(
-        self,
-        pub: Publication,
-        stream: str,
-        entry_id: str,
-        fields: dict[str, bytes],
-        reason: str,
-        detail: str,
-        key: RuntimeKey | Refusal | None,
-    ) -> None:
-        log.warning("dead-lettering entry %s of %s: %s", entry_id, stream, reason)
-        before = sum(len(v) for v in pub.outcomes.values())
-        signed_by = key if isinstance(key, RuntimeKey) else None
-        pub.dead(stream, entry_id, fields, reason, detail, key=signed_by)
-        self.stats.rejected += sum(len(v) for v in pub.outcomes.values()) - before
-
-    def _count_ingested(
-        self, valid: Sequence[EventEntry], outcomes: Sequence[OutcomeRecord]
-    ) -> None:
-        """Add one batch's outcomes to the stats and the metrics: one ``inc`` per outcome and
-        one batch of latencies, not one call per event."""
-        tally = Counter(map(_VERDICT, outcomes))
-        accepted = tally[Outcome.ACCEPTED]
-        duplicate = tally[Outcome.DUPLICATE]
-        conflict = len(outcomes) - accepted - duplicate
-        self.stats.accepted += accepted
-        self.stats.duplicate += duplicate
-        self.stats.conflict += conflict
-        _INGESTED_ACCEPTED.inc(accepted)
-        _INGESTED_DUPLICATE.inc(duplicate)
-        if conflict:
-            _INGESTED_CONFLICT.inc(conflict)
-            metrics.count_by_label(
-                metrics.CONFLICTS,
-                (o.reason or "unknown" for o in outcomes if o.outcome is Outcome.CONFLICT),
-            )
-        if accepted:
-            # The commit just happened; a duplicate's latency would only measure
-            # how late a resend was, so only first acceptances are observed.
-            committed = time.time()
-            latencies = [
-                committed - entry.event.occurred_at.timestamp()
-                for entry, record in zip(valid, outcomes, strict=True)
-                if record.outcome is Outcome.ACCEPTED
-            ]
-            metrics.observe_many(
-                metrics.END_TO_END_LATENCY_SECONDS, [max(0.0, late) for late in latencies]
-            )
+        self.stats.count_batch(verdicts, pub)
+        return verdicts.count
 
     def _publication(self) -> Publication:
         return Publication(
@@ -656,11 +486,3 @@ class HubConsumer:
                 signal.signal(sig, handler)
 
         return restore
-
-
-def _same_project(claimed: str, stream_project: str) -> None:
-    if claimed != stream_project:
-        raise WireError(
-            "wrong_stream",
-            f"entry names hub project {claimed!r} but arrived on the stream of {stream_project!r}",
-        )

@@ -35,9 +35,7 @@ from hubsync.core.wire import (
     MAX_EVENT_BYTES,
     CheckedEvent,
     SyncEvent,
-    check_sync_event,
     parse_sync_event,
-    prove_sync_event,
 )
 
 KIND_EVENT = "event"
@@ -190,17 +188,17 @@ def entry_kind(fields: Mapping[str, bytes]) -> str:
     return fields.get("kind", KIND_EVENT.encode()).decode("utf-8", "replace")
 
 
-def parse_event_entry(fields: Mapping[str, bytes], *, authoritative: bool = False) -> EventEntry:
+def parse_event_entry(fields: Mapping[str, bytes]) -> EventEntry:
     """Validate a ``kind=event`` entry; raise ``WireError`` with a dead-letter reason.
 
     Reasons: ``missing_field``, ``field_too_large``, ``bad_field``, and those of
     ``parse_sync_event`` (``hash_mismatch``, ``bad_json``, ...), then
     ``field_mismatch`` when a flat field disagrees with the event bytes.
 
-    The bytes are checked by ``check_sync_event`` (what the hub runs per
-    event: no model built for an event it can prove valid), or with
-    ``authoritative`` by the pydantic model alone; the two accept and refuse
-    the same entries with the same reasons.
+    The reference check: the pydantic model (``parse_sync_event``) judges the
+    bytes. The hub's consumers reach the same verdict, with the same reason,
+    without the model for an entry they can prove valid
+    (``consumers.stream.fast_event_check.check_event_entry``).
     """
     try:
         data = fields["event"]
@@ -227,25 +225,19 @@ def parse_event_entry(fields: Mapping[str, bytes], *, authoritative: bool = Fals
         runtime_id = flat[5].decode("utf-8")
     except UnicodeDecodeError:
         raise WireError("bad_field", "content_hash or runtime_id is not text") from None
-    if authoritative or content_hash(data) != digest:
-        if not _SHA256_HEX.fullmatch(digest):
-            raise WireError("bad_field", "content_hash must be 64 lowercase hex digits")
-        if authoritative:
-            event = CheckedEvent.of(parse_sync_event(data, expected_hash=digest))
-        else:
-            event = check_sync_event(data, expected_hash=digest)  # refuses: hash_mismatch
-    else:
-        # The bytes hash to the digest, so it is 64 lowercase hex digits already.
-        event = check_sync_event(data, digest, hash_checked=True)
-    expected = _flat_fields_of(event)
+    if not _SHA256_HEX.fullmatch(digest):
+        raise WireError("bad_field", "content_hash must be 64 lowercase hex digits")
+    event = CheckedEvent.of(parse_sync_event(data, expected_hash=digest))
+    expected = flat_fields_of(event)
     if flat != expected:
         name = next(n for n, a, b in zip(_FLAT_FIELDS, flat, expected, strict=True) if a != b)
         raise WireError("field_mismatch", f"field {name!r} disagrees with the event bytes")
     return EventEntry(event, data, digest, runtime_id)
 
 
-def _flat_fields_of(event: CheckedEvent) -> tuple[bytes, bytes, bytes, bytes, bytes, bytes]:
-    """The flat fields an entry of ``event`` must carry, as bytes, in ``_FLAT_FIELDS``' order."""
+def flat_fields_of(event: CheckedEvent) -> tuple[bytes, bytes, bytes, bytes, bytes, bytes]:
+    """The flat fields an entry of ``event`` must carry, as bytes, in the order
+    project_id, hub_project, run_id, sequence, event_type, runtime_id."""
     return (
         event.project_id.encode(),
         event.hub_project.encode(),
@@ -254,36 +246,6 @@ def _flat_fields_of(event: CheckedEvent) -> tuple[bytes, bytes, bytes, bytes, by
         event.event_type.encode(),
         event.home_runtime_id.encode(),
     )
-
-
-def lean_event_entry(
-    data: bytes, raw_digest: bytes, flat: tuple[bytes, bytes, bytes, bytes, bytes, bytes]
-) -> EventEntry | None:
-    """``parse_event_entry``'s entry when its fields can be proven valid at once, else None.
-
-    ``data``, ``raw_digest`` and ``flat`` are the entry's ``event``, ``content_hash`` and
-    flat fields (in ``parse_event_entry``'s order: project_id, hub_project, run_id,
-    sequence, event_type, runtime_id) exactly as read, every value ``bytes``; the caller
-    has seen that no field of the entry exceeds ``MAX_FIELD_BYTES``. The same checks in
-    full: the bytes hash to the digest, ``prove_sync_event`` vouches for them, and every
-    flat field is the bytes' own. None is no verdict (a refusal, or anything the proof
-    leaves to the model): ``parse_event_entry`` then judges the entry, with its reason.
-    """
-    digest = content_hash(data)
-    if digest.encode("ascii") != raw_digest:
-        return None
-    event = prove_sync_event(data)
-    if event is None:
-        return None
-    if flat != _flat_fields_of(event):
-        return None
-    runtime_id = event.home_runtime_id
-    # flat[5] is runtime_id's UTF-8: the str parse_event_entry decodes from it. tuple.__new__:
-    # the named tuple without its Python-level constructor (one per event)
-    return _new_tuple(EventEntry, (event, data, digest, runtime_id))
-
-
-_new_tuple = tuple.__new__
 
 
 class OutcomeRecord(NamedTuple):
@@ -467,7 +429,7 @@ __all__ = [
     "decode_fields",
     "entry_kind",
     "event_entry_fields",
-    "lean_event_entry",
+    "flat_fields_of",
     "outcomes_entry_fields",
     "parse_event_entry",
     "parse_outcomes_entry",

@@ -35,7 +35,7 @@ from __future__ import annotations
 import hmac
 import secrets
 from collections.abc import Mapping, Sequence
-from typing import Final, NoReturn
+from typing import Final, NoReturn, cast
 
 from hubsync.core.errors import ConfigError
 
@@ -90,6 +90,39 @@ def _netstring(value: bytes) -> bytes:
 _EVENT_BODY = b"%d:%b," * len(EVENT_SIGNED_FIELDS)
 _PRESENCE_BODY = b"%d:%b," * len(PRESENCE_SIGNED_FIELDS)
 _OUTCOMES_BODY = b"%d:%b," * len(OUTCOMES_SIGNED_FIELDS)
+
+
+def event_signed_body(
+    project_id: bytes,
+    run_id: bytes,
+    sequence: bytes,
+    hub_project: bytes,
+    runtime_id: bytes,
+    content_hash: bytes,
+) -> bytes:
+    """The bytes an event signature covers after its tag: ``EVENT_SIGNED_FIELDS``' netstrings.
+
+    The one place an event's signed encoding is spelled out. The message a signature is
+    the HMAC of is the tag's netstring then these bytes (``event_message``); every signer
+    (``sign_event``, ``sign_event_entry``, ``EventSigner``) and every verifier
+    (``verify_event_entry``, ``verify_event_values``, hence the consumer's fast path) builds
+    it here, from each field's bytes exactly as the entry carries them. Anything but
+    ``bytes`` raises ``TypeError``.
+    """
+    return _EVENT_BODY % (
+        len(project_id),
+        project_id,
+        len(run_id),
+        run_id,
+        len(sequence),
+        sequence,
+        len(hub_project),
+        hub_project,
+        len(runtime_id),
+        runtime_id,
+        len(content_hash),
+        content_hash,
+    )
 
 
 class RuntimeKey:
@@ -167,7 +200,8 @@ def event_message(
     runtime_id: str | bytes,
     content_hash: str | bytes,
 ) -> bytes:
-    """The exact bytes an event signature is the HMAC of: the tag's netstring, then the fields'."""
+    """The exact bytes an event signature is the HMAC of: the tag's netstring, then
+    ``event_signed_body`` of the fields."""
     return _netstring(EVENT_TAG) + _event_body(
         project_id, run_id, sequence, hub_project, runtime_id, content_hash
     )
@@ -193,14 +227,15 @@ def _event_body(
     runtime_id: str | bytes | int,
     content_hash: str | bytes | int,
 ) -> bytes:
-    # Six plain calls and one format: this is on the relay's per-event path.
-    p = _as_bytes("project_id", project_id)
-    r = _as_bytes("run_id", run_id)
-    q = _as_bytes("sequence", sequence)
-    h = _as_bytes("hub_project", hub_project)
-    t = _as_bytes("runtime_id", runtime_id)
-    c = _as_bytes("content_hash", content_hash)
-    return _EVENT_BODY % (len(p), p, len(r), r, len(q), q, len(h), h, len(t), t, len(c), c)
+    """``event_signed_body`` of fields given as text, bytes or integers (``_as_bytes``)."""
+    return event_signed_body(
+        _as_bytes("project_id", project_id),
+        _as_bytes("run_id", run_id),
+        _as_bytes("sequence", sequence),
+        _as_bytes("hub_project", hub_project),
+        _as_bytes("runtime_id", runtime_id),
+        _as_bytes("content_hash", content_hash),
+    )
 
 
 def _presence_body(fields: Mapping[str, str | bytes | int]) -> bytes:
@@ -273,34 +308,31 @@ class EventSigner:
     """Signs the events of one project: ``sign_event`` with the fields that never change
     between its events (project, hub project, runtime) encoded once.
 
-    The relay signs every event it sends, so the per-event part is one format
-    of the three fields that do change and one HMAC; ``sign`` gives exactly what
-    ``sign_event`` gives for the same fields.
+    The relay signs every event it sends, so the per-event part is
+    ``event_signed_body`` of bytes already encoded and one HMAC; ``sign`` gives
+    exactly what ``sign_event`` gives for the same fields.
     """
 
-    __slots__ = ("_after_sequence", "_before_run", "_mac", "key")
+    __slots__ = ("_hub_project", "_mac", "_project_id", "_runtime_id", "key")
 
     def __init__(
         self, key: RuntimeKey, *, project_id: str, hub_project: str, runtime_id: str
     ) -> None:
         self.key = key
         self._mac = key._event
-        self._before_run = _netstring(_as_bytes("project_id", project_id))
-        self._after_sequence = _netstring(_as_bytes("hub_project", hub_project)) + _netstring(
-            _as_bytes("runtime_id", runtime_id)
-        )
+        self._project_id = _as_bytes("project_id", project_id)
+        self._hub_project = _as_bytes("hub_project", hub_project)
+        self._runtime_id = _as_bytes("runtime_id", runtime_id)
 
     def sign(self, run_id: bytes, sequence: bytes, content_hash: bytes) -> str:
         """The ``sig`` of this project's event ``(run_id, sequence)`` with that hash, each
         given as the bytes the entry carries."""
-        body = b"%b%d:%b,%d:%b,%b%d:%b," % (
-            self._before_run,
-            len(run_id),
+        body = event_signed_body(
+            self._project_id,
             run_id,
-            len(sequence),
             sequence,
-            self._after_sequence,
-            len(content_hash),
+            self._hub_project,
+            self._runtime_id,
             content_hash,
         )
         return _mac(self._mac, body)
@@ -323,31 +355,21 @@ def verify_event_entry(
     """
     try:
         signature = fields[SIGNATURE_FIELD]
-        project_id = fields["project_id"]
-        run_id = fields["run_id"]
-        sequence = fields["sequence"]
-        hub_project = fields["hub_project"]
-        runtime_id = fields["runtime_id"]
-        digest = fields["content_hash"]
-        body = _EVENT_BODY % (
-            len(project_id),
-            project_id,
-            len(run_id),
-            run_id,
-            len(sequence),
-            sequence,
-            len(hub_project),
-            hub_project,
-            len(runtime_id),
-            runtime_id,
-            len(digest),
-            digest,
-        )
+        values = (
+            fields["project_id"],
+            fields["run_id"],
+            fields["sequence"],
+            fields["hub_project"],
+            fields["runtime_id"],
+            fields["content_hash"],
+        )  # EVENT_SIGNED_FIELDS
     except KeyError:
         return None
-    except TypeError:  # str values (or worse): the general path
+    try:
+        body = event_signed_body(*cast("tuple[bytes, ...]", values))
+    except TypeError:  # str values (or worse): encode each as a signer does
         try:
-            body = _event_body(project_id, run_id, sequence, hub_project, runtime_id, digest)
+            body = _event_body(*values)
         except ConfigError:
             return None
     return _first_match(keys, "_event", body, signature)
@@ -365,16 +387,12 @@ def verify_event_values(
 ) -> RuntimeKey | None:
     """``verify_event_entry`` for the signed fields and ``sig`` as read off the stream.
 
-    The consumer's lean path (``consumers.stream.lean_events``): every value must be
+    The consumer's fast path (``consumers.stream.fast_event_check``): every value must be
     ``bytes`` (anything else raises ``TypeError``, and the caller takes the
     general path). A ``sig`` matches exactly when it is the 64 lowercase hex
     digits of the HMAC, as ``verify_event_entry`` decides.
     """
-    body = _EVENT_BODY % (
-        *(len(project_id), project_id, len(run_id), run_id, len(sequence), sequence),
-        *(len(hub_project), hub_project, len(runtime_id), runtime_id),
-        *(len(content_hash), content_hash),
-    )
+    body = event_signed_body(project_id, run_id, sequence, hub_project, runtime_id, content_hash)
     return _first_match(keys, "_event", body, signature)
 
 
@@ -473,6 +491,7 @@ __all__ = [
     "EventSigner",
     "RuntimeKey",
     "event_message",
+    "event_signed_body",
     "outcomes_message",
     "presence_message",
     "sign_event",

@@ -9,7 +9,6 @@ exact bytes. The hub never re-serialises: it verifies the bytes it received.
 from __future__ import annotations
 
 import json
-import re
 from datetime import UTC, datetime
 from typing import Any, Literal, NamedTuple
 
@@ -26,7 +25,7 @@ from pydantic import (
 from hubsync.core.canonical import canonical_json, content_hash, verify_content_hash
 from hubsync.core.clock import format_timestamp
 from hubsync.core.errors import WireError
-from hubsync.core.names import EVENT_TYPE_PATTERN, MAX_NAME_LENGTH, NAME_PATTERN, EventType, Name
+from hubsync.core.names import EventType, Name
 
 SYNC_EVENT_SCHEMA = "hubsync.sync-event.v1"
 
@@ -36,7 +35,8 @@ time on the runtime and dead-lettered at the hub: one event must never be able
 to stall a stream or bloat a batch."""
 
 
-_MAX_SEQUENCE = 2**62
+MAX_SEQUENCE = 2**62
+"""Largest sequence number an event may carry."""
 
 
 class SyncEvent(BaseModel):
@@ -51,7 +51,7 @@ class SyncEvent(BaseModel):
     hub_project: Name
     home_runtime_id: Name
     run_id: Name
-    sequence: int = Field(ge=1, le=_MAX_SEQUENCE)
+    sequence: int = Field(ge=1, le=MAX_SEQUENCE)
     event_type: EventType
     occurred_at: datetime
     data: dict[str, JsonValue]
@@ -107,8 +107,10 @@ class SyncEvent(BaseModel):
 class CheckedEvent(NamedTuple):
     """The fields of a sync event the hub checked, without the pydantic model.
 
-    ``check_sync_event`` builds one per event the hub receives; its values are
-    those the ``SyncEvent`` of the same bytes holds (``model()`` builds that).
+    ``of`` takes them from a validated model; the consumer's fast path
+    (``consumers.stream.fast_event_check.prove_sync_event``) builds one per event it
+    proves, with the values the ``SyncEvent`` of the same bytes holds
+    (``model()`` builds that).
     """
 
     project_id: str
@@ -159,116 +161,6 @@ def parse_sync_event(data: bytes, expected_hash: str | None = None) -> SyncEvent
         raise _wire_error_from(exc) from None
     _require_canonical(data, event)
     return event
-
-
-def check_sync_event(
-    data: bytes, expected_hash: str | None = None, *, hash_checked: bool = False
-) -> CheckedEvent:
-    """``parse_sync_event``'s verdict on ``data``, without building the model when it accepts.
-
-    The hub checks every event it receives, and the pydantic model costs more
-    than every other check together, so the common case is proven here: the
-    bytes parse (orjson), render back to themselves with sorted keys (what
-    ``_require_canonical`` accepts as canonical), hold exactly the nine fields,
-    and each field passes the model's own rule (the same patterns, bounds and
-    timestamp parser). Anything this quick proof cannot vouch for (a refusal,
-    a float or timestamp spelled another way, deep nesting) goes to
-    ``parse_sync_event`` itself, whose ``WireError`` (or model) is the answer.
-    So this accepts exactly what ``parse_sync_event`` accepts, with the same
-    values, and refuses the rest with the same reason and detail
-    (``tests/consumers/test_event_check_differential.py`` compares the two).
-    ``hash_checked`` says the caller has just seen ``data`` hash to ``expected_hash``.
-    """
-    if hash_checked or expected_hash is None or content_hash(data) == expected_hash:
-        checked = prove_sync_event(data)
-        if checked is not None:
-            return checked
-    return CheckedEvent.of(parse_sync_event(data, expected_hash))
-
-
-_QUICK_MAX_BRACKETS = 128
-"""Bytes with more ``{`` and ``[`` than this (inside strings too) go to the model: they could
-nest deeper than pydantic's parser allows (about 200 levels), which orjson would accept."""
-
-_CANONICAL_TIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6}Z")
-_SYNC_EVENT_FIELDS = 9
-
-
-def prove_sync_event(data: bytes) -> CheckedEvent | None:
-    """The event's fields when ``data`` is provably what ``parse_sync_event`` accepts; else None.
-
-    The quick proof of ``check_sync_event`` (size, JSON, canonical bytes, fields), and
-    nothing else: the hash is the caller's to check, and a None is no verdict (ask
-    ``check_sync_event``, which asks the model).
-    """
-    if len(data) > MAX_EVENT_BYTES or data.count(b"{") + data.count(b"[") > _QUICK_MAX_BRACKETS:
-        return None
-    try:
-        body = orjson.loads(data)
-        if type(body) is not dict or len(body) != _SYNC_EVENT_FIELDS:
-            return None
-        if orjson.dumps(body, option=orjson.OPT_SORT_KEYS) != data:
-            return None
-        schema = body["schema"]
-        ids = (
-            body["project_id"],
-            body["hub_project"],
-            body["home_runtime_id"],
-            body["run_id"],
-            body["event_type"],
-        )
-        sequence = body["sequence"]
-        occurred = body["occurred_at"]
-        payload = body["data"]
-    except (orjson.JSONDecodeError, orjson.JSONEncodeError, KeyError):
-        return None  # nine fields, but not these nine: the model says which
-    if schema != SYNC_EVENT_SCHEMA or type(payload) is not dict:
-        return None
-    if type(sequence) is not int or not 1 <= sequence <= _MAX_SEQUENCE:
-        return None
-    if ids not in _valid_ids:  # a run's events share their ids: each set is checked once
-        if not _ids_are_valid(ids):
-            return None
-        if len(_valid_ids) >= _MAX_VALID_IDS:
-            _valid_ids.clear()
-        _valid_ids[ids] = None
-    # The canonical spelling (``format_timestamp``'s) digit for digit, in UTC (``Z``): the
-    # model's parser reads exactly these fields back, or refuses them (month 13, ...). Hour
-    # 24, which some parsers take for the next midnight, is left to the model.
-    if (
-        type(occurred) is not str
-        or not _CANONICAL_TIME.fullmatch(occurred)
-        or occurred[11:13] == "24"
-    ):
-        return None
-    try:
-        moment = datetime.fromisoformat(occurred)
-    except ValueError:
-        return None
-    # tuple.__new__: the named tuple without its Python-level constructor (one per event)
-    project_id, hub_project, home_runtime_id, run_id, event_type = ids
-    return _new_tuple(
-        CheckedEvent,
-        (project_id, hub_project, home_runtime_id, run_id, sequence, event_type, moment, payload),
-    )
-
-
-_new_tuple = tuple.__new__
-
-
-_valid_ids: dict[tuple[object, ...], None] = {}
-"""Id sets (``project_id``, ``hub_project``, ``home_runtime_id``, ``run_id``, ``event_type``)
-that passed the model's rules, as exact ``str`` values (a tuple of other types, or of str
-subclasses, never compares equal to one of these: the rules ran on ``str`` only)."""
-_MAX_VALID_IDS = 4096
-
-
-def _ids_are_valid(ids: tuple[object, ...]) -> bool:
-    *names, event_type = ids
-    for name in names:
-        if type(name) is not str or len(name) > MAX_NAME_LENGTH or not NAME_PATTERN.fullmatch(name):
-            return False
-    return type(event_type) is str and EVENT_TYPE_PATTERN.fullmatch(event_type) is not None
 
 
 def _require_canonical(data: bytes, event: SyncEvent) -> None:

@@ -46,8 +46,8 @@ from producers.store.outbox import (
     OutboxEntry,
     OutboxQueries,
     OutboxRow,
-    OutcomeApplication,
 )
+from producers.store.outbox_outcomes import OutcomeApplication
 from producers.store.retention import RetentionQueries
 
 EVENT_STORE_SCHEMA_VERSION = 2

@@ -7,7 +7,9 @@ doubles per attempt up to a cap) -> the hub's outcome arrives
 ``rejected`` park it with the reason, never to be resent. An outcome is only
 applied when it names the row's own content hash: a verdict on other bytes
 under this row's key (a forger, a buggy twin) is handed back as ``foreign``
-and leaves the row alone.
+and leaves the row alone. ``apply_outcomes`` applies a batch that only acks in spans
+(``producers.store.outbox_spans``, the fast path) and any other one by one
+(``producers.store.outbox_outcomes``, the reference the spans must equal).
 
 A row's bytes live apart from its state: ``outbox_payloads`` holds the sync
 event keyed by the row's ``seq``, written in the append's transaction and
@@ -22,16 +24,15 @@ All times are UNIX epoch floats (``time.time()``).
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from hubsync.core.entries import Outcome, OutcomeRecord
 from hubsync.core.sqlite import Database
 from producers.errors import ProducerError
-
-ACKING = frozenset({Outcome.ACCEPTED, Outcome.DUPLICATE})
-"""Hub outcomes that ack a row; the others (``conflict``, ``rejected``) park it."""
+from producers.store.outbox_outcomes import ACKING, OutcomeApplication, apply_one_by_one, seq_ranges
+from producers.store.outbox_spans import ack_spans, acking_spans
 
 
 class OutboxRow(NamedTuple):
@@ -76,17 +77,6 @@ class OutboxEntry:
         if self.outcome is not None:
             return self.outcome
         return "attempted" if self.attempts else "unsent"
-
-
-@dataclass(slots=True)
-class OutcomeApplication:
-    """What ``apply_outcomes`` did with one batch of hub outcomes."""
-
-    acked: int = 0
-    conflict: int = 0
-    rejected: int = 0
-    foreign: list[tuple[str, int]] = field(default_factory=list)
-    unknown: int = 0
 
 
 PAYLOADS_DDL = """
@@ -142,21 +132,6 @@ _ROW_COLUMNS = "o.seq, o.run_id, o.sequence, p.sync_event, o.content_hash, o.att
 _ROWS_FROM = "outbox AS o INDEXED BY {index} CROSS JOIN outbox_payloads AS p ON p.seq = o.seq"
 _O_PENDING = "o.acked_at IS NULL AND o.outcome IS NULL"
 _PENDING = "acked_at IS NULL AND outcome IS NULL"
-
-
-def seq_ranges(seqs: Sequence[int]) -> Iterator[tuple[int, int]]:
-    """Contiguous ``(first, last)`` runs of ``seqs`` (so a batch marks in a few UPDATEs)."""
-    ordered = sorted(set(seqs))
-    if not ordered:
-        return
-    first = last = ordered[0]
-    for seq in ordered[1:]:
-        if seq == last + 1:
-            last = seq
-            continue
-        yield first, last
-        first = last = seq
-    yield first, last
 
 
 def _over_pending(c: sqlite3.Connection, aggregate: str) -> tuple[Any, Any]:
@@ -241,11 +216,11 @@ class OutboxQueries:
         """
 
         def apply(c: sqlite3.Connection) -> OutcomeApplication:
-            spans = _acking_spans(outcomes, now)
+            spans = acking_spans(outcomes, now)
             if spans is None:
-                result = _apply_one_by_one(c, outcomes, now)
+                result = apply_one_by_one(c, outcomes, now)
             else:
-                result = _ack_spans(c, spans, outcomes)
+                result = ack_spans(c, spans, outcomes)
             if position is not None:
                 _save_position(c, *position)
             return result
@@ -350,169 +325,6 @@ class OutboxQueries:
                 ).fetchall()
             ]
         )
-
-
-def _apply_one_by_one(
-    c: sqlite3.Connection, outcomes: Sequence[OutcomeRecord], now: float
-) -> OutcomeApplication:
-    """Apply outcomes one by one in Python: any batch, whatever its outcomes name."""
-    # Set-based: one lookup per chunk of keys, then range updates by seq,
-    # instead of a SELECT and an UPDATE per outcome (acks arrive by the
-    # thousand during a drain).
-    rows = _rows_by_key(c, [(o.run_id, o.sequence) for o in outcomes])
-    result = OutcomeApplication()
-    acked: dict[Outcome, list[int]] = {}
-    parked: dict[tuple[Outcome, str | None], list[int]] = {}
-    for record in outcomes:
-        run_id, sequence, outcome = record.run_id, record.sequence, record.outcome
-        found = rows.get((run_id, sequence))
-        if found is None:
-            result.unknown += 1
-            continue
-        seq, own_hash, settled = found
-        if own_hash != record.content_hash:
-            result.foreign.append((run_id, sequence))
-            continue
-        if settled:
-            continue
-        # the first outcome for a row in this batch wins, as it would row by row
-        rows[(run_id, sequence)] = (seq, own_hash, True)
-        if outcome in ACKING:
-            acked.setdefault(outcome, []).append(seq)
-            result.acked += 1
-        else:
-            parked.setdefault((outcome, record.reason), []).append(seq)
-            if outcome is Outcome.CONFLICT:
-                result.conflict += 1
-            else:
-                result.rejected += 1
-    for outcome, seqs in acked.items():
-        c.executemany(
-            "UPDATE outbox SET acked_at = ?, outcome = ?, outcome_reason = NULL, "
-            "outcome_at = ? WHERE seq BETWEEN ? AND ? AND acked_at IS NULL",
-            [(now, outcome.value, now, a, b) for a, b in seq_ranges(seqs)],
-        )
-    for (outcome, reason), seqs in parked.items():
-        c.executemany(
-            "UPDATE outbox SET outcome = ?, outcome_reason = ?, outcome_at = ? "
-            "WHERE seq BETWEEN ? AND ? AND acked_at IS NULL",
-            [(outcome.value, reason, now, a, b) for a, b in seq_ranges(seqs)],
-        )
-    return result
-
-
-HASH_CHARS = 64
-"""Length of a content hash (SHA-256 in hex), the slice width of a span's hashes."""
-
-# The span's hashes travel as one BLOB: SQLite slices a BLOB by byte offset, but TEXT by
-# walking its characters from the start, which made each slice cost as much as the span.
-_ACK_SPAN = (
-    "UPDATE outbox SET acked_at = ?1, outcome = ?2, outcome_reason = NULL, outcome_at = ?1 "
-    "WHERE run_id = ?3 AND sequence BETWEEN ?4 AND ?5 AND acked_at IS NULL "
-    f"AND content_hash = CAST(substr(?6, (sequence - ?4) * {HASH_CHARS} + 1, {HASH_CHARS}) AS TEXT)"
-)
-AckSpan = tuple[float, str, str, int, int, bytes]
-"""``_ACK_SPAN``'s parameters: now, verdict, run id, first and last sequence, the hashes."""
-
-
-def _acking_spans(outcomes: Sequence[OutcomeRecord], now: float) -> list[AckSpan] | None:
-    """The batch as spans (outcomes in a row of one run and verdict, consecutive sequences,
-    in batch order), when every outcome acks and names a well-formed hash; else None.
-
-    A drain's batch is this simple: one ``accepted`` per row, runs of consecutive
-    sequences. Anything else (a park, a hash of another length, a sequence past 64
-    bits, which SQLite cannot bind) is left to ``_apply_one_by_one``.
-    """
-    spans: list[AckSpan] = []
-    hashes: list[str] = []
-    run_id, verdict, first, last = "", Outcome.ACCEPTED, 0, 0
-    for record in outcomes:
-        if record.outcome not in ACKING or len(record.content_hash) != HASH_CHARS:
-            return None
-        if (
-            hashes
-            and record.sequence == last + 1
-            and record.run_id == run_id
-            and record.outcome is verdict
-        ):
-            hashes.append(record.content_hash)
-            last += 1
-            continue
-        if hashes:
-            spans.append(_span(now, verdict, run_id, first, last, hashes))
-        run_id, verdict, first = record.run_id, record.outcome, record.sequence
-        last, hashes = first, [record.content_hash]
-    if hashes:
-        spans.append(_span(now, verdict, run_id, first, last, hashes))
-    if any(
-        span[3] not in _SQLITE_INTEGERS
-        or span[4] not in _SQLITE_INTEGERS
-        or len(span[5]) != HASH_CHARS * (span[4] - span[3] + 1)  # a character past ASCII
-        for span in spans
-    ):
-        return None
-    return spans
-
-
-def _span(
-    now: float, verdict: Outcome, run_id: str, first: int, last: int, hashes: list[str]
-) -> AckSpan:
-    return (now, verdict.value, run_id, first, last, "".join(hashes).encode())
-
-
-def _ack_spans(
-    c: sqlite3.Connection, spans: list[AckSpan], outcomes: Sequence[OutcomeRecord]
-) -> OutcomeApplication:
-    """Ack every span's rows in SQL: one UPDATE per span, each row only while unacked and
-    only when its own hash is the slice of the span's hashes at its sequence.
-
-    In batch order, this is what ``_apply_one_by_one`` does with a batch that only acks:
-    the first outcome for a row acks it, a later one finds it acked. When every
-    outcome changed a row, nothing was unknown or foreign; otherwise one lookup
-    counts those (the updates changed neither a row's hash nor whether it exists).
-    """
-    result = OutcomeApplication()
-    for span in spans:
-        result.acked += c.execute(_ACK_SPAN, span).rowcount
-    if result.acked == len(outcomes):
-        return result
-    rows = _rows_by_key(c, [(o.run_id, o.sequence) for o in outcomes])
-    for record in outcomes:
-        found = rows.get((record.run_id, record.sequence))
-        if found is None:
-            result.unknown += 1
-        elif found[1] != record.content_hash:
-            result.foreign.append((record.run_id, record.sequence))
-    return result
-
-
-_ROWS_OF_RUN = (
-    "SELECT sequence, seq, content_hash, acked_at FROM outbox "
-    "WHERE run_id = ? AND sequence BETWEEN ? AND ?"
-)
-_SQLITE_INTEGERS = range(-(2**63), 2**63)
-
-
-def _rows_by_key(
-    c: sqlite3.Connection, keys: Sequence[tuple[str, int]]
-) -> dict[tuple[str, int], tuple[int, str, bool]]:
-    """``(run_id, sequence) -> (seq, content_hash, settled)`` for the keys that exist.
-
-    ``settled`` means acked: nothing changes it any more. A parked row is not
-    settled, so a dead letter replayed after its fix can still ack it. The
-    outcomes of a batch name runs of consecutive sequences, so each run of
-    them is one range scan of UNIQUE (run_id, sequence).
-    """
-    by_run: dict[str, list[int]] = {}
-    for run_id, sequence in keys:
-        if sequence in _SQLITE_INTEGERS:  # past 64 bits no row has it, and SQLite refuses it
-            by_run.setdefault(run_id, []).append(sequence)
-    found: dict[tuple[str, int], tuple[int, str, bool]] = {}
-    for run_id, sequences in by_run.items():
-        for first, last in seq_ranges(sequences):
-            for sequence, seq, digest, acked_at in c.execute(_ROWS_OF_RUN, (run_id, first, last)):
-                found[(run_id, sequence)] = (seq, digest, acked_at is not None)
-    return found
 
 
 def _outcome(value: str) -> Outcome:

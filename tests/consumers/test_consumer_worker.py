@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import redis
 
+import consumers.stream.judging
 import consumers.stream.worker
 from consumers.stream.publishing import parse_dead_letter
 from consumers.stream.worker import HubConsumer
@@ -129,7 +130,7 @@ def test_one_entry_delivered_three_times_is_one_row_and_two_duplicates(
     assert pending_count(redis_client) == 0
 
 
-def test_genuine_entries_take_the_lean_path_and_others_the_general_one(
+def test_genuine_entries_take_the_fast_path_and_others_the_general_one(
     redis_client: redis.Redis, worker: HubConsumer, store: HubStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     general: list[dict[str, bytes]] = []
@@ -138,7 +139,7 @@ def test_genuine_entries_take_the_lean_path_and_others_the_general_one(
         general.append(fields := decode_fields(raw))
         return fields
 
-    monkeypatch.setattr(consumers.stream.worker, "decode_fields", counted)
+    monkeypatch.setattr(consumers.stream.judging, "decode_fields", counted)
     for sequence in range(1, 6):
         send(redis_client, sync_event(sequence))
     forged = entry_fields(sync_event(6))
@@ -147,7 +148,7 @@ def test_genuine_entries_take_the_lean_path_and_others_the_general_one(
     send(redis_client, sync_event(7))
     worker.run_once()
     # the first entry names a runtime id not seen yet: the general path checks it (and
-    # caches it); the forged one is refused there; every other one is proven lean
+    # caches it); the forged one is refused there; every other one is proven on the fast path
     assert [f["sequence"] for f in general] == [b"1", b"6"]
     assert store.count_events() == 6
     assert [letter.reason for letter in dead_letters(redis_client)] == ["unauthenticated"]

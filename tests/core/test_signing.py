@@ -26,11 +26,15 @@ from hubsync.core.entries import (
 from hubsync.core.errors import ConfigError
 from hubsync.core.signing import (
     EVENT_SIGNED_FIELDS,
+    EVENT_TAG,
     HUB_ID_FIELD,
     PRESENCE_SIGNED_FIELDS,
+    PRESENCE_TAG,
     SIGNATURE_FIELD,
+    EventSigner,
     RuntimeKey,
     event_message,
+    event_signed_body,
     outcomes_message,
     presence_message,
     sign_event,
@@ -38,6 +42,7 @@ from hubsync.core.signing import (
     sign_outcomes_entry,
     sign_presence_entry,
     verify_event_entry,
+    verify_event_values,
     verify_outcomes_entry,
     verify_presence_entry,
 )
@@ -475,6 +480,106 @@ def test_any_valid_event_round_trips_and_only_for_its_own_fields(
     if other != run_id:
         entry["run_id"] = other.encode()
         assert verify_event_entry([key], entry) is None
+
+
+# ----- one encoding for every signer and verifier -----
+
+
+def _event_signers(key: RuntimeKey, values: dict[str, str]) -> dict[str, str]:
+    """The ``sig`` each event signer makes for ``values`` (``EVENT_SIGNED_FIELDS``, as text)."""
+    fields = relay_event_fields(
+        project_id=values["project_id"],
+        run_id=values["run_id"],
+        sequence=int(values["sequence"]),
+        hub_project=values["hub_project"],
+        runtime_id=values["runtime_id"],
+        digest=values["content_hash"],
+    )
+    signer = EventSigner(
+        key,
+        project_id=values["project_id"],
+        hub_project=values["hub_project"],
+        runtime_id=values["runtime_id"],
+    )
+    return {
+        "sign_event": sign_event(key, **values),
+        "sign_event_entry": sign_event_entry(key, fields),
+        "EventSigner": signer.sign(
+            values["run_id"].encode(), values["sequence"].encode(), values["content_hash"].encode()
+        ),
+    }
+
+
+def _event_verifiers(
+    key: RuntimeKey, values: Mapping[str, bytes], signature: bytes
+) -> dict[str, RuntimeKey | None]:
+    """What each event verifier answers for ``values`` (the signed fields as read) and ``sig``."""
+    read = dict(values) | {SIGNATURE_FIELD: signature}
+    as_text = {name: value.decode() for name, value in read.items()}
+    return {
+        "verify_event_entry": verify_event_entry([key], read),
+        "verify_event_entry (text)": verify_event_entry([key], as_text),
+        "verify_event_values": verify_event_values(
+            [key], *(values[name] for name in EVENT_SIGNED_FIELDS), signature
+        ),
+    }
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    project_id=text_ids,
+    run_id=text_ids,
+    sequence=st.integers(min_value=1, max_value=2**62),
+    hub_project=text_ids,
+    runtime_id=text_ids,
+    digest=st.binary(min_size=32, max_size=32).map(bytes.hex),
+    changed=st.sampled_from(EVENT_SIGNED_FIELDS),
+    extra=st.binary(min_size=1, max_size=3),
+)
+def test_every_event_signer_and_verifier_uses_the_one_signed_encoding(
+    project_id: str,
+    run_id: str,
+    sequence: int,
+    hub_project: str,
+    runtime_id: str,
+    digest: str,
+    changed: str,
+    extra: bytes,
+) -> None:
+    """Every signer signs ``event_message`` (the tag, then ``event_signed_body``), every
+    verifier accepts what they sign, and a change to any covered field verifies nowhere."""
+    key = RuntimeKey(KEY)
+    values = {
+        "project_id": project_id,
+        "run_id": run_id,
+        "sequence": str(sequence),
+        "hub_project": hub_project,
+        "runtime_id": runtime_id,
+        "content_hash": digest,
+    }
+    read = {name: value.encode() for name, value in values.items()}
+    message = event_message(*(read[name] for name in EVENT_SIGNED_FIELDS))
+    assert message == b"%d:%b," % (len(EVENT_TAG), EVENT_TAG) + event_signed_body(
+        *(read[name] for name in EVENT_SIGNED_FIELDS)
+    )
+    expected = hmac_hex(message)
+    assert _event_signers(key, values) == dict.fromkeys(
+        ("sign_event", "sign_event_entry", "EventSigner"), expected
+    )
+    signature = expected.encode()
+    assert set(_event_verifiers(key, read, signature).values()) == {key}
+    if changed == "content_hash":
+        tampered = read | {
+            changed: read[changed][:-1] + (b"0" if read[changed][-1:] != b"0" else b"1")
+        }
+    else:
+        tampered = read | {changed: read[changed] + extra.hex().encode()}
+    assert set(_event_verifiers(key, tampered, signature).values()) == {None}
+    # the tag is covered too: the same fields under another kind's tag sign other bytes
+    other_kind = hmac_hex(
+        b"%d:%b," % (len(PRESENCE_TAG), PRESENCE_TAG) + event_signed_body(*read.values())
+    )
+    assert set(_event_verifiers(key, read, other_kind.encode()).values()) == {None}
 
 
 # ----- the benchmark -----

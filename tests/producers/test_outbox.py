@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from hubsync.core.entries import Outcome, OutcomeRecord
 from producers.derivation import StoreIdentity
 from producers.errors import ProducerError
 from producers.store.event_store import RunEventStore, open_store_file
-from producers.store.outbox import OutcomeApplication, _apply_one_by_one, seq_ranges
+from producers.store.outbox import seq_ranges
 
 IDENTITY = StoreIdentity("proj-1", "acme", "rt-host-0001")
 BASE, CAP = 10.0, 35.0
@@ -196,77 +193,6 @@ def test_a_sequence_past_64_bits_among_acks_is_unknown(store: RunEventStore) -> 
     assert (applied.acked, applied.unknown) == (1, 1)
     applied = store.apply_outcomes([record("run-1", -(2**63) - 1, "a" * 64, "duplicate")], 1.0)
     assert (applied.acked, applied.unknown) == (0, 1)
-
-
-ROWS = 8
-
-
-@pytest.fixture(scope="module")
-def template(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
-    """A store of two runs (``ROWS`` events each), closed, and the hashes of run-1 then run-2."""
-    path = tmp_path_factory.mktemp("outcomes") / "template.sqlite"
-    with RunEventStore(path, IDENTITY, environ={}) as made:
-        for i in range(ROWS):
-            made.append_event("run-1", "step.started", {"i": i})
-            made.append_event("run-2", "step.started", {"i": i})
-        hashes = [r.content_hash for run in ("run-1", "run-2") for r in made.outbox_for_run(run)]
-    return path, hashes
-
-
-outcome_specs = st.tuples(
-    st.sampled_from(["run-1", "run-2", "run-9", ""]),
-    st.integers(0, ROWS + 1),
-    st.sampled_from(["accepted", "duplicate", "conflict"]),
-    st.booleans(),  # names the row's own hash
-)
-
-
-@settings(max_examples=150, deadline=None)
-@given(
-    earlier=st.lists(outcome_specs, max_size=6),
-    batch=st.lists(
-        st.one_of(outcome_specs.filter(lambda spec: spec[2] != "conflict"), outcome_specs),
-        max_size=14,
-    ),
-)
-def test_outcomes_applied_together_do_what_they_do_one_by_one(
-    template: tuple[Path, list[str]],
-    tmp_path_factory: pytest.TempPathFactory,
-    earlier: list[tuple[str, int, str, bool]],
-    batch: list[tuple[str, int, str, bool]],
-) -> None:
-    """Whatever a batch holds (spans, gaps, repeats, unknown or foreign outcomes, rows acked
-    or parked before), ``apply_outcomes`` leaves the rows and counts what applying its
-    outcomes one by one leaves."""
-    path, hashes = template
-
-    def records(specs: list[tuple[str, int, str, bool]]) -> list[OutcomeRecord]:
-        return [
-            record(
-                run,
-                sequence,
-                hashes[(run == "run-2") * ROWS + (sequence - 1) % ROWS] if own else "b" * 64,
-                verdict,
-                "sequence_reused" if verdict == "conflict" else None,
-            )
-            for run, sequence, verdict, own in specs
-        ]
-
-    directory = tmp_path_factory.mktemp("applied")
-    results: list[tuple[OutcomeApplication, list[object]]] = []
-    for name in ("together", "one_by_one"):
-        shutil.copy(path, directory / f"{name}.sqlite")
-        with open_store_file(directory / f"{name}.sqlite", environ={}) as opened:
-            opened.apply_outcomes(records(earlier), now=50.0)
-            if name == "together":
-                applied = opened.apply_outcomes(records(batch), now=100.0)
-            else:
-                applied = opened._db.write(
-                    lambda c: _apply_one_by_one(c, records(batch), now=100.0)
-                )
-            rows = [*opened.outbox_for_run("run-1"), *opened.outbox_for_run("run-2")]
-            results.append((applied, [(r.acked_at, r.outcome, r.outcome_reason) for r in rows]))
-    assert results[0] == results[1]
 
 
 def test_the_read_position_is_saved_with_the_outcomes(store: RunEventStore) -> None:

@@ -1,12 +1,15 @@
-"""The hub's quick event check against the pydantic model: the same verdict on every input.
+"""``consumers.stream.fast_event_check`` against its references: the same verdict on every input.
 
-``check_sync_event`` (what a hub consumer runs per event) must accept exactly
-the bytes ``parse_sync_event`` accepts, with the same field values, and refuse
-the rest with the same dead-letter reason and detail; ``parse_event_entry``
-likewise with and without ``authoritative``. Valid events, encoded every way a
-writer might (canonical, orjson, spaced, unsorted, ASCII-escaped), and broken
+``prove_sync_event`` must prove only bytes ``parse_sync_event`` (the pydantic
+model) accepts, with the same field values; ``check_event_entry`` must give
+``parse_event_entry``'s entry or its dead-letter reason and detail;
+``prove_event_entry`` and ``FastEventCheck.prove`` must accept only what
+``parse_event_entry`` and ``RuntimeAuthenticator.event`` accept, with the same
+entry and key, and leave every refusal to them. Valid events, encoded every way
+a writer might (canonical, orjson, spaced, unsorted, ASCII-escaped), and broken
 ones (a byte changed, dropped or added; a field removed, renamed, retyped or
-added; a wrong hash; flat fields that disagree) go through both.
+added; a wrong hash; flat fields that disagree; a forged or odd signature) go
+through both.
 """
 
 from __future__ import annotations
@@ -20,9 +23,14 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-import hubsync.core.wire
+import consumers.stream.fast_event_check
 from consumers.stream.authentication import Refusal, RuntimeAuthenticator
-from consumers.stream.lean_events import LeanEventCheck
+from consumers.stream.fast_event_check import (
+    FastEventCheck,
+    check_event_entry,
+    prove_event_entry,
+    prove_sync_event,
+)
 from hubstore.memory import MemoryHubStore
 from hubsync.core.canonical import canonical_json, content_hash
 from hubsync.core.clock import format_timestamp
@@ -30,12 +38,11 @@ from hubsync.core.entries import (
     MAX_FIELD_BYTES,
     SecurityReason,
     decode_fields,
-    lean_event_entry,
     parse_event_entry,
 )
 from hubsync.core.errors import WireError
 from hubsync.core.signing import RuntimeKey, sign_event_entry
-from hubsync.core.wire import MAX_EVENT_BYTES, CheckedEvent, check_sync_event, parse_sync_event
+from hubsync.core.wire import MAX_EVENT_BYTES, CheckedEvent, parse_sync_event
 
 SCHEMA = "hubsync.sync-event.v1"
 Verdict = tuple[str, str, str]
@@ -53,8 +60,17 @@ def _verdict(check: Any, *args: Any, **kwargs: Any) -> Verdict:
     return ("ok", repr(tuple(result)), "")
 
 
+def _quick_check(data: bytes, expected_hash: str | None) -> CheckedEvent:
+    """The proof when the hash is right and it vouches for the bytes, else the model."""
+    if expected_hash is None or content_hash(data) == expected_hash:
+        proven = prove_sync_event(data)
+        if proven is not None:
+            return proven
+    return CheckedEvent.of(parse_sync_event(data, expected_hash))
+
+
 def _same_verdict(data: bytes, expected_hash: str | None) -> Verdict:
-    quick = _verdict(check_sync_event, data, expected_hash)
+    quick = _verdict(_quick_check, data, expected_hash)
     model = _verdict(parse_sync_event, data, expected_hash)
     assert quick == model, data[:300]
     return quick
@@ -273,12 +289,25 @@ def test_a_canonical_event_is_proven_without_the_model(monkeypatch: pytest.Monke
     def no_model(*args: object, **kwargs: object) -> None:
         raise AssertionError("the model was consulted")
 
-    monkeypatch.setattr(hubsync.core.wire, "parse_sync_event", no_model)
-    checked = check_sync_event(raw, content_hash(raw))
+    monkeypatch.setattr(consumers.stream.fast_event_check, "parse_event_entry", no_model)
+    checked = prove_sync_event(raw)
+    assert checked is not None
     assert repr(checked) == repr(expected)
     assert checked.occurred_at == datetime(2026, 11, 29, 16, 38, 54, 123456, tzinfo=UTC)
+    fields = {
+        "project_id": b"proj-1",
+        "hub_project": b"shop",
+        "run_id": b"run-1",
+        "sequence": b"7",
+        "event_type": b"step.completed",
+        "runtime_id": b"rt-1",
+        "content_hash": content_hash(raw).encode(),
+        "event": raw,
+    }
+    assert check_event_entry(fields).event == checked
     monkeypatch.undo()
     assert checked.model() == parse_sync_event(raw)
+    assert check_event_entry(fields) == parse_event_entry(fields)
 
 
 # ----- whole entries -----
@@ -317,21 +346,21 @@ def entries(draw: st.DrawFn) -> dict[str, bytes]:
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(entries())
-def test_entries_get_the_same_verdict_with_and_without_the_model(fields: dict[str, bytes]) -> None:
-    quick = _entry_verdict(fields, authoritative=False)
-    model = _entry_verdict(fields, authoritative=True)
-    assert quick == model
+def test_check_event_entry_gives_the_verdict_of_parse_event_entry(
+    fields: dict[str, bytes],
+) -> None:
+    assert _entry_verdict(fields, check_event_entry) == _entry_verdict(fields)
 
 
-def _entry_verdict(fields: dict[str, bytes], authoritative: bool) -> Verdict:
+def _entry_verdict(fields: dict[str, bytes], check: Any = parse_event_entry) -> Verdict:
     try:
-        entry = parse_event_entry(fields, authoritative=authoritative)
+        entry = check(fields)
     except WireError as exc:
         return ("refused", exc.reason, exc.detail)
     return ("ok", repr((tuple(entry.event), entry.data, entry.content_hash, entry.runtime_id)), "")
 
 
-def test_a_valid_entry_is_proven_by_the_lean_entry_check() -> None:
+def test_a_valid_entry_is_proven_by_prove_event_entry() -> None:
     raw = canonical_json(_event())
     fields = {
         "project_id": b"proj-1",
@@ -343,22 +372,22 @@ def test_a_valid_entry_is_proven_by_the_lean_entry_check() -> None:
         "content_hash": content_hash(raw).encode(),
         "event": raw,
     }
-    lean = _lean_entry_verdict(fields)
-    assert lean is not None and lean == _entry_verdict(fields, authoritative=True)
+    proven = _proven_entry_verdict(fields)
+    assert proven is not None and proven == _entry_verdict(fields)
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(entries())
-def test_the_lean_entry_check_accepts_only_what_parse_event_entry_accepts(
+def test_prove_event_entry_accepts_only_what_parse_event_entry_accepts(
     fields: dict[str, bytes],
 ) -> None:
-    lean = _lean_entry_verdict(fields)
-    if lean is not None:
-        assert lean == _entry_verdict(fields, authoritative=True)
+    proven = _proven_entry_verdict(fields)
+    if proven is not None:
+        assert proven == _entry_verdict(fields)
 
 
-def _lean_entry_verdict(fields: dict[str, bytes]) -> Verdict | None:
-    """``lean_event_entry``'s answer as an ok verdict; None for no verdict."""
+def _proven_entry_verdict(fields: dict[str, bytes]) -> Verdict | None:
+    """``prove_event_entry``'s answer as an ok verdict; None for no verdict."""
     try:
         flat = tuple(fields[name] for name in _FLAT_ORDER)
         data, digest = fields["event"], fields["content_hash"]
@@ -366,7 +395,7 @@ def _lean_entry_verdict(fields: dict[str, bytes]) -> Verdict | None:
         return None
     if max(map(len, fields.values())) > MAX_FIELD_BYTES:
         return None
-    entry = lean_event_entry(data, digest, flat)  # type: ignore[arg-type]
+    entry = prove_event_entry(data, digest, flat)  # type: ignore[arg-type]
     if entry is None:
         return None
     return ("ok", repr((tuple(entry.event), entry.data, entry.content_hash, entry.runtime_id)), "")
@@ -375,7 +404,7 @@ def _lean_entry_verdict(fields: dict[str, bytes]) -> Verdict | None:
 _FLAT_ORDER = ("project_id", "hub_project", "run_id", "sequence", "event_type", "runtime_id")
 
 
-# ----- the consumer's lean path, signature included -----
+# ----- the consumer's fast path, signature included -----
 
 _HUB_PROJECT = "shop"
 _hub = MemoryHubStore()
@@ -392,7 +421,7 @@ def signed_entries(draw: st.DrawFn) -> dict[bytes, bytes]:
     """Event entries as redis-py reads them (bytes names and values), signed, then maybe
     broken: a field changed, dropped or added after signing, a forged or odd signature,
     another kind, a runtime not enrolled for the stream's hub project."""
-    if draw(st.booleans()):  # a valid event half the time, so the lean path has work to do
+    if draw(st.booleans()):  # a valid event half the time, so the fast path has work to do
         event = _event(
             sequence=draw(st.integers(1, 2**62)),
             data=draw(st.dictionaries(st.text(max_size=6), json_values, max_size=5)),
@@ -445,7 +474,8 @@ def signed_entries(draw: st.DrawFn) -> dict[bytes, bytes]:
 
 
 def _general_verdict(auth: RuntimeAuthenticator, raw: dict[bytes, bytes]) -> tuple[object, ...]:
-    """What ``HubConsumer.process`` decides on the general path (``decode_fields`` first)."""
+    """What the reference decides (``decode_fields``, ``RuntimeAuthenticator.event``,
+    ``parse_event_entry``), as the consumer's general path does."""
     fields = decode_fields(raw)
     if fields.get("kind", b"event") != b"event":
         return ("not an event",)
@@ -463,21 +493,21 @@ def _general_verdict(auth: RuntimeAuthenticator, raw: dict[bytes, bytes]) -> tup
 
 @settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(signed_entries(), st.booleans())
-def test_the_lean_path_accepts_only_what_the_general_path_accepts(
+def test_the_fast_path_accepts_only_what_the_general_path_accepts(
     raw: dict[bytes, bytes], sized: bool
 ) -> None:
     auth = RuntimeAuthenticator(_hub)
-    lean = LeanEventCheck(auth)
+    fast = FastEventCheck(auth)
     general = _general_verdict(auth, raw)  # first: it caches the runtime's name and keys
     sized = sized and sum(map(len, raw)) + sum(map(len, raw.values())) <= MAX_FIELD_BYTES
-    proven = lean(raw, _HUB_PROJECT, sized)
+    proven = fast.prove(raw, _HUB_PROJECT, sized)
     if proven is not None:
         assert general == ("ok", *proven)
     elif general[0] == "ok" and raw.get(b"kind", b"event") == b"event":
-        # a valid signed entry the lean path declines must be one the quick proof leaves to
+        # a valid signed entry the fast path declines must be one the quick proof leaves to
         # the model (a spelling it cannot vouch for), never a signed canonical one
         data = raw[b"event"]
-        assert hubsync.core.wire.prove_sync_event(data) is None
+        assert prove_sync_event(data) is None
 
 
 def _signed(
@@ -532,32 +562,32 @@ def _signed(
         (_signed(kind=b"presence"), ("not an event",)),
     ],
 )
-def test_the_lean_path_leaves_every_refusal_to_the_general_path(
+def test_the_fast_path_leaves_every_refusal_to_the_general_path(
     raw: dict[bytes, bytes], expected: tuple[object, ...] | None
 ) -> None:
     auth = RuntimeAuthenticator(_hub)
-    lean = LeanEventCheck(auth)
+    fast = FastEventCheck(auth)
     _general_verdict(auth, _signed())  # rt-1's name and keys cached, as in a running worker
     general = _general_verdict(auth, raw)
     if expected is None:
         assert general[:2] == ("dead", "not_canonical")
     else:
         assert general[: len(expected)] == expected
-    assert lean(raw, _HUB_PROJECT) is None
-    assert lean(raw, _HUB_PROJECT, sized=True) is None or b"extra" in raw
+    assert fast.prove(raw, _HUB_PROJECT) is None
+    assert fast.prove(raw, _HUB_PROJECT, sized=True) is None or b"extra" in raw
 
 
-def test_the_lean_path_proves_a_signed_entry_and_refuses_nothing_itself() -> None:
+def test_the_fast_path_proves_a_signed_entry_and_refuses_nothing_itself() -> None:
     raw = _signed()
     fields = {name.decode(): value for name, value in raw.items() if name != b"sig"}
     auth = RuntimeAuthenticator(_hub)
-    lean = LeanEventCheck(auth)
-    assert lean(raw, _HUB_PROJECT) is None  # a runtime id not yet checked: the general path
+    fast = FastEventCheck(auth)
+    assert fast.prove(raw, _HUB_PROJECT) is None  # a runtime id not yet checked: the general path
     general = _general_verdict(auth, raw)
     assert general[0] == "ok"
-    assert lean(raw, _HUB_PROJECT) == general[1:]
-    assert lean(raw, "other") is None  # another stream's hub project: wrong_stream there
-    assert lean({k.decode(): v for k, v in raw.items()}, _HUB_PROJECT) is None  # type: ignore[arg-type]
+    assert fast.prove(raw, _HUB_PROJECT) == general[1:]
+    assert fast.prove(raw, "other") is None  # another stream's hub project: wrong_stream there
+    assert fast.prove({k.decode(): v for k, v in raw.items()}, _HUB_PROJECT) is None  # type: ignore[arg-type]
     forged = raw | {b"sig": sign_event_entry(_STRANGER, fields).encode()}
-    assert lean(forged, _HUB_PROJECT) is None
+    assert fast.prove(forged, _HUB_PROJECT) is None
     assert _general_verdict(auth, forged)[:2] == ("refused", SecurityReason.UNAUTHENTICATED)

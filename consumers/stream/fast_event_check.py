@@ -1,0 +1,229 @@
+"""The consumer's fast path for an event entry, fenced beside the reference it must equal.
+
+The reference is plain code: ``RuntimeAuthenticator.event`` (who signed the entry,
+``consumers.stream.authentication``) and ``hubsync.core.entries.parse_event_entry`` (is it valid: the
+pydantic model ``hubsync.core.wire.parse_sync_event`` judges its bytes). Nearly every entry a
+hub reads is a genuine one, and the model costs more than every other check together, so
+this module proves such an entry without it. Every trick the hub's per-event path plays
+lives here and nowhere else: the named tuples built with ``tuple.__new__``, the module-wide
+cache of id sets already checked, fields read straight off redis-py's mapping.
+
+The guarantee: each function here accepts only what its reference accepts, with the same
+values, and says nothing (None) or defers to the reference for everything else, so the
+verdict and dead-letter reason of any entry are the reference's own.
+
+* ``prove_sync_event``: the event's fields when its bytes are provably what
+  ``parse_sync_event`` accepts (orjson parse, canonical bytes, each field by the model's
+  own rule); None otherwise.
+* ``prove_event_entry``: ``parse_event_entry``'s entry from the ``event``, ``content_hash``
+  and flat fields when they can be proven valid at once; None otherwise.
+* ``check_event_entry``: ``parse_event_entry``'s verdict (an entry or its ``WireError``):
+  the proof above, else the reference itself. The consumer's general path runs it.
+* ``FastEventCheck.prove``: an entry as redis-py read it (bytes names and values), its
+  signature verified first under the runtime's cached keys, then proven as above; None for
+  anything else (another kind, a missing or oversized field, a runtime id not yet seen, a
+  rotation's grace, a signature, hash or flat field that disagrees, another hub project's
+  event), which the general path then judges, with its reason.
+
+``tests/consumers/test_fast_event_check_differential.py`` runs each against its reference over
+generated entries, valid, re-encoded and broken.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from datetime import datetime
+
+import orjson
+
+from consumers.stream.authentication import RuntimeAuthenticator
+from hubsync.core.canonical import content_hash
+from hubsync.core.entries import MAX_FIELD_BYTES, EventEntry, flat_fields_of, parse_event_entry
+from hubsync.core.names import EVENT_TYPE_PATTERN, MAX_NAME_LENGTH, NAME_PATTERN
+from hubsync.core.signing import RuntimeKey, verify_event_values
+from hubsync.core.wire import MAX_EVENT_BYTES, MAX_SEQUENCE, SYNC_EVENT_SCHEMA, CheckedEvent
+
+_KIND_EVENT = b"event"
+
+_QUICK_MAX_BRACKETS = 128
+"""Bytes with more ``{`` and ``[`` than this (inside strings too) go to the model: they could
+nest deeper than pydantic's parser allows (about 200 levels), which orjson would accept."""
+
+_CANONICAL_TIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6}Z")
+_SYNC_EVENT_FIELDS = 9
+
+_new_tuple = tuple.__new__
+"""A named tuple without its Python-level constructor (one per event)."""
+
+_valid_ids: dict[tuple[object, ...], None] = {}
+"""Id sets (``project_id``, ``hub_project``, ``home_runtime_id``, ``run_id``, ``event_type``)
+that passed the model's rules, as exact ``str`` values (a tuple of other types, or of str
+subclasses, never compares equal to one of these: the rules ran on ``str`` only)."""
+_MAX_VALID_IDS = 4096
+
+
+def prove_sync_event(data: bytes) -> CheckedEvent | None:
+    """The event's fields when ``data`` is provably what ``parse_sync_event`` accepts; else None.
+
+    The bytes parse (orjson), render back to themselves with sorted keys (what the model's
+    canonical check accepts), hold exactly the nine fields, and each field passes the
+    model's own rule (the same patterns, bounds and timestamp parser). The hash is the
+    caller's to check, and a None is no verdict: anything this cannot vouch for (a refusal,
+    a float or timestamp spelled another way, deep nesting) is the model's to judge.
+    """
+    if len(data) > MAX_EVENT_BYTES or data.count(b"{") + data.count(b"[") > _QUICK_MAX_BRACKETS:
+        return None
+    try:
+        body = orjson.loads(data)
+        if type(body) is not dict or len(body) != _SYNC_EVENT_FIELDS:
+            return None
+        if orjson.dumps(body, option=orjson.OPT_SORT_KEYS) != data:
+            return None
+        schema = body["schema"]
+        ids = (
+            body["project_id"],
+            body["hub_project"],
+            body["home_runtime_id"],
+            body["run_id"],
+            body["event_type"],
+        )
+        sequence = body["sequence"]
+        occurred = body["occurred_at"]
+        payload = body["data"]
+    except (orjson.JSONDecodeError, orjson.JSONEncodeError, KeyError):
+        return None  # nine fields, but not these nine: the model says which
+    if schema != SYNC_EVENT_SCHEMA or type(payload) is not dict:
+        return None
+    if type(sequence) is not int or not 1 <= sequence <= MAX_SEQUENCE:
+        return None
+    if ids not in _valid_ids:  # a run's events share their ids: each set is checked once
+        if not _ids_are_valid(ids):
+            return None
+        if len(_valid_ids) >= _MAX_VALID_IDS:
+            _valid_ids.clear()
+        _valid_ids[ids] = None
+    # The canonical spelling (``format_timestamp``'s) digit for digit, in UTC (``Z``): the
+    # model's parser reads exactly these fields back, or refuses them (month 13, ...). Hour
+    # 24, which some parsers take for the next midnight, is left to the model.
+    if (
+        type(occurred) is not str
+        or not _CANONICAL_TIME.fullmatch(occurred)
+        or occurred[11:13] == "24"
+    ):
+        return None
+    try:
+        moment = datetime.fromisoformat(occurred)
+    except ValueError:
+        return None
+    project_id, hub_project, home_runtime_id, run_id, event_type = ids
+    return _new_tuple(
+        CheckedEvent,
+        (project_id, hub_project, home_runtime_id, run_id, sequence, event_type, moment, payload),
+    )
+
+
+def _ids_are_valid(ids: tuple[object, ...]) -> bool:
+    *names, event_type = ids
+    for name in names:
+        if type(name) is not str or len(name) > MAX_NAME_LENGTH or not NAME_PATTERN.fullmatch(name):
+            return False
+    return type(event_type) is str and EVENT_TYPE_PATTERN.fullmatch(event_type) is not None
+
+
+def prove_event_entry(
+    data: bytes, raw_digest: bytes, flat: tuple[bytes, bytes, bytes, bytes, bytes, bytes]
+) -> EventEntry | None:
+    """``parse_event_entry``'s entry when its fields can be proven valid at once, else None.
+
+    ``data``, ``raw_digest`` and ``flat`` are the entry's ``event``, ``content_hash`` and
+    flat fields (in ``flat_fields_of``'s order: project_id, hub_project, run_id, sequence,
+    event_type, runtime_id) exactly as read, every value ``bytes``; the caller has seen
+    that no field of the entry exceeds ``MAX_FIELD_BYTES``. The same checks in full: the
+    bytes hash to the digest, ``prove_sync_event`` vouches for them, and every flat field
+    is the bytes' own. None is no verdict (a refusal, or anything the proof leaves to the
+    model): ``parse_event_entry`` then judges the entry, with its reason.
+    """
+    digest = content_hash(data)
+    if digest.encode("ascii") != raw_digest:
+        return None
+    event = prove_sync_event(data)
+    if event is None:
+        return None
+    if flat != flat_fields_of(event):
+        return None
+    # flat[5] is runtime_id's UTF-8: the str parse_event_entry decodes from it
+    return _new_tuple(EventEntry, (event, data, digest, event.home_runtime_id))
+
+
+def check_event_entry(fields: Mapping[str, bytes]) -> EventEntry:
+    """``parse_event_entry(fields)``: the same entry, or the same ``WireError``, proven
+    without the model when ``prove_event_entry`` can (the consumer's general path)."""
+    try:
+        data = fields["event"]
+        digest = fields["content_hash"]
+        flat = (
+            fields["project_id"],
+            fields["hub_project"],
+            fields["run_id"],
+            fields["sequence"],
+            fields["event_type"],
+            fields["runtime_id"],
+        )
+    except KeyError:
+        return parse_event_entry(fields)  # missing_field
+    if max(map(len, fields.values())) <= MAX_FIELD_BYTES:
+        entry = prove_event_entry(data, digest, flat)
+        if entry is not None:
+            return entry
+    return parse_event_entry(fields)
+
+
+class FastEventCheck:
+    """Proves an event entry valid and signed from its raw fields; None when it cannot."""
+
+    def __init__(self, authenticator: RuntimeAuthenticator) -> None:
+        self.authenticator = authenticator
+
+    def prove(
+        self, raw: Mapping[bytes, bytes], hub_project: str, sized: bool = False
+    ) -> tuple[EventEntry, RuntimeKey] | None:
+        """The entry and the key that signed it, or None (take the general path).
+
+        ``sized``: the caller measured the whole entry (names and values) at no more
+        than ``MAX_FIELD_BYTES``, so no field can be over the limit.
+        """
+        try:
+            kind = raw.get(b"kind")
+            if kind is not None and kind != _KIND_EVENT:
+                return None
+            signature = raw[b"sig"]
+            project_id = raw[b"project_id"]
+            run_id = raw[b"run_id"]
+            sequence = raw[b"sequence"]
+            claimed_project = raw[b"hub_project"]
+            runtime_id = raw[b"runtime_id"]
+            digest = raw[b"content_hash"]
+            event_type = raw[b"event_type"]
+            data = raw[b"event"]
+            if not sized and max(map(len, raw.values())) > MAX_FIELD_BYTES:
+                return None
+            # the signature first: nothing of an entry is read before it authenticates
+            keys = self.authenticator.cached_keys(hub_project, runtime_id)
+            if keys is None:
+                return None
+            key = verify_event_values(
+                keys, project_id, run_id, sequence, claimed_project, runtime_id, digest, signature
+            )
+            if key is None:
+                return None
+            entry = prove_event_entry(
+                data,
+                digest,
+                (project_id, claimed_project, run_id, sequence, event_type, runtime_id),
+            )
+        except (KeyError, TypeError, ValueError):
+            return None  # not bytes names, a missing field, a value that is not bytes
+        if entry is None or entry.event.hub_project != hub_project:
+            return None
+        return entry, key

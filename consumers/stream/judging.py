@@ -1,0 +1,186 @@
+"""Judging a batch's entries: which are valid signed events, which are beats, which are refused.
+
+``EntryJudge.judge`` walks a batch as XREADGROUP returned it. Each event entry
+takes the fast path first (``consumers.stream.fast_event_check.FastEventCheck``: valid
+and signed, proven on the fields as read); anything that path does not prove
+takes the general path, whose verdict and dead-letter reason are the answer:
+``decode_fields``, then by kind
+
+* ``event``: ``RuntimeAuthenticator.event`` (a refusal is dead-lettered with its
+  ``SecurityReason`` and raises a security alert), then ``check_event_entry``
+  (a ``WireError`` is dead-lettered with its reason), then ``wrong_stream`` for
+  an event of another hub project;
+* ``presence``: ``RuntimeAuthenticator.presence``, then ``parse_presence_entry``
+  and ``wrong_stream`` likewise; a valid beat is acknowledged at once;
+* anything else: ``unknown_kind``; and a ``ValueError``, ``TypeError``,
+  ``KeyError`` or ``UnicodeError`` while validating: ``invalid_entry``.
+
+Refusals, dead letters and the acks of entries with nothing to ingest go on the
+batch's ``Publication``; the valid events, who to answer for each, and the
+beats come back in a ``Verdicts`` for the worker to ingest and publish.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from consumers.stream.authentication import Refusal, RuntimeAuthenticator
+from consumers.stream.fast_event_check import FastEventCheck, check_event_entry
+from consumers.stream.publishing import AnswerTo, Publication
+from hubsync.core import keys
+from hubsync.core.entries import (
+    KIND_EVENT,
+    KIND_PRESENCE,
+    MAX_FIELD_BYTES,
+    EventEntry,
+    PresenceBeat,
+    decode_fields,
+    entry_kind,
+    parse_presence_entry,
+)
+from hubsync.core.errors import WireError
+from hubsync.core.redis_values import RawEntry
+from hubsync.core.signing import RuntimeKey
+
+log = logging.getLogger(__name__)
+
+StreamBatch = Sequence[tuple[str, Sequence[RawEntry]]]
+"""Entries grouped by the stream they came from, as XREADGROUP returns them."""
+
+_KIND_EVENT = KIND_EVENT.encode()
+_KIND_PRESENCE = KIND_PRESENCE.encode()
+
+
+@dataclass(slots=True)
+class Verdicts:
+    """What a batch's entries came to, beside what is already on its publication."""
+
+    valid: list[EventEntry] = field(default_factory=list)
+    """The valid events, in batch order: one ``HubStore.ingest`` for them all."""
+    answer_to: list[AnswerTo] = field(default_factory=list)
+    """(hub project, runtime, key) per valid event: where its outcome goes, signed how."""
+    valid_ids: dict[str, list[str]] = field(default_factory=dict)
+    """Stream -> ids of its valid events, acknowledged once their outcomes are queued."""
+    beats: list[PresenceBeat] = field(default_factory=list)
+    count: int = 0
+    """Entries judged (deleted ones included)."""
+    rejected: int = 0
+    """Outcomes ``rejected`` queued for dead letters a runtime's key signed."""
+
+
+class EntryJudge:
+    """Judges each entry of a batch: the fast path first, the general path for the rest."""
+
+    def __init__(self, authenticator: RuntimeAuthenticator) -> None:
+        self.authenticator = authenticator
+        self.fast = FastEventCheck(authenticator)
+
+    def judge(self, batch: StreamBatch, pub: Publication, largest: int | None) -> Verdicts:
+        """The verdicts on ``batch``; refusals, dead letters and bare acks go on ``pub``.
+
+        ``largest``: the size of the batch's largest entry (names and values), when measured.
+        """
+        verdicts = Verdicts(count=sum(len(entries) for _, entries in batch))
+        valid = verdicts.valid
+        answer_to = verdicts.answer_to
+        fast = self.fast
+        sized = largest is not None and largest <= MAX_FIELD_BYTES
+        for stream, entries in batch:
+            project = keys.hub_project_of(stream)
+            ids = verdicts.valid_ids.setdefault(stream, [])
+            for entry_id, raw in entries:
+                if raw is None:  # deleted while pending: nothing left to judge
+                    pub.ack(stream, entry_id)
+                    continue
+                proven = fast.prove(raw, project, sized)
+                if proven is not None:  # valid and signed, proven on the fields as read
+                    entry, key = proven
+                    valid.append(entry)
+                    answer_to.append((project, entry.runtime_id, key))
+                    ids.append(entry_id)
+                    continue
+                self._general(verdicts, pub, stream, project, entry_id, raw)
+        return verdicts
+
+    def _general(
+        self,
+        verdicts: Verdicts,
+        pub: Publication,
+        stream: str,
+        project: str,
+        entry_id: str,
+        raw: Mapping[bytes, bytes],
+    ) -> None:
+        """The general path for one entry: its verdict and dead-letter reason are the answer."""
+        fields = decode_fields(raw)
+        key: RuntimeKey | Refusal | None = None
+        try:
+            kind = fields.get("kind", _KIND_EVENT)
+            if kind == _KIND_EVENT:
+                key = self.authenticator.event(fields, project)
+                if isinstance(key, Refusal):
+                    _refuse(pub, stream, entry_id, fields, key)
+                    return
+                entry = check_event_entry(fields)
+                if entry.event.hub_project != project:
+                    _same_project(entry.event.hub_project, project)
+                verdicts.valid.append(entry)
+                verdicts.answer_to.append((project, entry.runtime_id, key))
+                verdicts.valid_ids[stream].append(entry_id)
+            elif kind == _KIND_PRESENCE:
+                key = self.authenticator.presence(fields, project)
+                if isinstance(key, Refusal):
+                    _refuse(pub, stream, entry_id, fields, key)
+                    return
+                beat = parse_presence_entry(fields)
+                _same_project(beat.hub_project, project)
+                verdicts.beats.append(beat)
+                pub.ack(stream, entry_id)
+            else:
+                named = entry_kind(fields)
+                raise WireError("unknown_kind", f"entry kind {named[:40]!r} is not known")
+        except WireError as exc:
+            verdicts.rejected += _dead_letter(
+                pub, stream, entry_id, fields, exc.reason, exc.detail, key
+            )
+        except (ValueError, TypeError, KeyError, UnicodeError) as exc:
+            detail = f"{type(exc).__name__} while validating the entry"
+            verdicts.rejected += _dead_letter(
+                pub, stream, entry_id, fields, "invalid_entry", detail, key
+            )
+
+
+def _refuse(
+    pub: Publication, stream: str, entry_id: str, fields: dict[str, bytes], why: Refusal
+) -> None:
+    log.warning(
+        "security: refusing entry %s of %s (%s): %s", entry_id, stream, why.reason, why.detail
+    )
+    pub.refused(stream, entry_id, fields, why.reason, why.detail)
+
+
+def _dead_letter(
+    pub: Publication,
+    stream: str,
+    entry_id: str,
+    fields: dict[str, bytes],
+    reason: str,
+    detail: str,
+    key: RuntimeKey | Refusal | None,
+) -> int:
+    """Dead-letter one entry; how many ``rejected`` outcomes that queued (0 or 1)."""
+    log.warning("dead-lettering entry %s of %s: %s", entry_id, stream, reason)
+    before = sum(len(v) for v in pub.outcomes.values())
+    signed_by = key if isinstance(key, RuntimeKey) else None
+    pub.dead(stream, entry_id, fields, reason, detail, key=signed_by)
+    return sum(len(v) for v in pub.outcomes.values()) - before
+
+
+def _same_project(claimed: str, stream_project: str) -> None:
+    if claimed != stream_project:
+        raise WireError(
+            "wrong_stream",
+            f"entry names hub project {claimed!r} but arrived on the stream of {stream_project!r}",
+        )
