@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
@@ -249,17 +248,21 @@ def test_rows_left_unacked_past_the_resend_timeout_are_sent_again(
     state_dir = tmp_path / "state"
     registry, (store,) = make_runtime(state_dir, ["alpha"])
     append_many(store, runs=1, per_run=3)
-    settings = relay_settings(state_dir, redis_url, resend_timeout=0.2, resend_timeout_cap=10)
-    relay = Relay(settings, registry)
+    settings = relay_settings(state_dir, redis_url, resend_timeout=5, resend_timeout_cap=100)
+    clock = FakeClock()
+    relay = Relay(settings, registry, clock=clock)
     relay.run_once()
     assert len(stream_events(redis_client, "alpha")) == 3
+    assert relay.run_once().sender.resent == 0  # not due before the timeout
 
-    wait_until(lambda: relay.run_once().sender.resent >= 3, timeout=5, interval=0.05)
+    clock.advance(5)
+    assert relay.run_once().sender.resent == 3
     relay.close()
     assert len(stream_events(redis_client, "alpha")) == 6
-    # the timeout doubled: the next resend is due no sooner than 0.4 s after the last
-    assert store.due_resends(time.time() + 0.1, 10) == []
-    assert all(row.attempts == 2 for row in store.due_resends(time.time() + 1.0, 10))
+    # the timeout doubled: the next resend is due 10 s after the last, not sooner
+    assert store.due_resends(clock() + 9.9, 10) == []
+    due = store.due_resends(clock() + 10, 10)
+    assert len(due) == 3 and all(row.attempts == 2 for row in due)
 
 
 def test_kill_minus_nine_mid_drain_then_restart_delivers_everything(
