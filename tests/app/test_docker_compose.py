@@ -24,7 +24,7 @@ from hubstore import hub_url_from_path, open_store
 from hubsync.cli.main import cli as hubsync_cli
 from hubsync.core.keys import EFFECTS_QUEUE
 from hubsync.processes import child_environment, hubsync_command
-from tests.helpers.support import REPO_ROOT
+from tests.helpers.support import REPO_ROOT, scrub_environment
 
 COMPOSE: dict[str, Any] = yaml.safe_load((REPO_ROOT / "docker-compose.yml").read_text())
 SERVICES: dict[str, dict[str, Any]] = COMPOSE["services"]
@@ -74,11 +74,7 @@ def resolve(args: list[str], service: str | None = None) -> click.Context:
 @pytest.fixture(autouse=True)
 def _no_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     """Options must come from the file, not from this machine's environment."""
-    import os
-
-    for key in list(os.environ):
-        if key.startswith(("HUBSYNC_", "RQ_")) or key == "REDIS_URL":
-            monkeypatch.delenv(key)
+    scrub_environment(monkeypatch, "RQ_")
 
 
 def test_the_services_are_redis_postgres_a_relay_two_consumers_and_the_effects_worker() -> None:

@@ -14,6 +14,7 @@ from hubstore import hub_url_from_path, open_store
 from hubstore.store import EventPosition, RunPosition
 from hubsync.cli.paging import decode_event_cursor, encode_cursor
 from hubsync.core.canonical import canonical_json, content_hash
+from hubsync.processes import child_environment
 from tests.helpers.operator_support import error_lines, run_cli
 from tests.helpers.relay_player import event_entry, sync_event
 
@@ -238,16 +239,28 @@ def test_the_output_round_trips_through_jq(capsys: Capsys, hub_db: Path, command
     code, out, err = run_cli(capsys, command, *db)
     assert code == 0, err
     through = subprocess.run(
-        ["jq", "-c", "."], input=out.encode("utf-8"), capture_output=True, check=True
+        ["jq", "-c", "."],
+        input=out.encode("utf-8"),
+        capture_output=True,
+        check=True,
+        env=child_environment(),
     )
     assert lines(through.stdout.decode("utf-8")) == lines(out)
     code, out, err = run_cli(capsys, command, *db, "--json", "--limit", "2")
     assert code == 0, err
     through = subprocess.run(
-        ["jq", "-r", ".next"], input=out.encode("utf-8"), capture_output=True, check=True
+        ["jq", "-r", ".next"],
+        input=out.encode("utf-8"),
+        capture_output=True,
+        check=True,
+        env=child_environment(),
     )
     assert through.stdout.decode().strip() == json.loads(out)["next"]
     whole = subprocess.run(
-        ["jq", "-c", "."], input=out.encode("utf-8"), capture_output=True, check=True
+        ["jq", "-c", "."],
+        input=out.encode("utf-8"),
+        capture_output=True,
+        check=True,
+        env=child_environment(),
     )
     assert json.loads(whole.stdout) == json.loads(out)

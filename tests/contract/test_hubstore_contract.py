@@ -39,6 +39,7 @@ from hubsync.core.clock import utc_now
 from hubsync.core.entries import ConflictReason, EventEntry, Outcome, PresenceBeat, SecurityReason
 from hubsync.core.errors import ConfigError
 from hubsync.core.wire import CheckedEvent, parse_sync_event
+from hubsync.processes import child_environment
 from tests.helpers.relay_player import event_entry, sync_event
 from tests.helpers.support import REPO_ROOT
 
@@ -649,6 +650,7 @@ class HubStoreContract:
                 cwd=REPO_ROOT,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
+                env=child_environment(),
             )
             for _ in range(4)
         ]

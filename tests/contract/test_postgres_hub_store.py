@@ -169,7 +169,13 @@ def test_sqlite_and_memory_stores_never_import_the_postgresql_driver(tmp_path: P
         f"open_store(hub_url_from_path({str(tmp_path / 'hub.db')!r}), create_schema=True).close()\n"
         "assert not [m for m in sys.modules if m.startswith('psycopg')], sorted(sys.modules)\n"
     )
-    subprocess.run([sys.executable, "-c", script], cwd=REPO_ROOT, check=True, timeout=60)
+    subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=REPO_ROOT,
+        check=True,
+        timeout=60,
+        env=child_environment(),
+    )
 
 
 # ----- schema versions and migrate -----
@@ -210,6 +216,7 @@ def test_two_processes_migrating_at_once_leave_one_schema(postgres_url: str) -> 
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
+            env=child_environment(),
         )
         for _ in range(3)
     ]

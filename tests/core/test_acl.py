@@ -32,7 +32,7 @@ from hubsync.core.acl_rules import (
     runtime_user,
 )
 from hubsync.demo.embedded_redis import RedisServerProcess
-from hubsync.processes import PipelineProcesses, hubsync_command, run_hubsync
+from hubsync.processes import PipelineProcesses, child_environment, hubsync_command, run_hubsync
 from producers.store.event_store import NewEvent
 from tests.helpers.operator_support import error_lines, run_cli
 from tests.helpers.relay_player import send_fields
@@ -215,7 +215,11 @@ def test_every_line_is_accepted_by_redis_cli(redis_url: str, users: list[str]) -
     ]
     users.extend(["t-runtime-box-1", "t-consumer", "t-operator", "t-replayer"])
     done = subprocess.run(
-        [cli, "-u", redis_url], input="\n".join(lines) + "\n", capture_output=True, text=True
+        [cli, "-u", redis_url],
+        input="\n".join(lines) + "\n",
+        capture_output=True,
+        text=True,
+        env=child_environment(),
     )
     replies = [line for line in done.stdout.splitlines() if line.strip()]
     assert replies.count("OK") == 4, done.stdout  # the main line of each user
