@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -132,16 +133,23 @@ def private_redis(tmp_path: Path) -> Iterator[RedisServerProcess]:
     server.close()
 
 
-@pytest.fixture(scope="session")
-def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisClusterProcesses]:
-    """One private Redis Cluster for the session: 3 masters with a replica each."""
+@contextmanager
+def running_cluster(directory: Path) -> Iterator[RedisClusterProcesses]:
+    """A private Redis Cluster in ``directory``, stopped (whatever it got to) at the end."""
     require_redis_server()
-    cluster = RedisClusterProcesses(tmp_path_factory.mktemp("redis-cluster-session"))
+    cluster = RedisClusterProcesses(directory)
     try:
         cluster.start()
         yield cluster
     finally:
         cluster.close()
+
+
+@pytest.fixture(scope="session")
+def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisClusterProcesses]:
+    """One private Redis Cluster for the session: 3 masters with a replica each."""
+    with running_cluster(tmp_path_factory.mktemp("redis-cluster-session")) as cluster:
+        yield cluster
 
 
 @pytest.fixture
@@ -154,13 +162,8 @@ def cluster_url(redis_cluster: RedisClusterProcesses) -> str:
 @pytest.fixture
 def private_redis_cluster(tmp_path: Path) -> Iterator[RedisClusterProcesses]:
     """A Redis Cluster of this test's own, free to lose a master (kill -9, failover)."""
-    require_redis_server()
-    cluster = RedisClusterProcesses(tmp_path / "redis-cluster")
-    try:
-        cluster.start()
+    with running_cluster(tmp_path / "redis-cluster") as cluster:
         yield cluster
-    finally:
-        cluster.close()
 
 
 @pytest.fixture

@@ -37,10 +37,9 @@ def inspect(
 
 @pytest.fixture
 def pipeline(tmp_path: Path, redis_url: str) -> Iterator[LivePipeline]:
-    live = LivePipeline(tmp_path, redis_url)
-    live.make_busy()
-    yield live
-    live.close()
+    with LivePipeline(tmp_path, redis_url) as live:
+        live.make_busy()
+        yield live
 
 
 def test_it_shows_stream_group_consumers_pending_dead_letters_alerts_and_a_lease(
