@@ -21,14 +21,7 @@ from hubsync.core import keys
 from hubsync.demo.embedded_redis import RedisServerProcess
 from hubsync.processes import PipelineProcesses, hubsync_command, run_hubsync
 from producers.store.event_store import NewEvent
-from tests.helpers.acl_support import (
-    HUB_PROJECT,
-    PASSWORD,
-    PREFIX,
-    apply_lines,
-    hubsync_acl,
-    user_url,
-)
+from tests.helpers import acl_support as acl
 from tests.helpers.relay_player import send_fields
 from tests.helpers.relay_support import make_runtime
 
@@ -36,14 +29,14 @@ from tests.helpers.relay_support import make_runtime
 @pytest.fixture
 def acl_redis(private_redis: RedisServerProcess) -> Iterator[tuple[str, redis.Redis]]:
     """The private server with the default user switched off: (its URL, an admin client)."""
-    admin_password = "admin-" + PASSWORD
+    admin_password = "admin-" + acl.PASSWORD
     setup = redis.Redis.from_url(private_redis.url)
     setup.execute_command(
         "ACL", "SETUSER", "admin", "on", f">{admin_password}", "~*", "&*", "+@all"
     )
     setup.execute_command("ACL", "SETUSER", "default", "off")
     setup.close()
-    admin = redis.Redis.from_url(user_url(private_redis.url, "admin", admin_password))
+    admin = redis.Redis.from_url(acl.user_url(private_redis.url, "admin", admin_password))
     admin.execute_command("ACL", "LOG", "RESET")
     yield private_redis.url, admin
     admin.close()
@@ -55,19 +48,19 @@ def test_each_daemon_and_operator_command_works_under_its_own_user(
     server_url, admin = acl_redis
     state_dir = tmp_path / "runtime" / "state"
     hub_db = tmp_path / "hub.db"
-    registry, (store,) = make_runtime(state_dir, [HUB_PROJECT], hub_db)
+    registry, (store,) = make_runtime(state_dir, [acl.HUB_PROJECT], hub_db)
     runtime_id = registry.runtime_id
     store.append_events([NewEvent(f"run-{n % 3}", "step.completed", {"n": n}) for n in range(60)])
-    roles = [["--runtime", runtime_id, "--hub-project", HUB_PROJECT], ["--consumer"]]
+    roles = [["--runtime", runtime_id, "--hub-project", acl.HUB_PROJECT], ["--consumer"]]
     for argv in [*roles, ["--operator"], ["--replayer"]]:
-        apply_lines(admin, hubsync_acl(tmp_path, *argv))
-    runtime_url = user_url(server_url, f"{PREFIX}runtime-{runtime_id}")
-    consumer_url = user_url(server_url, f"{PREFIX}consumer")
-    operator_env = {"HUBSYNC_REDIS_URL": user_url(server_url, f"{PREFIX}operator")}
-    replayer_env = {"HUBSYNC_REDIS_URL": user_url(server_url, f"{PREFIX}replayer")}
+        acl.apply_lines(admin, acl.hubsync_acl(tmp_path, *argv))
+    runtime_url = acl.user_url(server_url, f"{acl.PREFIX}runtime-{runtime_id}")
+    consumer_url = acl.user_url(server_url, f"{acl.PREFIX}consumer")
+    operator_env = {"HUBSYNC_REDIS_URL": acl.user_url(server_url, f"{acl.PREFIX}operator")}
+    replayer_env = {"HUBSYNC_REDIS_URL": acl.user_url(server_url, f"{acl.PREFIX}replayer")}
     # one unsigned entry, which the hub refuses: a dead letter to list and replay, and a
     # security alert the consumer's user must be allowed to raise
-    send_fields(admin, HUB_PROJECT, {"kind": "event", "note": "not an event"})
+    send_fields(admin, acl.HUB_PROJECT, {"kind": "event", "note": "not an event"})
     LeaseClient(admin).acquire_or_raise("effect:pr:1", "box-1:1", 60_000)  # for lease list
 
     fast = ("--block-ms", "100", "--reclaim-interval", "0.5")
@@ -82,10 +75,14 @@ def test_each_daemon_and_operator_command_works_under_its_own_user(
             lambda: store.outbox_counts()["acked"] == 60, timeout=60, what="every row acked"
         )
         pipeline.wait_until(
-            lambda: admin.xlen(keys.dead_stream(HUB_PROJECT)) == 1, timeout=30, what="the letter"
+            lambda: admin.xlen(keys.dead_stream(acl.HUB_PROJECT)) == 1,
+            timeout=30,
+            what="the letter",
         )
         status = run_hubsync(["status", "--json"], env=operator_env)
-        dead_list = run_hubsync(["dead", "list", "--hub-project", HUB_PROJECT], env=operator_env)
+        dead_list = run_hubsync(
+            ["dead", "list", "--hub-project", acl.HUB_PROJECT], env=operator_env
+        )
         lease_list = run_hubsync(["lease", "list"], env=operator_env)
         alerts = run_hubsync(["alerts", "list"], env=operator_env)
         doctor = run_hubsync(["doctor"], env=operator_env)
@@ -94,10 +91,10 @@ def test_each_daemon_and_operator_command_works_under_its_own_user(
         assert refusals == {(b"t-operator", b"config|get")}
 
         replay_refused = run_hubsync(
-            ["dead", "replay", "--hub-project", HUB_PROJECT, "--all"], env=operator_env
+            ["dead", "replay", "--hub-project", acl.HUB_PROJECT, "--all"], env=operator_env
         )
         replayed = run_hubsync(
-            ["dead", "replay", "--hub-project", HUB_PROJECT, "--all"], env=replayer_env
+            ["dead", "replay", "--hub-project", acl.HUB_PROJECT, "--all"], env=replayer_env
         )
         codes = pipeline.stop_all()
     assert codes == {"relay": 0, "consumer": 0}, codes
@@ -121,9 +118,9 @@ def test_each_daemon_and_operator_command_works_under_its_own_user(
 
     operator = redis.Redis.from_url(operator_env["HUBSYNC_REDIS_URL"])
     with pytest.raises(redis.exceptions.NoPermissionError):
-        operator.xadd(keys.events_stream(HUB_PROJECT), {"kind": "event"})
+        operator.xadd(keys.events_stream(acl.HUB_PROJECT), {"kind": "event"})
     operator.close()
     runtime = redis.Redis.from_url(runtime_url)
     with pytest.raises(redis.exceptions.NoPermissionError):
-        runtime.xtrim(keys.events_stream(HUB_PROJECT), maxlen=0)
+        runtime.xtrim(keys.events_stream(acl.HUB_PROJECT), maxlen=0)
     runtime.close()
