@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -62,13 +63,27 @@ os.environ["PYTHONPATH"] = os.pathsep.join(
 
 
 E2E_FOLDER = Path(__file__).resolve().parent / "e2e"
-"""Every test in it is an ``e2e`` test (the whole pipeline as real processes). A few such
-tests still stand beside the fixtures of their module elsewhere, marked one by one."""
+"""Every test in it is an ``e2e`` test (the whole pipeline as real processes), and only those:
+the folder is the mark. A test elsewhere marked ``e2e`` by hand stops the collection."""
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark ``e2e`` every test in ``tests/e2e/``, and ``redis`` (``postgres``) every test that
-    uses a real-Redis (PostgreSQL) fixture, however indirectly."""
+    uses a real-Redis (PostgreSQL) fixture, however indirectly.
+
+    A test outside ``tests/e2e/`` that carries an ``e2e`` mark of its own is a usage error:
+    a whole-pipeline test moves into the folder (its shared parts into ``tests/helpers/``).
+    """
+    misplaced = [
+        item.nodeid
+        for item in items
+        if not item.path.is_relative_to(E2E_FOLDER) and item.get_closest_marker("e2e")
+    ]
+    if misplaced:
+        raise pytest.UsageError(
+            "the e2e mark comes from the folder: move these tests into tests/e2e/ "
+            "(their shared parts into tests/helpers/) and drop the mark: " + ", ".join(misplaced)
+        )
     for item in items:
         if item.path.is_relative_to(E2E_FOLDER):
             item.add_marker(pytest.mark.e2e)
@@ -118,16 +133,23 @@ def private_redis(tmp_path: Path) -> Iterator[RedisServerProcess]:
     server.close()
 
 
-@pytest.fixture(scope="session")
-def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisClusterProcesses]:
-    """One private Redis Cluster for the session: 3 masters with a replica each."""
+@contextmanager
+def running_cluster(directory: Path) -> Iterator[RedisClusterProcesses]:
+    """A private Redis Cluster in ``directory``, stopped (whatever it got to) at the end."""
     require_redis_server()
-    cluster = RedisClusterProcesses(tmp_path_factory.mktemp("redis-cluster-session"))
+    cluster = RedisClusterProcesses(directory)
     try:
         cluster.start()
         yield cluster
     finally:
         cluster.close()
+
+
+@pytest.fixture(scope="session")
+def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisClusterProcesses]:
+    """One private Redis Cluster for the session: 3 masters with a replica each."""
+    with running_cluster(tmp_path_factory.mktemp("redis-cluster-session")) as cluster:
+        yield cluster
 
 
 @pytest.fixture
@@ -140,13 +162,8 @@ def cluster_url(redis_cluster: RedisClusterProcesses) -> str:
 @pytest.fixture
 def private_redis_cluster(tmp_path: Path) -> Iterator[RedisClusterProcesses]:
     """A Redis Cluster of this test's own, free to lose a master (kill -9, failover)."""
-    require_redis_server()
-    cluster = RedisClusterProcesses(tmp_path / "redis-cluster")
-    try:
-        cluster.start()
+    with running_cluster(tmp_path / "redis-cluster") as cluster:
         yield cluster
-    finally:
-        cluster.close()
 
 
 @pytest.fixture

@@ -3,7 +3,6 @@ one-line usage errors, lazy subcommands, and a relay that refuses a missing stat
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +17,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from hubsync.cli.main import COMMANDS, cli
 from hubsync.cli.options import options_from
 from hubsync.core.settings import RelaySettings
+from hubsync.processes import child_environment
 from tests.helpers.operator_support import error_lines, run_cli
 from tests.helpers.support import REPO_ROOT
 
@@ -109,7 +109,13 @@ def test_importing_the_cli_and_asking_for_help_loads_no_subcommand_rich_demo_or_
         "         and m not in ('hubsync.cli.main', 'hubsync.cli.exit_codes')]\n"
         "print('LOADED', sorted(heavy))\n"
     )
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=child_environment(),
+    )
     assert done.returncode == 0, done.stderr
     assert "relay" in done.stdout and "LOADED []" in done.stdout
 
@@ -238,7 +244,8 @@ def test_a_group_without_a_subcommand_prints_its_help_not_an_error_line(
 def test_python_m_hubsync_works_beside_a_clone_named_hubsync(tmp_path: Path) -> None:
     # the folder that holds a clone: its hubsync/ is not the package, yet -m finds it first
     (tmp_path / "hubsync").symlink_to(REPO_ROOT, target_is_directory=True)
-    env = {name: value for name, value in os.environ.items() if name != "PYTHONPATH"}
+    env = child_environment()
+    env.pop("PYTHONPATH", None)
     shown = subprocess.run(
         [sys.executable, "-m", "hubsync", "--version"],
         cwd=tmp_path,

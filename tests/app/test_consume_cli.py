@@ -1,5 +1,5 @@
-"""``hubsync consume`` as real processes: kill -9 and reclaim, shared hub DB, signals, exit codes;
-its --check and usage errors in-process."""
+"""``hubsync consume`` as real processes: kill -9 and reclaim, signals, exit codes; its --check
+and usage errors in-process."""
 
 from __future__ import annotations
 
@@ -22,9 +22,10 @@ from consumers.stream.worker import HubConsumer
 from hubstore.sqlite.store import SqliteHubStore
 from hubsync.core import keys
 from hubsync.demo.embedded_redis import RedisServerProcess
-from hubsync.processes import Child, PipelineProcesses, hubsync_command
+from hubsync.processes import Child, hubsync_command
 from tests.helpers.consumer_support import (
     EVENTS,
+    Workers,
     consume_argv,
     count_rows,
     enroll_on,
@@ -37,29 +38,10 @@ from tests.helpers.support import wait_until
 from tests.helpers.trust import enroll
 
 
-class Workers:
-    """Background ``hubsync consume`` processes on one Redis, killed at the end of the test."""
-
-    def __init__(self, directory: Path) -> None:
-        self.directory = directory
-        self.pipelines: dict[str, PipelineProcesses] = {}
-
-    def start(self, redis_url: str, hub_db: Path, name: str, *extra: str) -> Child:
-        if redis_url not in self.pipelines:
-            logs = self.directory / f"logs-{len(self.pipelines)}"
-            self.pipelines[redis_url] = PipelineProcesses(redis_url, logs)
-        return self.pipelines[redis_url].consumer(name, hub_db, "--block-ms", "100", *extra)
-
-    def kill_all(self) -> None:
-        for pipeline in self.pipelines.values():
-            pipeline.kill_all()
-
-
 @pytest.fixture
 def workers(tmp_path: Path) -> Iterator[Workers]:
-    pool = Workers(tmp_path)
-    yield pool
-    pool.kill_all()
+    with Workers(tmp_path) as pool:
+        yield pool
 
 
 def test_a_killed_consumers_pending_entries_are_reclaimed_by_another(
@@ -95,33 +77,6 @@ def test_a_killed_consumers_pending_entries_are_reclaimed_by_another(
     assert summary["reclaimed"] == 50 and summary["accepted"] == 50
     assert count_rows(hub_db) == 50
     assert pending_of(redis_client) == 0
-
-
-@pytest.mark.e2e
-def test_several_worker_processes_share_one_hub_database(
-    redis_client: redis.Redis, redis_url: str, tmp_path: Path, workers: Workers
-) -> None:
-    hub_db = tmp_path / "hub.db"
-    projects = ["alpha", "beta", "gamma"]
-    enroll_on(hub_db, projects)
-    for project in projects:
-        for s in range(1, 401):
-            send(redis_client, sync_event(s, project_id=f"p-{project}", hub_project=project))
-    procs = [workers.start(redis_url, hub_db, f"w{i}", "--batch-count", "50") for i in range(3)]
-    wait_until(lambda: count_rows(hub_db) == 1200, timeout=60, interval=0.1, what="all rows")
-    # on a loaded machine a worker may still be starting when the others are done;
-    # SIGTERM before its handler is installed would kill it rather than stop it
-    wait_until(lambda: all("started" in p.log_text() for p in procs), what="all started")
-    for proc in procs:
-        proc.signal(signal.SIGTERM)
-    for proc in procs:
-        assert proc.wait(timeout=20) == 0, proc.log_text()
-        log = proc.log_text()
-        assert "locked" not in log
-        assert "stopped after" in log
-    assert all(
-        int(redis_client.xpending(keys.events_stream(p), "hub")["pending"]) == 0 for p in projects
-    )
 
 
 def test_check_is_healthy_only_while_the_named_consumer_runs(

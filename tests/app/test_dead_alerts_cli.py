@@ -16,18 +16,22 @@ from hubsync.core import keys
 from hubsync.core.redis_values import redis_now_ms
 from hubsync.demo.embedded_redis import free_port
 from hubsync.processes import run_hubsync
-from tests.helpers.operator_support import HUB_PROJECT, LivePipeline, error_lines, run_cli
-from tests.helpers.support import REPO_ROOT, wait_until
+from tests.helpers.operator_support import (
+    HUB_PROJECT,
+    NOT_A_DATABASE,
+    LivePipeline,
+    error_lines,
+    run_cli,
+)
+from tests.helpers.support import wait_until
 
 DEAD = keys.dead_stream(HUB_PROJECT)
-NOT_A_DATABASE = str(REPO_ROOT / "pyproject.toml")
 
 
 @pytest.fixture
 def pipeline(tmp_path: Path, redis_url: str) -> Iterator[LivePipeline]:
-    live = LivePipeline(tmp_path, redis_url)
-    yield live
-    live.close()
+    with LivePipeline(tmp_path, redis_url) as live:
+        yield live
 
 
 def dead(capsys: pytest.CaptureFixture[str], p: LivePipeline, *argv: str) -> tuple[int, str, str]:

@@ -3,45 +3,32 @@
 Docker is not needed: each service command and health check is resolved with
 click's own parser against ``hubsync``'s command group (or rq's, for ``rq
 worker``), so a renamed command or option breaks this test, not a deployment;
-and the quick start in the file's header runs, step by step in its order, with
-each service's environment, against a private Redis and a SQLite hub.
+and the quick start in the file's header is the one docs/operations.md gives (it runs,
+step by step, in ``tests/e2e/test_compose_quick_start.py``).
 """
 
 from __future__ import annotations
 
 import re
-import subprocess
-from pathlib import Path
-from typing import Any
 from urllib.parse import urlsplit
 
 import click
 import pytest
-import yaml
 from rq.cli import main as rq_cli
 
-from hubstore import hub_url_from_path, open_store
 from hubsync.cli.main import cli as hubsync_cli
 from hubsync.core.keys import EFFECTS_QUEUE
-from hubsync.processes import child_environment, hubsync_command
-from tests.helpers.support import REPO_ROOT
-
-COMPOSE: dict[str, Any] = yaml.safe_load((REPO_ROOT / "docker-compose.yml").read_text())
-SERVICES: dict[str, dict[str, Any]] = COMPOSE["services"]
-OURS = sorted(name for name in SERVICES if SERVICES[name].get("build") == ".")
-"""The services running this repository's image."""
-DAEMONS = sorted(name for name in OURS if SERVICES[name].get("restart") != "no")
-"""Those that keep running (the rest are one-shot steps, such as the hub migration)."""
-CONSUMERS = [name for name in OURS if SERVICES[name]["command"][:2] == ["hubsync", "consume"]]
-
-
-def argv(value: Any) -> list[str]:
-    """A compose command or healthcheck test as an argument list (exec form only)."""
-    assert isinstance(value, list), f"use the exec (list) form, not a shell string: {value!r}"
-    if value and value[0] in ("CMD", "CMD-SHELL"):
-        assert value[0] == "CMD", "health checks run without a shell"
-        value = value[1:]
-    return [str(part) for part in value]
+from tests.helpers.deployment_docs import (
+    COMPOSE,
+    COMPOSE_QUICK_START,
+    CONSUMERS,
+    DAEMONS,
+    OURS,
+    SERVICES,
+    argv,
+    quick_start,
+)
+from tests.helpers.support import REPO_ROOT, scrub_environment
 
 
 def resolve(args: list[str], service: str | None = None) -> click.Context:
@@ -74,11 +61,7 @@ def resolve(args: list[str], service: str | None = None) -> click.Context:
 @pytest.fixture(autouse=True)
 def _no_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     """Options must come from the file, not from this machine's environment."""
-    import os
-
-    for key in list(os.environ):
-        if key.startswith(("HUBSYNC_", "RQ_")) or key == "REDIS_URL":
-            monkeypatch.delenv(key)
+    scrub_environment(monkeypatch, "RQ_")
 
 
 def test_the_services_are_redis_postgres_a_relay_two_consumers_and_the_effects_worker() -> None:
@@ -201,101 +184,8 @@ def test_the_image_is_built_from_this_repository_with_pip_the_pins_and_the_postg
 # ----- the quick start, run in order against a private Redis -----
 
 
-def quick_start(text: str, prefix: str) -> list[str]:
-    """The ``docker compose ...`` commands of the first run of lines of ``text`` that start
-    with ``prefix`` and hold one (continuations joined, trailing comments dropped)."""
-    commands: list[str] = []
-    pending = ""
-    for raw in text.splitlines():
-        if not raw.startswith(prefix) or not raw[len(prefix) :].strip():
-            if commands:
-                break  # the end of the quick start's block
-            continue
-        line = f"{pending} {raw[len(prefix) :].strip()}".strip()
-        if line.endswith("\\"):
-            pending = line[:-1].strip()
-            continue
-        pending = ""
-        if line.startswith("docker compose"):
-            commands.append(" ".join(line.split("  #")[0].split()))
-    return commands
-
-
-COMPOSE_QUICK_START = quick_start((REPO_ROOT / "docker-compose.yml").read_text(), "#   ")
-"""The sequence docker-compose.yml's header gives, one command per item."""
-
-
-def compose_run_stages(command: str) -> list[tuple[str, list[str]]]:
-    """``docker compose run [flags] SERVICE ARGV | ...`` as (service, argv) per stage."""
-    stages = []
-    for stage in command.split(" | "):
-        words = stage.split()
-        assert words[:3] == ["docker", "compose", "run"], stage
-        rest = [w for w in words[3:] if w not in ("--rm", "-T", "--no-deps")]
-        assert not rest[0].startswith("-"), (
-            f"a docker compose run flag this test does not know: {stage}"
-        )
-        stages.append((rest[0], rest[1:]))
-    return stages
-
-
 def test_the_quick_start_is_the_same_in_the_compose_file_and_in_operations() -> None:
     operations = (REPO_ROOT / "docs" / "operations.md").read_text()
     documented = quick_start(operations.split("\n## docker-compose\n")[1].split("```sh\n")[1], "")
     assert "docker compose up -d" in COMPOSE_QUICK_START
     assert [c for c in documented if c in COMPOSE_QUICK_START] == COMPOSE_QUICK_START
-
-
-@pytest.mark.e2e
-def test_the_quick_start_runs_in_order_against_a_private_redis_and_a_temp_hub(
-    tmp_path: Path, private_redis: Any
-) -> None:
-    """Every hubsync step of the compose quick start, in its order, as its service runs it:
-    the service's environment, with the private Redis and a SQLite hub in place of the
-    containers' (``hub-migrate`` first, as compose starts it before the consumers), and each
-    volume a directory. ``docker compose up -d`` runs each hubsync daemon with ``--once``."""
-    hub_url = hub_url_from_path(tmp_path / "hub.db")
-
-    def run(service: str, args: list[str], stdin: str = "") -> subprocess.CompletedProcess[str]:
-        volumes = dict(str(v).split(":")[::-1] for v in SERVICES[service].get("volumes", ()))
-        args = [_in_volume(arg, volumes, tmp_path) for arg in args]
-        metrics = [i + 1 for i, arg in enumerate(args) if arg == "--metrics-port"]
-        for i in metrics:  # metrics off: ports are shared with whatever else runs here
-            args[i] = "0"
-        assert args[0] == "hubsync", f"{service}: {args}"
-        environment = {str(k): str(v) for k, v in SERVICES[service].get("environment", {}).items()}
-        environment["HUBSYNC_REDIS_URL"] = private_redis.url
-        if "HUBSYNC_HUB_URL" in environment:
-            environment["HUBSYNC_HUB_URL"] = hub_url
-        done = subprocess.run(
-            hubsync_command(*args[1:]),
-            input=stdin,
-            capture_output=True,
-            text=True,
-            env=child_environment(environment),
-            timeout=120,
-            check=False,
-        )
-        assert done.returncode == 0, (service, args, done.stderr)
-        return done
-
-    run("hub-migrate", argv(SERVICES["hub-migrate"]["command"]))
-    for command in COMPOSE_QUICK_START:
-        if command.startswith("docker compose run "):
-            piped = ""
-            for service, args in compose_run_stages(command):
-                piped = run(service, args, piped).stdout
-        elif command == "docker compose up -d":
-            daemons = [n for n in DAEMONS if argv(SERVICES[n]["command"])[0] == "hubsync"]
-            for name in sorted(daemons, key=lambda n: n != "relay"):  # the relay sends first
-                run(name, [*argv(SERVICES[name]["command"]), "--once"])
-    with open_store(hub_url, create_schema=False) as hub:
-        assert hub.count_events() == 10 * 20  # produce's --runs 10 --events-per-run 20
-
-
-def _in_volume(arg: str, volumes: dict[str, str], root: Path) -> str:
-    """``arg`` with a container path under a service's volume moved to a directory of ``root``."""
-    for inside, volume in volumes.items():
-        if arg == inside or arg.startswith(inside + "/"):
-            return str(root / volume) + arg[len(inside) :]
-    return arg

@@ -14,6 +14,7 @@ from hubstore import hub_url_from_path, open_store
 from hubstore.store import EventPosition, RunPosition
 from hubsync.cli.paging import decode_event_cursor, encode_cursor
 from hubsync.core.canonical import canonical_json, content_hash
+from hubsync.processes import child_environment
 from tests.helpers.operator_support import error_lines, run_cli
 from tests.helpers.relay_player import event_entry, sync_event
 
@@ -231,23 +232,26 @@ def test_the_memory_backend_reads_as_an_empty_hub(capsys: Capsys) -> None:
         assert json.loads(out) == {command: [], "next": None}
 
 
+def jq(*args: str, stdin: str) -> str:
+    """What ``jq ARGS`` prints for ``stdin``."""
+    done = subprocess.run(
+        ["jq", *args],
+        input=stdin.encode("utf-8"),
+        capture_output=True,
+        check=True,
+        env=child_environment(),
+    )
+    return done.stdout.decode("utf-8")
+
+
 @pytest.mark.skipif(shutil.which("jq") is None, reason="jq is not installed")
 @pytest.mark.parametrize("command", ["events", "runs"])
 def test_the_output_round_trips_through_jq(capsys: Capsys, hub_db: Path, command: str) -> None:
     db = ["--hub-db", str(hub_db), "--hub-project", "acme"]
     code, out, err = run_cli(capsys, command, *db)
     assert code == 0, err
-    through = subprocess.run(
-        ["jq", "-c", "."], input=out.encode("utf-8"), capture_output=True, check=True
-    )
-    assert lines(through.stdout.decode("utf-8")) == lines(out)
+    assert lines(jq("-c", ".", stdin=out)) == lines(out)
     code, out, err = run_cli(capsys, command, *db, "--json", "--limit", "2")
     assert code == 0, err
-    through = subprocess.run(
-        ["jq", "-r", ".next"], input=out.encode("utf-8"), capture_output=True, check=True
-    )
-    assert through.stdout.decode().strip() == json.loads(out)["next"]
-    whole = subprocess.run(
-        ["jq", "-c", "."], input=out.encode("utf-8"), capture_output=True, check=True
-    )
-    assert json.loads(whole.stdout) == json.loads(out)
+    assert jq("-r", ".next", stdin=out).strip() == json.loads(out)["next"]
+    assert json.loads(jq("-c", ".", stdin=out)) == json.loads(out)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -14,6 +13,7 @@ from hubstore.leases import LeaseClient
 from hubsync.core import keys
 from hubsync.core.connections import connect
 from hubsync.demo.embedded_redis import free_port
+from hubsync.processes import child_environment
 from tests.helpers.operator_support import HUB_PROJECT, LivePipeline
 from tests.helpers.support import REPO_ROOT
 
@@ -25,7 +25,7 @@ pytestmark = pytest.mark.skipif(shutil.which("redis-cli") is None, reason="needs
 def inspect(
     redis_url: str | None, *args: str, hubsync_redis_url: str | None = None
 ) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("HUBSYNC_") and k != "REDIS_URL"}
+    env = child_environment()
     if redis_url is not None:
         env["REDIS_URL"] = redis_url
     if hubsync_redis_url is not None:
@@ -37,10 +37,9 @@ def inspect(
 
 @pytest.fixture
 def pipeline(tmp_path: Path, redis_url: str) -> Iterator[LivePipeline]:
-    live = LivePipeline(tmp_path, redis_url)
-    live.make_busy()
-    yield live
-    live.close()
+    with LivePipeline(tmp_path, redis_url) as live:
+        live.make_busy()
+        yield live
 
 
 def test_it_shows_stream_group_consumers_pending_dead_letters_alerts_and_a_lease(

@@ -1,15 +1,13 @@
-"""Daemons authenticate with a password kept off their command line.
+"""Commands authenticate with a password kept off their command line.
 
-A private redis-server with ``requirepass``: the relay and a consumer, each a
-real process, get a URL without password and ``--redis-password-file``; the
-pipeline drains, and neither process's ``/proc/<pid>/cmdline`` holds the
-password. A password in a URL on the command line still works, with one
-warning that never names it.
+A private redis-server with ``requirepass``. A password in a URL on the command
+line still works, with one warning that never names it; a missing or wrong one
+is one line naming the user. (The relay and a consumer draining a pipeline with
+``--redis-password-file`` are in ``tests/e2e/test_redis_password_file.py``.)
 """
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,87 +16,23 @@ import redis
 
 from hubsync.core.connections import connect, read_password_file, use_credentials
 from hubsync.core.errors import ConfigError
-from hubsync.processes import Child, hubsync_command, run_hubsync
+from hubsync.demo.embedded_redis import RedisServerProcess
+from hubsync.processes import run_hubsync
 from producers.registry import RuntimeRegistry
 from tests.helpers.operator_support import run_cli
-from tests.helpers.relay_support import append_many, make_runtime
-from tests.helpers.support import wait_until
-
-PASSWORD = "s3cret-Redis-pass-7f1c"
+from tests.helpers.redis_auth import PASSWORD, requiring_password, write_password_file
 
 
 @pytest.fixture
-def locked_redis(private_redis: object) -> Iterator[str]:
+def locked_redis(private_redis: RedisServerProcess) -> Iterator[str]:
     """The URL (no password) of a private redis-server that requires ``PASSWORD``."""
-    url: str = private_redis.url  # type: ignore[attr-defined]
-    admin = redis.Redis.from_url(url)
-    admin.config_set("requirepass", PASSWORD)
-    admin.close()
-    yield url
-    use_credentials(url, None)  # no password left for the next test in this process
+    with requiring_password(private_redis) as url:
+        yield url
 
 
 @pytest.fixture
 def password_file(tmp_path: Path) -> Path:
-    path = tmp_path / "redis-password"
-    path.write_text(f"  {PASSWORD}\n")
-    path.chmod(0o600)
-    return path
-
-
-def hub_rows(hub_db: Path) -> int:
-    if not hub_db.exists():
-        return 0
-    with sqlite3.connect(hub_db) as conn:
-        try:
-            return int(conn.execute("SELECT count(*) FROM sync_events").fetchone()[0])
-        except sqlite3.OperationalError:  # the consumer has not made the schema yet
-            return 0
-
-
-def cmdline(pid: int) -> bytes:
-    return Path(f"/proc/{pid}/cmdline").read_bytes()
-
-
-@pytest.mark.e2e
-def test_relay_and_consumer_authenticate_from_a_password_file_kept_off_argv(
-    tmp_path: Path, locked_redis: str, password_file: Path
-) -> None:
-    state_dir = tmp_path / "state"
-    hub_db = tmp_path / "hub.db"
-    registry, (store,) = make_runtime(state_dir, ["acme"], hub_db)
-    append_many(store, runs=2, per_run=5)
-    store.close()
-    registry.close()
-    secret = ["--redis-password-file", str(password_file)]
-    relay = Child(
-        "relay",
-        hubsync_command(
-            "relay", "--state-dir", str(state_dir), "--redis-url", locked_redis, *secret
-        ),
-        tmp_path / "relay.log",
-    )
-    consumer = Child(
-        "consumer",
-        hubsync_command("consume", "--hub-db", str(hub_db), "--name", "hub-1", *secret),
-        tmp_path / "consumer.log",
-        env={"HUBSYNC_REDIS_URL": locked_redis},
-    )
-    relay.start()
-    consumer.start()
-    try:
-        wait_until(lambda: hub_rows(hub_db) == 10, timeout=60, what="the hub to store 10 events")
-        relay.check()
-        consumer.check()
-        for child in (relay, consumer):
-            assert PASSWORD.encode() not in cmdline(child.pid)
-            assert locked_redis.encode() in cmdline(child.pid) or child is consumer
-    finally:
-        relay.stop()
-        consumer.stop()
-    for child in (relay, consumer):
-        assert PASSWORD not in child.log_text()
-        assert "password" not in child.log_text().lower()  # no warning: nothing on argv
+    return write_password_file(tmp_path)
 
 
 def test_a_password_in_a_url_on_the_command_line_works_with_one_warning_naming_no_password(

@@ -16,17 +16,20 @@ from consumers.stream.health import write_health
 from hubsync.core import keys
 from hubsync.demo.embedded_redis import free_port
 from hubsync.processes import Child, hubsync_command
-from tests.helpers.operator_support import HUB_PROJECT, LivePipeline, error_lines, run_cli
-from tests.helpers.support import REPO_ROOT, wait_until
-
-NOT_A_DATABASE = str(REPO_ROOT / "pyproject.toml")
+from tests.helpers.operator_support import (
+    HUB_PROJECT,
+    NOT_A_DATABASE,
+    LivePipeline,
+    error_lines,
+    run_cli,
+)
+from tests.helpers.support import wait_until
 
 
 @pytest.fixture
 def pipeline(tmp_path: Path, redis_url: str) -> Iterator[LivePipeline]:
-    live = LivePipeline(tmp_path, redis_url)
-    yield live
-    live.close()
+    with LivePipeline(tmp_path, redis_url) as live:
+        yield live
 
 
 @pytest.fixture

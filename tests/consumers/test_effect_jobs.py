@@ -3,9 +3,6 @@ what is safe; the maintenance job runs from `rq cron`."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -20,31 +17,13 @@ from hubsync.core import keys
 from hubsync.core.entries import PresenceBeat
 from hubsync.core.errors import ConfigError, SchemaVersionError
 from producers.effects import AttemptState, EffectKind, EffectsLedger, EffectSpec, EffectStatus
-from tests.helpers.support import REPO_ROOT, wait_until
+from tests.helpers.rq_support import burst_worker, environment_names, start_rq
+from tests.helpers.support import wait_until
 from tests.helpers.webhook_server import webhook_server
 
 
 def _spec(url: str, attempt: str) -> EffectSpec:
     return EffectSpec("run-1", "notify", attempt, EffectKind.WEBHOOK, url, {"deploy": "v1"})
-
-
-def _rq(
-    args: list[str], redis_url: str, log: Path, env: dict[str, str] | None = None
-) -> subprocess.Popen[bytes]:
-    rq = Path(sys.executable).with_name("rq")
-    command = [str(rq) if rq.exists() else "rq", *args, "--url", redis_url]
-    with log.open("ab") as out:
-        return subprocess.Popen(
-            command,
-            cwd=REPO_ROOT,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env={**os.environ, **(env or {})},
-        )
-
-
-def _burst_worker(redis_url: str, log: Path) -> subprocess.Popen[bytes]:
-    return _rq(["worker", keys.EFFECTS_QUEUE, "--burst", "--with-scheduler"], redis_url, log)
 
 
 def test_two_rq_workers_race_one_webhook_effect_and_exactly_one_post_lands(
@@ -65,7 +44,7 @@ def test_two_rq_workers_race_one_webhook_effect_and_exactly_one_post_lands(
             )
             for attempt in ["job-a", "job-b"]
         ]
-        workers = [_burst_worker(redis_url, log) for _ in range(2)]
+        workers = [burst_worker(redis_url, log) for _ in range(2)]
 
         def one_is_scheduled_for_retry() -> bool:
             return any(job.get_status(refresh=True) == JobStatus.SCHEDULED for job in jobs)
@@ -78,7 +57,7 @@ def test_two_rq_workers_race_one_webhook_effect_and_exactly_one_post_lands(
         def both_finished() -> bool:
             if all(job.get_status(refresh=True) == JobStatus.FINISHED for job in jobs):
                 return True
-            _burst_worker(redis_url, log).wait(timeout=60)  # fires the due retry
+            burst_worker(redis_url, log).wait(timeout=60)  # fires the due retry
             return False
 
         wait_until(both_finished, timeout=60, interval=0.2, what="both jobs to finish")
@@ -93,6 +72,24 @@ def test_two_rq_workers_race_one_webhook_effect_and_exactly_one_post_lands(
     assert record.status is EffectStatus.COMMITTED
     assert record.receipt is not None and record.receipt["status"] == 200
     ledger.close()
+
+
+def test_an_rq_child_sees_only_the_environment_the_test_gives_it(
+    redis_url: str, redis_client: redis.Redis, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # what this process's shell exported must not configure a child behind the test's back
+    monkeypatch.setenv("HUBSYNC_FROM_THE_PARENT", "must-not-reach-the-child")
+    monkeypatch.setenv("REDIS_URL", "redis://127.0.0.1:1/0")
+    job = effects_queue(redis_client).enqueue(environment_names)
+    log = tmp_path / "rq.log"
+    worker = start_rq(
+        ["worker", keys.EFFECTS_QUEUE, "--burst"], redis_url, log, {"HUBSYNC_GIVEN": "1"}
+    )
+    assert worker.wait(timeout=60) == 0, log.read_text()
+    names = Job.fetch(job.id, connection=redis_client).return_value()
+    assert isinstance(names, list) and "HUBSYNC_GIVEN" in names, log.read_text()
+    assert "HUBSYNC_FROM_THE_PARENT" not in names
+    assert "REDIS_URL" not in names
 
 
 def _work(redis_client: redis.Redis) -> None:
@@ -197,7 +194,7 @@ def test_maintenance_runs_from_rq_cron_and_an_rq_worker(
         "HUBSYNC_MAINTENANCE_INTERVAL": "3600",
     }
     log = tmp_path / "cron.log"
-    cron = _rq(["cron", "consumers.jobs.maintenance_cron"], redis_url, log, env)
+    cron = start_rq(["cron", "consumers.jobs.maintenance_cron"], redis_url, log, env)
     try:
         queue = effects_queue(redis_client)
         wait_until(lambda: queue.count >= 1, timeout=30, what="rq cron to enqueue maintenance")
@@ -205,7 +202,7 @@ def test_maintenance_runs_from_rq_cron_and_an_rq_worker(
         # rq cron may swallow SIGTERM mid-enqueue and sleep on; its state is in Redis.
         cron.kill()
         cron.wait(timeout=30)
-    _burst_worker(redis_url, tmp_path / "worker.log").wait(timeout=60)
+    burst_worker(redis_url, tmp_path / "worker.log").wait(timeout=60)
     assert EffectsLedger(ledger_path).list_run("run-1") == []
     with SqliteHubStore(hub_db) as hub:
         assert hub.presence("proj") == [], "presence older than the hub retention is purged"

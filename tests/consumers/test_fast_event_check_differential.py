@@ -313,9 +313,8 @@ def test_a_canonical_event_is_proven_without_the_model(monkeypatch: pytest.Monke
 # ----- whole entries -----
 
 
-@st.composite
-def entries(draw: st.DrawFn) -> dict[str, bytes]:
-    event = draw(events())
+def _entry_fields(draw: st.DrawFn, event: dict[str, object]) -> dict[str, bytes]:
+    """The fields of an event entry for ``event``, its bytes one of its drawn encodings."""
     encodings = _encodings(event)
     assume(encodings)
     raw = draw(st.sampled_from(encodings))
@@ -333,6 +332,13 @@ def entries(draw: st.DrawFn) -> dict[str, bytes]:
     fields["kind"] = b"event"
     fields["event"] = raw
     fields["content_hash"] = content_hash(raw).encode()
+    return fields
+
+
+@st.composite
+def entries(draw: st.DrawFn) -> dict[str, bytes]:
+    event = draw(events())
+    fields = _entry_fields(draw, event)
     change = draw(st.integers(0, 9))
     if change == 0:
         name = draw(st.sampled_from(sorted(fields)))
@@ -431,23 +437,7 @@ def signed_entries(draw: st.DrawFn) -> dict[bytes, bytes]:
     if draw(st.integers(0, 4)):  # mostly an enrolled runtime on the stream's hub project
         event["home_runtime_id"] = draw(st.sampled_from(["rt-1", "rt-1", "rt-2", "rt-3"]))
         event["hub_project"] = draw(st.sampled_from([_HUB_PROJECT, _HUB_PROJECT, "other"]))
-    encodings = _encodings(event)
-    assume(encodings)
-    raw = draw(st.sampled_from(encodings))
-    fields: dict[str, bytes] = {
-        name: str(event.get(source, "x")).encode()
-        for name, source in (
-            ("project_id", "project_id"),
-            ("hub_project", "hub_project"),
-            ("run_id", "run_id"),
-            ("sequence", "sequence"),
-            ("event_type", "event_type"),
-            ("runtime_id", "home_runtime_id"),
-        )
-    }
-    fields["kind"] = b"event"
-    fields["event"] = raw
-    fields["content_hash"] = content_hash(raw).encode()
+    fields = _entry_fields(draw, event)
     if draw(st.booleans()):
         del fields["kind"]  # plain producers may leave it out
     signer = _KEYS.get(fields["runtime_id"].decode(), _STRANGER)

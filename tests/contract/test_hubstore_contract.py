@@ -12,12 +12,11 @@ import re
 import subprocess
 import sys
 import textwrap
-import time
 from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -40,6 +39,7 @@ from hubsync.core.clock import utc_now
 from hubsync.core.entries import ConflictReason, EventEntry, Outcome, PresenceBeat, SecurityReason
 from hubsync.core.errors import ConfigError
 from hubsync.core.wire import CheckedEvent, parse_sync_event
+from hubsync.processes import child_environment
 from tests.helpers.relay_player import event_entry, sync_event
 from tests.helpers.support import REPO_ROOT
 
@@ -428,19 +428,17 @@ class HubStoreContract:
                 assert summary.sync_cursor == store.sync_cursor(summary.project_id, summary.run_id)
                 assert list(summary.gaps) == store.gaps(summary.project_id, summary.run_id)
 
-    def test_runs_of_a_big_hub_page_quickly(self, store: HubStore) -> None:
+    def test_runs_of_a_big_hub_page_through_every_run_with_its_gaps(self, store: HubStore) -> None:
+        # What a page costs is counted in statements, per backend below, not timed.
         ingest_big_hub(store)
-        started = time.perf_counter()
         paged: list[RunSummary] = []
         after: RunPosition | None = None
         while page := store.runs("acme", after=after, limit=1000):
             paged += page
             after = page[-1].position
-        elapsed = time.perf_counter() - started
         assert len(paged) == BIG_RUNS
         assert sum(r.events for r in paged) == BIG_RUNS * BIG_EVENTS_PER_RUN - BIG_RUNS // 10
         assert sum(1 for r in paged if r.gaps == ((2, 2),)) == BIG_RUNS // 10
-        assert elapsed < 5.0, f"listing {BIG_RUNS} runs took {elapsed:.2f}s"
 
     def test_presence_is_upserted_per_runtime_and_flagged_stale(self, store: HubStore) -> None:
         store.record_presence([beat("rt-1"), beat("rt-2")])
@@ -652,6 +650,7 @@ class HubStoreContract:
                 cwd=REPO_ROOT,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
+                env=child_environment(),
             )
             for _ in range(4)
         ]
@@ -724,3 +723,20 @@ class TestPostgresHubStore(HubStoreContract):
 
     def shared_url(self, directory: Path) -> str | None:
         return self.databases.url_for(directory)
+
+    def test_a_page_of_runs_is_one_statement_however_many_runs(self, tmp_path: Path) -> None:
+        import psycopg
+
+        statements: list[str] = []
+        execute = psycopg.Connection.execute
+
+        def recorded(connection: psycopg.Connection[Any], query: Any, *args: Any) -> Any:
+            statements.append(str(query))
+            return execute(connection, query, *args)
+
+        with self.open_new(tmp_path) as store, pytest.MonkeyPatch.context() as patch:
+            ingest_big_hub(store)
+            patch.setattr(psycopg.Connection, "execute", recorded)
+            page = store.runs("acme", after=RunPosition("run-0500", "p0"), limit=1000)
+        assert len(page) == BIG_RUNS - 501
+        assert len(statements) == 1, statements

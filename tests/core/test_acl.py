@@ -8,20 +8,16 @@ refused NOPERM by Redis itself.
 from __future__ import annotations
 
 import hashlib
-import json
-import shlex
 import shutil
 import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from urllib.parse import quote
 
 import pytest
 import redis
 
 from hubstore import hub_url_from_path, open_store
 from hubstore.leases import LeaseClient
-from hubstore.sqlite.store import SqliteHubStore
 from hubsync.core import keys
 from hubsync.core.acl_rules import (
     RedisUser,
@@ -31,48 +27,16 @@ from hubsync.core.acl_rules import (
     replayer_user,
     runtime_user,
 )
-from hubsync.demo.embedded_redis import RedisServerProcess
-from hubsync.processes import PipelineProcesses, hubsync_command, run_hubsync
-from producers.store.event_store import NewEvent
+from hubsync.processes import child_environment
+from tests.helpers.acl_support import (
+    HUB_PROJECT,
+    PASSWORD,
+    PREFIX,
+    apply_lines,
+    hubsync_acl,
+    user_url,
+)
 from tests.helpers.operator_support import error_lines, run_cli
-from tests.helpers.relay_player import send_fields
-from tests.helpers.relay_support import make_runtime
-
-HUB_PROJECT = "acme"
-PASSWORD = "s3cret-Password-for-tests"
-PREFIX = "t-"
-
-
-def apply_lines(admin: redis.Redis, lines: list[str]) -> None:
-    """Run each ``ACL SETUSER`` line as one command, as redis-cli would.
-
-    Only the CLIENT SETINFO line may be refused, and only as an unknown command
-    (Redis 7.0 and 7.1 do not have it).
-    """
-    for line in lines:
-        try:
-            admin.execute_command(*shlex.split(line))
-        except redis.ResponseError as exc:
-            if not (line.endswith("+client|setinfo") and "Unknown command" in str(exc)):
-                raise
-
-
-def user_url(server_url: str, user: str, password: str = PASSWORD) -> str:
-    """``server_url`` authenticating as ``user``."""
-    scheme, rest = server_url.split("://", 1)
-    return f"{scheme}://{quote(user, safe='')}:{quote(password, safe='')}@{rest}"
-
-
-def hubsync_acl(tmp_path: Path, *argv: str) -> list[str]:
-    """``hubsync acl ARGV --password-file F`` as a real command: its stdout lines."""
-    password_file = tmp_path / "password"
-    password_file.write_text(PASSWORD + "\n")
-    done = run_hubsync(
-        ["acl", *argv, "--user-prefix", PREFIX, "--password-file", str(password_file)]
-    )
-    assert done.returncode == 0, done.stderr
-    assert PASSWORD not in done.stdout + done.stderr
-    return done.stdout.splitlines()
 
 
 @pytest.fixture
@@ -215,7 +179,11 @@ def test_every_line_is_accepted_by_redis_cli(redis_url: str, users: list[str]) -
     ]
     users.extend(["t-runtime-box-1", "t-consumer", "t-operator", "t-replayer"])
     done = subprocess.run(
-        [cli, "-u", redis_url], input="\n".join(lines) + "\n", capture_output=True, text=True
+        [cli, "-u", redis_url],
+        input="\n".join(lines) + "\n",
+        capture_output=True,
+        text=True,
+        env=child_environment(),
     )
     replies = [line for line in done.stdout.splitlines() if line.strip()]
     assert replies.count("OK") == 4, done.stdout  # the main line of each user
@@ -294,103 +262,3 @@ def test_the_consumer_may_not_append_events_or_delete_entries(
     assert refused(lambda: client.sadd(keys.PROJECTS, "squatted"))
     assert refused(lambda: client.keys("*"))
     client.close()
-
-
-# ----- the whole pipeline, each process under its own user -----
-
-
-@pytest.fixture
-def acl_redis(private_redis: RedisServerProcess) -> Iterator[tuple[str, redis.Redis]]:
-    """The private server with the default user switched off: (its URL, an admin client)."""
-    admin_password = "admin-" + PASSWORD
-    setup = redis.Redis.from_url(private_redis.url)
-    setup.execute_command(
-        "ACL", "SETUSER", "admin", "on", f">{admin_password}", "~*", "&*", "+@all"
-    )
-    setup.execute_command("ACL", "SETUSER", "default", "off")
-    setup.close()
-    admin = redis.Redis.from_url(user_url(private_redis.url, "admin", admin_password))
-    admin.execute_command("ACL", "LOG", "RESET")
-    yield private_redis.url, admin
-    admin.close()
-
-
-@pytest.mark.e2e
-def test_each_daemon_and_operator_command_works_under_its_own_user(
-    tmp_path: Path, acl_redis: tuple[str, redis.Redis]
-) -> None:
-    server_url, admin = acl_redis
-    state_dir = tmp_path / "runtime" / "state"
-    hub_db = tmp_path / "hub.db"
-    registry, (store,) = make_runtime(state_dir, [HUB_PROJECT], hub_db)
-    runtime_id = registry.runtime_id
-    store.append_events([NewEvent(f"run-{n % 3}", "step.completed", {"n": n}) for n in range(60)])
-    roles = [["--runtime", runtime_id, "--hub-project", HUB_PROJECT], ["--consumer"]]
-    for argv in [*roles, ["--operator"], ["--replayer"]]:
-        apply_lines(admin, hubsync_acl(tmp_path, *argv))
-    runtime_url = user_url(server_url, f"{PREFIX}runtime-{runtime_id}")
-    consumer_url = user_url(server_url, f"{PREFIX}consumer")
-    operator_env = {"HUBSYNC_REDIS_URL": user_url(server_url, f"{PREFIX}operator")}
-    replayer_env = {"HUBSYNC_REDIS_URL": user_url(server_url, f"{PREFIX}replayer")}
-    # one unsigned entry, which the hub refuses: a dead letter to list and replay, and a
-    # security alert the consumer's user must be allowed to raise
-    send_fields(admin, HUB_PROJECT, {"kind": "event", "note": "not an event"})
-    LeaseClient(admin).acquire_or_raise("effect:pr:1", "box-1:1", 60_000)  # for lease list
-
-    fast = ("--block-ms", "100", "--reclaim-interval", "0.5")
-    with PipelineProcesses(runtime_url, tmp_path / "logs") as pipeline:
-        pipeline.start("relay", hubsync_command("relay", "--state-dir", str(state_dir)))
-        pipeline.start(
-            "consumer",
-            hubsync_command("consume", "--hub-db", str(hub_db), "--name", "hub-1", *fast),
-            env={"HUBSYNC_REDIS_URL": consumer_url},
-        )
-        pipeline.wait_until(
-            lambda: store.outbox_counts()["acked"] == 60, timeout=60, what="every row acked"
-        )
-        pipeline.wait_until(
-            lambda: admin.xlen(keys.dead_stream(HUB_PROJECT)) == 1, timeout=30, what="the letter"
-        )
-        status = run_hubsync(["status", "--json"], env=operator_env)
-        dead_list = run_hubsync(["dead", "list", "--hub-project", HUB_PROJECT], env=operator_env)
-        lease_list = run_hubsync(["lease", "list"], env=operator_env)
-        alerts = run_hubsync(["alerts", "list"], env=operator_env)
-        doctor = run_hubsync(["doctor"], env=operator_env)
-        # everything above ran within its grants: Redis refused only doctor's CONFIG GET
-        refusals = {(e[b"username"], e[b"object"]) for e in admin.execute_command("ACL", "LOG")}
-        assert refusals == {(b"t-operator", b"config|get")}
-
-        replay_refused = run_hubsync(
-            ["dead", "replay", "--hub-project", HUB_PROJECT, "--all"], env=operator_env
-        )
-        replayed = run_hubsync(
-            ["dead", "replay", "--hub-project", HUB_PROJECT, "--all"], env=replayer_env
-        )
-        codes = pipeline.stop_all()
-    assert codes == {"relay": 0, "consumer": 0}, codes
-
-    with SqliteHubStore(hub_db) as hub:
-        assert hub.count_events() == 60
-    for done in (status, dead_list, lease_list, alerts):
-        assert done.returncode == 0, done.stderr
-    shown = json.loads(status.stdout)
-    assert [p["dead_letters"] for p in shown["hub_projects"]] == [1]
-    assert {h["kind"] for h in shown["health"]} == {"relay", "consumer"}
-    assert "showing 1 of 1 dead letter(s)" in dead_list.stdout
-    assert "effect:pr:1" in lease_list.stdout
-    assert "1 alert(s)" in alerts.stdout and "unauthenticated" in alerts.stdout, alerts.stdout
-    assert "ok   consumer-group" in doctor.stdout
-    assert "NOPERM" not in doctor.stdout + doctor.stderr, doctor.stdout
-    assert replay_refused.returncode == 1 and "no permissions" in replay_refused.stderr
-    assert replay_refused.stderr.startswith("error: Redis refused a command")
-    assert "Traceback" not in replay_refused.stderr
-    assert replayed.returncode == 0 and "replayed 1" in replayed.stdout, replayed.stdout
-
-    operator = redis.Redis.from_url(operator_env["HUBSYNC_REDIS_URL"])
-    with pytest.raises(redis.exceptions.NoPermissionError):
-        operator.xadd(keys.events_stream(HUB_PROJECT), {"kind": "event"})
-    operator.close()
-    runtime = redis.Redis.from_url(runtime_url)
-    with pytest.raises(redis.exceptions.NoPermissionError):
-        runtime.xtrim(keys.events_stream(HUB_PROJECT), maxlen=0)
-    runtime.close()

@@ -31,9 +31,8 @@ HOSTILE = f"box\x1b[2J\x1b]0;owned\x07\n{FORGED_LINE}\r\u202eevil"
 
 @pytest.fixture
 def pipeline(tmp_path: Path, redis_url: str) -> Iterator[LivePipeline]:
-    live = LivePipeline(tmp_path, redis_url)
-    yield live
-    live.close()
+    with LivePipeline(tmp_path, redis_url) as live:
+        yield live
 
 
 def assert_nothing_raw(text: str) -> None:

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 
 from hubsync.core.gc_tuning import OLDER_THRESHOLDS, YOUNG_THRESHOLD
-from tests.helpers.support import REPO_ROOT
+from hubsync.processes import child_environment
 
 CHECK = """
 import gc
@@ -19,9 +18,12 @@ print(gc.get_threshold(), gc.get_freeze_count() > before)
 
 
 def test_tuning_freezes_what_exists_and_collects_less_often() -> None:
-    root = REPO_ROOT
-    env = dict(os.environ, PYTHONPATH=f"{root}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+    # tests/conftest.py put the checkout first on PYTHONPATH, which the child keeps
     out = subprocess.run(
-        [sys.executable, "-c", CHECK], capture_output=True, text=True, check=True, env=env
+        [sys.executable, "-c", CHECK],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=child_environment(),
     ).stdout.strip()
     assert out == f"{(YOUNG_THRESHOLD, *OLDER_THRESHOLDS)} True"

@@ -27,7 +27,7 @@ from hubsync.core.canonical import content_hash
 from hubsync.core.settings import ConsumerSettings
 from hubsync.core.signing import SIGNATURE_FIELD
 from hubsync.processes import Child, hubsync_command, run_hubsync
-from producers.relay import Relay
+from tests.helpers.clock import FakeClock
 from tests.helpers.hub_double import ack_everything
 from tests.helpers.relay_player import (
     HUB_PROJECT,
@@ -37,7 +37,7 @@ from tests.helpers.relay_player import (
     send_fields,
     sync_event,
 )
-from tests.helpers.relay_support import append_many, make_runtime, relay_settings
+from tests.helpers.relay_support import relay_with_events
 from tests.helpers.support import wait_until
 from tests.helpers.trust import enroll, signed_event
 
@@ -85,21 +85,20 @@ def test_every_metric_of_the_contract_is_exported_with_its_type() -> None:
 def test_relay_counts_new_sends_resends_applied_outcomes_and_backlog(
     tmp_path: Path, redis_url: str, redis_client: redis.Redis
 ) -> None:
-    state_dir = tmp_path / "state"
-    registry, (store,) = make_runtime(state_dir, ["alpha"])
-    append_many(store, runs=2, per_run=5)
     sent = delta("hubsync_events_sent_total", kind="new")
     resent = delta("hubsync_events_sent_total", kind="resend")
     acked = delta("hubsync_relay_outcomes_total", outcome="acked")
-    settings = relay_settings(state_dir, redis_url, resend_timeout=0.05, resend_timeout_cap=0.05)
-    relay = Relay(settings, registry)
+    clock = FakeClock()
+    _, store, relay = relay_with_events(
+        tmp_path / "state", redis_url, 2, 5, clock, resend_timeout=5, resend_timeout_cap=5
+    )
     try:
         relay.run_once()
         assert sent() == 10 and acked() == 0
         assert sample("hubsync_outbox_backlog", project=store.project_id) == 10
 
-        # past the 50 ms resend timeout every row goes out again
-        wait_until(lambda: relay.run_once() and resent() >= 10, timeout=5, interval=0.02)
+        clock.advance(5)  # past the resend timeout every row goes out again, once
+        relay.run_once()
         assert resent() == 10
 
         ack_everything(redis_client, "alpha")

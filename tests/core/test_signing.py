@@ -46,6 +46,7 @@ from hubsync.core.signing import (
     verify_outcomes_entry,
     verify_presence_entry,
 )
+from hubsync.processes import child_environment
 from tests.helpers.support import REPO_ROOT
 
 KEY = bytes(range(32))
@@ -593,6 +594,7 @@ def test_the_benchmark_reports_every_operation_beside_raw_hmac() -> None:
         text=True,
         timeout=120,
         check=True,
+        env=child_environment(),
     )
     report = json.loads(done.stdout)
     operations = report["operations"]

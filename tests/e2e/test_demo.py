@@ -58,7 +58,6 @@ def running(pid: int) -> bool:
     return state != "Z"
 
 
-@pytest.mark.e2e
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
 def test_a_demo_stopped_by_sigterm_or_sighup_leaves_no_process_and_no_temp_dir(
     tmp_path: Path, signum: signal.Signals

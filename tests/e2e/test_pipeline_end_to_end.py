@@ -10,6 +10,7 @@ from hubstore.sqlite.store import SqliteHubStore
 from hubsync.core import keys
 from hubsync.processes import PipelineProcesses
 from producers.store.event_store import NewEvent
+from tests.helpers.consumer_support import hub_rows
 from tests.helpers.relay_support import make_runtime, open_hub_db
 
 HUB_PROJECT = "acme"
@@ -25,13 +26,6 @@ def group_pending(client: redis.Redis, consumer: str | None = None) -> int:
     if consumer is None:
         return int(client.xpending(stream, keys.CONSUMER_GROUP)["pending"])
     return len(client.xpending_range(stream, keys.CONSUMER_GROUP, "-", "+", 100_000, consumer))
-
-
-def hub_rows(hub_db: Path) -> int:
-    if not hub_db.exists():
-        return 0
-    with SqliteHubStore(hub_db) as store:
-        return store.count_events()
 
 
 def test_twenty_thousand_events_from_three_runtimes_survive_a_killed_consumer(

@@ -20,10 +20,13 @@ import multiprocessing
 from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
 
+import pytest
+
 from hubstore import open_store
 from hubstore.store import HubStore
 from tests.helpers.postgres_ingest_worker import Outcome, ingest_shuffled, universe
 from tests.helpers.postgres_server import PostgresDatabases
+from tests.helpers.support import scrub_environment
 
 PROCESSES = 4
 
@@ -48,8 +51,9 @@ def alert_keys(store: HubStore) -> dict[tuple[str, str, int, str, str], int]:
 
 
 def test_four_processes_ingesting_overlapping_batches_agree_with_one(
-    postgres_databases: PostgresDatabases,
+    postgres_databases: PostgresDatabases, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    scrub_environment(monkeypatch)  # the spawned processes inherit this environment
     url = postgres_databases.new_url()
     open_store(url, create_schema=True).close()
     context = multiprocessing.get_context("spawn")

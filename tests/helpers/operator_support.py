@@ -24,6 +24,7 @@ from consumers.stream.worker import HubConsumer
 from hubstore.sqlite.store import SqliteHubStore
 from hubsync.cli.main import main
 from hubsync.core import keys
+from hubsync.core.closing import ClosesOnExit
 from hubsync.core.settings import ConsumerSettings
 from hubsync.processes import child_environment
 from producers.registry import RuntimeRegistry
@@ -31,12 +32,15 @@ from producers.relay import Relay
 from producers.store.event_store import RunEventStore
 from tests.helpers.relay_player import send, send_fields, sync_event
 from tests.helpers.relay_support import relay_settings
+from tests.helpers.support import REPO_ROOT
 from tests.helpers.trust import join, signed_event
 
 HUB_PROJECT = "acme"
+NOT_A_DATABASE = str(REPO_ROOT / "pyproject.toml")
+"""A file that exists and is no database: what a mistyped --hub-db may name."""
 
 
-class LivePipeline:
+class LivePipeline(ClosesOnExit):
     """One runtime with one project on ``HUB_PROJECT``, a hub database, and a Redis."""
 
     def __init__(self, tmp_path: Path, redis_url: str) -> None:

@@ -1,4 +1,4 @@
-"""Shared set-up for relay tests: a runtime with projects, and relay subprocesses."""
+"""Shared set-up for relay tests: a runtime with projects, a relay over it, and relay subprocesses."""
 
 from __future__ import annotations
 
@@ -6,9 +6,11 @@ from pathlib import Path
 
 from hubstore import hub_url_from_path, open_store
 from hubstore.store import HubStore
+from hubsync.core.clock import EpochClock, epoch_seconds
 from hubsync.core.settings import RelaySettings
 from hubsync.processes import Child, hubsync_command
 from producers.registry import RuntimeRegistry
+from producers.relay import Relay
 from producers.store.event_store import RunEventStore
 from tests.helpers.trust import join
 
@@ -52,6 +54,26 @@ def relay_settings(state_dir: Path, redis_url: str, **overrides: object) -> Rela
     values: dict[str, object] = {"state_dir": state_dir, "redis_url": redis_url}
     values.update(overrides)
     return RelaySettings(**values)  # type: ignore[arg-type]
+
+
+def relay_with_events(
+    state_dir: Path,
+    redis_url: str,
+    runs: int,
+    per_run: int,
+    clock: EpochClock = epoch_seconds,
+    **overrides: object,
+) -> tuple[RuntimeRegistry, RunEventStore, Relay]:
+    """A runtime in ``state_dir`` with one project on hub project ``alpha`` holding ``runs *
+    per_run`` events (``append_many``), and a relay for it on ``redis_url`` that has not run
+    yet: ``relay_settings(..., **overrides)``, resends falling due by ``clock``."""
+    registry, (store,) = make_runtime(state_dir, ["alpha"])
+    append_many(store, runs=runs, per_run=per_run)
+    return (
+        registry,
+        store,
+        Relay(relay_settings(state_dir, redis_url, **overrides), registry, clock),
+    )
 
 
 def start_relay_process(state_dir: Path, redis_url: str, *extra: str) -> Child:

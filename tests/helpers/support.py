@@ -11,6 +11,7 @@ from typing import TypeVar
 import pytest
 
 from hubsync.demo.embedded_redis import redis_server_binary
+from hubsync.processes import child_environment
 
 T = TypeVar("T")
 
@@ -38,3 +39,16 @@ def wait_until(
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what or condition}")
         time.sleep(interval)
+
+
+def scrub_environment(monkeypatch: pytest.MonkeyPatch, *prefixes: str) -> None:
+    """Drop from this process's environment, for the test, what ``child_environment`` drops
+    (``HUBSYNC_*``, ``REDIS_URL``) and the names starting with ``prefixes``.
+
+    For children that inherit the environment as it is (``multiprocessing``), and for
+    code that must get its settings from somewhere else than this machine's shell.
+    """
+    kept = child_environment()
+    for name in list(os.environ):
+        if name not in kept or name.startswith(prefixes):
+            monkeypatch.delenv(name)

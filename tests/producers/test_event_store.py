@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from hubsync.core.entries import decode_fields, parse_event_entry, raw_event_entry_fields
 from hubsync.core.errors import SchemaVersionError, WireError
 from hubsync.core.wire import MAX_EVENT_BYTES, parse_sync_event
+from hubsync.processes import child_environment
 from producers.derivation import HUB_MAX_NESTING, StoreIdentity
 from producers.errors import (
     DerivationError,
@@ -364,6 +365,7 @@ def test_two_processes_appending_concurrently_lose_and_duplicate_nothing(tmp_pat
             stderr=subprocess.PIPE,
             text=True,
             cwd=REPO,
+            env=child_environment(),
         )
         for name in ("w1", "w2")
     ]

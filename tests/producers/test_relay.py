@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
@@ -24,6 +23,7 @@ from tests.helpers.relay_support import (
     append_many,
     make_runtime,
     relay_settings,
+    relay_with_events,
     start_relay_process,
 )
 from tests.helpers.support import wait_until
@@ -116,9 +116,7 @@ def test_a_restarted_relay_does_not_resend_acked_rows(
     tmp_path: Path, redis_url: str, redis_client: redis.Redis
 ) -> None:
     state_dir = tmp_path / "state"
-    registry, (store,) = make_runtime(state_dir, ["alpha"])
-    append_many(store, runs=2, per_run=50)
-    first = Relay(relay_settings(state_dir, redis_url), registry)
+    registry, store, first = relay_with_events(state_dir, redis_url, runs=2, per_run=50)
     first.run_once()
     ack_everything(redis_client, "alpha")
     first.run_once()
@@ -138,12 +136,10 @@ def test_a_restarted_relay_does_not_resend_acked_rows(
 def test_conflict_and_rejected_rows_are_counted_and_never_resent(
     tmp_path: Path, redis_url: str, redis_client: redis.Redis
 ) -> None:
-    state_dir = tmp_path / "state"
-    registry, (store,) = make_runtime(state_dir, ["alpha"])
-    append_many(store, runs=1, per_run=6)
-    settings = relay_settings(state_dir, redis_url, resend_timeout=5, resend_timeout_cap=5)
     clock = FakeClock()
-    relay = Relay(settings, registry, clock=clock)
+    _, store, relay = relay_with_events(
+        tmp_path / "state", redis_url, 1, 6, clock, resend_timeout=5, resend_timeout_cap=5
+    )
     relay.run_once()
 
     def judge(project_id: str, run_id: str, sequence: int) -> tuple[Outcome, str | None]:
@@ -246,20 +242,22 @@ def test_outcomes_not_signed_by_our_hub_for_this_stream_are_ignored(
 def test_rows_left_unacked_past_the_resend_timeout_are_sent_again(
     tmp_path: Path, redis_url: str, redis_client: redis.Redis
 ) -> None:
-    state_dir = tmp_path / "state"
-    registry, (store,) = make_runtime(state_dir, ["alpha"])
-    append_many(store, runs=1, per_run=3)
-    settings = relay_settings(state_dir, redis_url, resend_timeout=0.2, resend_timeout_cap=10)
-    relay = Relay(settings, registry)
+    clock = FakeClock()
+    _, store, relay = relay_with_events(
+        tmp_path / "state", redis_url, 1, 3, clock, resend_timeout=5, resend_timeout_cap=100
+    )
     relay.run_once()
     assert len(stream_events(redis_client, "alpha")) == 3
+    assert relay.run_once().sender.resent == 0  # not due before the timeout
 
-    wait_until(lambda: relay.run_once().sender.resent >= 3, timeout=5, interval=0.05)
+    clock.advance(5)
+    assert relay.run_once().sender.resent == 3
     relay.close()
     assert len(stream_events(redis_client, "alpha")) == 6
-    # the timeout doubled: the next resend is due no sooner than 0.4 s after the last
-    assert store.due_resends(time.time() + 0.1, 10) == []
-    assert all(row.attempts == 2 for row in store.due_resends(time.time() + 1.0, 10))
+    # the timeout doubled: the next resend is due 10 s after the last, not sooner
+    assert store.due_resends(clock() + 9.9, 10) == []
+    due = store.due_resends(clock() + 10, 10)
+    assert len(due) == 3 and all(row.attempts == 2 for row in due)
 
 
 def test_kill_minus_nine_mid_drain_then_restart_delivers_everything(

@@ -14,13 +14,16 @@ import redis
 from hubsync.core.settings import RelaySettings
 from producers.derivation import StoreIdentity
 from producers.registry import RuntimeRegistry
-from producers.relay import Relay
 from producers.relay.pruner import Pruner
 from producers.store.event_store import RunEventStore
 from producers.store.outbox_status import local_status
 from tests.helpers.clock import FakeClock
 from tests.helpers.hub_double import ack_everything, stream_events
-from tests.helpers.relay_support import append_many, make_runtime, relay_settings
+from tests.helpers.relay_support import (
+    append_many,
+    make_runtime,
+    relay_with_events,
+)
 
 DAY = 86_400.0
 IDENTITY = StoreIdentity("proj-1", "acme", "rt-host-0001")
@@ -192,10 +195,8 @@ def test_a_relay_prunes_acked_rows_and_the_pruned_store_keeps_syncing(
     tmp_path: Path, redis_url: str, redis_client: redis.Redis
 ) -> None:
     state_dir = tmp_path / "state"
-    registry, (store,) = make_runtime(state_dir, ["alpha"])
-    append_many(store, runs=2, per_run=25)
     clock = FakeClock()
-    relay = Relay(relay_settings(state_dir, redis_url), registry, clock=clock)
+    _, store, relay = relay_with_events(state_dir, redis_url, 2, 25, clock)
     relay.run_once()
     ack_everything(redis_client, "alpha")
     relay.run_once()
