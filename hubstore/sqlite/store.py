@@ -100,6 +100,7 @@ _UPSERT_PRESENCE = """
     ON CONFLICT (hub_project, runtime_id) DO UPDATE SET
         host = excluded.host, heartbeat = excluded.heartbeat, record = excluded.record
 """
+
 HUB_SYNCHRONOUS = "FULL"
 """SQLite durability of the hub database. The hub is the record: once a batch is answered
 accepted, its runtime will prune the rows. A commit must survive a power cut, so the WAL is
