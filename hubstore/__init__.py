@@ -1,8 +1,9 @@
 """hubstore: the hub's durable state, the hub store of sync events and the Redis leases.
 
-* ``store``: the ``HubStore`` contract every hub database keeps (``sqlite_store``
-  implements it). A batch is ingested in one transaction; the dedupe key is
-  ``(project_id, run_id, sequence)``; the same bytes again are a
+* ``store``: the ``HubStore`` contract every hub database keeps (``sqlite``,
+  ``postgres`` and ``memory`` implement it; the SQL two share ``sql_store`` and
+  the statements of ``sql_statements``). A batch is ingested in one
+  transaction; the dedupe key is ``(project_id, run_id, sequence)``; the same bytes again are a
   ``duplicate``, other bytes under a used key a ``conflict`` that is recorded
   and never overwritten. Verdicts are reached in ``decide``, apart from SQL,
   so every backend judges alike.

@@ -1,4 +1,5 @@
-"""The statements of the PostgreSQL hub store (``postgres_store``), apart from its Python.
+"""The statements of the PostgreSQL hub store (``store``) apart from its Python: its dialect of
+the statements every SQL store shares, and the batch statements of its own ingest.
 
 Every batch statement takes whole columns as arrays and reads them with
 ``unnest``: one statement per table however large the batch, and the same
@@ -10,6 +11,22 @@ in one order and never deadlock each other.
 """
 
 from __future__ import annotations
+
+from hubstore import sql_statements as statements
+from hubstore.sql_statements import EVENT_COLUMNS, Dialect
+
+POSTGRES = Dialect(
+    mark="%s",
+    zero="0::bigint",
+    probe_join="JOIN",
+    gap_lists=(
+        "array_agg(first ORDER BY first) FILTER (WHERE n <= {mark}) AS firsts,\n"
+        "               array_agg(last ORDER BY first) FILTER (WHERE n <= {mark}) AS lasts"
+    ),
+    gap_columns="g.firsts, g.lasts",
+)
+"""PostgreSQL's words in the statements every SQL hub store shares (``hubstore.sql_statements``);
+the reads and small writes are those, the batch writes of ingest are below."""
 
 # What the store holds for a batch: hashes of its keys (kind 0), owners of its
 # projects (1), homes of its runs (2); one statement, one round trip. Each key
@@ -59,11 +76,6 @@ INSERT_RUNS = """
     SELECT count(*) FROM inserted
 """
 
-EVENT_COLUMNS = (
-    "project_id, run_id, sequence, hub_project, home_runtime_id, event_type, content_hash, "
-    "received_at, record"
-)
-
 INSERT_EVENTS = f"""
     WITH inserted AS (
         INSERT INTO sync_events ({EVENT_COLUMNS})
@@ -106,13 +118,7 @@ UPSERT_PRESENCE = """
 """
 
 # The missing ranges of one run, through its primary key.
-GAPS = """
-    SELECT previous + 1, sequence - 1 FROM (
-        SELECT sequence, lag(sequence, 1, 0::bigint) OVER (ORDER BY sequence) AS previous
-        FROM sync_events WHERE project_id = %s AND run_id = %s
-    ) AS steps
-    WHERE sequence - previous > 1 ORDER BY sequence LIMIT %s
-"""
+GAPS = statements.gaps(POSTGRES)
 
 # The run's highest sequence with no gap below it, in one statement (one snapshot).
 CURSOR = f"""
@@ -121,70 +127,6 @@ CURSOR = f"""
         (SELECT max(sequence) FROM sync_events WHERE project_id = %s AND run_id = %s),
         0
     )
-"""
-
-# One page of runs in one statement, as on SQLite: counts from a GROUP BY over
-# the page's runs; gaps (window functions over the primary key) only for runs
-# holding fewer events than their highest sequence.
-RUNS_PAGE = """
-    WITH page AS MATERIALIZED (
-        SELECT run_id, project_id, min(home_runtime_id) AS home, count(*) AS events,
-               max(sequence) AS highest, max(received_at) AS last_received
-        FROM sync_events WHERE {where}
-        GROUP BY run_id, project_id ORDER BY run_id, project_id LIMIT %s
-    ),
-    steps AS (
-        SELECT e.run_id, e.project_id, e.sequence,
-               lag(e.sequence, 1, 0::bigint) OVER (
-                   PARTITION BY e.run_id, e.project_id ORDER BY e.sequence
-               ) AS previous
-        FROM page AS p JOIN sync_events AS e
-        ON e.project_id = p.project_id AND e.run_id = p.run_id
-        WHERE p.events < p.highest
-    ),
-    gaps AS (
-        SELECT run_id, project_id, previous + 1 AS first, sequence - 1 AS last,
-               row_number() OVER (PARTITION BY run_id, project_id ORDER BY sequence) AS n
-        FROM steps WHERE sequence - previous > 1
-    ),
-    gap_lists AS (
-        SELECT run_id, project_id, min(first) AS first_gap,
-               array_agg(first ORDER BY first) FILTER (WHERE n <= %s) AS firsts,
-               array_agg(last ORDER BY first) FILTER (WHERE n <= %s) AS lasts
-        FROM gaps GROUP BY run_id, project_id
-    )
-    SELECT p.run_id, p.project_id, p.home, p.events, p.highest, p.last_received,
-           g.first_gap, g.firsts, g.lasts
-    FROM page AS p LEFT JOIN gap_lists AS g USING (run_id, project_id)
-    ORDER BY p.run_id, p.project_id
-"""
-
-ALERT_COLUMNS = (
-    "alert_id, reason, hub_project, runtime_id, project_id, run_id, sequence, existing_hash, "
-    "offered_hash, detail, detected_at, last_detected_at, occurrences"
-)
-
-INIT_HUB = """
-    INSERT INTO hub_meta (name, value) VALUES ('hub_id', %s), ('hub_created_at', %s)
-    ON CONFLICT (name) DO NOTHING
-"""
-
-HUB_ID = "SELECT value FROM hub_meta WHERE name = 'hub_id'"
-
-ENROLLED_COLUMNS = (
-    "runtime_id, state, hub_projects, enrolled_at, rotated_at, revoked_at, "
-    "previous_valid_until, key, previous_key"
-)
-
-ENROLLED = f"SELECT {ENROLLED_COLUMNS} FROM enrolled_runtimes WHERE runtime_id = %s"
-
-UPSERT_ENROLLED = f"""
-    INSERT INTO enrolled_runtimes ({ENROLLED_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)
-    ON CONFLICT (runtime_id) DO UPDATE SET
-        state = excluded.state, hub_projects = excluded.hub_projects,
-        enrolled_at = excluded.enrolled_at, rotated_at = excluded.rotated_at,
-        revoked_at = excluded.revoked_at, previous_valid_until = excluded.previous_valid_until,
-        key = excluded.key, previous_key = excluded.previous_key
 """
 
 ENROLLMENT_LOCK = 0x6875_6273_796E_6302

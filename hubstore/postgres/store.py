@@ -2,8 +2,10 @@
 
 ``postgresql://user[:password]@host[:port]/database[?parameters]`` (or
 ``postgres://``) selects it; the parameters are libpq's plus ``pool_size``
-(``postgres_connection``). The tables are SQLite's, typed for PostgreSQL
-(``postgres_schema``); the statements are in ``postgres_sql``.
+(``connection``). The tables are SQLite's, typed for PostgreSQL
+(``schema``). The reads and small writes are every SQL store's
+(``hubstore.sql_store.SqlHubStore``, in the ``sql.POSTGRES`` dialect); ingest
+and the other batch writes are this module's, their statements in ``sql``.
 
 Opening never creates or upgrades the schema unless asked:
 ``migrate_hub_store`` (``hubsync hub migrate``) does, with a role allowed to
@@ -32,16 +34,13 @@ from __future__ import annotations
 
 import secrets
 import shlex
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
-from typing import Any
-
-import orjson
+from datetime import UTC, datetime
+from typing import Any, TypeVar
 
 from hubstore.decide import Conflict, Known, decide, warn_conflicts
-from hubstore.enrollments import enrolled, revoked
 from hubstore.errors import HubNotInitializedError
 from hubstore.postgres import sql
 from hubstore.postgres.connection import (
@@ -56,25 +55,14 @@ from hubstore.postgres.connection import (
     postgres_target,
 )
 from hubstore.postgres.schema import SCHEMA_VERSION, check_schema, ensure_schema
-from hubstore.store import (
-    DEFAULT_ROTATION_GRACE,
-    DEFAULT_STALE_AFTER,
-    AlertRecord,
-    EnrolledRuntime,
-    EventPosition,
-    HubStore,
-    PresenceRecord,
-    PurgeResult,
-    RunPosition,
-    RunSummary,
-    RuntimeState,
-    SecurityAlert,
-    StoredEvent,
-)
+from hubstore.sql_store import AlertRow, SqlHubStore, no_hub_id, one, security_alert_row
+from hubstore.sql_store import Connection as SqlConnection
+from hubstore.store import HubStore, SecurityAlert
 from hubsync.core.clock import format_timestamp, utc_now
-from hubsync.core.enrollment import Enrollment, new_hub_id
-from hubsync.core.entries import EventEntry, OutcomeRecord, PresenceBeat, alert_reason
+from hubsync.core.entries import EventEntry, OutcomeRecord, PresenceBeat
 from hubsync.core.migration import SchemaChange
+
+T = TypeVar("T")
 
 __all__ = [
     "PostgresHubStore",
@@ -100,7 +88,7 @@ class _Ingested:
     conflicts: list[Conflict]
 
 
-class PostgresHubStore(HubStore):
+class PostgresHubStore(SqlHubStore):
     """The hub store in a PostgreSQL database (see the module docstring).
 
     ``create_schema`` creates the schema when missing and upgrades an older
@@ -110,6 +98,8 @@ class PostgresHubStore(HubStore):
     before ``StoreBusyError``. One store may be shared by the threads of a
     process: each operation takes a connection of the pool.
     """
+
+    dialect = sql.POSTGRES
 
     def __init__(
         self,
@@ -148,116 +138,7 @@ class PostgresHubStore(HubStore):
     def sync_cursor(self, project_id: str, run_id: str) -> int:
         """The run's highest sequence with no gap below it."""
         args = (project_id, run_id, 1, project_id, run_id)
-        return int(self._db.read(lambda conn: _one(conn, sql.CURSOR, args)))
-
-    def gaps(self, project_id: str, run_id: str, limit: int = 1000) -> list[tuple[int, int]]:
-        """Missing ranges ``(first, last)`` below the run's highest sequence."""
-        rows = self._db.read(
-            lambda conn: conn.execute(sql.GAPS, (project_id, run_id, limit)).fetchall()
-        )
-        return [(int(a), int(b)) for a, b in rows]
-
-    def events(
-        self,
-        hub_project: str,
-        run_id: str | None = None,
-        after: EventPosition | None = None,
-        limit: int = 1000,
-        *,
-        project_id: str | None = None,
-    ) -> list[StoredEvent]:
-        """Events of a hub project by run, project, then sequence, after ``after``."""
-        where = ["hub_project = %s"]
-        args: list[object] = [hub_project]
-        for column, value in (("run_id", run_id), ("project_id", project_id)):
-            if value is not None:
-                where.append(f"{column} = %s")
-                args.append(value)
-        if after is not None:
-            # A row comparison: an index seek on sync_events_by_position.
-            where.append("(run_id, project_id, sequence) > (%s, %s, %s)")
-            args.extend(after)
-        statement = (
-            f"SELECT {sql.EVENT_COLUMNS} FROM sync_events WHERE {' AND '.join(where)} "
-            "ORDER BY run_id, project_id, sequence LIMIT %s"
-        )
-        args.append(limit)
-        rows = self._db.read(lambda conn: conn.execute(statement, args).fetchall())
-        return [
-            StoredEvent(
-                project_id=r[0],
-                run_id=r[1],
-                sequence=r[2],
-                hub_project=r[3],
-                home_runtime_id=r[4],
-                event_type=r[5],
-                content_hash=r[6],
-                received_at=format_timestamp(r[7]),
-                record=r[8].encode("utf-8"),
-            )
-            for r in rows
-        ]
-
-    def runs(
-        self,
-        hub_project: str,
-        after: RunPosition | None = None,
-        limit: int = 1000,
-        *,
-        project_id: str | None = None,
-        gaps_per_run: int = 10,
-    ) -> list[RunSummary]:
-        """The runs of a hub project by run then project, after ``after``: one statement."""
-        where = ["hub_project = %s"]
-        args: list[object] = [hub_project]
-        if project_id is not None:
-            where.append("project_id = %s")
-            args.append(project_id)
-        if after is not None:
-            where.append("(run_id, project_id) > (%s, %s)")
-            args.extend(after)
-        statement = sql.RUNS_PAGE.format(where=" AND ".join(where))
-        args.extend((limit, gaps_per_run, gaps_per_run))
-        rows = self._db.read(lambda conn: conn.execute(statement, args).fetchall())
-        summaries = []
-        for run, project, home, count, highest, last, first_gap, firsts, lasts in rows:
-            gaps = tuple(zip(map(int, firsts or ()), map(int, lasts or ()), strict=True))
-            summaries.append(
-                RunSummary(
-                    run_id=run,
-                    project_id=project,
-                    hub_project=hub_project,
-                    home_runtime_id=home,
-                    events=int(count),
-                    highest_sequence=int(highest),
-                    sync_cursor=int(highest) if first_gap is None else int(first_gap) - 1,
-                    missing=int(highest) - int(count),
-                    gaps=gaps,
-                    last_received_at=format_timestamp(last),
-                )
-            )
-        return summaries
-
-    def count_events(
-        self,
-        hub_project: str | None = None,
-        project_id: str | None = None,
-        run_id: str | None = None,
-    ) -> int:
-        """How many events are stored, optionally filtered."""
-        where, args = [], []
-        for column, value in (
-            ("hub_project", hub_project),
-            ("project_id", project_id),
-            ("run_id", run_id),
-        ):
-            if value is not None:
-                where.append(f"{column} = %s")
-                args.append(value)
-        statement = "SELECT count(*) FROM sync_events" + (
-            f" WHERE {' AND '.join(where)}" if where else ""
-        )
-        return int(self._db.read(lambda conn: _one(conn, statement, args)))
+        return int(self._db.read(lambda conn: one(conn, sql.CURSOR, args)))
 
     def record_presence(self, beats: Sequence[PresenceBeat]) -> None:
         """Upsert each beat's runtime presence, stamped with the hub's clock."""
@@ -275,164 +156,60 @@ class PostgresHubStore(HubStore):
         )
         self._db.write(lambda conn: conn.execute(sql.UPSERT_PRESENCE, args))
 
-    def presence(
-        self,
-        hub_project: str | None = None,
-        stale_after: timedelta = DEFAULT_STALE_AFTER,
-        now: datetime | None = None,
-    ) -> list[PresenceRecord]:
-        """Known runtimes, each flagged stale when not heard from within ``stale_after``."""
-        statement = "SELECT runtime_id, hub_project, host, heartbeat, record FROM runtime_presence"
-        args: list[object] = []
-        if hub_project is not None:
-            statement += " WHERE hub_project = %s"
-            args.append(hub_project)
-        statement += " ORDER BY hub_project, runtime_id"
-        rows = self._db.read(lambda conn: conn.execute(statement, args).fetchall())
-        cutoff = (now or utc_now()) - stale_after
-        return [
-            PresenceRecord(
-                runtime_id=r[0],
-                hub_project=r[1],
-                host=r[2],
-                heartbeat=format_timestamp(r[3]),
-                beat=PresenceBeat(**orjson.loads(r[4])),
-                stale=r[3] < cutoff,
-            )
-            for r in rows
-        ]
-
     def record_security_alerts(self, alerts: Sequence[SecurityAlert]) -> None:
         """Keep alerts about entries that did not authenticate (one transaction)."""
         if not alerts:
             return
-        rows = [
-            (
-                a.reason.value,
-                a.hub_project,
-                a.runtime_id,
-                a.project_id,
-                a.run_id,
-                a.sequence,
-                None,
-                a.offered_hash,
-                a.detail,
-            )
-            for a in alerts
-        ]
+        rows = [security_alert_row(a) for a in alerts]
         args = _alert_arguments(rows, utc_now())
         self._db.write(lambda conn: conn.execute(sql.UPSERT_ALERTS, args))
-
-    def alerts(self, hub_project: str | None = None, limit: int = 100) -> list[AlertRecord]:
-        """Recorded alerts (conflicts and refused entries), newest first."""
-        statement = f"SELECT {sql.ALERT_COLUMNS} FROM sync_alerts"
-        args: list[object] = []
-        if hub_project is not None:
-            statement += " WHERE hub_project = %s"
-            args.append(hub_project)
-        statement += " ORDER BY alert_id DESC LIMIT %s"
-        args.append(limit)
-        rows = self._db.read(lambda conn: conn.execute(statement, args).fetchall())
-        return [
-            AlertRecord(
-                alert_id=r[0],
-                reason=alert_reason(r[1]),
-                hub_project=r[2],
-                runtime_id=r[3],
-                project_id=r[4],
-                run_id=r[5],
-                sequence=r[6],
-                existing_hash=r[7],
-                offered_hash=r[8],
-                detail=r[9],
-                detected_at=format_timestamp(r[10]),
-                last_detected_at=format_timestamp(r[11]),
-                occurrences=r[12],
-            )
-            for r in rows
-        ]
-
-    def purge(self, retention: timedelta, now: datetime | None = None) -> PurgeResult:
-        """Remove alerts and presence older than ``retention``; events stay."""
-        cutoff = (now or utc_now()) - retention
-
-        def work(conn: Connection) -> PurgeResult:
-            alerts = conn.execute("DELETE FROM sync_alerts WHERE last_detected_at < %s", (cutoff,))
-            presence = conn.execute("DELETE FROM runtime_presence WHERE heartbeat < %s", (cutoff,))
-            return PurgeResult(alerts=alerts.rowcount, presence=presence.rowcount)
-
-        return self._db.write(work)
-
-    def init_hub(self) -> str:
-        """This hub's id, made (``hub-<16 hex>``) and stored the first time only."""
-
-        def work(conn: Connection) -> str:
-            # A second init waits for the first to commit, then inserts nothing and
-            # reads the first one's id: racing inits agree on one id.
-            conn.execute(sql.INIT_HUB, (new_hub_id(), format_timestamp(utc_now())))
-            return str(_one(conn, sql.HUB_ID, ()))
-
-        return self._db.write(work)
-
-    def hub_id(self) -> str | None:
-        """This hub's id, or None before ``init_hub``."""
-        return self._db.read(_hub_id)
-
-    def enroll(
-        self,
-        runtime_id: str,
-        hub_projects: Sequence[str],
-        *,
-        now: datetime | None = None,
-        rotation_grace: timedelta = DEFAULT_ROTATION_GRACE,
-    ) -> Enrollment:
-        """Enroll or re-key ``runtime_id`` (see ``HubStore.enroll``), in one transaction."""
-        moment = now or utc_now()
-
-        def work(conn: Connection) -> Enrollment:
-            conn.execute("SELECT pg_advisory_xact_lock(%s)", (sql.ENROLLMENT_LOCK,))
-            hub_id = _hub_id(conn)
-            if hub_id is None:
-                raise HubNotInitializedError(
-                    f"the hub store {self.target.shown} has no hub id yet; run `hubsync hub "
-                    f"init --hub-url {shlex.quote(self.target.shown)}` first"
-                )
-            record = enrolled(
-                _enrolled(conn, runtime_id), runtime_id, hub_projects, moment, rotation_grace
-            )
-            conn.execute(sql.UPSERT_ENROLLED, _enrolled_row(record))
-            assert record.key is not None
-            return Enrollment(hub_id, runtime_id, record.hub_projects, record.key)
-
-        return self._db.write(work)
-
-    def revoke(self, runtime_id: str, *, now: datetime | None = None) -> EnrolledRuntime:
-        """Revoke ``runtime_id`` (see ``HubStore.revoke``), erasing its keys."""
-        moment = now or utc_now()
-
-        def work(conn: Connection) -> EnrolledRuntime:
-            conn.execute("SELECT pg_advisory_xact_lock(%s)", (sql.ENROLLMENT_LOCK,))
-            record = revoked(_enrolled(conn, runtime_id), runtime_id, moment)
-            conn.execute(sql.UPSERT_ENROLLED, _enrolled_row(record))
-            return record
-
-        return self._db.write(work)
-
-    def enrolled_runtime(self, runtime_id: str) -> EnrolledRuntime | None:
-        """The enrollment of ``runtime_id``: one primary-key lookup."""
-        return self._db.read(lambda conn: _enrolled(conn, runtime_id))
-
-    def enrolled_runtimes(self) -> list[EnrolledRuntime]:
-        """Every runtime ever enrolled, by runtime id."""
-        statement = f"SELECT {sql.ENROLLED_COLUMNS} FROM enrolled_runtimes ORDER BY runtime_id"
-        rows = self._db.read(lambda conn: conn.execute(statement).fetchall())
-        return [_enrolled_record(row) for row in rows]
 
     def close(self) -> None:
         """Close the pool's connections (idempotent)."""
         db = getattr(self, "_db", None)
         if db is not None:
             db.close()
+
+    # ----- what the shared SQL store asks of PostgreSQL -----
+
+    def _read(self, work: Callable[[Connection], T]) -> T:
+        return self._db.read(work)
+
+    def _write(self, work: Callable[[Connection], T]) -> T:
+        return self._db.write(work)
+
+    def _lock_enrollments(self, conn: SqlConnection) -> None:
+        # enroll and revoke read a record, then write the next one: one at a time per hub
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (sql.ENROLLMENT_LOCK,))
+
+    def _no_hub_id(self) -> HubNotInitializedError:
+        return no_hub_id(f"the hub store {self.target.shown}", self.target.shown)
+
+    @staticmethod
+    def _timestamp(value: Any) -> str:
+        return format_timestamp(value)  # a timestamptz arrives as an aware datetime
+
+    @staticmethod
+    def _moment(moment: datetime) -> object:
+        return moment
+
+    @staticmethod
+    def _as_moment(value: Any) -> datetime:
+        moment: datetime = value.astimezone(UTC)
+        return moment
+
+    @staticmethod
+    def _list(values: list[str]) -> object:
+        return values  # a text[] column
+
+    @staticmethod
+    def _as_list(value: Any) -> tuple[str, ...]:
+        return tuple(value)
+
+    @staticmethod
+    def _gap_ranges(columns: Sequence[Any]) -> tuple[tuple[int, int], ...]:
+        firsts, lasts = columns
+        return tuple(zip(map(int, firsts or ()), map(int, lasts or ()), strict=True))
 
 
 # ----- ingest -----
@@ -499,10 +276,6 @@ def _ingest(conn: Connection, batch: Sequence[EventEntry], lookup: Lookup) -> _I
     return _Ingested(decisions.outcomes, decisions.conflicts)
 
 
-AlertRow = tuple[str, str, str, str, str, int, str | None, str, str]
-"""reason, hub project, runtime, project, run, sequence, existing hash, offered hash, detail."""
-
-
 def _conflict_row(c: Conflict) -> AlertRow:
     event = c.entry.event
     return (
@@ -530,57 +303,6 @@ def _alert_arguments(rows: Sequence[AlertRow], now: datetime) -> tuple[object, .
     keys = sorted(firsts)
     columns = list(zip(*(firsts[k] for k in keys), strict=True))
     return (now, now, *(list(column) for column in columns), [counts[k] for k in keys])
-
-
-# ----- small reads -----
-
-
-def _one(conn: Connection, statement: str, args: Sequence[object]) -> Any:
-    row = conn.execute(statement, args).fetchone()
-    assert row is not None
-    return row[0]
-
-
-def _hub_id(conn: Connection) -> str | None:
-    row = conn.execute(sql.HUB_ID).fetchone()
-    return None if row is None else str(row[0])
-
-
-def _enrolled(conn: Connection, runtime_id: str) -> EnrolledRuntime | None:
-    row = conn.execute(sql.ENROLLED, (runtime_id,)).fetchone()
-    return None if row is None else _enrolled_record(row)
-
-
-def _enrolled_row(record: EnrolledRuntime) -> tuple[object, ...]:
-    return (
-        record.runtime_id,
-        record.state.value,
-        list(record.hub_projects),
-        record.enrolled_at,
-        record.rotated_at,
-        record.revoked_at,
-        record.previous_valid_until,
-        record.key,
-        record.previous_key,
-    )
-
-
-def _enrolled_record(row: Sequence[Any]) -> EnrolledRuntime:
-    def moment(value: datetime | None) -> datetime | None:
-        return None if value is None else value.astimezone(UTC)
-
-    runtime_id, state, projects, enrolled_at, rotated, revoked_at, until, key, previous = row
-    return EnrolledRuntime(
-        runtime_id=str(runtime_id),
-        state=RuntimeState(str(state)),
-        hub_projects=tuple(projects),
-        enrolled_at=enrolled_at.astimezone(UTC),
-        rotated_at=moment(rotated),
-        revoked_at=moment(revoked_at),
-        previous_valid_until=moment(until),
-        key=None if key is None else bytes(key),
-        previous_key=None if previous is None else bytes(previous),
-    )
 
 
 # ----- the backend -----

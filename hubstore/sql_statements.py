@@ -1,0 +1,272 @@
+"""The read and bookkeeping statements the SQL hub stores share, written once for every dialect.
+
+SQLite and PostgreSQL hold the same tables and answer the same queries; their
+statement texts differ in a few words only: the parameter placeholder (``?``
+or ``%s``), how a zero is typed for ``lag``, and how a run's gaps are
+gathered into one value. A ``Dialect`` names those words; each function here
+returns one statement and its arguments, ready for ``execute``.
+
+``keyset_where`` is the one keyset-paging builder: equality filters, then a
+row-value comparison ``(a, b, c) > (?, ?, ?)`` after the last position seen,
+which both databases answer with an index seek. ``events_page`` and
+``runs_page`` page through it. What ingest runs stays in each backend: it is
+the hot path, and each database is fastest with its own batch statements.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cache
+
+Query = tuple[str, list[object]]
+"""A statement and its arguments."""
+
+Filters = Sequence[tuple[str, object | None]]
+"""``(column, value)`` pairs; a value of None means no filter on that column."""
+
+
+@dataclass(frozen=True, slots=True)
+class Dialect:
+    """The words of a SQL hub store's statements that differ from one database to another.
+
+    ``mark`` is the parameter placeholder. ``zero`` is the default ``lag`` gives
+    the first sequence of a run (typed where the database wants it typed).
+    ``probe_join`` joins a page of runs to its events (SQLite's ``CROSS JOIN``
+    pins the page as the outer loop). ``gap_lists`` are the aggregate columns
+    of a run's first gaps, each limited by one ``{mark}`` argument, and
+    ``gap_columns`` what the page selects of them.
+    """
+
+    mark: str
+    zero: str
+    probe_join: str
+    gap_lists: str
+    gap_columns: str
+
+    @property
+    def gap_limits(self) -> int:
+        """How many times ``runs_page`` passes ``gaps_per_run``."""
+        return self.gap_lists.count("{mark}")
+
+
+EVENT_COLUMNS = (
+    "project_id, run_id, sequence, hub_project, home_runtime_id, event_type, content_hash, "
+    "received_at, record"
+)
+ALERT_COLUMNS = (
+    "alert_id, reason, hub_project, runtime_id, project_id, run_id, sequence, existing_hash, "
+    "offered_hash, detail, detected_at, last_detected_at, occurrences"
+)
+PRESENCE_COLUMNS = "runtime_id, hub_project, host, heartbeat, record"
+ENROLLED_COLUMNS = (
+    "runtime_id, state, hub_projects, enrolled_at, rotated_at, revoked_at, "
+    "previous_valid_until, key, previous_key"
+)
+
+EVENT_ORDER = ("run_id", "project_id", "sequence")
+"""How events are listed (``EventPosition``)."""
+
+RUN_ORDER = ("run_id", "project_id")
+"""How runs are listed (``RunPosition``)."""
+
+HUB_ID = "SELECT value FROM hub_meta WHERE name = 'hub_id'"
+
+
+def equal_filters(dialect: Dialect, filters: Filters) -> tuple[list[str], list[object]]:
+    """``column = <mark>`` for each filter that has a value, and those values."""
+    where: list[str] = []
+    args: list[object] = []
+    for column, value in filters:
+        if value is not None:
+            where.append(f"{column} = {dialect.mark}")
+            args.append(value)
+    return where, args
+
+
+def keyset_where(
+    dialect: Dialect, filters: Filters, order: Sequence[str], after: Sequence[object] | None
+) -> tuple[str, list[object]]:
+    """The ``WHERE`` condition of one keyset page, and its arguments.
+
+    The filters, then, when ``after`` is given, the rows past it in ``order``:
+    one row-value comparison, so the database seeks its index to the position
+    instead of scanning up to it. ``after`` holds one value per column of
+    ``order``.
+    """
+    where, args = equal_filters(dialect, filters)
+    if after is not None:
+        if len(after) != len(order):
+            raise ValueError(f"a position after {order} has {len(order)} values, got {after!r}")
+        marks = ", ".join([dialect.mark] * len(order))
+        where.append(f"({', '.join(order)}) > ({marks})")
+        args.extend(after)
+    return " AND ".join(where), args
+
+
+def events_page(
+    dialect: Dialect,
+    hub_project: str,
+    run_id: str | None,
+    project_id: str | None,
+    after: Sequence[object] | None,
+    limit: int,
+) -> Query:
+    """One page of a hub project's events (``HubStore.events``)."""
+    filters = (("hub_project", hub_project), ("run_id", run_id), ("project_id", project_id))
+    where, args = keyset_where(dialect, filters, EVENT_ORDER, after)
+    statement = (
+        f"SELECT {EVENT_COLUMNS} FROM sync_events WHERE {where} "
+        f"ORDER BY {', '.join(EVENT_ORDER)} LIMIT {dialect.mark}"
+    )
+    return statement, [*args, limit]
+
+
+# One page of runs in one statement (one snapshot, no query per run). Sequences
+# start at 1 and are unique, so a run has a gap exactly when it holds fewer
+# events than its highest sequence: only those runs are walked for their gaps,
+# each through the primary key.
+_RUNS_PAGE = """
+    WITH page AS MATERIALIZED (
+        SELECT run_id, project_id, min(home_runtime_id) AS home, count(*) AS events,
+               max(sequence) AS highest, max(received_at) AS last_received
+        FROM sync_events WHERE {where}
+        GROUP BY run_id, project_id ORDER BY run_id, project_id LIMIT {mark}
+    ),
+    steps AS (
+        SELECT e.run_id, e.project_id, e.sequence,
+               lag(e.sequence, 1, {zero}) OVER (
+                   PARTITION BY e.run_id, e.project_id ORDER BY e.sequence
+               ) AS previous
+        FROM page AS p {probe_join} sync_events AS e
+        ON e.project_id = p.project_id AND e.run_id = p.run_id
+        WHERE p.events < p.highest
+    ),
+    gaps AS (
+        SELECT run_id, project_id, previous + 1 AS first, sequence - 1 AS last,
+               row_number() OVER (PARTITION BY run_id, project_id ORDER BY sequence) AS n
+        FROM steps WHERE sequence - previous > 1
+    ),
+    gap_lists AS (
+        SELECT run_id, project_id, min(first) AS first_gap,
+               {gap_lists}
+        FROM gaps GROUP BY run_id, project_id
+    )
+    SELECT p.run_id, p.project_id, p.home, p.events, p.highest, p.last_received,
+           g.first_gap, {gap_columns}
+    FROM page AS p LEFT JOIN gap_lists AS g USING (run_id, project_id)
+    ORDER BY p.run_id, p.project_id
+"""
+
+
+def runs_page(
+    dialect: Dialect,
+    hub_project: str,
+    project_id: str | None,
+    after: Sequence[object] | None,
+    limit: int,
+    gaps_per_run: int,
+) -> Query:
+    """One page of a hub project's runs with their counts and first gaps (``HubStore.runs``).
+
+    A row: run, project, home runtime, events, highest sequence, last received,
+    first gap (None without one), then the dialect's ``gap_columns``.
+    """
+    filters = (("hub_project", hub_project), ("project_id", project_id))
+    where, args = keyset_where(dialect, filters, RUN_ORDER, after)
+    statement = _RUNS_PAGE.format(
+        where=where,
+        mark=dialect.mark,
+        zero=dialect.zero,
+        probe_join=dialect.probe_join,
+        gap_lists=dialect.gap_lists.format(mark=dialect.mark),
+        gap_columns=dialect.gap_columns,
+    )
+    return statement, [*args, limit, *[gaps_per_run] * dialect.gap_limits]
+
+
+def count_events(
+    dialect: Dialect, hub_project: str | None, project_id: str | None, run_id: str | None
+) -> Query:
+    """How many events (``HubStore.count_events``)."""
+    filters = (("hub_project", hub_project), ("project_id", project_id), ("run_id", run_id))
+    where, args = equal_filters(dialect, filters)
+    return "SELECT count(*) FROM sync_events" + (
+        f" WHERE {' AND '.join(where)}" if where else ""
+    ), args
+
+
+@cache
+def gaps(dialect: Dialect) -> str:
+    """The missing ranges of one run (project, run, limit), through its primary key."""
+    return f"""
+        SELECT previous + 1, sequence - 1 FROM (
+            SELECT sequence, lag(sequence, 1, {dialect.zero}) OVER (ORDER BY sequence) AS previous
+            FROM sync_events WHERE project_id = {dialect.mark} AND run_id = {dialect.mark}
+        ) AS steps
+        WHERE sequence - previous > 1 ORDER BY sequence LIMIT {dialect.mark}
+    """
+
+
+def presence(dialect: Dialect, hub_project: str | None) -> Query:
+    """Known runtimes, of one hub project or all (``HubStore.presence``)."""
+    where, args = equal_filters(dialect, (("hub_project", hub_project),))
+    condition = f" WHERE {where[0]}" if where else ""
+    statement = (
+        f"SELECT {PRESENCE_COLUMNS} FROM runtime_presence{condition} "
+        "ORDER BY hub_project, runtime_id"
+    )
+    return statement, args
+
+
+def alerts(dialect: Dialect, hub_project: str | None, limit: int) -> Query:
+    """Recorded alerts, newest first (``HubStore.alerts``)."""
+    where, args = equal_filters(dialect, (("hub_project", hub_project),))
+    condition = f" WHERE {where[0]}" if where else ""
+    statement = (
+        f"SELECT {ALERT_COLUMNS} FROM sync_alerts{condition} "
+        f"ORDER BY alert_id DESC LIMIT {dialect.mark}"
+    )
+    return statement, [*args, limit]
+
+
+@cache
+def purge(dialect: Dialect) -> tuple[str, str]:
+    """The deletes of a retention purge (alerts, then presence), each taking the cutoff."""
+    return (
+        f"DELETE FROM sync_alerts WHERE last_detected_at < {dialect.mark}",
+        f"DELETE FROM runtime_presence WHERE heartbeat < {dialect.mark}",
+    )
+
+
+@cache
+def init_hub(dialect: Dialect) -> str:
+    """Store the hub id and its creation time (two arguments) unless the hub has one."""
+    return f"""
+        INSERT INTO hub_meta (name, value) VALUES ('hub_id', {dialect.mark}),
+            ('hub_created_at', {dialect.mark})
+        ON CONFLICT (name) DO NOTHING
+    """
+
+
+@cache
+def enrolled(dialect: Dialect) -> str:
+    """The enrollment of one runtime: one primary-key lookup."""
+    return f"SELECT {ENROLLED_COLUMNS} FROM enrolled_runtimes WHERE runtime_id = {dialect.mark}"
+
+
+ALL_ENROLLED = f"SELECT {ENROLLED_COLUMNS} FROM enrolled_runtimes ORDER BY runtime_id"
+
+
+@cache
+def upsert_enrolled(dialect: Dialect) -> str:
+    """Store a runtime's enrollment record, replacing the one it had."""
+    marks = ", ".join([dialect.mark] * 9)
+    return f"""
+        INSERT INTO enrolled_runtimes ({ENROLLED_COLUMNS}) VALUES ({marks})
+        ON CONFLICT (runtime_id) DO UPDATE SET
+            state = excluded.state, hub_projects = excluded.hub_projects,
+            enrolled_at = excluded.enrolled_at, rotated_at = excluded.rotated_at,
+            revoked_at = excluded.revoked_at, previous_valid_until = excluded.previous_valid_until,
+            key = excluded.key, previous_key = excluded.previous_key
+    """

@@ -1,0 +1,391 @@
+"""``SqlHubStore``: what the SQL hub stores (SQLite, PostgreSQL) do alike, written once.
+
+The reads (events, runs, counts, gaps, presence, alerts, enrollments) and the
+small writes (purge, the hub id, enroll and revoke) run the statements of
+``hubstore.sql_statements`` in the backend's ``Dialect`` and shape the rows
+into the contract's records here. A backend supplies its connection
+(``_read``, ``_write``), how its driver hands over timestamps and lists
+(``_timestamp``, ``_moment``, ``_as_moment``, ``_list``, ``_as_list``), how
+its runs page returns gaps (``_gap_ranges``), and its own ``ingest``,
+``sync_cursor``, ``record_presence`` and ``record_security_alerts``, where each
+database is fastest with its own batch statements.
+"""
+
+from __future__ import annotations
+
+import shlex
+from abc import abstractmethod
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
+from typing import Any, ClassVar, Protocol, TypeVar
+
+import orjson
+
+from hubstore import sql_statements as statements
+from hubstore.enrollments import enrolled, revoked
+from hubstore.errors import HubNotInitializedError
+from hubstore.sql_statements import Dialect
+from hubstore.store import (
+    DEFAULT_ROTATION_GRACE,
+    DEFAULT_STALE_AFTER,
+    AlertRecord,
+    EnrolledRuntime,
+    EventPosition,
+    HubStore,
+    PresenceRecord,
+    PurgeResult,
+    RunPosition,
+    RunSummary,
+    RuntimeState,
+    SecurityAlert,
+    StoredEvent,
+)
+from hubsync.core.clock import format_timestamp, utc_now
+from hubsync.core.enrollment import Enrollment, new_hub_id
+from hubsync.core.entries import PresenceBeat, alert_reason
+
+T = TypeVar("T")
+
+
+class Cursor(Protocol):
+    """What the shared code uses of a DB-API cursor."""
+
+    @property
+    def rowcount(self) -> int: ...
+
+    def fetchone(self) -> Any: ...
+
+    def fetchall(self) -> list[Any]: ...
+
+
+class Connection(Protocol):
+    """What the shared code uses of a DB-API connection (``sqlite3``'s, psycopg's)."""
+
+    def execute(self, statement: str, args: Sequence[Any] = ..., /) -> Cursor: ...
+
+
+AlertRow = tuple[str, str, str, str, str, int, str | None, str, str]
+"""reason, hub project, runtime, project, run, sequence, existing hash, offered hash, detail."""
+
+
+def security_alert_row(alert: SecurityAlert) -> AlertRow:
+    """The columns of a refused entry's alert (no existing hash)."""
+    return (
+        alert.reason.value,
+        alert.hub_project,
+        alert.runtime_id,
+        alert.project_id,
+        alert.run_id,
+        alert.sequence,
+        None,
+        alert.offered_hash,
+        alert.detail,
+    )
+
+
+def one(conn: Connection, statement: str, args: Sequence[object] = ()) -> Any:
+    """The first column of the one row ``statement`` returns."""
+    row = conn.execute(statement, args).fetchone()
+    assert row is not None
+    return row[0]
+
+
+class SqlHubStore(HubStore):
+    """The ``HubStore`` contract over SQL, apart from ingest (see the module docstring)."""
+
+    dialect: ClassVar[Dialect]
+
+    # ----- what a backend supplies -----
+
+    @abstractmethod
+    def _read(self, work: Callable[[Connection], T]) -> T:
+        """Run ``work`` on a connection, for reading."""
+
+    @abstractmethod
+    def _write(self, work: Callable[[Connection], T]) -> T:
+        """Run ``work`` in one write transaction."""
+
+    @abstractmethod
+    def _no_hub_id(self) -> HubNotInitializedError:
+        """The error ``enroll`` raises before ``init_hub``, naming this store."""
+
+    @staticmethod
+    @abstractmethod
+    def _timestamp(value: Any) -> str:
+        """A timestamp column as the contract's text (``format_timestamp``)."""
+
+    @staticmethod
+    @abstractmethod
+    def _moment(moment: datetime) -> object:
+        """An aware datetime as a timestamp argument."""
+
+    @staticmethod
+    @abstractmethod
+    def _as_moment(value: Any) -> datetime:
+        """A timestamp column as an aware UTC datetime."""
+
+    @staticmethod
+    @abstractmethod
+    def _list(values: list[str]) -> object:
+        """A list of names as an argument of a list column."""
+
+    @staticmethod
+    @abstractmethod
+    def _as_list(value: Any) -> tuple[str, ...]:
+        """A list column as a tuple of names."""
+
+    @staticmethod
+    @abstractmethod
+    def _gap_ranges(columns: Sequence[Any]) -> tuple[tuple[int, int], ...]:
+        """A runs page row's ``gap_columns`` as the run's first gaps, in order."""
+
+    def _lock_enrollments(self, conn: Connection) -> None:
+        """Make enroll and revoke one at a time, if the write transaction does not already."""
+
+    # ----- reads -----
+
+    def gaps(self, project_id: str, run_id: str, limit: int = 1000) -> list[tuple[int, int]]:
+        """Missing ranges ``(first, last)`` below the run's highest sequence."""
+        statement = statements.gaps(self.dialect)
+        args = (project_id, run_id, limit)
+        rows = self._read(lambda conn: conn.execute(statement, args).fetchall())
+        return [(int(a), int(b)) for a, b in rows]
+
+    def events(
+        self,
+        hub_project: str,
+        run_id: str | None = None,
+        after: EventPosition | None = None,
+        limit: int = 1000,
+        *,
+        project_id: str | None = None,
+    ) -> list[StoredEvent]:
+        """Events of a hub project by run, project, then sequence, after ``after``."""
+        statement, args = statements.events_page(
+            self.dialect, hub_project, run_id, project_id, after, limit
+        )
+        rows = self._read(lambda conn: conn.execute(statement, args).fetchall())
+        timestamp = self._timestamp
+        # EVENT_COLUMNS are StoredEvent's fields, in order
+        return [
+            StoredEvent(
+                r[0], r[1], r[2], r[3], r[4], r[5], r[6], timestamp(r[7]), r[8].encode("utf-8")
+            )
+            for r in rows
+        ]
+
+    def runs(
+        self,
+        hub_project: str,
+        after: RunPosition | None = None,
+        limit: int = 1000,
+        *,
+        project_id: str | None = None,
+        gaps_per_run: int = 10,
+    ) -> list[RunSummary]:
+        """The runs of a hub project by run then project, after ``after``: one statement."""
+        statement, args = statements.runs_page(
+            self.dialect, hub_project, project_id, after, limit, gaps_per_run
+        )
+        rows = self._read(lambda conn: conn.execute(statement, args).fetchall())
+        summaries = []
+        for run, project, home, count, highest, last, first_gap, *gap_columns in rows:
+            summaries.append(
+                RunSummary(
+                    run_id=run,
+                    project_id=project,
+                    hub_project=hub_project,
+                    home_runtime_id=home,
+                    events=int(count),
+                    highest_sequence=int(highest),
+                    sync_cursor=int(highest) if first_gap is None else int(first_gap) - 1,
+                    missing=int(highest) - int(count),
+                    gaps=self._gap_ranges(gap_columns),
+                    last_received_at=self._timestamp(last),
+                )
+            )
+        return summaries
+
+    def count_events(
+        self,
+        hub_project: str | None = None,
+        project_id: str | None = None,
+        run_id: str | None = None,
+    ) -> int:
+        """How many events are stored, optionally filtered."""
+        statement, args = statements.count_events(self.dialect, hub_project, project_id, run_id)
+        return int(self._read(lambda conn: one(conn, statement, args)))
+
+    def presence(
+        self,
+        hub_project: str | None = None,
+        stale_after: timedelta = DEFAULT_STALE_AFTER,
+        now: datetime | None = None,
+    ) -> list[PresenceRecord]:
+        """Known runtimes, each flagged stale when not heard from within ``stale_after``."""
+        statement, args = statements.presence(self.dialect, hub_project)
+        rows = self._read(lambda conn: conn.execute(statement, args).fetchall())
+        # compared as the column holds it: canonical text (SQLite), a timestamptz (PostgreSQL)
+        cutoff = self._moment((now or utc_now()) - stale_after)
+        return [
+            PresenceRecord(
+                runtime_id=r[0],
+                hub_project=r[1],
+                host=r[2],
+                heartbeat=self._timestamp(r[3]),
+                beat=PresenceBeat(**orjson.loads(r[4])),
+                stale=r[3] < cutoff,
+            )
+            for r in rows
+        ]
+
+    def alerts(self, hub_project: str | None = None, limit: int = 100) -> list[AlertRecord]:
+        """Recorded alerts (conflicts and refused entries), newest first."""
+        statement, args = statements.alerts(self.dialect, hub_project, limit)
+        rows = self._read(lambda conn: conn.execute(statement, args).fetchall())
+        timestamp = self._timestamp
+        return [
+            AlertRecord(
+                alert_id=r[0],
+                reason=alert_reason(r[1]),
+                hub_project=r[2],
+                runtime_id=r[3],
+                project_id=r[4],
+                run_id=r[5],
+                sequence=r[6],
+                existing_hash=r[7],
+                offered_hash=r[8],
+                detail=r[9],
+                detected_at=timestamp(r[10]),
+                last_detected_at=timestamp(r[11]),
+                occurrences=r[12],
+            )
+            for r in rows
+        ]
+
+    # ----- retention and the hub's identity -----
+
+    def purge(self, retention: timedelta, now: datetime | None = None) -> PurgeResult:
+        """Remove alerts and presence older than ``retention``; events stay."""
+        cutoff = (self._moment((now or utc_now()) - retention),)
+        delete_alerts, delete_presence = statements.purge(self.dialect)
+
+        def work(conn: Connection) -> PurgeResult:
+            alerts = conn.execute(delete_alerts, cutoff).rowcount
+            presence = conn.execute(delete_presence, cutoff).rowcount
+            return PurgeResult(alerts=alerts, presence=presence)
+
+        return self._write(work)
+
+    def init_hub(self) -> str:
+        """This hub's id, made (``hub-<16 hex>``) and stored the first time only."""
+        statement = statements.init_hub(self.dialect)
+
+        def work(conn: Connection) -> str:
+            # Under the write lock, or waiting for the first writer to commit: a second
+            # init inserts nothing and reads the first one's id, so racing inits agree.
+            conn.execute(statement, (new_hub_id(), format_timestamp(utc_now())))
+            return str(one(conn, statements.HUB_ID))
+
+        return self._write(work)
+
+    def hub_id(self) -> str | None:
+        """This hub's id, or None before ``init_hub``."""
+        return self._read(_hub_id)
+
+    # ----- enrollment -----
+
+    def enroll(
+        self,
+        runtime_id: str,
+        hub_projects: Sequence[str],
+        *,
+        now: datetime | None = None,
+        rotation_grace: timedelta = DEFAULT_ROTATION_GRACE,
+    ) -> Enrollment:
+        """Enroll or re-key ``runtime_id`` (see ``HubStore.enroll``), in one transaction."""
+        moment = now or utc_now()
+
+        def work(conn: Connection) -> Enrollment:
+            self._lock_enrollments(conn)
+            hub_id = _hub_id(conn)
+            if hub_id is None:
+                raise self._no_hub_id()
+            record = enrolled(
+                self._enrolled(conn, runtime_id), runtime_id, hub_projects, moment, rotation_grace
+            )
+            conn.execute(statements.upsert_enrolled(self.dialect), self._enrolled_row(record))
+            assert record.key is not None
+            return Enrollment(hub_id, runtime_id, record.hub_projects, record.key)
+
+        return self._write(work)
+
+    def revoke(self, runtime_id: str, *, now: datetime | None = None) -> EnrolledRuntime:
+        """Revoke ``runtime_id`` (see ``HubStore.revoke``), erasing its keys."""
+        moment = now or utc_now()
+
+        def work(conn: Connection) -> EnrolledRuntime:
+            self._lock_enrollments(conn)
+            record = revoked(self._enrolled(conn, runtime_id), runtime_id, moment)
+            conn.execute(statements.upsert_enrolled(self.dialect), self._enrolled_row(record))
+            return record
+
+        return self._write(work)
+
+    def enrolled_runtime(self, runtime_id: str) -> EnrolledRuntime | None:
+        """The enrollment of ``runtime_id``: one primary-key lookup."""
+        return self._read(lambda conn: self._enrolled(conn, runtime_id))
+
+    def enrolled_runtimes(self) -> list[EnrolledRuntime]:
+        """Every runtime ever enrolled, by runtime id."""
+        rows = self._read(lambda conn: conn.execute(statements.ALL_ENROLLED).fetchall())
+        return [self._enrolled_record(row) for row in rows]
+
+    def _enrolled(self, conn: Connection, runtime_id: str) -> EnrolledRuntime | None:
+        row = conn.execute(statements.enrolled(self.dialect), (runtime_id,)).fetchone()
+        return None if row is None else self._enrolled_record(row)
+
+    def _enrolled_row(self, record: EnrolledRuntime) -> tuple[object, ...]:
+        def moment(value: datetime | None) -> object:
+            return None if value is None else self._moment(value)
+
+        return (
+            record.runtime_id,
+            record.state.value,
+            self._list(list(record.hub_projects)),
+            self._moment(record.enrolled_at),
+            moment(record.rotated_at),
+            moment(record.revoked_at),
+            moment(record.previous_valid_until),
+            record.key,
+            record.previous_key,
+        )
+
+    def _enrolled_record(self, row: Sequence[Any]) -> EnrolledRuntime:
+        def moment(value: object) -> datetime | None:
+            return None if value is None else self._as_moment(value)
+
+        runtime_id, state, projects, enrolled_at, rotated, revoked_at, until, key, previous = row
+        return EnrolledRuntime(
+            runtime_id=str(runtime_id),
+            state=RuntimeState(str(state)),
+            hub_projects=self._as_list(projects),
+            enrolled_at=self._as_moment(enrolled_at),
+            rotated_at=moment(rotated),
+            revoked_at=moment(revoked_at),
+            previous_valid_until=moment(until),
+            key=None if key is None else bytes(key),
+            previous_key=None if previous is None else bytes(previous),
+        )
+
+
+def _hub_id(conn: Connection) -> str | None:
+    row = conn.execute(statements.HUB_ID).fetchone()
+    return None if row is None else str(row[0])
+
+
+def no_hub_id(store: str, url: str) -> HubNotInitializedError:
+    """``enroll`` before ``init_hub`` on ``store`` (as named to an operator), opened by ``url``."""
+    return HubNotInitializedError(
+        f"{store} has no hub id yet; run `hubsync hub init --hub-url {shlex.quote(url)}` first"
+    )
