@@ -265,7 +265,9 @@ class DemoScenario:
                 relays
             )
 
-        self._wait("starting: 3 relays and 2 consumers", ready, 30, hub)
+        # five interpreters start at once: a loaded two-core box can take more than 30 s,
+        # and a healthy one returns as soon as they are up
+        self._wait("starting: 3 relays and 2 consumers", ready, 90, hub)
 
     def _produce(self) -> None:
         plant = list(self.secrets.values())
