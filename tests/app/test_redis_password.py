@@ -10,13 +10,12 @@ warning that never names it.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import redis
 
-from hubsync.core.connections import connect, read_password_file, use_credentials
+from hubsync.core.connections import RedisTarget, connect, read_password_file
 from hubsync.core.errors import ConfigError
 from hubsync.processes import Child, hubsync_command, run_hubsync
 from producers.registry import RuntimeRegistry
@@ -28,14 +27,13 @@ PASSWORD = "s3cret-Redis-pass-7f1c"
 
 
 @pytest.fixture
-def locked_redis(private_redis: object) -> Iterator[str]:
+def locked_redis(private_redis: object) -> str:
     """The URL (no password) of a private redis-server that requires ``PASSWORD``."""
     url: str = private_redis.url  # type: ignore[attr-defined]
     admin = redis.Redis.from_url(url)
     admin.config_set("requirepass", PASSWORD)
     admin.close()
-    yield url
-    use_credentials(url, None)  # no password left for the next test in this process
+    return url
 
 
 @pytest.fixture
@@ -157,21 +155,19 @@ def test_a_password_in_the_url_and_a_password_file_at_once_is_refused(
 ) -> None:
     url = f"redis://default:{PASSWORD}@127.0.0.1:1/0"
     with pytest.raises(ConfigError, match="one place only") as refused:
-        use_credentials(url, password_file)
+        RedisTarget.of(url, password_file)
     assert PASSWORD not in str(refused.value)
 
 
-def test_every_client_of_the_process_uses_the_password_of_the_file(
+def test_every_client_of_a_target_uses_the_password_of_its_file(
     locked_redis: str, password_file: Path
 ) -> None:
-    use_credentials(locked_redis, password_file)
-    client = connect(locked_redis)
+    client = connect(RedisTarget.of(locked_redis, password_file))
     try:
         assert client.ping() is True
     finally:
         client.close()
-    use_credentials(locked_redis, None)
-    anonymous = connect(locked_redis)
+    anonymous = connect(RedisTarget(locked_redis))
     try:
         with pytest.raises(redis.AuthenticationError):
             anonymous.ping()
