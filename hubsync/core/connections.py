@@ -191,11 +191,8 @@ class RedisTarget:
     def __post_init__(self) -> None:
         if self.cluster not in ("auto", "yes", "no"):
             raise ConfigError(f"--redis-cluster: {self.cluster!r} is not one of auto, yes, no")
-        if self.password is not None and _url_password(self.url):
-            raise ConfigError(
-                f"--redis-password-file: the Redis URL {safe_url(self.url)} carries a password "
-                "too; give it in one place only"
-            )
+        if self.password is not None:
+            _refuse_two_passwords(self.url)
 
     @classmethod
     def of(
@@ -213,12 +210,10 @@ class RedisTarget:
         URL given on the command line works, with one warning to move it out of
         argv.
         """
-        if password_file is not None and _url_password(url):
-            raise ConfigError(
-                f"--redis-password-file: the Redis URL {safe_url(url)} carries a password too; "
-                "give it in one place only"
-            )
-        password = None if password_file is None else read_password_file(password_file)
+        password = None
+        if password_file is not None:
+            _refuse_two_passwords(url)  # before the file is read: which one was meant?
+            password = read_password_file(password_file)
         if url_on_command_line and _url_password(url):
             log.warning(
                 "the Redis URL on the command line carries a password, which every user of "
@@ -457,6 +452,15 @@ def read_password_file(path: Path) -> str:
             f"--redis-password-file {path}: the file is empty; put the password in it"
         )
     return password
+
+
+def _refuse_two_passwords(url: str) -> None:
+    """A ``ConfigError`` if ``url`` carries a password beside the one of a password file."""
+    if _url_password(url):
+        raise ConfigError(
+            f"--redis-password-file: the Redis URL {safe_url(url)} carries a password too; "
+            "give it in one place only"
+        )
 
 
 def _url_password(url: str) -> str | None:
