@@ -41,8 +41,8 @@ from hubsync.benchmarks.stages import BATCH, preload  # noqa: E402
 from hubsync.benchmarks.stages import consumer_seconds as consumer  # noqa: E402
 from hubsync.benchmarks.stages import raw_ingest_seconds as ceiling  # noqa: E402
 from hubsync.benchmarks.workload import HUB_PROJECT  # noqa: E402
-from hubsync.core.connections import connect  # noqa: E402
-from hubsync.core.entries import (  # noqa: E402  # noqa: E402
+from hubsync.core.connections import RedisTarget, connect  # noqa: E402
+from hubsync.core.entries import (  # noqa: E402
     EventEntry,
     decode_fields,
     event_entry_fields,
@@ -148,7 +148,7 @@ def main() -> None:
         tempfile.TemporaryDirectory(prefix="hubsync-bench-") as tmp,
         RedisServerProcess(directory=Path(tmp)) as server,
     ):
-        client = connect(server.url, cluster=False)
+        client = connect(RedisTarget(server.url), cluster=False)
         for attempt in range(args.repeat):
             run_dir = Path(tmp) / f"run-{attempt}"
             run_dir.mkdir()

@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 import redis
 
-from hubsync.core.connections import connect
+from hubsync.core.connections import RedisTarget, connect
 from hubsync.demo.embedded_redis import RedisServerProcess
 
 
@@ -47,7 +47,7 @@ def _redis_py_lock(client: redis.Redis, pairs: int) -> float:
 
 def run(url: str, pairs: int, rounds: int) -> dict[str, object]:
     """Measure both, ``rounds`` times each, interleaved; report the medians."""
-    client = connect(url, cluster=False)
+    client = connect(RedisTarget(url), cluster=False)
     contenders: dict[str, Callable[[redis.Redis, int], float]] = {
         "hubsync_lease": _ours,
         "redis_py_lock": _redis_py_lock,

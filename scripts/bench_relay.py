@@ -31,7 +31,7 @@ from hubsync.benchmarks.stages import raw_xadd_seconds, relay_drain_seconds
 from hubsync.benchmarks.workload import HUB_PROJECT, join_bench_hub
 from hubsync.core import keys
 from hubsync.core.clock import parse_timestamp
-from hubsync.core.connections import connect
+from hubsync.core.connections import RedisTarget, connect
 from hubsync.core.entries import decode_fields, entry_kind
 from hubsync.core.settings import RelaySettings, hub_url_from_path
 from hubsync.demo.embedded_redis import RedisServerProcess
@@ -80,7 +80,7 @@ def relay_rate(url: str, state_dir: Path, batch: int) -> float:
 
 
 def measure_drain(url: str, events: int, batch: int, rounds: int) -> dict[str, float]:
-    client = connect(url, cluster=False)
+    client = connect(RedisTarget(url), cluster=False)
     relay_rates, ceiling_rates = [], []
     for _ in range(rounds):
         client.flushall()
@@ -128,7 +128,7 @@ def measure_rss(url: str, events: int) -> dict[str, float]:
 
 
 def measure_latency(url: str, rate: int, seconds: float) -> dict[str, float]:
-    client = connect(url, cluster=False)
+    client = connect(RedisTarget(url), cluster=False)
     client.flushall()
     with tempfile.TemporaryDirectory() as tmp:
         registry, store = make_store(Path(tmp), 0)
@@ -141,7 +141,7 @@ def measure_latency(url: str, rate: int, seconds: float) -> dict[str, float]:
 
         def read() -> None:
             last = "0-0"
-            reader = connect(url, cluster=False)
+            reader = connect(RedisTarget(url), cluster=False)
             while not done.is_set():
                 reply = reader.xread({stream: last}, block=200, count=1000)
                 for _, entries in reply or []:

@@ -40,8 +40,15 @@ from hubstore.lua_scripts import scripts_for
 from hubstore.store import HubStore
 from hubsync.core import keys, metrics
 from hubsync.core.backoff import Backoff
-from hubsync.core.connections import UNREACHABLE_ERRORS, RedisClient, wait_until_reachable
-from hubsync.core.entries import decode_fields
+from hubsync.core.connections import (
+    UNREACHABLE_ERRORS,
+    RedisClient,
+    RedisTarget,
+    wait_until_reachable,
+)
+from hubsync.core.entries import (
+    decode_fields,
+)
 from hubsync.core.errors import ConfigError, StoreBusyError
 from hubsync.core.names import validate_name
 from hubsync.core.redis_values import RawEntry, as_text, stream_entries
@@ -71,8 +78,10 @@ class HubConsumer:
         store: HubStore,
         settings: ConsumerSettings,
         name: str | None = None,
+        target: RedisTarget | None = None,
     ) -> None:
         self.client = client
+        self.target = target or RedisTarget.from_settings(settings)  # where ``client`` goes
         self.store = store
         self.settings = settings
         self.name = validate_name(name or settings.name or default_consumer_name(), "consumer name")
@@ -102,7 +111,7 @@ class HubConsumer:
         restore = self._install_signal_handlers()
         try:
             # a Redis unreachable at start is waited for (logged once), not a failure
-            wait_until_reachable(self.client, self.settings.redis_url, self._stop)
+            wait_until_reachable(self.client, self.target, self._stop)
             while not self._stop.is_set():
                 self._guarded(self._iteration)
         finally:

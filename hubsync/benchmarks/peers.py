@@ -32,7 +32,7 @@ from typing import Any
 
 from hubsync.benchmarks.procs import BenchError, NatsServer
 from hubsync.benchmarks.workload import INSERT_ROW, entries, iter_rows, raw_hub_table
-from hubsync.core.connections import connect
+from hubsync.core.connections import RedisTarget, connect
 from hubsync.core.redis_values import as_text
 
 STREAM = "bench:peer:events"
@@ -50,7 +50,7 @@ _rq_done = 0
 
 
 def _naive_producer(url: str, events: int) -> float:
-    client = connect(url)
+    client = connect(RedisTarget(url))
     batch = entries(events)
     started = time.time()
     for fields in batch:
@@ -60,7 +60,7 @@ def _naive_producer(url: str, events: int) -> float:
 
 
 def _naive_consumer(url: str, events: int, db_path: str, ready: EventType) -> float:
-    client = connect(url)
+    client = connect(RedisTarget(url))
     db = raw_hub_table(Path(db_path))
     ready.set()
     done = 0
@@ -97,7 +97,7 @@ def rq_ingest_one(row: tuple[Any, ...]) -> None:
 def _rq_producer(url: str, events: int) -> float:
     from rq import Queue
 
-    client = connect(url, cluster=False)  # RQ needs one Redis server
+    client = connect(RedisTarget(url), cluster=False)  # RQ needs one Redis server
     queue = Queue(RQ_QUEUE, connection=client)
     rows = list(iter_rows(entries(events)))
     started = time.time()
@@ -114,7 +114,7 @@ def _rq_consumer(url: str, events: int, db_path: str, ready: EventType) -> float
 
     global _rq_db
     _rq_db = raw_hub_table(Path(db_path))
-    client = connect(url, cluster=False)  # RQ needs one Redis server
+    client = connect(RedisTarget(url), cluster=False)  # RQ needs one Redis server
     worker = SimpleWorker([Queue(RQ_QUEUE, connection=client)], connection=client)
     ready.set()
     while _rq_done < events:
@@ -262,7 +262,7 @@ def _race(
 
 def measure_naive(url: str, events: int) -> dict[str, Any]:
     """The naive design: one XADD and one hub transaction per event."""
-    client = connect(url)
+    client = connect(RedisTarget(url))
     client.flushall()
     client.xgroup_create(STREAM, GROUP, id="0", mkstream=True)
     client.close()
@@ -273,7 +273,7 @@ def measure_naive(url: str, events: int) -> dict[str, Any]:
 
 def measure_rq(url: str, events: int) -> dict[str, Any]:
     """One RQ job per event, run by a SimpleWorker (no fork per job)."""
-    client = connect(url)
+    client = connect(RedisTarget(url))
     client.flushall()
     client.close()
     with tempfile.TemporaryDirectory(prefix="hubsync-bench-rq-") as tmp:

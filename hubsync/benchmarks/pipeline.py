@@ -44,7 +44,7 @@ from hubsync.benchmarks.workload import (
 )
 from hubsync.core import keys
 from hubsync.core.clock import parse_timestamp
-from hubsync.core.connections import connect
+from hubsync.core.connections import RedisTarget, connect
 from hubsync.processes import Child, PipelineProcesses, hubsync_command
 from producers.store.event_store import NewEvent, RunEventStore
 
@@ -64,7 +64,7 @@ def _start_consumers(pipeline: PipelineProcesses, hub_url: str, count: int) -> l
         )
         for name in names
     ]
-    client = connect(pipeline.redis_url)
+    client = connect(RedisTarget(pipeline.redis_url))
     try:
         pipeline.wait_until(
             lambda: all(client.exists(keys.consumer_health(name)) for name in names),
@@ -98,7 +98,7 @@ def measure_end_to_end(
     names the servers whose CPU is counted, each a function giving the CPU
     seconds it has used so far (default: the Redis server's, ``INFO cpu``).
     """
-    client = connect(url)
+    client = connect(RedisTarget(url))
     client.flushall()
     streams = [keys.events_stream(hub_project) for hub_project in hub_projects]
     servers = server_cpu or {"redis": lambda: redis_cpu_seconds(client)}
@@ -221,7 +221,7 @@ def measure_latency(
     url: str, rate: int, seconds: float, hub_url: str | None = None
 ) -> dict[str, Any]:
     """Local commit -> hub commit latency at ``rate`` events/s offered (p50/p95/p99 in ms)."""
-    client = connect(url)
+    client = connect(RedisTarget(url))
     client.flushall()
     with (
         tempfile.TemporaryDirectory(prefix="hubsync-bench-latency-") as tmp,

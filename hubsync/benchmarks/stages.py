@@ -29,7 +29,7 @@ from hubsync.benchmarks.workload import (
     runtime_with_backlog,
 )
 from hubsync.core import keys
-from hubsync.core.connections import RedisClient, connect
+from hubsync.core.connections import RedisClient, RedisTarget, connect
 from hubsync.core.settings import ConsumerSettings, RelaySettings, hub_url_from_path
 from hubsync.core.signing import RuntimeKey
 from producers.relay import Relay
@@ -81,7 +81,7 @@ def relay_drain_seconds(url: str, state_dir: Path, batch: int = BATCH) -> tuple[
 
 def measure_relay(url: str, events: int, rounds: int) -> dict[str, Any]:
     """Relay drain rate beside raw pipelined XADD of the same entries (best of ``rounds``)."""
-    client = connect(url)
+    client = connect(RedisTarget(url))
     best_relay = best_raw = float("inf")
     event_bytes = 0
     try:
@@ -193,7 +193,7 @@ def raw_sqlite_seconds(batch: list[dict[str, str | bytes]], directory: Path) -> 
 def measure_consumer(url: str, events: int, rounds: int) -> dict[str, Any]:
     """Consumer ingest beside raw XREADGROUP+executemany+XACK and its two halves."""
     best = {"hub": float("inf"), "raw": float("inf"), "redis": float("inf"), "sqlite": float("inf")}
-    client = connect(url)
+    client = connect(RedisTarget(url))
     try:
         for attempt in range(rounds):
             with tempfile.TemporaryDirectory(prefix="hubsync-bench-consumer-") as tmp:

@@ -21,7 +21,7 @@ from hubsync.cli.options import (
     redis_url_option,
     shown_store,
 )
-from hubsync.core.connections import probe
+from hubsync.core.connections import RedisTarget, probe
 from hubsync.core.redis_values import printable
 from hubsync.core.settings import hub_url_of
 
@@ -56,12 +56,12 @@ def list_alerts(
     hub_url: str | None,
     hub_db: Path | None,
     count: int,
-    redis_url: str,
+    redis: RedisTarget,
     as_json: bool,
 ) -> None:
     """List alerts from hubsync:{P}:alerts (and the hub database's sync_alerts with --hub-db)."""
     store_url = hub_url_of(hub_url, hub_db)
-    client = probe(redis_url)
+    client = probe(redis)
     try:
         if hub_project is not None:
             projects = [require_hub_project(client, hub_project)]

@@ -13,10 +13,11 @@ from typing import Any
 import click
 
 from hubsync.cli import exit_codes
-from hubsync.cli.options import build_settings, hub_options, options_from, use_redis_credentials
+from hubsync.cli.options import build_settings, hub_options, options_from, redis_target
 from hubsync.core.connections import (
     CREDENTIAL_ERRORS,
     UNREACHABLE_ERRORS,
+    RedisTarget,
     Role,
     connect,
     credentials_refused,
@@ -79,26 +80,26 @@ def consume(
         raise click.UsageError("--hub-url: missing; give --hub-url or --hub-db (HUBSYNC_HUB_URL)")
     settings = build_settings(ConsumerSettings, hub_url=url, **options)
     configure_logging(settings.log_level, settings.log_format)
-    use_redis_credentials(settings)
+    target = redis_target(settings)
     if check:
         if settings.name is None:
             raise click.UsageError("--check needs --name (the consumer to check)")
-        raise SystemExit(_check(settings, validate_name(settings.name, "consumer name")))
+        raise SystemExit(_check(settings, target, validate_name(settings.name, "consumer name")))
 
     from consumers.stream.worker import HubConsumer
     from hubstore import open_store
     from hubsync.core.gc_tuning import tune_for_throughput
     from hubsync.core.metrics import start_metrics_server  # prometheus_client: daemons only
 
-    if not once and not _wait_for_redis(settings.redis_url):
+    if not once and not _wait_for_redis(target):
         return  # stopped by a signal before Redis answered
-    client = connect(settings.redis_url, Role.BLOCKING, block_seconds=settings.block_ms / 1000)
+    client = connect(target, Role.BLOCKING, block_seconds=settings.block_ms / 1000)
     try:
         if once:
-            ping(client, settings.redis_url)  # --once cannot wait: exit 3 now
+            ping(client, target)  # --once cannot wait: exit 3 now
         start_metrics_server(settings.metrics_port, settings.metrics_host)
         with open_store(settings.hub_url, create_schema=True) as store:
-            worker = HubConsumer(client, store, settings)
+            worker = HubConsumer(client, store, settings, target=target)
             if once:
                 stats = worker.run_once()
             else:
@@ -112,37 +113,37 @@ def consume(
         click.echo(f"consumer {worker.name}: {stats.summary()}")
 
 
-def _wait_for_redis(url: str) -> bool:
+def _wait_for_redis(target: RedisTarget) -> bool:
     """Wait for a Redis down at start (logged once) before the worker's client is made:
     a cluster's client cannot be made while it is down, and ``--redis-cluster auto`` asks
     the server. False when SIGTERM or SIGINT came first."""
     stop = threading.Event()
     if threading.current_thread() is not threading.main_thread():
-        return wait_for_redis(url, stop)
+        return wait_for_redis(target, stop)
     previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
     for sig in previous:
         signal.signal(sig, lambda signum, frame: stop.set())
     try:
-        return wait_for_redis(url, stop)
+        return wait_for_redis(target, stop)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
 
 
-def _check(settings: ConsumerSettings, name: str) -> int:
+def _check(settings: ConsumerSettings, target: RedisTarget, name: str) -> int:
     from consumers.errors import ConsumerUnhealthyError
     from consumers.stream.health import check_health
     from consumers.stream.hub_binding import bind_namespace
 
     hub_id = _store_hub_id(settings.hub_url)
-    client = connect(settings.redis_url, Role.PROBE)
+    client = connect(target, Role.PROBE)
     try:
         if hub_id is not None:  # the same rule as at start: another hub's namespace is exit 2
             bind_namespace(client, hub_id, claim=False)
         record = check_health(client, name)
     except CREDENTIAL_ERRORS as exc:
         # a wrong user or password is a refusal (exit 1), not an outage
-        raise credentials_refused(settings.redis_url, exc) from None
+        raise credentials_refused(target, exc) from None
     except UNREACHABLE_ERRORS:
         click.echo(f"consumer {name}: cannot reach Redis", err=True)
         return exit_codes.REDIS_UNREACHABLE

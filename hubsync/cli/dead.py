@@ -22,7 +22,7 @@ from hubsync.cli.options import (
     json_option,
     redis_url_option,
 )
-from hubsync.core.connections import probe
+from hubsync.core.connections import RedisTarget, probe
 from hubsync.core.errors import ConfigError
 from hubsync.core.redis_values import printable
 
@@ -77,10 +77,10 @@ Examples:
 @redis_url_option
 @json_option
 def list_dead(
-    hub_project: str, count: int, reason: str | None, redis_url: str, as_json: bool
+    hub_project: str, count: int, reason: str | None, redis: RedisTarget, as_json: bool
 ) -> None:
     """List dead letters: id, reason, detail, source entry, the key it named, when."""
-    client = probe(redis_url)
+    client = probe(redis)
     try:
         letters = DeadLetters(client, hub_project)
         total = letters.count()
@@ -138,7 +138,7 @@ def replay(
     ids: list[str],
     replay_all: bool,
     reason: str | None,
-    redis_url: str,
+    redis: RedisTarget,
     as_json: bool,
 ) -> None:
     """Put dead letters back on hubsync:{P}:events once their cause is fixed.
@@ -153,7 +153,7 @@ def replay(
         raise click.UsageError("give dead-letter ids or --all (not both)")
     if reason is not None and not replay_all:
         raise click.UsageError("--reason works with --all only")
-    client = probe(redis_url)
+    client = probe(redis)
     try:
         letters = DeadLetters(client, hub_project)
         result = letters.replay_all(reason) if replay_all else letters.replay(ids)
@@ -204,13 +204,13 @@ def purge(
     ids: list[str],
     purge_all: bool,
     older_than: float | None,
-    redis_url: str,
+    redis: RedisTarget,
     as_json: bool,
 ) -> None:
     """Delete dead letters: named ids (all-or-nothing), --all, or --older-than."""
     if sum((bool(ids), purge_all, older_than is not None)) != 1:
         raise click.UsageError("give dead-letter ids, --all or --older-than (exactly one)")
-    client = probe(redis_url)
+    client = probe(redis)
     try:
         letters = DeadLetters(client, hub_project)
         if purge_all:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -13,7 +14,10 @@ from hubsync.cli.options import (
     json_option,
     shown_store,
 )
-from hubsync.core.settings import hub_url_of, safe_url
+from hubsync.core.settings import hub_url_of
+
+if TYPE_CHECKING:
+    from hubsync.core.connections import RedisTarget
 
 
 @click.command(
@@ -33,7 +37,7 @@ unreachable Redis included), 2 bad arguments or a malformed URL.
 @deployment_options
 @json_option
 def doctor(
-    redis_url: str,
+    redis: RedisTarget,
     hub_url: str | None,
     hub_db: Path | None,
     state_dir: Path | None,
@@ -53,12 +57,12 @@ def doctor(
     url = hub_url_of(hub_url, hub_db)
     if url is not None:
         url_scheme(url)  # an unknown scheme is a usage error, not a failed check
-    checks = run_checks(redis_url, url, "" if url is None else shown_store(url), state_dir)
+    checks = run_checks(redis, url, "" if url is None else shown_store(url), state_dir)
     failed = [check.name for check in checks if check.failed]
     if as_json:
         document = {
             "ok": not failed,
-            "redis_url": safe_url(redis_url),
+            "redis_url": redis.shown,
             "failed": failed,
             "checks": [check.as_dict() for check in checks],
         }

@@ -8,11 +8,11 @@ import click
 import redis
 
 from hubsync.cli import exit_codes
-from hubsync.cli.options import build_settings, env_option, options_from, use_redis_credentials
+from hubsync.cli.options import build_settings, env_option, options_from, redis_target
 from hubsync.core.connections import (
     CREDENTIAL_ERRORS,
     UNREACHABLE_ERRORS,
-    cluster_mode_of,
+    RedisTarget,
     credentials_refused,
     ping,
 )
@@ -59,43 +59,40 @@ def effects_worker(worker_name: str | None, burst: bool, check: bool, **options:
     Cluster: with a cluster at --redis-url, RQ's queue lives on the Redis
     server of --rq-redis-url, and the jobs' leases and maintenance on the cluster.
     """
-    from rq import Queue, Worker
+    from rq import Queue
 
-    from consumers.jobs.job_connection import rq_connection, rq_redis_url, use_pipeline_redis
+    from consumers.jobs.job_connection import PipelineWorker, rq_connection, rq_target
 
     settings = build_settings(EffectsWorkerSettings, **options)
     name = worker_name
     if name is not None:
         validate_name(name, "worker name")
     configure_logging(settings.log_level, settings.log_format)
-    use_redis_credentials(settings)
-    url = rq_redis_url(
-        settings.redis_url,
-        settings.rq_redis_url,
-        redis_is_cluster=cluster_mode_of(settings.redis_url),
-    )
-    use_pipeline_redis(None if url == settings.redis_url else settings.redis_url)
+    pipeline = redis_target(settings)
+    rq_redis = rq_target(pipeline, settings.rq_redis_url)
     # RQ raises the socket timeout above its own blocking dequeue by itself
-    client = rq_connection(url)
+    client = rq_connection(rq_redis)
     try:
         queue = Queue(EFFECTS_QUEUE, connection=client)
         if check:
-            raise SystemExit(_check(client, url, queue, name))
-        ping(client, url)
-        worker = Worker([queue], connection=client, name=name)
+            raise SystemExit(_check(client, rq_redis, queue, name))
+        ping(client, rq_redis)
+        worker = PipelineWorker(
+            [queue], connection=client, name=name, pipeline=pipeline, rq=rq_redis
+        )
         worker.work(with_scheduler=True, burst=burst, logging_level=settings.log_level)
     finally:
         client.close()
 
 
-def _check(client: redis.Redis, url: str, queue: Any, name: str | None) -> int:
+def _check(client: redis.Redis, rq_redis: RedisTarget, queue: Any, name: str | None) -> int:
     from rq import Worker
 
     try:
         workers = Worker.all(connection=client, queue=queue)
     except CREDENTIAL_ERRORS as exc:
         # a wrong user or password is a refusal (exit 1), not an outage
-        raise credentials_refused(url, exc) from None
+        raise credentials_refused(rq_redis, exc) from None
     except UNREACHABLE_ERRORS:
         click.echo(f"effects worker {name or '*'}: cannot reach Redis", err=True)
         return exit_codes.REDIS_UNREACHABLE

@@ -19,7 +19,7 @@ from hubstore.leases import (
 )
 from hubsync.cli import exit_codes
 from hubsync.cli.options import env_option, json_option, redis_url_option
-from hubsync.core.connections import probe
+from hubsync.core.connections import RedisTarget, probe
 from hubsync.core.redis_values import printable
 
 REFUSAL_EXIT_CODES = {
@@ -47,10 +47,10 @@ _proof = env_option(
 )  # fmt: skip
 
 
-def _client(redis_url: str) -> LeaseClient:
+def _client(redis: RedisTarget) -> LeaseClient:
     # probe's PING first: a refused password is said as such (exit 1), not taken by the
     # lease client for a Redis that did not answer (exit 3)
-    return LeaseClient(probe(redis_url))
+    return LeaseClient(probe(redis))
 
 
 def _emit(as_json: bool, document: dict[str, Any], line: str) -> None:
@@ -133,10 +133,10 @@ def lease() -> None:
 @_json
 @_redis_url
 def acquire(
-    resource: str, holder: str, ttl_ms: int, proof: str | None, as_json: bool, redis_url: str
+    resource: str, holder: str, ttl_ms: int, proof: str | None, as_json: bool, redis: RedisTarget
 ) -> None:
     """Take RESOURCE: prints the token and the proof secret (keep it: renew/release need it)."""
-    _granted_or_refused(as_json, _client(redis_url).acquire(resource, holder, ttl_ms, proof=proof))
+    _granted_or_refused(as_json, _client(redis).acquire(resource, holder, ttl_ms, proof=proof))
 
 
 @lease.command()
@@ -148,11 +148,17 @@ def acquire(
 @_json
 @_redis_url
 def renew(
-    resource: str, holder: str, token: int, proof: str, ttl_ms: int, as_json: bool, redis_url: str
+    resource: str,
+    holder: str,
+    token: int,
+    proof: str,
+    ttl_ms: int,
+    as_json: bool,
+    redis: RedisTarget,
 ) -> None:
     """Extend your live lease on RESOURCE (same token, new deadline = Redis now + TTL)."""
     _granted_or_refused(
-        as_json, _client(redis_url).renew(Lease(resource, holder, token, proof, 0, ttl_ms))
+        as_json, _client(redis).renew(Lease(resource, holder, token, proof, 0, ttl_ms))
     )
 
 
@@ -164,10 +170,10 @@ def renew(
 @_json
 @_redis_url
 def release(
-    resource: str, holder: str, token: int, proof: str, as_json: bool, redis_url: str
+    resource: str, holder: str, token: int, proof: str, as_json: bool, redis: RedisTarget
 ) -> None:
     """Give RESOURCE back; its fence stays, so later tokens are still larger."""
-    result = _client(redis_url).release(Lease(resource, holder, token, proof, 0, DEFAULT_TTL_MS))
+    result = _client(redis).release(Lease(resource, holder, token, proof, 0, DEFAULT_TTL_MS))
     if isinstance(result, LeaseRefused):
         _refused(as_json, result)
         return
@@ -196,9 +202,9 @@ def _info_line(info: LeaseInfo) -> str:
 )  # fmt: skip
 @_json
 @_redis_url
-def show(resource: str, history: int, as_json: bool, redis_url: str) -> None:
+def show(resource: str, history: int, as_json: bool, redis: RedisTarget) -> None:
     """Show the lease on RESOURCE (state on Redis's clock, holder, token, fence)."""
-    client = _client(redis_url)
+    client = _client(redis)
     info = client.show(resource)
     entries = client.history(resource, history) if history else []
     document = info.as_dict() | ({"history": entries} if history else {})
@@ -213,9 +219,9 @@ def show(resource: str, history: int, as_json: bool, redis_url: str) -> None:
 @lease.command(name="list")
 @_json
 @_redis_url
-def list_leases(as_json: bool, redis_url: str) -> None:
+def list_leases(as_json: bool, redis: RedisTarget) -> None:
     """List every lease (SCAN of hubsync:lease:{*}), free ones included for their fence."""
-    infos = _client(redis_url).list()
+    infos = _client(redis).list()
     _emit(
         as_json,
         {"leases": [info.as_dict() for info in infos]},

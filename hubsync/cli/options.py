@@ -32,7 +32,7 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 from pydantic_settings import BaseSettings
 
-from hubsync.core.connections import use_cluster_mode, use_credentials
+from hubsync.core.connections import RedisTarget
 from hubsync.core.durations import is_duration, parse_duration
 from hubsync.core.errors import ConfigError
 from hubsync.core.names import validate_name
@@ -175,30 +175,32 @@ def options_from(
     return decorate
 
 
-def _use_cluster_mode(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
-    mode: ClusterMode = "yes" if value == "yes" else "no" if value == "no" else "auto"
-    use_cluster_mode(mode)
-
-
 def redis_url_option(command: F) -> F:
     """``--redis-url``, ``--redis-password-file`` and ``--redis-cluster`` of a command that
     takes no other setting.
 
-    The cluster mode is applied as the command line is read, the password file
-    just before the command runs (it needs the URL): neither is handed to the
-    command, which gets ``redis_url`` only.
+    The three become one ``RedisTarget`` (the password file read once) just
+    before the command runs; the command gets it as ``redis``.
     """
 
     @functools.wraps(command)
-    def with_credentials(*args: Any, redis_password_file: Path | None, **kwargs: Any) -> Any:
-        use_credentials(kwargs["redis_url"], redis_password_file)
-        return command(*args, **kwargs)
+    def with_target(
+        *args: Any,
+        redis_url: str,
+        redis_password_file: Path | None,
+        redis_cluster: str | None,
+        **kwargs: Any,
+    ) -> Any:
+        mode: ClusterMode = (
+            "yes" if redis_cluster == "yes" else "no" if redis_cluster == "no" else "auto"
+        )
+        target = RedisTarget.of(redis_url, redis_password_file, mode)
+        return command(*args, redis=target, **kwargs)
 
-    url_option = options_from(CommonSettings, only=["redis_url", "redis_password_file"])
-    cluster_option = setting_option(
-        CommonSettings, "redis_cluster", callback=_use_cluster_mode, expose_value=False
+    url_options = options_from(
+        CommonSettings, only=["redis_url", "redis_password_file", "redis_cluster"]
     )
-    return cast(F, url_option(cluster_option(with_credentials)))
+    return cast(F, url_options(with_target))
 
 
 hub_options = options_from(HubStoreSettings, required=False)
@@ -296,20 +298,17 @@ def open_hub_store(hub_url: str) -> HubStore:
         raise ConfigError(f"--hub-url: {exc}") from None
 
 
-def use_redis_credentials(settings: CommonSettings) -> None:
-    """Set a daemon's Redis password from ``--redis-password-file`` (after its logging is set up),
-    and its ``--redis-cluster``.
+def redis_target(settings: CommonSettings) -> RedisTarget:
+    """A daemon's ``RedisTarget``: ``--redis-url`` with the password of
+    ``--redis-password-file`` (read now, after its logging is set up) and ``--redis-cluster``.
 
     Warns once if the URL given on this command line carries a password.
     """
     context = click.get_current_context(silent=True)
     source = None if context is None else context.get_parameter_source("redis_url")
-    use_credentials(
-        settings.redis_url,
-        settings.redis_password_file,
-        url_on_command_line=source is ParameterSource.COMMANDLINE,
+    return RedisTarget.from_settings(
+        settings, url_on_command_line=source is ParameterSource.COMMANDLINE
     )
-    use_cluster_mode(settings.redis_cluster)
 
 
 S = TypeVar("S", bound=BaseSettings)

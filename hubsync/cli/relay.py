@@ -12,11 +12,12 @@ from typing import Any
 import click
 
 from hubsync.cli import exit_codes
-from hubsync.cli.options import build_settings, options_from, use_redis_credentials
+from hubsync.cli.options import build_settings, options_from, redis_target
 from hubsync.core import keys
 from hubsync.core.connections import (
     CREDENTIAL_ERRORS,
     UNREACHABLE_ERRORS,
+    RedisTarget,
     Role,
     connect,
     credentials_refused,
@@ -73,22 +74,22 @@ def relay(once: bool, check: bool, as_json: bool, **options: Any) -> None:
     """
     settings = build_settings(RelaySettings, **options)
     configure_logging(settings.log_level, settings.log_format)
-    use_redis_credentials(settings)
+    target = redis_target(settings)
     if check:
         from producers.registry import RuntimeRegistry
 
         with RuntimeRegistry(settings.state_dir, create=False) as registry:
             runtime_id = registry.runtime_id
-        raise SystemExit(_check(settings, runtime_id))
+        raise SystemExit(_check(target, runtime_id))
     from hubsync.core.gc_tuning import tune_for_throughput
     from hubsync.core.metrics import start_metrics_server  # prometheus_client: daemons only
     from producers.relay import Relay
 
-    daemon = Relay(settings)
+    daemon = Relay(settings, target=target)
     try:
         start_metrics_server(settings.metrics_port, settings.metrics_host)
         if once:
-            probe(settings.redis_url).close()  # --once cannot wait: exit 3 now
+            probe(target).close()  # --once cannot wait: exit 3 now
             summary = daemon.run_once()
         else:
             # the daemon waits for an unreachable Redis (logging it) rather than exiting
@@ -117,13 +118,13 @@ def _unreadable_line(unreadable: dict[str, str]) -> str:
     )
 
 
-def _check(settings: RelaySettings, runtime_id: str) -> int:
-    client = connect(settings.redis_url, Role.PROBE)
+def _check(target: RedisTarget, runtime_id: str) -> int:
+    client = connect(target, Role.PROBE)
     try:
         record = client.get(keys.relay_health(runtime_id))
     except CREDENTIAL_ERRORS as exc:
         # a wrong user or password is a refusal (exit 1), not an outage
-        raise credentials_refused(settings.redis_url, exc) from None
+        raise credentials_refused(target, exc) from None
     except UNREACHABLE_ERRORS:
         click.echo(f"relay {runtime_id}: cannot reach Redis", err=True)
         return exit_codes.REDIS_UNREACHABLE

@@ -26,10 +26,10 @@ from hubsync.cli.options import (
 )
 from hubsync.cli.status_view import StatusReport, render, unwrapped_console
 from hubsync.core.clock import utc_now_iso
-from hubsync.core.connections import RedisClient, probe
+from hubsync.core.connections import RedisClient, RedisTarget, probe
 from hubsync.core.errors import RedisUnavailableError
 from hubsync.core.redis_values import redis_now_ms
-from hubsync.core.settings import hub_url_of, safe_url
+from hubsync.core.settings import hub_url_of
 from producers.store.outbox_status import local_status
 
 
@@ -82,7 +82,7 @@ something is listed under "unhealthy", 2 bad arguments, 3 Redis unreachable
 )
 @json_option
 def status(
-    redis_url: str,
+    redis: RedisTarget,
     hub_url: str | None,
     hub_db: Path | None,
     state_dir: Path | None,
@@ -115,7 +115,7 @@ def status(
         raise click.UsageError("--hub-db, --hub-url and --hub-project need Redis (drop --no-redis)")
     if no_redis and state_dir is None:
         raise click.UsageError("--no-redis shows the local outbox only: give --state-dir")
-    gather = _Gatherer(redis_url, url, state_dir, hub_project, stale_after, no_redis)
+    gather = _Gatherer(redis, url, state_dir, hub_project, stale_after, no_redis)
     with gather:
         if watch:
             _watch(gather, interval)
@@ -139,14 +139,14 @@ class _Gatherer:
 
     def __init__(
         self,
-        redis_url: str,
+        redis: RedisTarget,
         hub_url: str | None,
         state_dir: Path | None,
         hub_project: str | None,
         stale_after: float,
         no_redis: bool,
     ) -> None:
-        self.redis_url = redis_url
+        self.redis = redis
         self.hub_url = hub_url
         self.state_dir = state_dir
         self.hub_project = hub_project
@@ -170,7 +170,7 @@ class _Gatherer:
         """One snapshot; an unreachable Redis is recorded in it, not raised."""
         report = StatusReport(
             generated_at=utc_now_iso(),
-            redis_url=safe_url(self.redis_url),
+            redis_url=self.redis.shown,
             redis_reachable=None if self.no_redis else False,
             hub_db=None if self.hub_url is None else shown_store(self.hub_url),
         )
@@ -203,7 +203,7 @@ class _Gatherer:
 
     def _connect(self) -> RedisClient:
         if self._client is None:
-            self._client = probe(self.redis_url)
+            self._client = probe(self.redis)
         return self._client
 
     def _drop_client(self) -> None:

@@ -1,8 +1,13 @@
-"""The one place hubsync builds Redis clients: from a URL and the role the client plays.
+"""The one place hubsync builds Redis clients: from a ``RedisTarget`` and the role the client plays.
 
-Every process reaches Redis through ``connect`` (or ``probe`` for a CLI command
-that must find Redis now), so timeouts, retries and credentials are decided here
-and nowhere else:
+A ``RedisTarget`` is one Redis as a process was told to reach it: its URL, the
+password of ``--redis-password-file`` (read once), and ``--redis-cluster``. It
+is an immutable value, built once from the settings (``RedisTarget.from_settings``)
+and handed to whatever talks to that Redis; two targets of one process (the
+pipeline's Redis and RQ's, or two tests' servers) never share credentials or a
+cluster mode. Every process reaches Redis through ``connect(target, role)`` (or
+``probe(target)`` for a CLI command that must find Redis now), so timeouts,
+retries and credentials are decided here and nowhere else:
 
 * ``Role.DAEMON``: a long-lived command client (relay sender, consumer commands,
   leases, RQ jobs). Short timeouts so a dead server is noticed rather than
@@ -29,16 +34,17 @@ message: errors name the URL through ``safe_url``.
 A command keeps its password off its command line (``/proc/<pid>/cmdline`` is
 readable by every user of the machine): the whole URL in ``HUBSYNC_REDIS_URL``,
 or a URL without password plus ``--redis-password-file`` (every command that
-talks to Redis takes it). ``use_credentials``, called once at a command's start,
-reads that file and makes its password the
-one every client of the process authenticates with when its URL names none;
-it warns once when the URL on the command line carries a password.
+talks to Redis takes it). ``RedisTarget.of``, called once at a command's start,
+reads that file; its password is the one every client of that target
+authenticates with when the URL names none. It warns once when the URL on the
+command line carries a password. A target's ``repr`` and ``str`` never show a
+password.
 
 Redis Cluster (docs/deploy.md): ``--redis-cluster auto|yes|no``
-(``HUBSYNC_REDIS_CLUSTER``, set once per process by ``use_cluster_mode``)
-decides whether ``connect`` hands out a ``redis.cluster.RedisCluster`` with the
-same timeouts and retries per role. ``auto`` asks the server once per URL
-(``INFO cluster``: ``cluster_enabled:1``) and remembers the answer; a server
+(``HUBSYNC_REDIS_CLUSTER``, the target's ``cluster``) decides whether
+``connect`` hands out a ``redis.cluster.RedisCluster`` with the same timeouts
+and retries per role. ``auto`` asks the server once per target (``INFO
+cluster``: ``cluster_enabled:1``) and the target remembers the answer; a server
 that cannot be asked yet gets a single-server client, so a daemon waits for
 Redis with ``wait_for_redis`` before it makes the clients it keeps. Code takes
 either kind as ``RedisClient``; the few reads that name keys of several hash
@@ -49,7 +55,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from typing import Literal, TypeAlias, overload
@@ -68,7 +74,7 @@ from redis.retry import Retry
 
 from hubsync.core.backoff import Backoff
 from hubsync.core.errors import ConfigError, RedisCredentialsError, RedisUnavailableError
-from hubsync.core.settings import ClusterMode, safe_url
+from hubsync.core.settings import ClusterMode, CommonSettings, safe_url
 
 log = logging.getLogger(__name__)
 
@@ -148,9 +154,150 @@ def client_options(role: Role, block_seconds: float | None = None) -> ClientOpti
     )
 
 
+class _ClusterAnswer:
+    """``auto``'s answer for one target once the server gave it (None: not yet)."""
+
+    __slots__ = ("found",)
+
+    def __init__(self) -> None:
+        self.found: bool | None = None
+
+
+@dataclass(frozen=True, repr=False)
+class RedisTarget:
+    """One Redis as this process reaches it: URL, password and ``--redis-cluster``.
+
+    Build it once per command (``from_settings``, or ``of`` for a URL and a
+    password file) and hand it to what talks to that Redis; ``connect``,
+    ``probe`` and ``wait_for_redis`` take it. The URL carries the user, TLS
+    (``rediss://``, ``ssl_*`` query parameters) and the database; ``password``
+    is the one of ``--redis-password-file``, used when the URL names none (a
+    target never holds both). ``repr`` and ``str`` never show a password:
+    ``str`` is the URL as ``safe_url`` shows it.
+
+    Under ``cluster="auto"`` the target asks its server once (``INFO cluster``)
+    and remembers the answer: a server does not turn into a cluster while a
+    process runs. That memo is the one thing of a target that changes, and it
+    takes no part in equality.
+    """
+
+    url: str
+    password: str | None = None
+    cluster: ClusterMode = "auto"
+    _answer: _ClusterAnswer = field(
+        default_factory=_ClusterAnswer, init=False, compare=False, hash=False
+    )
+
+    def __post_init__(self) -> None:
+        if self.cluster not in ("auto", "yes", "no"):
+            raise ConfigError(f"--redis-cluster: {self.cluster!r} is not one of auto, yes, no")
+        if self.password is not None:
+            _refuse_two_passwords(self.url)
+
+    @classmethod
+    def of(
+        cls,
+        url: str,
+        password_file: Path | None = None,
+        cluster: ClusterMode = "auto",
+        *,
+        url_on_command_line: bool = False,
+    ) -> RedisTarget:
+        """The target of ``url`` with the password of ``password_file`` (read now, once).
+
+        A URL that carries a password of its own and a password file at once is
+        a ``ConfigError``: which one was meant cannot be guessed. A password in a
+        URL given on the command line works, with one warning to move it out of
+        argv.
+        """
+        password = None
+        if password_file is not None:
+            _refuse_two_passwords(url)  # before the file is read: which one was meant?
+            password = read_password_file(password_file)
+        if url_on_command_line and _url_password(url):
+            log.warning(
+                "the Redis URL on the command line carries a password, which every user of "
+                "this machine can read in the process list; pass the URL in HUBSYNC_REDIS_URL, "
+                "or the password in a file named by --redis-password-file"
+            )
+        return cls(url, password, cluster)
+
+    @classmethod
+    def from_settings(
+        cls, settings: CommonSettings, *, url_on_command_line: bool = False
+    ) -> RedisTarget:
+        """The target of ``--redis-url``, ``--redis-password-file`` and ``--redis-cluster``."""
+        return cls.of(
+            settings.redis_url,
+            settings.redis_password_file,
+            settings.redis_cluster,
+            url_on_command_line=url_on_command_line,
+        )
+
+    def with_url(self, url: str) -> RedisTarget:
+        """Another Redis reached as this one: the same password (unless ``url`` names its
+        own) and the same ``--redis-cluster``."""
+        return RedisTarget(url, None if _url_password(url) else self.password, self.cluster)
+
+    @property
+    def user(self) -> str:
+        """The ACL user this target authenticates as: the URL's, or Redis's ``default``."""
+        return _url_user(self.url) or "default"
+
+    @property
+    def has_password(self) -> bool:
+        """Whether a password is given, in the URL or from a password file."""
+        return self.password is not None or bool(_url_password(self.url))
+
+    @property
+    def shown(self) -> str:
+        """The URL as shown to people (``safe_url``: no user, no password)."""
+        return safe_url(self.url)
+
+    def __str__(self) -> str:
+        return self.shown
+
+    def __repr__(self) -> str:
+        password = "'***'" if self.has_password else "None"
+        return (
+            f"RedisTarget(url={self.shown!r}, user={self.user!r}, password={password}, "
+            f"cluster={self.cluster!r})"
+        )
+
+    def uses_cluster(self) -> bool:
+        """Whether ``connect(self)`` makes a cluster client: ``--redis-cluster``, or under
+        ``auto`` the server's own answer (``INFO cluster``), asked once.
+
+        Under ``auto`` a server that cannot be asked now (unreachable, a wrong
+        password, INFO refused by its ACL) counts as a single server, and is
+        asked again next time; ``yes`` never asks.
+        """
+        if self.cluster != "auto":
+            return self.cluster == "yes"
+        known = self._answer.found
+        if known is not None:
+            return known
+        try:
+            found = _cluster_enabled(self)
+        except redis.RedisError:
+            return False  # not answered: the first command says why (exit 3, 1 or 2)
+        self._answer.found = found
+        if found:
+            log.debug("Redis at %s is a cluster node: using a cluster client", self.shown)
+        return found
+
+    def server_is_cluster(self) -> bool:
+        """Whether the server says it is a cluster node (``INFO cluster``), whatever
+        ``cluster`` says; False when it cannot be asked now."""
+        try:
+            return _cluster_enabled(self)
+        except redis.RedisError:
+            return False  # not answered: the first command says why (exit 3, 1 or 2)
+
+
 @overload
 def connect(
-    url: str,
+    target: RedisTarget,
     role: Role = Role.DAEMON,
     *,
     block_seconds: float | None = None,
@@ -160,7 +307,7 @@ def connect(
 
 @overload
 def connect(
-    url: str,
+    target: RedisTarget,
     role: Role = Role.DAEMON,
     *,
     block_seconds: float | None = None,
@@ -169,25 +316,25 @@ def connect(
 
 
 def connect(
-    url: str,
+    target: RedisTarget,
     role: Role = Role.DAEMON,
     *,
     block_seconds: float | None = None,
     cluster: bool | None = None,
 ) -> RedisClient:
-    """A client of ``url`` for ``role``. A malformed URL is a ``ConfigError``.
+    """A client of ``target`` for ``role``. A malformed URL is a ``ConfigError``.
 
-    ``cluster`` None follows ``--redis-cluster`` (``cluster_mode_of``); False
-    makes a client of that one server even if it is a cluster node (to start
-    or administer it). A single server's client makes no round trip yet. A
-    cluster's does (redis-py reads the slot table when it is made): an
+    ``cluster`` None follows the target's ``--redis-cluster`` (``uses_cluster``);
+    False makes a client of that one server even if it is a cluster node (to
+    start or administer it). A single server's client makes no round trip yet.
+    A cluster's does (redis-py reads the slot table when it is made): an
     unreachable cluster is a ``RedisUnavailableError`` (exit 3), so a daemon
     calls ``wait_for_redis`` first.
     """
     options = client_options(role, block_seconds)
-    if cluster_mode_of(url) if cluster is None else cluster:
-        return _cluster_client(url, options)
-    return _client(url, options)
+    if target.uses_cluster() if cluster is None else cluster:
+        return _cluster_client(target, options)
+    return _client(target, options)
 
 
 def is_cluster(client: RedisClient) -> bool:
@@ -195,42 +342,42 @@ def is_cluster(client: RedisClient) -> bool:
     return isinstance(client, RedisCluster)
 
 
-def probe(url: str) -> RedisClient:
-    """A ``PROBE`` client of ``url`` that answered PING.
+def probe(target: RedisTarget) -> RedisClient:
+    """A ``PROBE`` client of ``target`` that answered PING.
 
     Raises ``RedisUnavailableError`` (exit 3) if Redis cannot be reached and
     ``ConfigError`` (exit 2) if the URL is malformed.
     """
-    client = connect(url, Role.PROBE)
+    client = connect(target, Role.PROBE)
     try:
-        ping(client, url)
+        ping(client, target)
     except RedisUnavailableError:
         client.close()
         raise
     return client
 
 
-def ping(client: RedisClient, url: str) -> None:
+def ping(client: RedisClient, target: RedisTarget) -> None:
     """PING through ``client``; raise ``RedisUnavailableError`` (exit 3) if Redis cannot answer."""
     try:
         client.ping()
     except CREDENTIAL_ERRORS as exc:
-        raise credentials_refused(url, exc) from None
+        raise credentials_refused(target, exc) from None
     except UNREACHABLE_ERRORS as exc:
-        raise RedisUnavailableError(f"{safe_url(url)}: {type(exc).__name__}") from None
+        raise RedisUnavailableError(f"{target.shown}: {type(exc).__name__}") from None
 
 
-def credentials_refused(url: str, exc: BaseException) -> RedisCredentialsError:
-    """Redis's refusal of this process's credentials for ``url`` as one line naming the user.
+def credentials_refused(target: RedisTarget, exc: BaseException) -> RedisCredentialsError:
+    """Redis's refusal of ``target``'s credentials as one line naming the user.
 
     The user is the URL's, or ``default`` (Redis's user for a bare password).
     Redis's own reason for a wrong password is kept (``user is disabled``...):
     Redis never repeats the password in it, and neither does this message.
     """
-    user = _url_user(url) or "default"
-    where = safe_url(url)
+    user = target.user
+    where = target.shown
     reason = str(exc).rstrip(". ") or type(exc).__name__
-    if _url_password(url) or _process_password is not None:
+    if target.has_password:
         return RedisCredentialsError(
             f"Redis refused the password for user {user} at {where} ({reason}); check the "
             "password in --redis-password-file (HUBSYNC_REDIS_PASSWORD_FILE) or in the Redis URL"
@@ -242,21 +389,21 @@ def credentials_refused(url: str, exc: BaseException) -> RedisCredentialsError:
     )
 
 
-def wait_for_redis(url: str, stop: threading.Event) -> bool:
-    """``wait_until_reachable`` through a short-lived single-server client of ``url``.
+def wait_for_redis(target: RedisTarget, stop: threading.Event) -> bool:
+    """``wait_until_reachable`` through a short-lived single-server client of ``target``.
 
     A daemon calls this before it makes the clients it keeps: a cluster's client
     cannot be made while the cluster is down, and ``--redis-cluster auto`` can
     only ask a server that answers. PING is answered by any cluster node.
     """
-    client = _client(url, client_options(Role.DAEMON))
+    client = _client(target, client_options(Role.DAEMON))
     try:
-        return wait_until_reachable(client, url, stop)
+        return wait_until_reachable(client, target, stop)
     finally:
         client.close()
 
 
-def wait_until_reachable(client: RedisClient, url: str, stop: threading.Event) -> bool:
+def wait_until_reachable(client: RedisClient, target: RedisTarget, stop: threading.Event) -> bool:
     """PING until Redis answers, backing off; False if ``stop`` was set first.
 
     A daemon calls this at start, so compose ordering or a reboot that brings
@@ -270,25 +417,21 @@ def wait_until_reachable(client: RedisClient, url: str, stop: threading.Event) -
         try:
             client.ping()
         except CREDENTIAL_ERRORS as exc:
-            raise credentials_refused(url, exc) from None
+            raise credentials_refused(target, exc) from None
         except UNREACHABLE_ERRORS as exc:
             if failures == 0:
                 log.warning(
                     "Redis unreachable at %s (%s); retrying with backoff",
-                    safe_url(url),
+                    target.shown,
                     type(exc).__name__,
                 )
             failures += 1
             stop.wait(backoff.next_delay())
             continue
         if failures:
-            log.info("Redis reachable at %s", safe_url(url))
+            log.info("Redis reachable at %s", target.shown)
         return True
     return False
-
-
-_process_password: str | None = None
-"""The password of ``--redis-password-file``, for every client whose URL names none."""
 
 
 def read_password_file(path: Path) -> str:
@@ -311,31 +454,12 @@ def read_password_file(path: Path) -> str:
     return password
 
 
-def use_credentials(
-    url: str, password_file: Path | None, *, url_on_command_line: bool = False
-) -> None:
-    """Set this process's Redis password from ``password_file`` (a daemon calls this once).
-
-    A URL that carries a password of its own and a password file at once is a
-    ``ConfigError``: which one was meant cannot be guessed. A password in a URL
-    given on the command line works, with one warning to move it out of argv.
-    """
-    global _process_password
-    url_password = _url_password(url)
-    if password_file is not None:
-        if url_password:
-            raise ConfigError(
-                f"--redis-password-file: the Redis URL {safe_url(url)} carries a password too; "
-                "give it in one place only"
-            )
-        _process_password = read_password_file(password_file)
-    else:
-        _process_password = None
-    if url_password and url_on_command_line:
-        log.warning(
-            "the Redis URL on the command line carries a password, which every user of this "
-            "machine can read in the process list; pass the URL in HUBSYNC_REDIS_URL, or the "
-            "password in a file named by --redis-password-file"
+def _refuse_two_passwords(url: str) -> None:
+    """A ``ConfigError`` if ``url`` carries a password beside the one of a password file."""
+    if _url_password(url):
+        raise ConfigError(
+            f"--redis-password-file: the Redis URL {safe_url(url)} carries a password too; "
+            "give it in one place only"
         )
 
 
@@ -353,65 +477,18 @@ def _url_user(url: str) -> str | None:
         return None
 
 
-_process_cluster_mode: ClusterMode = "auto"
-"""``--redis-cluster`` of this process: ``auto`` asks each URL's server once."""
-_detected_cluster: dict[str, bool] = {}
-"""``auto``'s answers, by URL: a server does not turn into a cluster while a process runs."""
-_detected_lock = threading.Lock()
-
-
-def use_cluster_mode(mode: ClusterMode) -> None:
-    """Set this process's ``--redis-cluster`` (every command that reads the option calls this)."""
-    global _process_cluster_mode
-    _process_cluster_mode = mode
-
-
-def cluster_mode_of(url: str) -> bool:
-    """Whether ``connect(url)`` makes a cluster client: ``--redis-cluster``, or under
-    ``auto`` the server's own answer (``INFO cluster``), asked once per URL.
-
-    Under ``auto`` a server that cannot be asked now (unreachable, a wrong
-    password, INFO refused by its ACL) counts as a single server, and is asked
-    again next time; ``yes`` never asks.
-    """
-    if _process_cluster_mode != "auto":
-        return _process_cluster_mode == "yes"
-    with _detected_lock:
-        known = _detected_cluster.get(url)
-    if known is not None:
-        return known
-    try:
-        found = _cluster_enabled(url)
-    except redis.RedisError:
-        return False  # not answered: the first command says why (exit 3, 1 or 2)
-    with _detected_lock:
-        _detected_cluster[url] = found
-    if found:
-        log.debug("Redis at %s is a cluster node: using a cluster client", safe_url(url))
-    return found
-
-
-def server_is_cluster(url: str) -> bool:
-    """Whether the server of ``url`` says it is a cluster node (``INFO cluster``), whatever
-    ``--redis-cluster`` says; False when it cannot be asked now."""
-    try:
-        return _cluster_enabled(url)
-    except redis.RedisError:
-        return False  # not answered: the first command says why (exit 3, 1 or 2)
-
-
-def _cluster_enabled(url: str) -> bool:
-    """``INFO cluster`` of the one server of ``url``: ``cluster_enabled:1``?"""
-    asker = _client(url, client_options(Role.PROBE))
+def _cluster_enabled(target: RedisTarget) -> bool:
+    """``INFO cluster`` of the one server of ``target``: ``cluster_enabled:1``?"""
+    asker = _client(target, client_options(Role.PROBE))
     try:
         return str(asker.info("cluster").get("cluster_enabled")) == "1"
     finally:
         asker.close()
 
 
-def _credentials() -> dict[str, str]:
-    # A password in the URL wins (redis-py lets URL options override keywords).
-    return {} if _process_password is None else {"password": _process_password}
+def _credentials(target: RedisTarget) -> dict[str, str]:
+    # A target never holds a password of its own beside one in its URL.
+    return {} if target.password is None else {"password": target.password}
 
 
 _CLUSTER_START_ERRORS: tuple[type[BaseException], ...] = (
@@ -420,12 +497,13 @@ _CLUSTER_START_ERRORS: tuple[type[BaseException], ...] = (
 )
 
 
-def _cluster_client(url: str, options: ClientOptions) -> RedisCluster:
-    """A ``RedisCluster`` of ``url`` (any node: redis-py finds the others), reading its slots.
+def _cluster_client(target: RedisTarget, options: ClientOptions) -> RedisCluster:
+    """A ``RedisCluster`` of ``target`` (any node: redis-py finds the others), reading its slots.
 
     Timeouts are the role's; the role's retry count is the cluster client's too,
     each retry re-reading the slot table (how a failed-over master is found).
     """
+    url = target.url
     parts = urlsplit(url)
     if parts.scheme not in ("redis", "rediss") or parts.path.strip("/") not in ("", "0"):
         raise ConfigError(
@@ -438,7 +516,7 @@ def _cluster_client(url: str, options: ClientOptions) -> RedisCluster:
             socket_connect_timeout=options.socket_connect_timeout,
             socket_timeout=options.socket_timeout,
             retry=Retry(NoBackoff(), options.retry.get_retries()),
-            **_credentials(),
+            **_credentials(target),
         )
     except ValueError as exc:
         raise ConfigError(
@@ -446,28 +524,27 @@ def _cluster_client(url: str, options: ClientOptions) -> RedisCluster:
             "or rediss:// for TLS)"
         ) from None
     except CREDENTIAL_ERRORS as exc:
-        raise credentials_refused(url, exc) from None
+        raise credentials_refused(target, exc) from None
     except _CLUSTER_START_ERRORS as exc:
         raise RedisUnavailableError(
             f"{safe_url(url)}: the cluster's slot table could not be read ({type(exc).__name__})"
         ) from None
 
 
-def _client(url: str, options: ClientOptions) -> redis.Redis:
+def _client(target: RedisTarget, options: ClientOptions) -> redis.Redis:
     # ACL user and password and TLS (rediss://) go here; a cluster's in _cluster_client.
-    credentials = _credentials()
     try:
         return redis.Redis.from_url(
-            url,
+            target.url,
             socket_connect_timeout=options.socket_connect_timeout,
             socket_timeout=options.socket_timeout,
             retry=options.retry,
             retry_on_error=[redis.ConnectionError],
             health_check_interval=options.health_check_interval,
-            **credentials,
+            **_credentials(target),
         )
     except ValueError as exc:
         raise ConfigError(
-            f"Redis URL {safe_url(url)}: {exc} (expected redis://[user:password@]host:port/db, "
-            "rediss:// for TLS, or unix:///path)"
+            f"Redis URL {safe_url(target.url)}: {exc} (expected "
+            "redis://[user:password@]host:port/db, rediss:// for TLS, or unix:///path)"
         ) from None

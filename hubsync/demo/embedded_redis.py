@@ -22,7 +22,7 @@ from typing import Protocol, Self
 import redis
 
 from hubsync.core.closing import ClosesOnExit
-from hubsync.core.connections import Role, connect
+from hubsync.core.connections import RedisTarget, Role, connect
 from hubsync.core.errors import HubsyncError
 
 
@@ -99,7 +99,9 @@ class RedisServerProcess(ClosesOnExit):
             args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
         )
         deadline = time.monotonic() + timeout
-        client = connect(self.url, Role.PROBE, cluster=False)  # this server, even a cluster node
+        client = connect(
+            RedisTarget(self.url), Role.PROBE, cluster=False
+        )  # this server, even a cluster node
         started = False
         try:
             while True:

@@ -32,7 +32,7 @@ from hubstore.leases import LeaseClient
 from hubstore.store import HubStore
 from hubsync.core import keys
 from hubsync.core.canonical import content_hash
-from hubsync.core.connections import connect
+from hubsync.core.connections import RedisTarget, connect
 from hubsync.core.entries import ConflictReason, SecurityReason, event_entry_fields
 from hubsync.core.settings import safe_url
 from hubsync.core.signing import SIGNATURE_FIELD, RuntimeKey, sign_event_entry
@@ -138,6 +138,7 @@ class DemoScenario:
         progress: Progress | None = None,
     ) -> None:
         self.redis_url = redis_url
+        self.redis = RedisTarget(redis_url)  # its daemons get the URL in their environment
         self.workdir = workdir or Path(tempfile.mkdtemp(prefix="hubsync-demo-"))
         self.runtime_count = runtimes
         self.runs = runs_per_runtime
@@ -145,7 +146,7 @@ class DemoScenario:
         self.payload_bytes = payload_bytes
         self.progress = progress or (lambda step, hub, acked, total: None)
         self.total = runtimes * runs_per_runtime * events_per_run
-        self.client = connect(redis_url)
+        self.client = connect(self.redis)
         self.hub_db = self.workdir / "hub.db"
         self.logs = self.workdir / "logs"
         self.secrets = self._make_secrets()
@@ -368,7 +369,7 @@ class DemoScenario:
         self.client.xadd(stream, signed(event_entry_fields(event, garbage, content_hash(garbage))))
 
     def _lease_contention(self) -> dict[str, Any]:
-        leases = LeaseClient(connect(self.redis_url))
+        leases = LeaseClient(connect(self.redis))
         ledger_a = EffectsLedger(self.workdir / "box-a-effects.sqlite")
         ledger_b = EffectsLedger(self.workdir / "box-b-effects.sqlite")
         box_a = SharedEffects(ledger_a, leases, holder="box-a", lease_ttl_ms=300)

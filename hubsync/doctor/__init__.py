@@ -14,6 +14,7 @@ run and the report stays one line per check.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from hubsync.doctor.check import Check, Status
 from hubsync.doctor.enrollment_checks import enrollment_check
@@ -26,11 +27,14 @@ from hubsync.doctor.store_checks import (
     store_identity,
 )
 
+if TYPE_CHECKING:
+    from hubsync.core.connections import RedisTarget
+
 __all__ = ["Check", "Status", "run_checks"]
 
 
 def run_checks(
-    redis_url: str, hub_url: str | None, shown_hub: str, state_dir: Path | None
+    redis: RedisTarget, hub_url: str | None, shown_hub: str, state_dir: Path | None
 ) -> list[Check]:
     """Every check, in report order: Redis, the hub store and its keys' file, the runtime's
     state dir, its keys' file and its enrollment."""
@@ -39,7 +43,7 @@ def run_checks(
     store = None if hub_url is None else store_identity(hub_url, shown_hub)
     hub_file = None if hub_url is None else sqlite_path(hub_url)
     return [
-        *redis_checks(redis_url, store),
+        *redis_checks(redis, store),
         hub_store_check(hub_url, shown_hub),
         key_files_check(
             "hub-keys",

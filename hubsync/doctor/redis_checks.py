@@ -16,10 +16,9 @@ import redis
 
 from consumers.views.projects import known_hub_projects
 from hubsync.core import keys
-from hubsync.core.connections import RedisClient, Role, connect, ping
+from hubsync.core.connections import RedisClient, RedisTarget, Role, connect, ping
 from hubsync.core.errors import RedisCredentialsError, RedisUnavailableError
 from hubsync.core.redis_values import as_text, printable
-from hubsync.core.settings import safe_url
 from hubsync.doctor.check import Check, Status, counted
 
 MIN_REDIS_VERSION = (7, 0)
@@ -33,7 +32,7 @@ T = TypeVar("T")
 _VERSION = re.compile(r"(\d+)\.(\d+)")
 
 
-def redis_checks(redis_url: str, store: tuple[str, str | None] | None = None) -> list[Check]:
+def redis_checks(redis: RedisTarget, store: tuple[str, str | None] | None = None) -> list[Check]:
     """Reachability, version, eviction policy, AOF, consumer groups and hub identity.
 
     ``store``: the hub store given (as shown, and its hub id), compared with
@@ -41,9 +40,9 @@ def redis_checks(redis_url: str, store: tuple[str, str | None] | None = None) ->
 
     A malformed URL raises ``ConfigError`` (a usage error, before any check).
     """
-    client = connect(redis_url, Role.PROBE)
+    client = connect(redis, Role.PROBE)
     try:
-        reached = _reach(client, redis_url)
+        reached = _reach(client, redis)
         if reached.failed:
             why = (
                 "Redis refused the password"
@@ -67,10 +66,9 @@ def redis_checks(redis_url: str, store: tuple[str, str | None] | None = None) ->
         client.close()
 
 
-def _reach(client: RedisClient, redis_url: str) -> Check:
-    shown = safe_url(redis_url)
+def _reach(client: RedisClient, redis: RedisTarget) -> Check:
     try:
-        ping(client, redis_url)
+        ping(client, redis)
     except RedisUnavailableError as exc:
         return Check(
             "redis",
@@ -81,7 +79,7 @@ def _reach(client: RedisClient, redis_url: str) -> Check:
     except RedisCredentialsError as exc:
         message, _, fix = str(exc).partition("; ")
         return Check("redis", Status.FAIL, message, fix)
-    return Check("redis", Status.OK, f"{shown} answered PING")
+    return Check("redis", Status.OK, f"{redis.shown} answered PING")
 
 
 def _guarded(name: str, check: Callable[[], T]) -> T | Check:

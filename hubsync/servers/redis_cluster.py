@@ -24,7 +24,7 @@ from typing import Self
 import redis
 from redis.crc import key_slot
 
-from hubsync.core.connections import Role, connect
+from hubsync.core.connections import RedisTarget, Role, connect
 from hubsync.demo.embedded_redis import RedisServerProcess, free_port
 
 SLOTS = 16384
@@ -150,7 +150,7 @@ class RedisClusterProcesses:
     @contextlib.contextmanager
     def node_client(self, node: RedisServerProcess) -> Iterator[redis.Redis]:
         """A plain client of that one node (not of the cluster it belongs to)."""
-        client = connect(node.url, Role.PROBE, cluster=False)
+        client = connect(RedisTarget(node.url), Role.PROBE, cluster=False)
         try:
             yield client
         finally:

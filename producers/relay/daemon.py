@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from hubsync.core import keys, metrics
 from hubsync.core.backoff import Backoff
 from hubsync.core.clock import EpochClock, epoch_seconds, utc_now_iso
-from hubsync.core.connections import RedisClient, Role, connect, wait_for_redis
+from hubsync.core.connections import RedisClient, RedisTarget, Role, connect, wait_for_redis
 from hubsync.core.entries import PresenceBeat
 from hubsync.core.errors import ConfigError
 from hubsync.core.settings import RelaySettings
@@ -120,8 +120,11 @@ class Relay:
         registry: RuntimeRegistry | None = None,
         clock: EpochClock = epoch_seconds,
         project_states: ProjectStates | None = None,
+        target: RedisTarget | None = None,
     ) -> None:
         self.settings = settings
+        # the Redis of the settings (their password file read once), unless the command built it
+        self.target = target or RedisTarget.from_settings(settings)
         self.clock = clock  # when rows were attempted and when their resend falls due
         self.registry = registry or RuntimeRegistry(settings.state_dir, create=False)
         self.runtime_id = self.registry.runtime_id
@@ -176,7 +179,7 @@ class Relay:
         """
         self.refresh_projects()
         # before the clients the threads keep: a cluster's cannot be made while it is down
-        if not wait_for_redis(self.settings.redis_url, self._stop):
+        if not wait_for_redis(self.target, self._stop):
             return self.summary()
         if not self._senders and not self.project_states.unreadable():
             # not an error (projects registered later are picked up), but a
@@ -203,7 +206,7 @@ class Relay:
         # after the last batch instead of beside the next ones.
         self.marker.delay = 0.0
         self.refresh_projects()
-        client = connect(self.settings.redis_url)
+        client = connect(self.target)
         reader = self._ack_reader()
         try:
             self._open_new_ack_stores(reader, {})
@@ -331,7 +334,7 @@ class Relay:
     # -- the sender thread -------------------------------------------------
 
     def _send_loop(self) -> None:
-        client = connect(self.settings.redis_url)
+        client = connect(self.target)
         backoff = Backoff(cap=self.settings.backoff_max)
         next_refresh = next_resend = next_health = 0.0
         try:
@@ -440,7 +443,7 @@ class Relay:
     # -- the ack thread ----------------------------------------------------
 
     def _ack_loop(self) -> None:
-        client = connect(self.settings.redis_url, Role.BLOCKING, block_seconds=ACK_BLOCK_MS / 1000)
+        client = connect(self.target, Role.BLOCKING, block_seconds=ACK_BLOCK_MS / 1000)
         reader = self._ack_reader()
         opened_at: dict[str, int] = {}  # project id -> its failure count when opened here
         backoff = Backoff(cap=self.settings.backoff_max)

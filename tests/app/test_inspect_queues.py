@@ -11,7 +11,7 @@ import pytest
 
 from hubstore.leases import LeaseClient
 from hubsync.core import keys
-from hubsync.core.connections import connect
+from hubsync.core.connections import RedisTarget, connect
 from hubsync.demo.embedded_redis import free_port
 from hubsync.processes import child_environment
 from tests.helpers.operator_support import HUB_PROJECT, LivePipeline
@@ -45,7 +45,7 @@ def pipeline(tmp_path: Path, redis_url: str) -> Iterator[LivePipeline]:
 def test_it_shows_stream_group_consumers_pending_dead_letters_alerts_and_a_lease(
     pipeline: LivePipeline,
 ) -> None:
-    leases = LeaseClient(connect(pipeline.redis_url))
+    leases = LeaseClient(connect(RedisTarget(pipeline.redis_url)))
     leases.acquire("repo/main", "box-a", ttl_ms=60_000)
     result = inspect(pipeline.redis_url, HUB_PROJECT, "repo/main")
     assert result.returncode == 0, result.stderr

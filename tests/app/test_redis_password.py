@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from hubsync.core.connections import connect, read_password_file, use_credentials
+from hubsync.core.connections import RedisTarget, connect, read_password_file
 from hubsync.core.errors import ConfigError
 from hubsync.demo.embedded_redis import RedisServerProcess
 from hubsync.processes import run_hubsync
@@ -91,21 +91,19 @@ def test_a_password_in_the_url_and_a_password_file_at_once_is_refused(
 ) -> None:
     url = f"redis://default:{PASSWORD}@127.0.0.1:1/0"
     with pytest.raises(ConfigError, match="one place only") as refused:
-        use_credentials(url, password_file)
+        RedisTarget.of(url, password_file)
     assert PASSWORD not in str(refused.value)
 
 
-def test_every_client_of_the_process_uses_the_password_of_the_file(
+def test_every_client_of_a_target_uses_the_password_of_its_file(
     locked_redis: str, password_file: Path
 ) -> None:
-    use_credentials(locked_redis, password_file)
-    client = connect(locked_redis)
+    client = connect(RedisTarget.of(locked_redis, password_file))
     try:
         assert client.ping() is True
     finally:
         client.close()
-    use_credentials(locked_redis, None)
-    anonymous = connect(locked_redis)
+    anonymous = connect(RedisTarget(locked_redis))
     try:
         with pytest.raises(redis.AuthenticationError):
             anonymous.ping()

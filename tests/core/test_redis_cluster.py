@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import signal
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,18 +16,13 @@ import redis
 from redis.cluster import RedisCluster
 from rq import Queue
 
-from consumers.jobs.job_connection import rq_redis_url
+from consumers.jobs.job_connection import rq_target
 from consumers.jobs.maintenance import run_maintenance
 from hubstore.errors import FencedWriteRefusedError
 from hubstore.leases import LeaseClient, LeaseGranted, LeaseRefusal, LeaseRefused
 from hubstore.leases.fence import advance_fence, ensure_fence_table
 from hubsync.core import keys
-from hubsync.core.connections import (
-    connect,
-    is_cluster,
-    server_is_cluster,
-    use_cluster_mode,
-)
+from hubsync.core.connections import RedisTarget, connect, is_cluster
 from hubsync.core.errors import ConfigError, RedisUnavailableError
 from hubsync.core.keys import EFFECTS_QUEUE
 from hubsync.core.sqlite import Database
@@ -39,16 +33,8 @@ from hubsync.servers.redis_cluster import RedisClusterProcesses
 PROJECTS = [f"proj-{n}" for n in range(12)]
 
 
-@pytest.fixture(autouse=True)
-def auto_cluster_mode() -> Iterator[None]:
-    """Every test starts and ends with ``--redis-cluster auto``."""
-    use_cluster_mode("auto")
-    yield
-    use_cluster_mode("auto")
-
-
 def cluster_client(url: str) -> RedisCluster:
-    client = connect(url)
+    client = connect(RedisTarget(url))
     assert isinstance(client, RedisCluster)
     return client
 
@@ -56,17 +42,19 @@ def cluster_client(url: str) -> RedisCluster:
 def test_auto_detects_a_cluster_and_a_single_server_and_the_override_wins(
     cluster_url: str, redis_url: str
 ) -> None:
-    cluster = connect(cluster_url)
-    single = connect(redis_url)
+    cluster = connect(RedisTarget(cluster_url))
+    single = connect(RedisTarget(redis_url))
     assert is_cluster(cluster) and not is_cluster(single)
-    assert server_is_cluster(cluster_url) and not server_is_cluster(redis_url)
-    use_cluster_mode("no")
-    assert not is_cluster(connect(cluster_url))
-    use_cluster_mode("yes")
+    assert RedisTarget(cluster_url).server_is_cluster()
+    assert not RedisTarget(redis_url).server_is_cluster()
+    assert RedisTarget(cluster_url, cluster="no").server_is_cluster()  # asks whatever the mode
+    forced_single = connect(RedisTarget(cluster_url, cluster="no"))
+    assert not is_cluster(forced_single)
     with pytest.raises(RedisUnavailableError):  # a single server has no slot table to read
-        connect(redis_url)
+        connect(RedisTarget(redis_url, cluster="yes"))
     with pytest.raises(ConfigError, match="database 0"):
-        connect(cluster_url + "/3")
+        connect(RedisTarget(cluster_url + "/3", cluster="yes"))
+    forced_single.close()
     cluster.close()
     single.close()
 
@@ -214,12 +202,13 @@ def _acquire_through_failover(leases: LeaseClient, resource: str, holder: str) -
 
 
 def test_rq_needs_a_single_server(cluster_url: str, redis_url: str) -> None:
-    assert rq_redis_url(redis_url, None, redis_is_cluster=False) == redis_url
+    single, cluster = RedisTarget(redis_url), RedisTarget(cluster_url)
+    assert rq_target(single, None) is single
     with pytest.raises(ConfigError, match="--rq-redis-url"):
-        rq_redis_url(cluster_url, None, redis_is_cluster=True)
+        rq_target(cluster, None)
     with pytest.raises(ConfigError, match="not a cluster"):
-        rq_redis_url(cluster_url, cluster_url, redis_is_cluster=True)
-    assert rq_redis_url(cluster_url, redis_url, redis_is_cluster=True) == redis_url
+        rq_target(cluster, cluster_url)
+    assert rq_target(cluster, redis_url) == RedisTarget(redis_url)
 
 
 def test_the_effects_worker_refuses_a_cluster_without_an_rq_redis_in_one_line(

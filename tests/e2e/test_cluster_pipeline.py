@@ -24,7 +24,7 @@ from hubstore.errors import LeaseUnavailableError
 from hubstore.leases import LeaseClient, LeaseGranted
 from hubstore.sqlite.store import SqliteHubStore
 from hubsync.core import keys
-from hubsync.core.connections import connect
+from hubsync.core.connections import RedisTarget, connect
 from hubsync.core.errors import HubsyncError
 from hubsync.processes import PipelineProcesses
 from hubsync.servers.redis_cluster import RedisClusterProcesses
@@ -115,7 +115,7 @@ class LeaseChurn(threading.Thread):
 
     def __init__(self, url: str) -> None:
         super().__init__(name="lease-churn", daemon=True)
-        self.leases = LeaseClient(connect(url), replica_wait_ms=200)
+        self.leases = LeaseClient(connect(RedisTarget(url)), replica_wait_ms=200)
         self.stop = threading.Event()
         self.granted: list[tuple[str, int]] = []
         self.refused = Counter[str]()
@@ -249,7 +249,7 @@ def test_the_daemons_ride_out_a_cluster_that_answers_clusterdown(
         _registry, stores = make_runtime(state_dir, served, hub)
     append(stores, 100)
     appender = Appender(stores)
-    leases = LeaseClient(connect(cluster.url))
+    leases = LeaseClient(connect(RedisTarget(cluster.url)))
     resource = next(
         name
         for name in (f"effect:live-{n}" for n in range(100))

@@ -32,7 +32,7 @@ from typing import Any
 
 import pytest
 
-from hubsync.core.connections import connect
+from hubsync.core.connections import RedisTarget, connect
 from tests.helpers import chaos_checks as checks
 from tests.helpers.chaos import FaultScheduler, SoakCluster, wait_for
 from tests.helpers.chaos_inject import Injector
@@ -118,7 +118,7 @@ def run_soak(
         appenders = cluster.stop_appending()
         cluster.ensure_running()
         drain_started = time.monotonic()
-        client = connect(cluster.redis_url)
+        client = connect(RedisTarget(cluster.redis_url))
         wait_for(lambda: checks.drained(cluster, client), DRAIN_TIMEOUT, "the pipeline to drain")
         figures["drain_seconds"] = round(time.monotonic() - drain_started, 1)
         figures["total_seconds"] = round(time.monotonic() - started, 1)

@@ -35,7 +35,7 @@ from hubstore import open_store
 from hubstore.store import HubStore
 from hubsync.core import keys
 from hubsync.core.canonical import content_hash
-from hubsync.core.connections import connect, is_cluster
+from hubsync.core.connections import RedisTarget, connect, is_cluster
 from hubsync.core.entries import (
     Outcome,
     OutcomeRecord,
@@ -162,7 +162,9 @@ class Injector:
     injected_ids: set[str] = field(default_factory=set)
 
     def __post_init__(self) -> None:
-        self.client = connect(self.redis_url)  # a cluster's when the URL is a cluster node's
+        self.client = connect(
+            RedisTarget(self.redis_url)
+        )  # a cluster's when the URL is a cluster node's
         self._garbage_runs = 0
         self._keys = {runtime.runtime_id: runtime.key for runtime in self.runtimes}
         self._hub: HubStore | None = None

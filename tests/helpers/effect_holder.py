@@ -13,14 +13,14 @@ import time
 from pathlib import Path
 
 from hubstore.leases import LeaseClient, LeaseRefused
-from hubsync.core.connections import connect
+from hubsync.core.connections import RedisTarget, connect
 from producers.effects import EffectClaim, EffectKind, EffectRefused, EffectsLedger, EffectSpec
 from producers.effects.shared import SharedEffects
 
 
 def main(redis_url: str, ledger_path: str, target: str, workdir: str) -> None:
     work = Path(workdir)
-    leases = LeaseClient(connect(redis_url))
+    leases = LeaseClient(connect(RedisTarget(redis_url)))
     effects = SharedEffects(
         EffectsLedger(Path(ledger_path)), leases, holder="paused-box", lease_ttl_ms=600
     )

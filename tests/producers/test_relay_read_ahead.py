@@ -14,7 +14,7 @@ import redis
 
 from hubstore.memory import MemoryHubStore
 from hubstore.store import HubStore
-from hubsync.core.connections import RedisClient, connect
+from hubsync.core.connections import RedisClient, RedisTarget, connect
 from hubsync.core.signing import RuntimeKey, verify_event_entry
 from producers.registry import RuntimeRegistry
 from producers.relay import Relay, split_pipeline
@@ -54,7 +54,7 @@ def draining(
     registry, (store,) = make_runtime(tmp_path / "state", ["alpha"], hub)
     append_many(store, runs=1, per_run=rows)
     relay = Relay(relay_settings(tmp_path / "state", redis_url, batch_count=BATCH), registry)
-    client = connect(redis_url)
+    client = connect(RedisTarget(redis_url))
     try:
         yield Draining(registry, store, relay, only_sender(relay), client)
     finally:
@@ -159,7 +159,7 @@ def test_an_error_reply_sends_the_batch_again_and_loses_nothing(
 def test_a_connection_lost_before_the_replies_sends_the_batch_again_through_a_pipeline(
     redis_url: str, redis_client: redis.Redis
 ) -> None:
-    client = connect(redis_url)
+    client = connect(RedisTarget(redis_url))
     try:
         # The first command blocks, so the connection is killed before the second one ran.
         written = WrittenCommands(client, [("BLPOP", "gate", "0"), ("RPUSH", "list", "a")])
@@ -198,7 +198,7 @@ def test_a_written_batch_is_packed_as_redis_py_packs_it_and_lands_whole(
     assert b"".join(split_pipeline._packed(connection, commands)) == b"".join(
         connection.pack_commands(commands)  # type: ignore[no-untyped-call]
     )
-    client = connect(redis_url, cluster=False)
+    client = connect(RedisTarget(redis_url), cluster=False)
     WrittenCommands(client, commands).read_replies()
     entries: Any = redis_client.xrange("packed")
     assert [fields for _, fields in entries] == [
