@@ -6,11 +6,8 @@ import json
 import os
 import shlex
 import shutil
-import signal
 import tempfile
-from collections.abc import Callable
 from pathlib import Path
-from types import FrameType
 from typing import TYPE_CHECKING
 
 import click
@@ -20,63 +17,11 @@ from hubsync.cli.options import env_option, options_from
 from hubsync.core.errors import ConfigError
 from hubsync.core.logs import configure_logging
 from hubsync.core.settings import DemoSettings
+from hubsync.demo.stop_signals import Stopped, StopSignals
 
 if TYPE_CHECKING:
     from hubsync.demo.embedded_redis import EmbeddedRedis
     from hubsync.demo.scenario import DemoResult, DemoScenario
-
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-"""Ctrl-C, what ``timeout``, ``kill`` and a CI cancel send, and a closed terminal: each stops
-the demo, cleans up and exits 128 + the signal's number."""
-
-
-class Stopped(BaseException):
-    """A stop signal arrived: raised in the main thread so every ``finally`` runs on the way out.
-
-    A BaseException, as KeyboardInterrupt is, so no ``except Exception`` swallows it.
-    """
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signal.Signals(signum).name)
-        self.signum = signum
-
-
-class StopSignals:
-    """While inside, the first of ``STOP_SIGNALS`` raises ``Stopped`` in the main thread.
-
-    Later signals are only recorded, as are any during ``shield()`` (the
-    cleanup): an exception raised half-way through a cleanup would leave what
-    it had not reached yet. The previous handlers come back on the way out.
-    """
-
-    def __init__(self) -> None:
-        self.received: int | None = None
-        self._previous = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
-
-    def __enter__(self) -> StopSignals:
-        self._install(self._stop)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        for sig, handler in self._previous.items():
-            signal.signal(sig, handler)
-
-    def shield(self) -> None:
-        """From now on a stop signal is recorded (``received``), not raised."""
-        self._install(self._record)
-
-    def _install(self, handler: Callable[[int, FrameType | None], None]) -> None:
-        for sig in STOP_SIGNALS:
-            signal.signal(sig, handler)
-
-    def _record(self, signum: int, frame: FrameType | None) -> None:
-        if self.received is None:
-            self.received = signum
-
-    def _stop(self, signum: int, frame: FrameType | None) -> None:
-        self.shield()
-        self._record(signum, frame)
-        raise Stopped(signum)
 
 
 @click.command(
