@@ -1,0 +1,120 @@
+"""Grants that a replica confirms: a lease script and ``WAIT 1`` down one connection.
+
+A lease granted on a master that fails over before a replica has it could be granted
+again by the promoted replica: two holders, and a fencing token issued twice. So where a
+lease's master has (or ever had) replicas, each granting script is followed by ``WAIT 1``
+on the same connection, and a grant no replica confirmed in time is refused by the
+caller (``LeaseClient``) and given back.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from typing import Any
+
+import redis
+
+from hubsync.core.connections import RedisClient, is_cluster
+
+log = logging.getLogger(__name__)
+
+REPLICA_RECHECK_SECONDS = 5.0
+"""How often a master's connected replicas (``INFO replication``) are counted again."""
+
+
+class ReplicatedScripts:
+    """Runs granting scripts on the master of their lease's slot and waits for one replica."""
+
+    def __init__(self, client: RedisClient, replica_wait_ms: int) -> None:
+        self.client = client
+        self.replica_wait_ms = replica_wait_ms
+        self._replicas: dict[str, tuple[int, float]] = {}  # master -> (replicas, when asked)
+        self._replicas_lock = threading.Lock()
+
+    def run(
+        self, script: Any, lease_keys: list[str], args: list[Any], ttl_ms: int
+    ) -> tuple[Any, bool]:
+        """Run a granting script; then, where the lease's master has replicas, ``WAIT 1``.
+
+        Returns the script's reply and whether one replica confirmed it in time
+        (True where there is no replica to wait for). WAIT counts the writes of
+        its own connection, so the script (EVALSHA) and the WAIT go down one
+        connection to the master of the lease's slot, in one pipeline: the
+        single server's client, or on a cluster the client of the node redis-py's
+        slot table names. A script the node does not know (NOSCRIPT) or a node
+        that no longer serves the slot (MOVED) ran nothing: the script is loaded,
+        or the slot table read again, and the call made once more.
+        """
+        for attempt in (1, 2, 3):
+            node, name = self._master_of(lease_keys[0])
+            try:
+                replicas = self._replica_count(node, name)
+                if replicas == 0:  # nothing to wait for (the client routes the script itself)
+                    return script(keys=lease_keys, args=args), True
+                pipe = node.pipeline(transaction=False)
+                pipe.evalsha(script.sha, len(lease_keys), *lease_keys, *args)
+                pipe.execute_command("WAIT", 1, max(1, min(self.replica_wait_ms, ttl_ms // 2)))
+                reply, acked = pipe.execute(raise_on_error=False)
+                if isinstance(reply, redis.exceptions.NoScriptError) and attempt < 3:
+                    node.script_load(script.script)
+                    continue
+                for failed in (reply, acked):
+                    if isinstance(failed, Exception):
+                        raise failed
+            except redis.exceptions.MovedError:
+                if attempt == 3:
+                    raise
+                self._reread_slots()
+                continue
+            except (redis.ConnectionError, redis.TimeoutError):
+                self._reread_slots()  # a failed-over master: find the new one next time
+                raise
+            return reply, int(acked) >= 1
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _master_of(self, key: str) -> tuple[Any, str]:
+        """The single-server client to run ``key``'s scripts on, and a name for it."""
+        if not is_cluster(self.client):
+            return self.client, ""
+        cluster: Any = self.client  # redis-py leaves RedisCluster's methods untyped
+        node = cluster.get_node_from_key(key)
+        return cluster.get_redis_connection(node), str(node.name)
+
+    def _reread_slots(self) -> None:
+        if is_cluster(self.client):
+            cluster: Any = self.client
+            with contextlib.suppress(redis.RedisError, redis.exceptions.RedisClusterException):
+                cluster.nodes_manager.initialize()
+
+    def _replica_count(self, node: Any, name: str) -> int:
+        """Replicas to wait for on ``node``: the most ``INFO replication`` ever showed connected.
+
+        Asked at most every few seconds. The most ever, not the count now: a replica
+        that lost its link (lagging, partitioned) can still be promoted, so a master
+        once seen with a replica is always waited for, and its grants are refused
+        while no replica confirms them. A master never seen with one (a single
+        server, or a promoted replica whose old master is gone) is not waited for.
+        """
+        now = time.monotonic()
+        with self._replicas_lock:
+            known = self._replicas.get(name)
+        if known is not None and now - known[1] < REPLICA_RECHECK_SECONDS:
+            return known[0]
+        try:
+            count = int(node.info("replication").get("connected_slaves", 0))
+        except redis.ResponseError as exc:  # INFO refused by an ACL, or a Redis without it
+            if known is None:
+                log.warning(
+                    "leases: this Redis refuses INFO replication (%s), so grants are not waited "
+                    "for a replica (a failover may lose one); a Redis user needs +info and +wait "
+                    "(hubsync acl)",
+                    type(exc).__name__,
+                )
+            count = 0
+        count = max(count, known[0] if known is not None else 0)
+        with self._replicas_lock:
+            self._replicas[name] = (count, now)
+        return count
