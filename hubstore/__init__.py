@@ -9,12 +9,15 @@
   so every backend judges alike.
 * ``leases``: fenced leases in Redis, each operation decided inside one Lua
   script, deadlines on Redis's own clock, fencing tokens that only grow per
-  resource; ``fence`` makes a store refuse, at commit, a write under a token
+  resource; ``leases.fence`` makes a store refuse, at commit, a write under a token
   smaller than one it has already seen (a holder that lost its lease).
 
 ``open_store(url)`` opens the hub store a URL names (``factory``: ``sqlite:///PATH``,
-``memory://``); ``migrate_store(url)`` creates or upgrades its schema;
-``memory_store`` is the in-process backend tests use.
+``postgresql://…`` with the ``postgres`` extra, ``memory://``); ``migrate_store(url)``
+creates or upgrades its schema. From outside, import ``open_store``, ``migrate_store`` and
+``hub_url_from_path`` from here, the contract's types from ``store``, ``decide`` and
+``errors``, and the leases from ``leases``; the backends (``sqlite``, ``postgres``,
+``memory``) are reached through ``open_store``, never imported directly.
 """
 
 from hubstore.factory import hub_url_from_path, migrate_store, open_store

@@ -1,7 +1,7 @@
 """producers: the runtime side of hubsync, the half that runs beside the workflows.
 
-* ``event_store``: a project's local run events and their outbox in one SQLite
-  file. ``append_event`` writes the event and its derived, redacted, hashed
+* ``store``: a project's local run events and their outbox in one SQLite
+  file (``store.event_store.RunEventStore``). ``append_event`` writes the event and its derived, redacted, hashed
   sync event in one transaction: a committed event always has its outbox row,
   the outbox never holds the source payload, and appending never touches
   Redis, so it neither blocks nor fails when the hub or the broker is down.
@@ -13,4 +13,10 @@
 * ``effects``: shared external effects, each run by at most one box at a time
   under a fenced lease; an attempt whose lease is lost or cannot be confirmed
   is parked as ``blocked_uncertain``, never retried.
+* beside them: ``redaction`` and ``derivation`` (what a sync event may carry) and
+  ``synthetic`` (the runs ``hubsync produce`` makes).
+
+From outside, import ``registry.RuntimeRegistry``, ``store.event_store`` (``NewEvent``,
+``RunEventStore``), ``relay.Relay`` and ``effects``; ``errors`` holds this package's error
+root. ``producers.event_store`` is the store's old path, kept for one release.
 """
