@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import hmac
-import json
 import platform
 import ssl
 import statistics
@@ -27,6 +26,7 @@ import sys
 import timeit
 from collections.abc import Callable
 
+from hubsync.benchmarks.report_file import print_report
 from hubsync.core.entries import (
     Outcome,
     OutcomeRecord,
@@ -243,11 +243,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", dest="json_path", help="also write the JSON report here")
     args = parser.parse_args(argv)
     report = run(args.number, args.repeat)
-    document = json.dumps(report, indent=2, sort_keys=True)
-    print(document)
-    if args.json_path:
-        with open(args.json_path, "w", encoding="utf-8") as out:
-            out.write(document + "\n")
+    print_report(report, args.json_path)
     operations = report["operations"]
     assert isinstance(operations, dict)
     print(f"\n{'operation':<22} {'us':>8} {'raw hmac.digest':>16} {'ratio':>6}", file=sys.stderr)
