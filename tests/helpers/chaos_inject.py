@@ -78,6 +78,25 @@ class RuntimeLike(Protocol):
     key: RuntimeKey
 
 
+@dataclass(frozen=True, slots=True)
+class _Offer:
+    """Other data under a key the hub holds: the event, its entry's fields (unsigned), the
+    hash of the bytes the hub holds and of the offered ones."""
+
+    event: SyncEvent
+    genuine_hash: str
+    digest: str
+    fields: dict[str, Any]
+
+    @property
+    def hub_project(self) -> str:
+        return self.event.hub_project
+
+    @property
+    def key(self) -> Key:
+        return (self.event.project_id, self.event.run_id, self.event.sequence)
+
+
 @dataclass(frozen=True)
 class InjectedConflict:
     """Other bytes offered under a key the hub already held, signed with the runtime's key."""
@@ -278,15 +297,16 @@ class Injector:
         body["_hash"] = event.content_hash
         return body
 
-    def _forged_offer(self) -> tuple[SyncEvent, str] | None:
-        """Other data under a key the hub holds (and the genuine hash); None while it holds
-        nothing."""
+    def _forged_offer(self) -> _Offer | None:
+        """Other data under a key the hub holds; None while it holds nothing."""
         body = self._stored_event()
         if body is None:
             return None
         genuine_hash = body.pop("_hash")
         body["data"] = {"forged": "by the chaos soak", "nonce": self.rng.getrandbits(64)}
-        return SyncEvent.model_validate(body), genuine_hash
+        event = SyncEvent.model_validate(body)
+        data, digest = event.encoded()
+        return _Offer(event, genuine_hash, digest, dict(event_entry_fields(event, data, digest)))
 
     def conflict(self) -> InjectedConflict | None:
         """Offer other bytes under a key the hub holds, signed with its runtime's key; None
@@ -294,16 +314,9 @@ class Injector:
         offer = self._forged_offer()
         if offer is None:
             return None
-        event, genuine_hash = offer
-        data, digest = event.encoded()
-        fields = self._signed(dict(event_entry_fields(event, data, digest)))
-        entry_id = self._xadd(event.hub_project, fields)
+        entry_id = self._xadd(offer.hub_project, self._signed(offer.fields))
         forged = InjectedConflict(
-            event.hub_project,
-            (event.project_id, event.run_id, event.sequence),
-            genuine_hash,
-            digest,
-            entry_id,
+            offer.hub_project, offer.key, offer.genuine_hash, offer.digest, entry_id
         )
         self.conflicts.append(forged)
         return forged
@@ -316,20 +329,12 @@ class Injector:
         offer = self._forged_offer()
         if offer is None:
             return None
-        event, _ = offer
-        data, digest = event.encoded()
-        fields: dict[str, Any] = dict(event_entry_fields(event, data, digest))
+        fields = offer.fields
         how = self.rng.choice(["unsigned", "wrong_key"])
         if how == "wrong_key":
             fields[SIGNATURE_FIELD] = sign_event_entry(RuntimeKey.generate(), fields)
-        entry_id = self._xadd(event.hub_project, fields)
-        forged = InjectedForgery(
-            event.hub_project,
-            (event.project_id, event.run_id, event.sequence),
-            digest,
-            entry_id,
-            how,
-        )
+        entry_id = self._xadd(offer.hub_project, fields)
+        forged = InjectedForgery(offer.hub_project, offer.key, offer.digest, entry_id, how)
         self.forgeries.append(forged)
         return forged
 
