@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -17,6 +19,19 @@ T = TypeVar("T")
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 """The checkout's root, wherever a test file sits below ``tests/``."""
+
+
+def start_python(*args: str) -> subprocess.Popen[str]:
+    """``python ARGS`` (this interpreter) from the checkout's root, on ``child_environment()``,
+    its stdout and stderr piped as text."""
+    return subprocess.Popen(
+        [sys.executable, *args],
+        cwd=REPO_ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=child_environment(),
+    )
 
 
 def require_redis_server() -> None:
