@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TypeVar
 
@@ -16,6 +16,8 @@ from hubsync.demo.embedded_redis import redis_server_binary
 from hubsync.processes import child_environment
 
 T = TypeVar("T")
+K = TypeVar("K")
+V = TypeVar("V")
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 """The checkout's root, wherever a test file sits below ``tests/``."""
@@ -67,3 +69,14 @@ def scrub_environment(monkeypatch: pytest.MonkeyPatch, *prefixes: str) -> None:
     for name in list(os.environ):
         if name not in kept or name.startswith(prefixes):
             monkeypatch.delenv(name)
+
+
+def changed(original: Mapping[K, V], changes: Mapping[K, V | None]) -> dict[K, V]:
+    """A copy of ``original`` with ``changes`` made: a value set, or with None the key deleted."""
+    result = dict(original)
+    for name, value in changes.items():
+        if value is None:
+            del result[name]
+        else:
+            result[name] = value
+    return result
