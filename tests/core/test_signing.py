@@ -254,15 +254,7 @@ def test_an_event_signature_never_verifies_as_presence_or_outcomes() -> None:
     # first six fields equal the event's six, its seventh empty; the outcomes entry
     # carries the event's encoded fields as its payload.
     values = ("shop-48ee17a7", "run-2026-0001", "7", "shop", RUNTIME, EMPTY_SHA256)
-    sig = sign_event(
-        key,
-        project_id=values[0],
-        run_id=values[1],
-        sequence=values[2],
-        hub_project=values[3],
-        runtime_id=values[4],
-        content_hash=values[5],
-    )
+    sig = sign_event(key, **dict(zip(EVENT_SIGNED_FIELDS, values, strict=True)))
     presence = dict(zip(PRESENCE_SIGNED_FIELDS, (*values, ""), strict=True))
     presence[SIGNATURE_FIELD] = sig
     assert verify_presence_entry([key], presence) is None
