@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TypeVar
@@ -13,7 +12,7 @@ from typing import TypeVar
 import pytest
 
 from hubsync.demo.embedded_redis import redis_server_binary
-from hubsync.processes import child_environment
+from hubsync.processes import child_environment, poll_until
 
 T = TypeVar("T")
 K = TypeVar("K")
@@ -48,14 +47,12 @@ def wait_until(
     condition: Callable[[], T], timeout: float = 10.0, interval: float = 0.01, what: str = ""
 ) -> T:
     """Poll ``condition`` until it returns a truthy value; fail the test at the deadline."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what or condition}")
-        time.sleep(interval)
+    return poll_until(
+        condition,
+        timeout,
+        interval,
+        lambda: AssertionError(f"timed out after {timeout}s waiting for {what or condition}"),
+    )
 
 
 def scrub_environment(monkeypatch: pytest.MonkeyPatch, *prefixes: str) -> None:
