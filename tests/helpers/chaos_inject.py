@@ -46,13 +46,12 @@ from hubsync.core.entries import (
 )
 from hubsync.core.redis_values import as_text
 from hubsync.core.signing import (
-    HUB_ID_FIELD,
     SIGNATURE_FIELD,
     RuntimeKey,
     sign_event_entry,
-    sign_outcomes_entry,
 )
 from hubsync.core.wire import SyncEvent
+from tests.helpers.trust import outcomes_signed_by_a_stranger
 
 T = TypeVar("T")
 
@@ -366,11 +365,8 @@ class Injector:
         ]
         entry: dict[str, Any] = dict(outcomes_entry_fields(runtime.hub_project, records))
         how = self.rng.choice(["unsigned", "wrong_key"])
-        if how == "wrong_key":
-            entry[HUB_ID_FIELD] = hub_id  # the genuine hub's id, but not its key
-            entry[SIGNATURE_FIELD] = sign_outcomes_entry(
-                RuntimeKey.generate(), entry, runtime_id=runtime.runtime_id
-            )
+        if how == "wrong_key":  # the genuine hub's id, but not its key
+            outcomes_signed_by_a_stranger(runtime.runtime_id, hub_id, entry)
         acks = keys.acks_stream(runtime.hub_project, runtime.runtime_id)
         commands: list[Callable[[Any], object]] = []
         if deleted:
