@@ -12,7 +12,6 @@ writes the audit entry and checks the proof; the target is at least 0.7x Lock.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
@@ -20,6 +19,7 @@ from collections.abc import Callable
 
 import redis
 
+from hubsync.benchmarks.report_file import print_report
 from hubsync.core.connections import RedisTarget, connect
 from hubsync.demo.embedded_redis import RedisServerProcess
 
@@ -84,11 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         with RedisServerProcess() as server:
             report = run(server.url, args.pairs, args.rounds)
-    document = json.dumps(report, indent=2, sort_keys=True)
-    print(document)
-    if args.json_path:
-        with open(args.json_path, "w", encoding="utf-8") as out:
-            out.write(document + "\n")
+    print_report(report, args.json_path)
     rates = report["pairs_per_second"]
     assert isinstance(rates, dict)
     print(f"\n{'contender':<16} {'pairs/s':>10}", file=sys.stderr)

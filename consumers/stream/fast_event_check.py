@@ -39,7 +39,13 @@ import orjson
 
 from consumers.stream.authentication import RuntimeAuthenticator
 from hubsync.core.canonical import content_hash
-from hubsync.core.entries import MAX_FIELD_BYTES, EventEntry, flat_fields_of, parse_event_entry
+from hubsync.core.entries import (
+    MAX_FIELD_BYTES,
+    EventEntry,
+    flat_fields_of,
+    flat_fields_read,
+    parse_event_entry,
+)
 from hubsync.core.names import EVENT_TYPE_PATTERN, MAX_NAME_LENGTH, NAME_PATTERN
 from hubsync.core.signing import RuntimeKey, verify_event_values
 from hubsync.core.wire import MAX_EVENT_BYTES, MAX_SEQUENCE, SYNC_EVENT_SCHEMA, CheckedEvent
@@ -162,14 +168,7 @@ def check_event_entry(fields: Mapping[str, bytes]) -> EventEntry:
     try:
         data = fields["event"]
         digest = fields["content_hash"]
-        flat = (
-            fields["project_id"],
-            fields["hub_project"],
-            fields["run_id"],
-            fields["sequence"],
-            fields["event_type"],
-            fields["runtime_id"],
-        )
+        flat = flat_fields_read(fields)
     except KeyError:
         return parse_event_entry(fields)  # missing_field
     if max(map(len, fields.values())) <= MAX_FIELD_BYTES:

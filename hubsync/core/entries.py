@@ -202,14 +202,7 @@ def parse_event_entry(fields: Mapping[str, bytes]) -> EventEntry:
     """
     try:
         data = fields["event"]
-        flat = (
-            fields["project_id"],
-            fields["hub_project"],
-            fields["run_id"],
-            fields["sequence"],
-            fields["event_type"],
-            fields["runtime_id"],
-        )
+        flat = flat_fields_read(fields)
         raw_digest = fields["content_hash"]
     except KeyError:
         missing = next(name for name in EVENT_FIELDS[1:] if name not in fields)
@@ -245,6 +238,21 @@ def flat_fields_of(event: CheckedEvent) -> tuple[bytes, bytes, bytes, bytes, byt
         b"%d" % event.sequence,
         event.event_type.encode(),
         event.home_runtime_id.encode(),
+    )
+
+
+def flat_fields_read(
+    fields: Mapping[str, bytes],
+) -> tuple[bytes, bytes, bytes, bytes, bytes, bytes]:
+    """An entry's flat fields as read, in ``flat_fields_of``'s order; ``KeyError`` names the
+    first one missing."""
+    return (
+        fields["project_id"],
+        fields["hub_project"],
+        fields["run_id"],
+        fields["sequence"],
+        fields["event_type"],
+        fields["runtime_id"],
     )
 
 

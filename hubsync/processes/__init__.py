@@ -13,7 +13,7 @@ from hubsync.processes.child import (
     python_command,
     run_hubsync,
 )
-from hubsync.processes.pipeline import PipelineProcesses, PipelineTimeout
+from hubsync.processes.pipeline import PipelineProcesses, PipelineTimeout, poll_until
 
 __all__ = [
     "Child",
@@ -22,6 +22,7 @@ __all__ = [
     "PipelineTimeout",
     "child_environment",
     "hubsync_command",
+    "poll_until",
     "python_command",
     "run_hubsync",
 ]

@@ -55,10 +55,15 @@ def run_hubsync(
     env: Mapping[str, str] | None = None,
     timeout: float = 120.0,
     cwd: Path | None = None,
+    stdin: str | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """Run ``hubsync ARGS`` to completion in a clean environment; its text output captured."""
+    """Run ``hubsync ARGS`` to completion in a clean environment; its text output captured.
+
+    ``stdin``: the text fed to it; without it, the child reads the caller's stdin.
+    """
     return subprocess.run(
         hubsync_command(*args),
+        input=stdin,
         capture_output=True,
         text=True,
         env=child_environment(env),

@@ -24,6 +24,28 @@ class PipelineTimeout(HubsyncError):
     """The pipeline did not reach a condition in time (every child was still running)."""
 
 
+def poll_until(
+    condition: Callable[[], T],
+    timeout: float,
+    interval: float,
+    timed_out: Callable[[], Exception],
+    before: Callable[[], None] | None = None,
+) -> T:
+    """Call ``condition`` every ``interval`` seconds until it returns a truthy value, and
+    return that; raise ``timed_out()`` once ``timeout`` seconds have passed. ``before`` runs
+    ahead of each call (and may raise to end the wait)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if before is not None:
+            before()
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise timed_out()
+        time.sleep(interval)
+
+
 class PipelineProcesses:
     """Relays, hub consumers and any helper processes of one pipeline, by name."""
 
@@ -91,15 +113,13 @@ class PipelineProcesses:
         self, condition: Callable[[], T], timeout: float, what: str, interval: float = 0.05
     ) -> T:
         """Poll ``condition`` until truthy (its value); ``ChildDied`` at once if a child dies."""
-        deadline = time.monotonic() + timeout
-        while True:
-            self.check()
-            value = condition()
-            if value:
-                return value
-            if time.monotonic() > deadline:
-                raise PipelineTimeout(f"timed out after {timeout:.0f}s waiting for {what}")
-            time.sleep(interval)
+        return poll_until(
+            condition,
+            timeout,
+            interval,
+            lambda: PipelineTimeout(f"timed out after {timeout:.0f}s waiting for {what}"),
+            before=self.check,
+        )
 
     def stop_all(self, timeout: float = 30.0) -> dict[str, int | None]:
         """SIGTERM every child at once, then wait for each (SIGKILL at ``timeout``); exit codes."""

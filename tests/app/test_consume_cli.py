@@ -19,7 +19,6 @@ import redis
 
 import consumers.stream.worker as worker_module
 from consumers.stream.worker import HubConsumer
-from hubstore.sqlite.store import SqliteHubStore
 from hubsync.core import keys
 from hubsync.demo.embedded_redis import RedisServerProcess
 from hubsync.processes import Child, hubsync_command
@@ -33,9 +32,16 @@ from tests.helpers.consumer_support import (
     run_consume,
 )
 from tests.helpers.operator_support import run_cli
-from tests.helpers.relay_player import HUB_PROJECT, RUNTIME, send, sync_event
+from tests.helpers.relay_player import send, sync_event
 from tests.helpers.support import wait_until
-from tests.helpers.trust import enroll
+
+
+@pytest.fixture
+def hub_db(tmp_path: Path) -> Path:
+    """The hub database, with the relay player's runtime enrolled on it."""
+    path = tmp_path / "hub.db"
+    enroll_on(path)
+    return path
 
 
 @pytest.fixture
@@ -45,13 +51,8 @@ def workers(tmp_path: Path) -> Iterator[Workers]:
 
 
 def test_a_killed_consumers_pending_entries_are_reclaimed_by_another(
-    redis_client: redis.Redis, redis_url: str, tmp_path: Path, workers: Workers
+    redis_client: redis.Redis, redis_url: str, tmp_path: Path, workers: Workers, hub_db: Path
 ) -> None:
-    hub_db = tmp_path / "hub.db"
-    with SqliteHubStore(hub_db) as store:
-        # the identity and the enrollment are written before the lock below, as
-        # 'hub init' and 'enroll' would
-        enroll(store, RUNTIME, [HUB_PROJECT])
     for s in range(1, 51):
         send(redis_client, sync_event(s))
     # Hold the hub database's write lock so the victim reads its batch and then
@@ -97,10 +98,8 @@ def test_check_is_healthy_only_while_the_named_consumer_runs(
 
 
 def test_once_ingests_what_is_there_and_exits_zero(
-    redis_client: redis.Redis, redis_url: str, tmp_path: Path
+    redis_client: redis.Redis, redis_url: str, tmp_path: Path, hub_db: Path
 ) -> None:
-    hub_db = tmp_path / "hub.db"
-    enroll_on(hub_db)
     for s in range(1, 11):
         send(redis_client, sync_event(s))
     result = run_consume(redis_url, hub_db, "--once")
@@ -110,13 +109,8 @@ def test_once_ingests_what_is_there_and_exits_zero(
 
 
 def test_a_second_signal_exits_at_once(
-    redis_client: redis.Redis, redis_url: str, tmp_path: Path, workers: Workers
+    redis_client: redis.Redis, redis_url: str, tmp_path: Path, workers: Workers, hub_db: Path
 ) -> None:
-    hub_db = tmp_path / "hub.db"
-    with SqliteHubStore(hub_db) as store:
-        # the identity and the enrollment are written before the lock below, as
-        # 'hub init' and 'enroll' would
-        enroll(store, RUNTIME, [HUB_PROJECT])
     send(redis_client, sync_event(1))
     blocker = sqlite3.connect(hub_db, isolation_level=None)
     blocker.execute("BEGIN IMMEDIATE")  # the batch cannot finish while this is held
@@ -194,11 +188,9 @@ def test_unreachable_redis_at_start_exits_3_with_one_line(tmp_path: Path) -> Non
 
 
 def test_a_worker_started_while_redis_is_down_waits_for_it_then_ingests(
-    private_redis: RedisServerProcess, tmp_path: Path, workers: Workers
+    private_redis: RedisServerProcess, tmp_path: Path, workers: Workers, hub_db: Path
 ) -> None:
     private_redis.stop()  # its port now has nothing listening
-    hub_db = tmp_path / "hub.db"
-    enroll_on(hub_db)
     proc = workers.start(private_redis.url, hub_db, "early")
     unreachable = f"Redis unreachable at {private_redis.url}"
     wait_until(lambda: unreachable in proc.log_text(), what="the outage logged")
@@ -215,10 +207,8 @@ def test_a_worker_started_while_redis_is_down_waits_for_it_then_ingests(
 
 
 def test_a_worker_rides_out_a_redis_restart(
-    private_redis: RedisServerProcess, tmp_path: Path, workers: Workers
+    private_redis: RedisServerProcess, tmp_path: Path, workers: Workers, hub_db: Path
 ) -> None:
-    hub_db = tmp_path / "hub.db"
-    enroll_on(hub_db)
     client = redis.Redis.from_url(private_redis.url)
     send(client, sync_event(1))
     proc = workers.start(private_redis.url, hub_db, "steady")
@@ -237,10 +227,8 @@ def test_a_worker_rides_out_a_redis_restart(
 
 
 def test_a_second_consumer_of_a_running_name_is_refused_until_the_first_stops(
-    redis_client: redis.Redis, redis_url: str, tmp_path: Path, workers: Workers
+    redis_client: redis.Redis, redis_url: str, tmp_path: Path, workers: Workers, hub_db: Path
 ) -> None:
-    hub_db = tmp_path / "hub.db"
-    enroll_on(hub_db)
     health = keys.consumer_health("hub-1")
     first = workers.start(redis_url, hub_db, "hub-1")
     wait_until(lambda: redis_client.exists(health), what="the first consumer's health key")
@@ -269,10 +257,8 @@ def test_a_second_consumer_of_a_running_name_is_refused_until_the_first_stops(
 
 
 def test_a_consumer_killed_on_this_host_gives_its_name_to_its_restart(
-    redis_client: redis.Redis, redis_url: str, tmp_path: Path, workers: Workers
+    redis_client: redis.Redis, redis_url: str, tmp_path: Path, workers: Workers, hub_db: Path
 ) -> None:
-    hub_db = tmp_path / "hub.db"
-    enroll_on(hub_db)
     health = keys.consumer_health("hub-1")
     first = workers.start(redis_url, hub_db, "hub-1", "--health-ttl", "600")
     wait_until(lambda: redis_client.exists(health), what="the first consumer's health key")

@@ -40,11 +40,36 @@ def dead(capsys: pytest.CaptureFixture[str], p: LivePipeline, *argv: str) -> tup
     )
 
 
-def listed(capsys: pytest.CaptureFixture[str], p: LivePipeline) -> list[dict[str, Any]]:
-    code, out, err = dead(capsys, p, "list", "--json")
+def dead_json(capsys: pytest.CaptureFixture[str], p: LivePipeline, *argv: str) -> dict[str, Any]:
+    """``hubsync dead ARGV --json``, which must succeed: its document."""
+    code, out, err = dead(capsys, p, *argv, "--json")
     assert code == 0, err
-    letters: list[dict[str, Any]] = json.loads(out)["dead_letters"]
+    document: dict[str, Any] = json.loads(out)
+    return document
+
+
+def listed(capsys: pytest.CaptureFixture[str], p: LivePipeline) -> list[dict[str, Any]]:
+    letters: list[dict[str, Any]] = dead_json(capsys, p, "list")["dead_letters"]
     return letters
+
+
+def garbage_letters(
+    capsys: pytest.CaptureFixture[str], p: LivePipeline, count: int = 1
+) -> list[str]:
+    """``count`` entries that are no events, consumed and so dead-lettered: the ids listed."""
+    for _ in range(count):
+        p.inject_garbage()
+    p.consume_once()
+    return [x["id"] for x in listed(capsys, p)]
+
+
+def whole_and_truncated(capsys: pytest.CaptureFixture[str], p: LivePipeline) -> tuple[str, str]:
+    """Two dead letters: one replayable (``max_deliveries``), one cut short: their ids."""
+    whole = kill_by_deliveries(p)
+    p.inject_garbage(big=True)
+    p.consume_once()
+    [cut] = [x["id"] for x in listed(capsys, p) if not x["replayable"]]
+    return whole, cut
 
 
 def kill_by_deliveries(p: LivePipeline) -> str:
@@ -97,9 +122,7 @@ def test_replay_after_the_cause_is_fixed_gets_the_event_ingested_and_acked(
 ) -> None:
     letter_id = kill_by_deliveries(pipeline)
     assert pipeline.hub.count_events() == 0
-    code, out, err = dead(capsys, pipeline, "replay", letter_id, "--json")
-    assert code == 0, err
-    result = json.loads(out)
+    result = dead_json(capsys, pipeline, "replay", letter_id)
     assert [r["id"] for r in result["replayed"]] == [letter_id] and result["skipped"] == []
     assert pipeline.client.xlen(DEAD) == 0
     pipeline.consume_once()
@@ -111,13 +134,8 @@ def test_replay_after_the_cause_is_fixed_gets_the_event_ingested_and_acked(
 def test_replay_all_puts_back_whole_letters_and_skips_truncated_ones(
     capsys: pytest.CaptureFixture[str], pipeline: LivePipeline
 ) -> None:
-    whole = kill_by_deliveries(pipeline)
-    pipeline.inject_garbage(big=True)
-    pipeline.consume_once()
-    [cut] = [x["id"] for x in listed(capsys, pipeline) if not x["replayable"]]
-    code, out, err = dead(capsys, pipeline, "replay", "--all", "--json")
-    assert code == 0, err
-    result = json.loads(out)
+    whole, cut = whole_and_truncated(capsys, pipeline)
+    result = dead_json(capsys, pipeline, "replay", "--all")
     assert [r["id"] for r in result["replayed"]] == [whole]
     assert result["skipped"] == [{"id": cut, "why": "truncated"}]
     assert [x["id"] for x in listed(capsys, pipeline)] == [cut]
@@ -126,11 +144,8 @@ def test_replay_all_puts_back_whole_letters_and_skips_truncated_ones(
 def test_replay_of_a_truncated_letter_is_refused_and_changes_nothing(
     capsys: pytest.CaptureFixture[str], pipeline: LivePipeline
 ) -> None:
-    whole = kill_by_deliveries(pipeline)
-    pipeline.inject_garbage(big=True)
-    pipeline.consume_once()
+    whole, cut = whole_and_truncated(capsys, pipeline)
     before_events = pipeline.client.xlen(pipeline.events)
-    [cut] = [x["id"] for x in listed(capsys, pipeline) if not x["replayable"]]
     code, out, err = dead(capsys, pipeline, "replay", whole, cut)
     assert code == 1 and out == ""
     assert len(error_lines(err)) == 1 and "truncated" in err and cut in err
@@ -164,14 +179,9 @@ def test_a_letter_is_replayed_at_most_once(pipeline: LivePipeline) -> None:
 def test_purge_by_id_all_and_older_than(
     capsys: pytest.CaptureFixture[str], pipeline: LivePipeline
 ) -> None:
-    for _ in range(3):
-        pipeline.inject_garbage()
-    pipeline.consume_once()
-    first, *_ = [x["id"] for x in listed(capsys, pipeline)]
-    code, out, _ = dead(capsys, pipeline, "purge", first, "--json")
-    assert code == 0 and json.loads(out) == {"hub_project": HUB_PROJECT, "purged": 1}
-    code, out, _ = dead(capsys, pipeline, "purge", "--older-than", "1h", "--json")
-    assert code == 0 and json.loads(out)["purged"] == 0
+    first, *_ = garbage_letters(capsys, pipeline, 3)
+    assert dead_json(capsys, pipeline, "purge", first) == {"hub_project": HUB_PROJECT, "purged": 1}
+    assert dead_json(capsys, pipeline, "purge", "--older-than", "1h")["purged"] == 0
     assert pipeline.client.xlen(DEAD) == 2
     code, out, _ = dead(capsys, pipeline, "purge", "--all")
     assert code == 0 and "purged 2" in out
@@ -181,17 +191,14 @@ def test_purge_by_id_all_and_older_than(
 def test_purge_older_than_removes_only_older_letters(
     capsys: pytest.CaptureFixture[str], pipeline: LivePipeline
 ) -> None:
-    pipeline.inject_garbage()
-    pipeline.consume_once()
-    [old] = [x["id"] for x in listed(capsys, pipeline)]
+    [old] = garbage_letters(capsys, pipeline)
     # The dead stream's ids carry Redis's clock: wait until the letter is measurably older
     # than the cut-off, which the letter added next is measurably younger than.
     old_ms = int(old.split("-")[0])
     wait_until(lambda: redis_now_ms(pipeline.client) > old_ms + 800, what="0.8s pass")
     pipeline.inject_garbage()
     pipeline.consume_once()
-    code, out, _ = dead(capsys, pipeline, "purge", "--older-than", "0.4s", "--json")
-    assert code == 0 and json.loads(out)["purged"] == 1
+    assert dead_json(capsys, pipeline, "purge", "--older-than", "0.4s")["purged"] == 1
     assert old not in [x["id"] for x in listed(capsys, pipeline)]
     assert len(listed(capsys, pipeline)) == 1
 
@@ -199,9 +206,7 @@ def test_purge_older_than_removes_only_older_letters(
 def test_purge_of_a_missing_id_deletes_nothing(
     capsys: pytest.CaptureFixture[str], pipeline: LivePipeline
 ) -> None:
-    pipeline.inject_garbage()
-    pipeline.consume_once()
-    [present] = [x["id"] for x in listed(capsys, pipeline)]
+    [present] = garbage_letters(capsys, pipeline)
     code, _, err = dead(capsys, pipeline, "purge", present, "1-0")
     assert code == 1 and "1-0" in err and len(error_lines(err)) == 1
     assert pipeline.client.xlen(DEAD) == 1

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -92,34 +93,48 @@ def good_redis(private_redis: RedisServerProcess) -> redis.Redis:
 # ----- the contract, as a process -----
 
 
-def test_doctor_fails_on_maxmemory_policy_allkeys_lru(
-    capsys: pytest.CaptureFixture[str], private_redis: RedisServerProcess, good_redis: redis.Redis
+@pytest.mark.parametrize(
+    ("setting", "value", "check", "says"),
+    [
+        (
+            "maxmemory-policy",
+            "allkeys-lru",
+            "maxmemory-policy",
+            [
+                "FAIL maxmemory-policy: allkeys-lru: ",
+                "evict",
+                "CONFIG SET maxmemory-policy noeviction",
+                "maxmemory-policy noeviction` in redis.conf",
+            ],
+        ),
+        (
+            "appendonly",
+            "no",
+            "aof",
+            ["FAIL aof: appendonly no: a Redis restart loses", "CONFIG SET appendonly yes"],
+        ),
+    ],
+)
+def test_doctor_fails_on_one_bad_setting_and_says_what_it_risks_and_the_fix(
+    capsys: pytest.CaptureFixture[str],
+    private_redis: RedisServerProcess,
+    good_redis: redis.Redis,
+    setting: str,
+    value: str,
+    check: str,
+    says: list[str],
 ) -> None:
-    good_redis.config_set("maxmemory-policy", "allkeys-lru")
+    good_redis.config_set(setting, value)
 
     result = doctor(capsys, private_redis.url)
 
     assert result.code == 1, result.err
     lines = lines_by_check(result.out)
-    line = lines["maxmemory-policy"]
-    assert line.startswith("FAIL maxmemory-policy: allkeys-lru: ")
-    assert "evict" in line and "CONFIG SET maxmemory-policy noeviction" in line
-    assert "maxmemory-policy noeviction` in redis.conf" in line
+    line = lines[check]
+    assert line.startswith(says[0])
+    assert all(text in line for text in says), line
     # the one bad setting is the only failure
-    assert [name for name, text in lines.items() if text.startswith("FAIL")] == ["maxmemory-policy"]
-
-
-def test_doctor_fails_when_aof_is_off_and_says_what_a_restart_loses(
-    capsys: pytest.CaptureFixture[str], private_redis: RedisServerProcess, good_redis: redis.Redis
-) -> None:
-    good_redis.config_set("appendonly", "no")
-
-    result = doctor(capsys, private_redis.url)
-
-    assert result.code == 1, result.err
-    line = lines_by_check(result.out)["aof"]
-    assert line.startswith("FAIL aof: appendonly no: a Redis restart loses")
-    assert "CONFIG SET appendonly yes" in line
+    assert [name for name, text in lines.items() if text.startswith("FAIL")] == [check]
 
 
 def test_a_good_deployment_passes_every_check_and_exits_0(
@@ -128,8 +143,8 @@ def test_a_good_deployment_passes_every_check_and_exits_0(
     private_redis: RedisServerProcess,
     good_redis: redis.Redis,
 ) -> None:
-    hub_db = make_hub_db(tmp_path / "hub.db")
     make_state_dir(tmp_path / "runtime", projects=2)
+    hub_db = make_hub_db(tmp_path / "hub.db")
     with open_store(hub_url_from_path(hub_db), create_schema=False) as store:
         hub_id = store.init_hub()
         enroll_state_dir(store, tmp_path / "runtime", [HUB_PROJECT])
@@ -451,45 +466,45 @@ def failed_lines(result: CliRun) -> list[str]:
     return [line for line in result.out.splitlines() if line.startswith("FAIL ")]
 
 
-@pytest.mark.parametrize("which", ["hub db", "registry", "project store"])
-def test_a_sqlite_file_with_a_malformed_page_fails_naming_the_file(
+def malform(path: Path) -> list[str]:
+    """Break a page of the SQLite file: what doctor then says of it."""
+    corrupt_middle_page(path)
+    return [f"{path}: PRAGMA quick_check found damage", "restore it from a backup"]
+
+
+def expose(path: Path) -> list[str]:
+    """Let others read the file: what doctor then says of it."""
+    path.chmod(0o644)
+    return [f"{path} is mode 0644", f"chmod 600 {path}"]
+
+
+@pytest.mark.parametrize(
+    ("damage", "which"),
+    [
+        (malform, "hub db"),
+        (malform, "registry"),
+        (malform, "project store"),
+        (expose, "registry"),
+        (expose, "hub db"),
+    ],
+    ids=lambda value: value if isinstance(value, str) else value.__name__,
+)
+def test_a_malformed_or_readable_file_fails_naming_the_file_and_the_fix(
     capsys: pytest.CaptureFixture[str],
     tmp_path: Path,
     private_redis: RedisServerProcess,
     good_redis: redis.Redis,
+    damage: Callable[[Path], list[str]],
     which: str,
 ) -> None:
     hub_db, runtime, store = healthy_deployment(tmp_path)
     args = ("--hub-db", str(hub_db), "--state-dir", str(runtime))
-    assert failed_lines(doctor(capsys, private_redis.url, *args)) == []
-    broken = {"hub db": hub_db, "registry": runtime / "registry.sqlite", "project store": store}
-    corrupt_middle_page(broken[which])
-
-    result = doctor(capsys, private_redis.url, *args)
-
-    assert result.code == 1, result.out
-    [failed] = failed_lines(result)
-    assert f"{broken[which]}: PRAGMA quick_check found damage" in failed
-    assert "restore it from a backup" in failed
-
-
-@pytest.mark.parametrize("which", ["registry", "hub db"])
-def test_a_file_holding_keys_that_others_can_read_fails_saying_chmod_600(
-    capsys: pytest.CaptureFixture[str],
-    tmp_path: Path,
-    private_redis: RedisServerProcess,
-    good_redis: redis.Redis,
-    which: str,
-) -> None:
-    hub_db, runtime, _ = healthy_deployment(tmp_path)
-    args = ("--hub-db", str(hub_db), "--state-dir", str(runtime))
     assert failed_lines(doctor(capsys, private_redis.url, *args)) == []  # 0600 as created
-    exposed = {"registry": runtime / "registry.sqlite", "hub db": hub_db}[which]
-    exposed.chmod(0o644)
+    files = {"hub db": hub_db, "registry": runtime / "registry.sqlite", "project store": store}
+    says = damage(files[which])
 
     result = doctor(capsys, private_redis.url, *args)
 
     assert result.code == 1, result.out
     [failed] = failed_lines(result)
-    assert f"{exposed} is mode 0644" in failed
-    assert f"chmod 600 {exposed}" in failed
+    assert all(text in failed for text in says), failed

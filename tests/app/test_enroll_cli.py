@@ -18,7 +18,7 @@ import pytest
 from hubstore import hub_url_from_path, migrate_store, open_store
 from hubsync.core.clock import format_timestamp
 from hubsync.core.enrollment import TOKEN_PREFIX, Enrollment, decode_token
-from hubsync.processes import child_environment, hubsync_command, run_hubsync
+from hubsync.processes import run_hubsync
 from producers.registry import REGISTRY_FILE, RuntimeRegistry
 from tests.helpers.operator_support import CliRun, run_cli
 
@@ -298,16 +298,9 @@ def test_hub_migrate_then_enroll_output_as_real_processes(tmp_path: Path) -> Non
     )
     assert enrolled.returncode == 0, enrolled.stderr
     assert token_file.stat().st_mode & 0o777 == 0o600
-    with token_file.open() as stdin:  # - < tok
-        joined = subprocess.run(
-            hubsync_command("runtime", "join", "--state-dir", str(tmp_path / "rt"), "-"),
-            stdin=stdin,
-            capture_output=True,
-            text=True,
-            env=child_environment(),
-            timeout=120,
-            check=False,
-        )
+    joined = run_hubsync(  # - < tok
+        ["runtime", "join", "--state-dir", str(tmp_path / "rt"), "-"], stdin=token_file.read_text()
+    )
     assert joined.returncode == 0, joined.stderr
     assert "runtime rt-j joined hub" in joined.stdout and joined.stderr == ""
 
@@ -427,15 +420,7 @@ def test_the_key_shows_only_in_the_one_token_output_the_hub_db_and_the_registry(
     # Real processes: what a leak scan must see is every byte a process writes and keeps.
     def step(name: str, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
         """``hubsync ARGS`` as a real process, ``stdin`` fed to it, its output kept."""
-        result = subprocess.run(
-            hubsync_command(*args),
-            input=stdin,
-            capture_output=True,
-            text=True,
-            env=child_environment(),
-            timeout=120,
-            check=False,
-        )
+        result = run_hubsync(args, stdin=stdin)
         outputs.append((name, result))
         return result
 

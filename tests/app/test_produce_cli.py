@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from hubsync.core.wire import parse_sync_event
 from hubsync.processes import run_hubsync
 from producers.registry import RuntimeRegistry
+from producers.store.event_store import RunEventStore
 from producers.store.outbox import OutboxEntry
 from tests.helpers.operator_support import CliRun, run_cli
 
@@ -24,6 +26,14 @@ def produce(
     return run_cli(capsys, "produce", *args, env=env)
 
 
+def produce_report(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, Any]:
+    """``hubsync produce ARGS --json`` in-process, which must succeed: its report."""
+    result = produce(capsys, *args, "--json")
+    assert result.code == 0, result.err
+    report: dict[str, Any] = json.loads(result.out)
+    return report
+
+
 def dirs(tmp_path: Path, root: str = "shop") -> list[str]:
     """``--state-dir`` and ``--project-root`` under ``tmp_path``: the state dir is always ``state``,
     made by the first call (``--create``)."""
@@ -31,10 +41,19 @@ def dirs(tmp_path: Path, root: str = "shop") -> list[str]:
     return [*state, "--project-root", str(tmp_path / root)]
 
 
-def stored_rows(state: Path, run_id: str) -> list[OutboxEntry]:
+def counts(runs: int, events_per_run: int) -> list[str]:
+    """``--runs RUNS --events-per-run EVENTS_PER_RUN``."""
+    return ["--runs", str(runs), "--events-per-run", str(events_per_run)]
+
+
+def only_store(state: Path) -> RunEventStore:
+    """The store of the state dir's one project (not yet open)."""
     with RuntimeRegistry(state) as registry:
-        store = registry.open_store(registry.projects()[0], environ={})
-    with store:
+        return registry.open_store(registry.projects()[0], environ={})
+
+
+def stored_rows(state: Path, run_id: str) -> list[OutboxEntry]:
+    with only_store(state) as store:
         return store.outbox_for_run(run_id)
 
 
@@ -52,10 +71,7 @@ def test_planted_env_api_key_and_github_token_never_reach_the_state_dir(tmp_path
             str(state),
             "--project-root",
             str(tmp_path / "shop"),
-            "--runs",
-            "3",
-            "--events-per-run",
-            "12",
+            *counts(3, 12),
             "--plant",
             ENV_SECRET,
             "--plant",
@@ -87,20 +103,9 @@ def test_planted_env_api_key_and_github_token_never_reach_the_state_dir(tmp_path
 def test_a_planted_text_that_is_no_secret_crosses_in_values_and_keys(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    result = produce(
-        capsys,
-        *dirs(tmp_path, "shop"),
-        "--runs",
-        "1",
-        "--events-per-run",
-        "4",
-        "--plant",
-        "plainmark",
-        "--batch",
-        "--json",
+    report = produce_report(
+        capsys, *dirs(tmp_path, "shop"), *counts(1, 4), "--plant", "plainmark", "--batch"
     )
-    assert result.code == 0, result.err
-    report = json.loads(result.out)
     rows = stored_rows(tmp_path / "state", report["run_ids"][0])
     assert [row.sequence for row in rows] == [1, 2, 3, 4]
     first = parse_sync_event(rows[0].sync_event, rows[0].content_hash)
@@ -112,22 +117,8 @@ def test_a_planted_text_that_is_no_secret_crosses_in_values_and_keys(
 def test_payloads_have_about_the_requested_size(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    result = produce(
-        capsys,
-        *dirs(tmp_path, "p"),
-        "--runs",
-        "1",
-        "--events-per-run",
-        "5",
-        "--payload-bytes",
-        "4000",
-        "--json",
-    )
-    assert result.code == 0, result.err
-    report = json.loads(result.out)
-    with RuntimeRegistry(tmp_path / "state") as registry:
-        store = registry.open_store(registry.projects()[0], environ={})
-    with store:
+    report = produce_report(capsys, *dirs(tmp_path, "p"), *counts(1, 5), "--payload-bytes", "4000")
+    with only_store(tmp_path / "state") as store:
         sizes = [len(e.payload) for e in store.events(report["run_ids"][0])]
     assert all(3600 <= size <= 4400 for size in sizes), sizes
 
@@ -135,18 +126,8 @@ def test_payloads_have_about_the_requested_size(
 def test_the_summary_line_names_counts_and_ids(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    result = produce(
-        capsys,
-        *dirs(tmp_path, "shop"),
-        "--runtime-id",
-        "rt-cli-1",
-        "--hub-project",
-        "acme",
-        "--runs",
-        "2",
-        "--events-per-run",
-        "3",
-    )
+    identity = ["--runtime-id", "rt-cli-1", "--hub-project", "acme"]
+    result = produce(capsys, *dirs(tmp_path, "shop"), *identity, *counts(2, 3))
     assert result.code == 0, result.err
     line = result.out.strip()
     assert line.startswith("produced 6 events in 2 runs for project shop-")
@@ -174,7 +155,7 @@ def test_options_read_their_environment_variables(
 
 def test_bad_arguments_are_usage_errors(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     base = dirs(tmp_path, "p")
-    zero_runs = produce(capsys, *base, "--runs", "0", "--events-per-run", "1")
+    zero_runs = produce(capsys, *base, *counts(0, 1))
     assert zero_runs.code == 2
     assert "--runs" in zero_runs.err
     missing = produce(capsys, *base, "--runs", "1")
@@ -186,10 +167,8 @@ def test_another_runtime_id_for_an_existing_state_dir_is_a_usage_error(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     base = dirs(tmp_path, "p")
-    assert produce(capsys, *base, "--runs", "1", "--events-per-run", "1").code == 0
-    refused = produce(
-        capsys, *base, "--runtime-id", "rt-other", "--runs", "1", "--events-per-run", "1"
-    )
+    assert produce(capsys, *base, *counts(1, 1)).code == 0
+    refused = produce(capsys, *base, "--runtime-id", "rt-other", *counts(1, 1))
     assert refused.code == 2
     assert "belongs to runtime" in refused.err
     assert "Traceback" not in refused.err

@@ -19,7 +19,7 @@ from hubsync.core.errors import ConfigError
 from hubsync.demo.embedded_redis import RedisServerProcess
 from hubsync.processes import run_hubsync
 from producers.registry import RuntimeRegistry
-from tests.helpers.operator_support import run_cli
+from tests.helpers.operator_support import CliRun, run_cli
 from tests.helpers.redis_auth import PASSWORD, requiring_password, write_password_file
 
 
@@ -163,6 +163,19 @@ def operator_commands(tmp_path: Path) -> dict[str, list[str]]:
     }
 
 
+def with_password_file(
+    capsys: pytest.CaptureFixture[str], argv: list[str], password_file: Path, redis_url: str
+) -> CliRun:
+    """``hubsync ARGV --redis-password-file PASSWORD_FILE`` in-process, against ``redis_url``."""
+    return run_cli(
+        capsys,
+        *argv,
+        "--redis-password-file",
+        str(password_file),
+        env={"HUBSYNC_REDIS_URL": redis_url},
+    )
+
+
 def test_every_command_that_talks_to_redis_names_a_refused_password_and_exits_1(
     capsys: pytest.CaptureFixture[str], locked_redis: str, tmp_path: Path
 ) -> None:
@@ -170,13 +183,7 @@ def test_every_command_that_talks_to_redis_names_a_refused_password_and_exits_1(
     wrong.write_text("not-the-password\n")
     refused = f"Redis refused the password for user default at {locked_redis}"
     for command, argv in operator_commands(tmp_path).items():
-        result = run_cli(
-            capsys,
-            *argv,
-            "--redis-password-file",
-            str(wrong),
-            env={"HUBSYNC_REDIS_URL": locked_redis},
-        )
+        result = with_password_file(capsys, argv, wrong, locked_redis)
         assert result.code == 1, (command, result.err)
         said = result.out + result.err
         assert refused in said, (command, said)
@@ -190,13 +197,7 @@ def test_every_command_that_talks_to_redis_takes_the_password_from_a_file(
     capsys: pytest.CaptureFixture[str], locked_redis: str, password_file: Path, tmp_path: Path
 ) -> None:
     for command, argv in operator_commands(tmp_path).items():
-        by_option = run_cli(
-            capsys,
-            *argv,
-            "--redis-password-file",
-            str(password_file),
-            env={"HUBSYNC_REDIS_URL": locked_redis},
-        )
+        by_option = with_password_file(capsys, argv, password_file, locked_redis)
         by_variable = run_cli(
             capsys,
             *argv,

@@ -34,19 +34,8 @@ def pipeline(tmp_path: Path, redis_url: str) -> Iterator[LivePipeline]:
 
 @pytest.fixture
 def busy_pipeline(pipeline: LivePipeline) -> LivePipeline:
-    """Six events stored and acked, one conflict, one dead letter, four events in flight of which
-    two sit pending in a consumer that died."""
-    pipeline.append("run-a", 3)
-    pipeline.append("run-b", 3)
-    pipeline.relay_once()
-    pipeline.consume_once()
-    pipeline.relay_once()  # applies the acks
-    pipeline.inject_conflict()
-    pipeline.inject_garbage()
-    pipeline.consume_once()
-    pipeline.append("run-c", 4)
-    pipeline.relay_once()
-    pipeline.client.xreadgroup(keys.CONSUMER_GROUP, "ghost", {pipeline.events: ">"}, count=2)
+    """``LivePipeline.make_busy``: events stored, acked, conflicting, dead and in flight."""
+    pipeline.make_busy()
     return pipeline
 
 

@@ -218,6 +218,20 @@ def test_the_quick_check_and_the_model_agree_on_every_encoding(
         _same_verdict(broken, content_hash(broken))
 
 
+def _stream_fields(raw: bytes, hub_project: str = "shop") -> dict[str, bytes]:
+    """The fields of a stream entry carrying ``raw`` (an ``_event()``), unsigned."""
+    return {
+        "project_id": b"proj-1",
+        "hub_project": hub_project.encode(),
+        "run_id": b"run-1",
+        "sequence": b"7",
+        "event_type": b"step.completed",
+        "runtime_id": b"rt-1",
+        "content_hash": content_hash(raw).encode(),
+        "event": raw,
+    }
+
+
 @pytest.mark.parametrize(
     "raw",
     [
@@ -294,16 +308,7 @@ def test_a_canonical_event_is_proven_without_the_model(monkeypatch: pytest.Monke
     assert checked is not None
     assert repr(checked) == repr(expected)
     assert checked.occurred_at == datetime(2026, 11, 29, 16, 38, 54, 123456, tzinfo=UTC)
-    fields = {
-        "project_id": b"proj-1",
-        "hub_project": b"shop",
-        "run_id": b"run-1",
-        "sequence": b"7",
-        "event_type": b"step.completed",
-        "runtime_id": b"rt-1",
-        "content_hash": content_hash(raw).encode(),
-        "event": raw,
-    }
+    fields = _stream_fields(raw)
     assert check_event_entry(fields).event == checked
     monkeypatch.undo()
     assert checked.model() == parse_sync_event(raw)
@@ -368,16 +373,7 @@ def _entry_verdict(fields: dict[str, bytes], check: Any = parse_event_entry) -> 
 
 def test_a_valid_entry_is_proven_by_prove_event_entry() -> None:
     raw = canonical_json(_event())
-    fields = {
-        "project_id": b"proj-1",
-        "hub_project": b"shop",
-        "run_id": b"run-1",
-        "sequence": b"7",
-        "event_type": b"step.completed",
-        "runtime_id": b"rt-1",
-        "content_hash": content_hash(raw).encode(),
-        "event": raw,
-    }
+    fields = _stream_fields(raw)
     proven = _proven_entry_verdict(fields)
     assert proven is not None and proven == _entry_verdict(fields)
 
@@ -507,17 +503,11 @@ def _signed(
     bytes ``data``, with ``changes`` made by its signer (signed after the change), as
     redis-py reads it."""
     data = data or canonical_json(base or _event(hub_project=_HUB_PROJECT))
-    fields: dict[str, bytes] = {
-        "kind": b"event",
-        "project_id": b"proj-1",
-        "hub_project": _HUB_PROJECT.encode(),
-        "run_id": b"run-1",
-        "sequence": b"7",
-        "event_type": b"step.completed",
-        "runtime_id": b"rt-1",
-        "content_hash": content_hash(data).encode(),
-        "event": data,
-    } | {name: value for name, value in changes.items()}
+    fields = (
+        {"kind": b"event"}
+        | _stream_fields(data, hub_project=_HUB_PROJECT)
+        | {name: value for name, value in changes.items()}
+    )
     signer = _KEYS.get(fields["runtime_id"].decode(), _STRANGER)
     fields["sig"] = sign_event_entry(signer, fields).encode()
     return {name.encode(): value for name, value in fields.items()}

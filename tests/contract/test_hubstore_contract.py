@@ -9,8 +9,6 @@ URL.
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 import textwrap
 from collections.abc import Iterator
 from dataclasses import replace
@@ -39,9 +37,8 @@ from hubsync.core.clock import utc_now
 from hubsync.core.entries import ConflictReason, EventEntry, Outcome, PresenceBeat, SecurityReason
 from hubsync.core.errors import ConfigError
 from hubsync.core.wire import CheckedEvent, parse_sync_event
-from hubsync.processes import child_environment
 from tests.helpers.relay_player import event_entry, sync_event
-from tests.helpers.support import REPO_ROOT
+from tests.helpers.support import start_python
 
 if TYPE_CHECKING:
     from tests.helpers.postgres_server import PostgresDatabases
@@ -644,20 +641,11 @@ class HubStoreContract:
         if url is None:
             pytest.skip("this backend lives inside one process; no second process can open it")
         self.open_new(tmp_path).close()
-        procs = [
-            subprocess.Popen(
-                [sys.executable, "-c", WRITER, url],
-                cwd=REPO_ROOT,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                env=child_environment(),
-            )
-            for _ in range(4)
-        ]
+        procs = [start_python("-c", WRITER, url) for _ in range(4)]
         results = [p.communicate(timeout=120) for p in procs]
         for proc, (_, err) in zip(procs, results, strict=True):
-            assert b"locked" not in err, err.decode()
-            assert proc.returncode == 0, err.decode()
+            assert "locked" not in err, err
+            assert proc.returncode == 0, err
         with open_store(url, create_schema=False) as store:
             # 200 keys, each written by all four workers, stored once
             assert store.count_events() == 200

@@ -33,7 +33,7 @@ from hubsync.processes import child_environment, run_hubsync
 from tests.helpers.operator_support import run_cli
 from tests.helpers.postgres_server import PostgresCluster
 from tests.helpers.relay_player import event_entry, send, sync_event
-from tests.helpers.support import REPO_ROOT, wait_until
+from tests.helpers.support import REPO_ROOT, start_python, wait_until
 from tests.helpers.trust import enroll
 
 
@@ -205,17 +205,7 @@ def test_two_processes_migrating_at_once_leave_one_schema(postgres_url: str) -> 
     script = (
         "import sys; from hubstore import migrate_store; print(migrate_store(sys.argv[1]).action)"
     )
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-c", script, postgres_url],
-            cwd=REPO_ROOT,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=child_environment(),
-        )
-        for _ in range(3)
-    ]
+    procs = [start_python("-c", script, postgres_url) for _ in range(3)]
     results = [p.communicate(timeout=60) for p in procs]
     assert all(p.returncode == 0 for p in procs), [err for _, err in results]
     assert sorted(out.strip() for out, _ in results) == ["created", "current", "current"]

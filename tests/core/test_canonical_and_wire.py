@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Callable
 
 import pytest
 from hypothesis import given
@@ -67,48 +68,37 @@ def _raw() -> bytes:
     return make_event().canonical_bytes()
 
 
+def replaced(old: bytes, new: bytes) -> Callable[[bytes], bytes]:
+    """A change to an event's bytes: ``old`` replaced with ``new``."""
+    return lambda raw: raw.replace(old, new)
+
+
 @pytest.mark.parametrize(
     ("mutate", "reason", "names"),
     [
         (lambda raw: b"{not json", "bad_json", "JSON"),
-        (
-            lambda raw: raw.replace(b"hubsync.sync-event.v1", b"hubsync.sync-event.v9"),
-            "unknown_schema",
-            "schema",
-        ),
-        (
-            lambda raw: raw.replace(b'"schema":"hubsync.sync-event.v1",', b""),
-            "unknown_schema",
-            "schema",
-        ),
-        (lambda raw: raw.replace(b'"sequence":1', b'"sequence":0'), "invalid_event", "sequence"),
-        (lambda raw: raw.replace(b'"sequence":1', b'"sequence":"1"'), "invalid_event", "sequence"),
-        (lambda raw: raw.replace(b'"run_id":"run-1"', b'"run_id":7'), "invalid_event", "run_id"),
-        (
-            lambda raw: raw.replace(b'"run_id":"run-1"', b'"run_id":"a{b}"'),
-            "invalid_event",
-            "run_id",
-        ),
+        (replaced(b"hubsync.sync-event.v1", b"hubsync.sync-event.v9"), "unknown_schema", "schema"),
+        (replaced(b'"schema":"hubsync.sync-event.v1",', b""), "unknown_schema", "schema"),
+        (replaced(b'"sequence":1', b'"sequence":0'), "invalid_event", "sequence"),
+        (replaced(b'"sequence":1', b'"sequence":"1"'), "invalid_event", "sequence"),
+        (replaced(b'"run_id":"run-1"', b'"run_id":7'), "invalid_event", "run_id"),
+        (replaced(b'"run_id":"run-1"', b'"run_id":"a{b}"'), "invalid_event", "run_id"),
         (lambda raw: raw[:-1] + b',"zzz":1}', "invalid_event", "zzz"),
         (
             lambda raw: raw.replace(b'"data":{', b'"data":[').replace(b"true}", b"true]"),
             "bad_json",
             "JSON",
         ),
+        (replaced(b"54.123456Z", b"54.123456+02:00"), "invalid_event", "occurred_at"),
+        (replaced(b'"ok":true', b'"ok": true'), "not_canonical", "canonical"),
+        (replaced(b"54.123456Z", b"54.123456+00:00"), "not_canonical", "canonical"),
+        (replaced(b"54.123456Z", b"54Z"), "not_canonical", "canonical"),
         (
-            lambda raw: raw.replace(b"54.123456Z", b"54.123456+02:00"),
-            "invalid_event",
-            "occurred_at",
-        ),
-        (lambda raw: raw.replace(b'"ok":true', b'"ok": true'), "not_canonical", "canonical"),
-        (lambda raw: raw.replace(b"54.123456Z", b"54.123456+00:00"), "not_canonical", "canonical"),
-        (lambda raw: raw.replace(b"54.123456Z", b"54Z"), "not_canonical", "canonical"),
-        (
-            lambda raw: raw.replace(b'"ok":true,"step"', b'"step":"build","ok":true,"x"'),
+            replaced(b'"ok":true,"step"', b'"step":"build","ok":true,"x"'),
             "not_canonical",
             "canonical",
         ),
-        (lambda raw: raw.replace(b'"ok":true', b'"ok":NaN'), "not_canonical", "canonical"),
+        (replaced(b'"ok":true', b'"ok":NaN'), "not_canonical", "canonical"),
         (lambda raw: b"[]", "invalid_event", "object"),
         (
             lambda raw: raw.replace(b'"ok":true', b'"ok":' + b"[" * 300 + b"]" * 300),
@@ -118,9 +108,9 @@ def _raw() -> bytes:
     ],
 )
 def test_malformed_wire_input_is_refused_with_an_error_naming_the_problem(
-    mutate: object, reason: str, names: str
+    mutate: Callable[[bytes], bytes], reason: str, names: str
 ) -> None:
-    bad = mutate(_raw())  # type: ignore[operator]
+    bad = mutate(_raw())
     with pytest.raises(WireError) as info:
         parse_sync_event(bad)
     assert info.value.reason == reason

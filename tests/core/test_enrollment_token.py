@@ -20,6 +20,7 @@ from hubsync.core.enrollment import (
     new_key,
 )
 from hubsync.core.errors import ConfigError
+from tests.helpers.support import changed
 
 KEY = bytes(range(32))
 ENROLLMENT = Enrollment("hub-0123456789abcdef", "rt-build-1", ("acme", "beta"), KEY)
@@ -78,13 +79,7 @@ def test_no_repr_of_an_enrollment_shows_its_key() -> None:
 
 
 def damaged(**changes: object) -> str:
-    document = good_document()
-    for name, value in changes.items():
-        if value is None:
-            del document[name]
-        else:
-            document[name] = value
-    return token_of(document)
+    return token_of(changed(good_document(), changes))
 
 
 MALFORMED = {

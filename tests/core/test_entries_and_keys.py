@@ -20,6 +20,7 @@ from hubsync.core.entries import (
 )
 from hubsync.core.errors import ConfigError, WireError
 from tests.helpers.events import make_event
+from tests.helpers.support import changed
 
 
 def entry() -> dict[str, bytes]:
@@ -65,14 +66,8 @@ def test_event_entry_round_trips() -> None:
 def test_malformed_event_entries_name_their_dead_letter_reason(
     change: dict[str, bytes | None], reason: str
 ) -> None:
-    fields = entry()
-    for name, value in change.items():
-        if value is None:
-            del fields[name]
-        else:
-            fields[name] = value
     with pytest.raises(WireError) as info:
-        parse_event_entry(fields)
+        parse_event_entry(changed(entry(), change))
     assert info.value.reason == reason
 
 

@@ -10,6 +10,7 @@ import pickle
 import subprocess
 import sys
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -253,15 +254,7 @@ def test_an_event_signature_never_verifies_as_presence_or_outcomes() -> None:
     # first six fields equal the event's six, its seventh empty; the outcomes entry
     # carries the event's encoded fields as its payload.
     values = ("shop-48ee17a7", "run-2026-0001", "7", "shop", RUNTIME, EMPTY_SHA256)
-    sig = sign_event(
-        key,
-        project_id=values[0],
-        run_id=values[1],
-        sequence=values[2],
-        hub_project=values[3],
-        runtime_id=values[4],
-        content_hash=values[5],
-    )
+    sig = sign_event(key, **dict(zip(EVENT_SIGNED_FIELDS, values, strict=True)))
     presence = dict(zip(PRESENCE_SIGNED_FIELDS, (*values, ""), strict=True))
     presence[SIGNATURE_FIELD] = sig
     assert verify_presence_entry([key], presence) is None
@@ -445,40 +438,33 @@ def test_keys_compare_by_their_bytes_and_fingerprint_stably() -> None:
 text_ids = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=128)
 
 
+def signed_values(max_sequence: int) -> st.SearchStrategy[dict[str, Any]]:
+    """An event's signed values: ``EVENT_SIGNED_FIELDS`` (the sequence an ``int``, the
+    ``content_hash`` hex)."""
+    return st.fixed_dictionaries(
+        {
+            "project_id": text_ids,
+            "run_id": text_ids,
+            "sequence": st.integers(min_value=1, max_value=max_sequence),
+            "hub_project": text_ids,
+            "runtime_id": text_ids,
+            "content_hash": st.binary(min_size=32, max_size=32).map(bytes.hex),
+        }
+    )
+
+
 @settings(max_examples=150, deadline=None)
-@given(
-    project_id=text_ids,
-    run_id=text_ids,
-    sequence=st.integers(min_value=1, max_value=2**63 - 1),
-    hub_project=text_ids,
-    runtime_id=text_ids,
-    digest=st.binary(min_size=32, max_size=32).map(bytes.hex),
-    other=text_ids,
-)
+@given(values=signed_values(2**63 - 1), other=text_ids)
 def test_any_valid_event_round_trips_and_only_for_its_own_fields(
-    project_id: str,
-    run_id: str,
-    sequence: int,
-    hub_project: str,
-    runtime_id: str,
-    digest: str,
-    other: str,
+    values: dict[str, Any], other: str
 ) -> None:
     key = RuntimeKey(KEY)
-    entry = signed_event(
-        key,
-        project_id=project_id,
-        run_id=run_id,
-        sequence=sequence,
-        hub_project=hub_project,
-        runtime_id=runtime_id,
-        digest=digest,
-    )
-    assert entry[SIGNATURE_FIELD].decode() == hmac_hex(
-        event_message(project_id, run_id, sequence, hub_project, runtime_id, digest)
-    )
+    fields = dict(values)
+    entry = signed_event(key, digest=fields.pop("content_hash"), **fields)
+    message = event_message(*(values[name] for name in EVENT_SIGNED_FIELDS))
+    assert entry[SIGNATURE_FIELD].decode() == hmac_hex(message)
     assert verify_event_entry([RuntimeKey.generate(), key], entry) is key
-    if other != run_id:
+    if other != values["run_id"]:
         entry["run_id"] = other.encode()
         assert verify_event_entry([key], entry) is None
 
@@ -528,36 +514,17 @@ def _event_verifiers(
 
 @settings(max_examples=100, deadline=None)
 @given(
-    project_id=text_ids,
-    run_id=text_ids,
-    sequence=st.integers(min_value=1, max_value=2**62),
-    hub_project=text_ids,
-    runtime_id=text_ids,
-    digest=st.binary(min_size=32, max_size=32).map(bytes.hex),
+    signed=signed_values(2**62),
     changed=st.sampled_from(EVENT_SIGNED_FIELDS),
     extra=st.binary(min_size=1, max_size=3),
 )
 def test_every_event_signer_and_verifier_uses_the_one_signed_encoding(
-    project_id: str,
-    run_id: str,
-    sequence: int,
-    hub_project: str,
-    runtime_id: str,
-    digest: str,
-    changed: str,
-    extra: bytes,
+    signed: dict[str, Any], changed: str, extra: bytes
 ) -> None:
     """Every signer signs ``event_message`` (the tag, then ``event_signed_body``), every
     verifier accepts what they sign, and a change to any covered field verifies nowhere."""
     key = RuntimeKey(KEY)
-    values = {
-        "project_id": project_id,
-        "run_id": run_id,
-        "sequence": str(sequence),
-        "hub_project": hub_project,
-        "runtime_id": runtime_id,
-        "content_hash": digest,
-    }
+    values = {name: str(value) for name, value in signed.items()}
     read = {name: value.encode() for name, value in values.items()}
     message = event_message(*(read[name] for name in EVENT_SIGNED_FIELDS))
     assert message == b"%d:%b," % (len(EVENT_TAG), EVENT_TAG) + event_signed_body(

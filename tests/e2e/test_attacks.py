@@ -32,11 +32,9 @@ from hubsync.core.entries import (
     outcomes_entry_fields,
 )
 from hubsync.core.signing import (
-    HUB_ID_FIELD,
     SIGNATURE_FIELD,
     RuntimeKey,
     sign_event_entry,
-    sign_outcomes_entry,
 )
 from hubsync.core.wire import SyncEvent
 from hubsync.processes import run_hubsync
@@ -44,6 +42,7 @@ from producers.registry import RuntimeRegistry
 from producers.store.event_store import RunEventStore
 from tests.helpers.relay_player import sync_event
 from tests.helpers.relay_support import append_many, make_runtime
+from tests.helpers.trust import outcomes_signed_by_a_stranger
 
 HUB_PROJECT = "acme"
 OTHER_PROJECT = "other"
@@ -155,10 +154,8 @@ def test_a_forged_ack_leaves_the_rows_unacked_and_they_reach_the_hub_after_the_r
     acks = keys.acks_stream(HUB_PROJECT, site.registry.runtime_id)
     unsigned: Any = outcomes_entry_fields(HUB_PROJECT, records)
     redis_client.xadd(acks, unsigned)
-    forged: Any = outcomes_entry_fields(HUB_PROJECT, records)
-    forged[HUB_ID_FIELD] = site.hub.hub_id()
-    forged[SIGNATURE_FIELD] = sign_outcomes_entry(
-        RuntimeKey.generate(), forged, runtime_id=site.registry.runtime_id
+    forged = outcomes_signed_by_a_stranger(
+        site.registry.runtime_id, site.hub.hub_id(), outcomes_entry_fields(HUB_PROJECT, records)
     )
     redis_client.xadd(acks, forged)
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 import psycopg
 import pytest
@@ -28,16 +30,25 @@ def test_percentiles_use_the_nearest_rank() -> None:
     assert percentiles([]) == {"p50": 0.0, "p95": 0.0, "p99": 0.0}
 
 
+def run_bench(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, module: ModuleType, *args: str
+) -> tuple[dict[str, Any], str]:
+    """``hubsync bench ARGS --quick``, ``module``'s quick sizes made tiny: its JSON report and
+    what it printed."""
+    require_redis_server()
+    monkeypatch.setattr(module, "QUICK", module.TINY)
+    out = tmp_path / "bench.json"
+    result = CliRunner().invoke(cli, ["bench", *args, "--quick", "--json", str(out)])
+    assert result.exit_code == 0, result.output
+    document: dict[str, Any] = json.loads(out.read_text())
+    return document, result.output
+
+
 @pytest.mark.timeout(240)
 def test_bench_writes_a_report_with_every_section_and_prints_its_table(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    require_redis_server()
-    monkeypatch.setattr(report, "QUICK", report.TINY)
-    out = tmp_path / "bench.json"
-    result = CliRunner().invoke(cli, ["bench", "--quick", "--json", str(out)])
-    assert result.exit_code == 0, result.output
-    document = json.loads(out.read_text())
+    document, output = run_bench(tmp_path, monkeypatch, report)
     assert set(document) == {
         "relay", "consumer", "end_to_end", "latency", "signature", "peers", "machine"
     }  # fmt: skip
@@ -60,21 +71,16 @@ def test_bench_writes_a_report_with_every_section_and_prints_its_table(
     assert "events_per_s" in peers["jetstream"] or "skipped" in peers["jetstream"]
     assert document["machine"]["cpus"] >= 1
     assert document["end_to_end"]["hub"] == latency["hub"] == "sqlite"
-    assert "end to end (1 relay, 2 consumers, sqlite hub)" in result.output
-    assert "peer: rq_job_per_event" in result.output
-    assert "signature verify / sign (us per event)" in result.output
+    assert "end to end (1 relay, 2 consumers, sqlite hub)" in output
+    assert "peer: rq_job_per_event" in output
+    assert "signature verify / sign (us per event)" in output
 
 
 @pytest.mark.timeout(300)
 def test_bench_scale_out_reports_every_setup_at_every_consumer_count(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    require_redis_server()
-    monkeypatch.setattr(scaleout, "QUICK", scaleout.TINY)
-    out = tmp_path / "bench.json"
-    result = CliRunner().invoke(cli, ["bench", "--scale-out", "--quick", "--json", str(out)])
-    assert result.exit_code == 0, result.output
-    document = json.loads(out.read_text())
+    document, output = run_bench(tmp_path, monkeypatch, scaleout, "--scale-out")
     assert set(document) == {"scale_out", "machine"}
     section = document["scale_out"]
     counts = list(scaleout.TINY.consumer_counts)
@@ -118,8 +124,8 @@ def test_bench_scale_out_reports_every_setup_at_every_consumer_count(
         "redis-server + SQLite hub, 1 consumer",
         "Redis Cluster + SQLite hub, 2 consumers",
     ):
-        assert title in result.output
-    assert "ratio Redis Cluster / one redis-server, 2 consumers:" in result.output
+        assert title in output
+    assert "ratio Redis Cluster / one redis-server, 2 consumers:" in output
 
 
 def test_bench_help_names_its_options_which_read_no_environment_variable() -> None:

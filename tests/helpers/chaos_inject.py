@@ -46,13 +46,12 @@ from hubsync.core.entries import (
 )
 from hubsync.core.redis_values import as_text
 from hubsync.core.signing import (
-    HUB_ID_FIELD,
     SIGNATURE_FIELD,
     RuntimeKey,
     sign_event_entry,
-    sign_outcomes_entry,
 )
 from hubsync.core.wire import SyncEvent
+from tests.helpers.trust import outcomes_signed_by_a_stranger
 
 T = TypeVar("T")
 
@@ -76,6 +75,25 @@ class RuntimeLike(Protocol):
     project_id: str
     hub_project: str
     key: RuntimeKey
+
+
+@dataclass(frozen=True, slots=True)
+class _Offer:
+    """Other data under a key the hub holds: the event, its entry's fields (unsigned), the
+    hash of the bytes the hub holds and of the offered ones."""
+
+    event: SyncEvent
+    genuine_hash: str
+    digest: str
+    fields: dict[str, Any]
+
+    @property
+    def hub_project(self) -> str:
+        return self.event.hub_project
+
+    @property
+    def key(self) -> Key:
+        return (self.event.project_id, self.event.run_id, self.event.sequence)
 
 
 @dataclass(frozen=True)
@@ -280,15 +298,16 @@ class Injector:
         body["_hash"] = event.content_hash
         return body
 
-    def _forged_offer(self) -> tuple[SyncEvent, str] | None:
-        """Other data under a key the hub holds (and the genuine hash); None while it holds
-        nothing."""
+    def _forged_offer(self) -> _Offer | None:
+        """Other data under a key the hub holds; None while it holds nothing."""
         body = self._stored_event()
         if body is None:
             return None
         genuine_hash = body.pop("_hash")
         body["data"] = {"forged": "by the chaos soak", "nonce": self.rng.getrandbits(64)}
-        return SyncEvent.model_validate(body), genuine_hash
+        event = SyncEvent.model_validate(body)
+        data, digest = event.encoded()
+        return _Offer(event, genuine_hash, digest, dict(event_entry_fields(event, data, digest)))
 
     def conflict(self) -> InjectedConflict | None:
         """Offer other bytes under a key the hub holds, signed with its runtime's key; None
@@ -296,16 +315,9 @@ class Injector:
         offer = self._forged_offer()
         if offer is None:
             return None
-        event, genuine_hash = offer
-        data, digest = event.encoded()
-        fields = self._signed(dict(event_entry_fields(event, data, digest)))
-        entry_id = self._xadd(event.hub_project, fields)
+        entry_id = self._xadd(offer.hub_project, self._signed(offer.fields))
         forged = InjectedConflict(
-            event.hub_project,
-            (event.project_id, event.run_id, event.sequence),
-            genuine_hash,
-            digest,
-            entry_id,
+            offer.hub_project, offer.key, offer.genuine_hash, offer.digest, entry_id
         )
         self.conflicts.append(forged)
         return forged
@@ -318,20 +330,12 @@ class Injector:
         offer = self._forged_offer()
         if offer is None:
             return None
-        event, _ = offer
-        data, digest = event.encoded()
-        fields: dict[str, Any] = dict(event_entry_fields(event, data, digest))
+        fields = offer.fields
         how = self.rng.choice(["unsigned", "wrong_key"])
         if how == "wrong_key":
             fields[SIGNATURE_FIELD] = sign_event_entry(RuntimeKey.generate(), fields)
-        entry_id = self._xadd(event.hub_project, fields)
-        forged = InjectedForgery(
-            event.hub_project,
-            (event.project_id, event.run_id, event.sequence),
-            digest,
-            entry_id,
-            how,
-        )
+        entry_id = self._xadd(offer.hub_project, fields)
+        forged = InjectedForgery(offer.hub_project, offer.key, offer.digest, entry_id, how)
         self.forgeries.append(forged)
         return forged
 
@@ -363,11 +367,8 @@ class Injector:
         ]
         entry: dict[str, Any] = dict(outcomes_entry_fields(runtime.hub_project, records))
         how = self.rng.choice(["unsigned", "wrong_key"])
-        if how == "wrong_key":
-            entry[HUB_ID_FIELD] = hub_id  # the genuine hub's id, but not its key
-            entry[SIGNATURE_FIELD] = sign_outcomes_entry(
-                RuntimeKey.generate(), entry, runtime_id=runtime.runtime_id
-            )
+        if how == "wrong_key":  # the genuine hub's id, but not its key
+            outcomes_signed_by_a_stranger(runtime.runtime_id, hub_id, entry)
         acks = keys.acks_stream(runtime.hub_project, runtime.runtime_id)
         commands: list[Callable[[Any], object]] = []
         if deleted:

@@ -3,20 +3,36 @@
 from __future__ import annotations
 
 import os
-import time
-from collections.abc import Callable
+import subprocess
+import sys
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TypeVar
 
 import pytest
 
 from hubsync.demo.embedded_redis import redis_server_binary
-from hubsync.processes import child_environment
+from hubsync.processes import child_environment, poll_until
 
 T = TypeVar("T")
+K = TypeVar("K")
+V = TypeVar("V")
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 """The checkout's root, wherever a test file sits below ``tests/``."""
+
+
+def start_python(*args: str) -> subprocess.Popen[str]:
+    """``python ARGS`` (this interpreter) from the checkout's root, on ``child_environment()``,
+    its stdout and stderr piped as text."""
+    return subprocess.Popen(
+        [sys.executable, *args],
+        cwd=REPO_ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=child_environment(),
+    )
 
 
 def require_redis_server() -> None:
@@ -31,14 +47,12 @@ def wait_until(
     condition: Callable[[], T], timeout: float = 10.0, interval: float = 0.01, what: str = ""
 ) -> T:
     """Poll ``condition`` until it returns a truthy value; fail the test at the deadline."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what or condition}")
-        time.sleep(interval)
+    return poll_until(
+        condition,
+        timeout,
+        interval,
+        lambda: AssertionError(f"timed out after {timeout}s waiting for {what or condition}"),
+    )
 
 
 def scrub_environment(monkeypatch: pytest.MonkeyPatch, *prefixes: str) -> None:
@@ -52,3 +66,14 @@ def scrub_environment(monkeypatch: pytest.MonkeyPatch, *prefixes: str) -> None:
     for name in list(os.environ):
         if name not in kept or name.startswith(prefixes):
             monkeypatch.delenv(name)
+
+
+def changed(original: Mapping[K, V], changes: Mapping[K, V | None]) -> dict[K, V]:
+    """A copy of ``original`` with ``changes`` made: a value set, or with None the key deleted."""
+    result = dict(original)
+    for name, value in changes.items():
+        if value is None:
+            del result[name]
+        else:
+            result[name] = value
+    return result

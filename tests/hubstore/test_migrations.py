@@ -130,14 +130,18 @@ V1_EVENTS = [
 TABLES = ("sync_events", "runtime_presence", "sync_alerts", "sync_projects", "sync_runs")
 
 
-def make_v1_hub(path: Path) -> None:
-    """A hub database as hubsync version-1 code made it (WAL, version 1), holding rows."""
+def make_v1_hub(path: Path) -> Path:
+    """A hub database as hubsync version-1 code made it (WAL, version 1), holding rows,
+    at ``path``."""
     make_hub(path, HUB_SCHEMA_V1, 1)
+    return path
 
 
-def make_v2_hub(path: Path) -> None:
-    """A hub database as hubsync version-2 code made it (WAL, version 2), holding rows."""
+def make_v2_hub(path: Path) -> Path:
+    """A hub database as hubsync version-2 code made it (WAL, version 2), holding rows,
+    at ``path``."""
     make_hub(path, HUB_SCHEMA_V2, 2)
+    return path
 
 
 def make_hub(path: Path, schema: tuple[str, ...], version: int) -> None:
@@ -230,8 +234,7 @@ def assert_backup_of(
 def test_a_v1_hub_database_is_upgraded_at_open_keeping_every_row_byte_for_byte(
     tmp_path: Path,
 ) -> None:
-    path = tmp_path / "hub.db"
-    make_v1_hub(path)
+    path = make_v1_hub(tmp_path / "hub.db")
     before = rows_of(path)
     with SqliteHubStore(path, create_schema=True) as store:
         assert store.schema_change.action == "upgraded"
@@ -253,8 +256,7 @@ def test_a_v1_hub_database_is_upgraded_at_open_keeping_every_row_byte_for_byte(
 def test_a_v2_hub_database_is_upgraded_at_open_keeping_every_row_byte_for_byte(
     tmp_path: Path,
 ) -> None:
-    path = tmp_path / "hub.db"
-    make_v2_hub(path)
+    path = make_v2_hub(tmp_path / "hub.db")
     before, v2_shape = rows_of(path), shape_of(path)
     with SqliteHubStore(path, create_schema=True) as store:
         change = store.schema_change
@@ -276,8 +278,7 @@ def test_a_v2_hub_database_is_upgraded_at_open_keeping_every_row_byte_for_byte(
 def test_an_upgraded_v2_hub_database_has_no_hub_id_until_init_then_enrolls(
     tmp_path: Path,
 ) -> None:
-    path = tmp_path / "hub.db"
-    make_v2_hub(path)
+    path = make_v2_hub(tmp_path / "hub.db")
     with open_store(hub_url_from_path(path), create_schema=True) as store:
         assert store.hub_id() is None and store.enrolled_runtimes() == []
         hub_id = store.init_hub()
@@ -290,8 +291,7 @@ def test_an_upgraded_v2_hub_database_has_no_hub_id_until_init_then_enrolls(
 
 
 def test_reading_a_v2_hub_database_without_creating_is_refused_untouched(tmp_path: Path) -> None:
-    path = tmp_path / "hub.db"
-    make_v2_hub(path)
+    path = make_v2_hub(tmp_path / "hub.db")
     image = path.read_bytes()
     with pytest.raises(SchemaVersionError, match="schema version 2; this hubsync needs version 3"):
         open_store(hub_url_from_path(path), create_schema=False)
@@ -301,8 +301,7 @@ def test_reading_a_v2_hub_database_without_creating_is_refused_untouched(tmp_pat
 def test_the_backup_of_an_upgraded_hub_database_is_a_private_valid_v1_database(
     tmp_path: Path,
 ) -> None:
-    path = tmp_path / "hub.db"
-    make_v1_hub(path)
+    path = make_v1_hub(tmp_path / "hub.db")
     before, v1_shape = rows_of(path), shape_of(path)
     SqliteHubStore(path, create_schema=True).close()
     backup = tmp_path / "hub.db.v1.bak"
@@ -315,8 +314,7 @@ def test_the_backup_of_an_upgraded_hub_database_is_a_private_valid_v1_database(
 
 
 def test_an_upgraded_hub_database_keeps_its_verdicts_and_pages(tmp_path: Path) -> None:
-    path = tmp_path / "hub.db"
-    make_v1_hub(path)
+    path = make_v1_hub(tmp_path / "hub.db")
     url = hub_url_from_path(path)
     with open_store(url, create_schema=True) as store:
         assert store.count_events(hub_project="acme") == 3
@@ -330,8 +328,7 @@ def test_an_upgraded_hub_database_keeps_its_verdicts_and_pages(tmp_path: Path) -
 def test_reading_a_v1_hub_database_without_creating_is_refused_naming_hub_migrate_untouched(
     tmp_path: Path,
 ) -> None:
-    path = tmp_path / "hub.db"
-    make_v1_hub(path)
+    path = make_v1_hub(tmp_path / "hub.db")
     image = path.read_bytes()
     with pytest.raises(SchemaVersionError) as info:
         open_store(hub_url_from_path(path), create_schema=False)
@@ -347,8 +344,7 @@ def test_hub_migrate_upgrades_then_finds_the_database_current(
 ) -> None:
     for name in ("HUBSYNC_HUB_URL", "HUBSYNC_HUB_DB"):
         monkeypatch.delenv(name, raising=False)
-    path = tmp_path / "hub.db"
-    make_v1_hub(path)
+    path = make_v1_hub(tmp_path / "hub.db")
     code, out, _ = run_cli(capsys, "hub", "migrate", "--hub-url", hub_url_from_path(path))
     assert code == 0
     assert out.startswith(f"hub store {path}: upgraded from schema version 1 to 3; ")

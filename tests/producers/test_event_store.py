@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 import sqlite3
 import string
-import subprocess
-import sys
 import tempfile
 from collections import Counter
 from collections.abc import Iterator
@@ -19,7 +17,6 @@ from hypothesis import strategies as st
 from hubsync.core.entries import decode_fields, parse_event_entry, raw_event_entry_fields
 from hubsync.core.errors import SchemaVersionError, WireError
 from hubsync.core.wire import MAX_EVENT_BYTES, parse_sync_event
-from hubsync.processes import child_environment
 from producers.derivation import HUB_MAX_NESTING, StoreIdentity
 from producers.errors import (
     DerivationError,
@@ -34,7 +31,7 @@ from producers.store.event_store import (
     RunEventStore,
     open_store_file,
 )
-from tests.helpers.support import REPO_ROOT
+from tests.helpers.support import REPO_ROOT, start_python
 
 IDENTITY = StoreIdentity("proj-1", "acme", "rt-host-0001")
 REPO = REPO_ROOT
@@ -350,22 +347,14 @@ def test_two_processes_appending_concurrently_lose_and_duplicate_nothing(tmp_pat
     # A zero busy timeout makes SQLite report every lock at once, so the store's
     # own retry (not SQLite's busy handler) is what keeps the callers unaware.
     workers = [
-        subprocess.Popen(
-            [
-                sys.executable,
-                str(REPO / "tests" / "helpers" / "append_worker.py"),
-                str(path),
-                str(go),
-                name,
-                str(runs),
-                str(events),
-                "0",
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            cwd=REPO,
-            env=child_environment(),
+        start_python(
+            str(REPO / "tests" / "helpers" / "append_worker.py"),
+            str(path),
+            str(go),
+            name,
+            str(runs),
+            str(events),
+            "0",
         )
         for name in ("w1", "w2")
     ]

@@ -13,9 +13,11 @@ from hubsync.core.entries import Outcome, OutcomeRecord, outcomes_entry_fields
 from hubsync.core.signing import HUB_ID_FIELD, SIGNATURE_FIELD, RuntimeKey, sign_outcomes_entry
 from hubsync.demo.embedded_redis import RedisServerProcess
 from hubsync.processes import Child, hubsync_command, run_hubsync
+from producers.registry import RuntimeRegistry
 from producers.relay import Relay
 from producers.relay.acks import AckReader, AckStats
 from producers.relay.credentials import RelayCredentials
+from producers.store.event_store import RunEventStore
 from tests.helpers.clock import FakeClock
 from tests.helpers.hub_double import ack_everything, stream_events
 from tests.helpers.operator_support import run_cli
@@ -133,14 +135,23 @@ def test_a_restarted_relay_does_not_resend_acked_rows(
     assert redis_client.xlen(keys.events_stream("alpha")) == stream_length + 1
 
 
+def relayed_once(
+    tmp_path: Path, redis_url: str, events: int, resend_timeout_cap: float
+) -> tuple[FakeClock, RunEventStore, Relay]:
+    """One run of ``events`` events, relayed once, resends due after 5 s on a fake clock."""
+    clock = FakeClock()
+    overrides = {"resend_timeout": 5, "resend_timeout_cap": resend_timeout_cap}
+    _, store, relay = relay_with_events(
+        tmp_path / "state", redis_url, 1, events, clock, **overrides
+    )
+    relay.run_once()
+    return clock, store, relay
+
+
 def test_conflict_and_rejected_rows_are_counted_and_never_resent(
     tmp_path: Path, redis_url: str, redis_client: redis.Redis
 ) -> None:
-    clock = FakeClock()
-    _, store, relay = relay_with_events(
-        tmp_path / "state", redis_url, 1, 6, clock, resend_timeout=5, resend_timeout_cap=5
-    )
-    relay.run_once()
+    clock, store, relay = relayed_once(tmp_path, redis_url, events=6, resend_timeout_cap=5)
 
     def judge(project_id: str, run_id: str, sequence: int) -> tuple[Outcome, str | None]:
         if sequence == 2:
@@ -166,14 +177,22 @@ def test_conflict_and_rejected_rows_are_counted_and_never_resent(
     assert len(stream_events(redis_client, "alpha")) == 6
 
 
-def test_an_outcome_for_other_bytes_under_our_key_leaves_the_row_alone(
-    tmp_path: Path, redis_url: str, redis_client: redis.Redis, caplog: pytest.LogCaptureFixture
-) -> None:
+def one_event_relayed(
+    tmp_path: Path, redis_url: str
+) -> tuple[RuntimeRegistry, RunEventStore, Relay]:
+    """A runtime with one event (``run-0``, sequence 1) on ``alpha``, relayed once."""
     state_dir = tmp_path / "state"
     registry, (store,) = make_runtime(state_dir, ["alpha"])
     store.append_event("run-0", "step.completed", {"step": "one"})
     relay = Relay(relay_settings(state_dir, redis_url), registry)
     relay.run_once()
+    return registry, store, relay
+
+
+def test_an_outcome_for_other_bytes_under_our_key_leaves_the_row_alone(
+    tmp_path: Path, redis_url: str, redis_client: redis.Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    registry, store, relay = one_event_relayed(tmp_path, redis_url)
     forged = OutcomeRecord(
         store.project_id, "run-0", 1, Outcome.CONFLICT, "f" * 64, "sequence_reused", "e" * 64
     )
@@ -196,11 +215,7 @@ def test_an_outcome_for_other_bytes_under_our_key_leaves_the_row_alone(
 def test_outcomes_not_signed_by_our_hub_for_this_stream_are_ignored(
     tmp_path: Path, redis_url: str, redis_client: redis.Redis, caplog: pytest.LogCaptureFixture
 ) -> None:
-    state_dir = tmp_path / "state"
-    registry, (store,) = make_runtime(state_dir, ["alpha"])
-    store.append_event("run-0", "step.completed", {"step": "one"})
-    relay = Relay(relay_settings(state_dir, redis_url), registry)
-    relay.run_once()
+    registry, store, relay = one_event_relayed(tmp_path, redis_url)
     [sent] = stream_events(redis_client, "alpha")
     accepted = OutcomeRecord(
         store.project_id, "run-0", 1, Outcome.ACCEPTED, sent["content_hash"].decode()
@@ -242,11 +257,7 @@ def test_outcomes_not_signed_by_our_hub_for_this_stream_are_ignored(
 def test_rows_left_unacked_past_the_resend_timeout_are_sent_again(
     tmp_path: Path, redis_url: str, redis_client: redis.Redis
 ) -> None:
-    clock = FakeClock()
-    _, store, relay = relay_with_events(
-        tmp_path / "state", redis_url, 1, 3, clock, resend_timeout=5, resend_timeout_cap=100
-    )
-    relay.run_once()
+    clock, store, relay = relayed_once(tmp_path, redis_url, events=3, resend_timeout_cap=100)
     assert len(stream_events(redis_client, "alpha")) == 3
     assert relay.run_once().sender.resent == 0  # not due before the timeout
 

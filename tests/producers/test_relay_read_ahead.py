@@ -46,6 +46,15 @@ class Draining:
     sender: OutboxSender
     client: RedisClient
 
+    def send(self) -> int:
+        """One batch sent: how many rows."""
+        return self.sender.send_unsent(self.client)
+
+    def send_the_rest(self) -> None:
+        """Batches sent until none is left."""
+        while self.send():
+            pass
+
 
 @contextmanager
 def draining(
@@ -78,12 +87,11 @@ def test_a_full_batch_reads_the_next_one_ahead_and_the_next_send_uses_it(
             return unsent(after_seq, limit)
 
         monkeypatch.setattr(d.sender.store, "unsent", counted)
-        assert d.sender.send_unsent(d.client) == BATCH
+        assert d.send() == BATCH
         assert len(reads) == 2  # this batch, and the next one read while this one was out
-        assert d.sender.send_unsent(d.client) == BATCH
+        assert d.send() == BATCH
         assert len(reads) == 3  # the batch read ahead went out; only the one after it was read
-        while d.sender.send_unsent(d.client):
-            pass
+        d.send_the_rest()
     assert sequences_on_stream(redis_client, "alpha") == list(range(1, 3 * BATCH + 1))
 
 
@@ -92,11 +100,10 @@ def test_a_batch_read_ahead_under_an_old_key_goes_out_signed_with_the_new_one(
 ) -> None:
     hub = MemoryHubStore()
     with draining(tmp_path, redis_url, 3 * BATCH, hub) as d:
-        assert d.sender.send_unsent(d.client) == BATCH  # and the next BATCH rows read ahead
+        assert d.send() == BATCH  # and the next BATCH rows read ahead
         new_key = RuntimeKey(join(d.registry, ["alpha"], hub).key)
         d.relay.credentials.refresh()
-        while d.sender.send_unsent(d.client):
-            pass
+        d.send_the_rest()
     entries = stream_events(redis_client, "alpha")
     assert [int(fields["sequence"]) for fields in entries] == list(range(1, 3 * BATCH + 1))
     assert all(verify_event_entry([new_key], fields) for fields in entries[BATCH:])
@@ -108,15 +115,14 @@ def test_a_batch_read_ahead_is_not_sent_once_the_runtime_may_not_write_there(
 ) -> None:
     hub = MemoryHubStore()
     with draining(tmp_path, redis_url, 3 * BATCH, hub) as d:
-        assert d.sender.send_unsent(d.client) == BATCH
+        assert d.send() == BATCH
         join(d.registry, ["beta"], hub)  # enrolled elsewhere now: alpha's rows must wait
         d.relay.credentials.refresh()
-        assert d.sender.send_unsent(d.client) == 0
+        assert d.send() == 0
         assert sequences_on_stream(redis_client, "alpha") == list(range(1, BATCH + 1))
         join(d.registry, ["alpha"], hub)
         d.relay.credentials.refresh()
-        while d.sender.send_unsent(d.client):
-            pass
+        d.send_the_rest()
     assert sequences_on_stream(redis_client, "alpha") == list(range(1, 3 * BATCH + 1))
 
 
@@ -126,9 +132,9 @@ def test_rows_committed_after_a_short_read_ahead_go_out_with_the_next_batch(
     # A read-ahead that reached the end of the outbox may predate a commit the sender was
     # told about (data_version); using it would leave that row behind until the next commit.
     with draining(tmp_path, redis_url, BATCH + 5) as d:
-        assert d.sender.send_unsent(d.client) == BATCH  # the 5 rows behind it were read ahead
+        assert d.send() == BATCH  # the 5 rows behind it were read ahead
         d.store.append_event("run-0", "step.completed", {"step": "late", "ok": True})
-        assert d.sender.send_unsent(d.client) == 6
+        assert d.send() == 6
         assert d.sender.caught_up
     assert sequences_on_stream(redis_client, "alpha") == list(range(1, BATCH + 7))
 
@@ -137,20 +143,19 @@ def test_an_error_reply_sends_the_batch_again_and_loses_nothing(
     tmp_path: Path, redis_url: str, redis_client: redis.Redis
 ) -> None:
     with draining(tmp_path, redis_url, 3 * BATCH) as d:
-        assert d.sender.send_unsent(d.client) == BATCH  # and the next BATCH rows read ahead
+        assert d.send() == BATCH  # and the next BATCH rows read ahead
         events = stream_events(redis_client, "alpha")
         stream = d.sender.stream
         redis_client.rename(stream, "parked")
         redis_client.set(stream, "not a stream")  # every XADD answers WRONGTYPE
         with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
-            d.sender.send_unsent(d.client)
+            d.send()
         assert d.client.ping()  # every reply was read: the connection is still in step
         d.relay.marker.flush()
         assert d.store.outbox_counts()["attempted"] == BATCH
         redis_client.delete(stream)
         redis_client.rename("parked", stream)
-        while d.sender.send_unsent(d.client):
-            pass
+        d.send_the_rest()
     assert len(events) == BATCH
     assert sequences_on_stream(redis_client, "alpha") == list(range(1, 3 * BATCH + 1))
     assert d.store.outbox_counts()["attempted"] == 3 * BATCH
