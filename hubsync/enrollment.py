@@ -1,17 +1,7 @@
-"""Deprecated: ``hubsync.enrollment`` moved to ``hubsync.core.enrollment``.
-
-This module re-exports it, with a ``DeprecationWarning``, for one release; import
-``hubsync.core.enrollment`` instead.
-"""
-
-import warnings
+"""Deprecated for one release: ``hubsync.core.enrollment`` is the enrollment token's path."""
 
 from hubsync.core.enrollment import Enrollment, EnrollmentTokenError, decode_token, encode_token
+from hubsync.core.moved import warn_moved
 
-warnings.warn(
-    "hubsync.enrollment moved to hubsync.core.enrollment; import it from there",
-    DeprecationWarning,
-    stacklevel=2,
-)
-
+warn_moved("hubsync.enrollment", "hubsync.core.enrollment")
 __all__ = ["Enrollment", "EnrollmentTokenError", "decode_token", "encode_token"]

@@ -1,17 +1,7 @@
-"""Deprecated: ``producers.event_store`` moved to ``producers.store.event_store``.
+"""Deprecated for one release: ``producers.store.event_store`` is the event store's path."""
 
-This module re-exports it, with a ``DeprecationWarning``, for one release; import
-``producers.store.event_store`` instead.
-"""
-
-import warnings
-
+from hubsync.core.moved import warn_moved
 from producers.store.event_store import NewEvent, RunEventStore
 
-warnings.warn(
-    "producers.event_store moved to producers.store.event_store; import it from there",
-    DeprecationWarning,
-    stacklevel=2,
-)
-
+warn_moved("producers.event_store", "producers.store.event_store")
 __all__ = ["NewEvent", "RunEventStore"]
