@@ -17,11 +17,12 @@ from consumers.errors import ConsumerNameTakenError, ConsumerUnhealthyError
 from hubsync.core import keys
 from hubsync.core.clock import utc_now_iso
 from hubsync.core.connections import RedisClient
+from hubsync.core.daemon import HealthKey
 
 
 def write_health(client: RedisClient, name: str, ttl: float, stats: Mapping[str, int]) -> None:
     """Refresh the health key of consumer ``name`` for ``ttl`` seconds."""
-    client.set(keys.consumer_health(name), _record(name, stats), px=_millis(ttl))
+    HealthKey(keys.consumer_health(name), ttl).write(client, _record(name, stats))
 
 
 def claim_name(client: RedisClient, name: str, ttl: float, stats: Mapping[str, int]) -> None:
@@ -34,9 +35,10 @@ def claim_name(client: RedisClient, name: str, ttl: float, stats: Mapping[str, i
     ``ConsumerNameTakenError`` naming the holder's pid and host; the name is
     free again once that worker stops (it deletes its key) or its key expires.
     """
-    key = keys.consumer_health(name)
+    health = HealthKey(keys.consumer_health(name), ttl)
+    key = health.key
     while True:
-        if client.set(key, _record(name, stats), px=_millis(ttl), nx=True):
+        if client.set(key, _record(name, stats), px=health.ttl_ms, nx=True):
             return
         raw = client.get(key)
         if raw is None:
@@ -70,10 +72,6 @@ def _pid_namespace() -> int | None:
         return os.stat("/proc/self/ns/pid").st_ino
     except OSError:
         return None
-
-
-def _millis(ttl: float) -> int:
-    return max(1, int(ttl * 1000))
 
 
 def _parsed(raw: bytes | str) -> dict[str, object]:

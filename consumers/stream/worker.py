@@ -12,16 +12,12 @@ answers ``duplicate``. Presence beats update ``runtime_presence``.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
-import signal
 import socket
-import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
-from types import FrameType
 
 import redis
 
@@ -46,9 +42,8 @@ from hubsync.core.connections import (
     RedisTarget,
     wait_until_reachable,
 )
-from hubsync.core.entries import (
-    decode_fields,
-)
+from hubsync.core.daemon import Daemon, HealthKey, Periodic, RedisOutages
+from hubsync.core.entries import decode_fields
 from hubsync.core.errors import ConfigError, StoreBusyError
 from hubsync.core.names import validate_name
 from hubsync.core.redis_values import RawEntry, as_text, stream_entries
@@ -69,8 +64,12 @@ def default_consumer_name() -> str:
     return f"{host.strip('.-') or 'hub'}-{os.getpid()}"
 
 
-class HubConsumer:
-    """One hub consumer worker; ``run`` until stopped, or ``run_once``."""
+class HubConsumer(Daemon):
+    """One hub consumer worker; ``run`` until stopped, or ``run_once``.
+
+    A ``hubsync.core.daemon.Daemon``: ``request_stop`` (or a first SIGTERM or SIGINT
+    while ``run`` runs, unless ``handle_signals`` is False) finishes the current batch.
+    """
 
     def __init__(
         self,
@@ -79,24 +78,27 @@ class HubConsumer:
         settings: ConsumerSettings,
         name: str | None = None,
         target: RedisTarget | None = None,
+        *,
+        handle_signals: bool = True,
     ) -> None:
         self.client = client
         self.target = target or RedisTarget.from_settings(settings)  # where ``client`` goes
         self.store = store
         self.settings = settings
         self.name = validate_name(name or settings.name or default_consumer_name(), "consumer name")
+        super().__init__(f"consumer {self.name}", handle_signals=handle_signals)
         self.stats = ConsumerStats()
         self.scripts = scripts_for(client)
         self.streams: list[str] = []
         self._invalid_projects: set[str] = set()
         self._projects_bound_logged = False
-        self._stop = threading.Event()
         self._recover_own = True
-        self._next_reclaim = 0.0
-        self._next_refresh = 0.0
-        self._next_health = 0.0
+        self._refresh = Periodic(1.0, self.monotonic)
+        self._reclaim = Periodic(settings.reclaim_interval, self.monotonic)
+        self._health = Periodic(min(5.0, settings.health_ttl / 3), self.monotonic)
+        self.health_key = HealthKey(keys.consumer_health(self.name), settings.health_ttl)
         self._holds_name = False  # the health key is ours to refresh and, at the end, delete
-        self._redis_ok = True
+        self.outages = RedisOutages(self.label)
         self._backoff = Backoff(base=_BACKOFF_BASE, cap=_BACKOFF_CAP)
         self.hub_id: str | None = None
         self.authenticator = RuntimeAuthenticator(store)
@@ -106,22 +108,21 @@ class HubConsumer:
     # ----- lifecycle -----
 
     def run(self) -> ConsumerStats:
-        """Work until ``stop`` (or a first SIGTERM/SIGINT); a second signal exits at once."""
-        started = time.monotonic()
-        restore = self._install_signal_handlers()
-        try:
-            # a Redis unreachable at start is waited for (logged once), not a failure
-            wait_until_reachable(self.client, self.target, self._stop)
-            while not self._stop.is_set():
-                self._guarded(self._iteration)
-        finally:
-            restore()
-            self._final_health()
-        log.info(
-            "consumer %s stopped after %.1fs: %s",
-            self.name,
-            time.monotonic() - started,
-            self.stats.summary(),
+        """Work until ``request_stop`` (or a first SIGTERM or SIGINT); a second signal exits
+        at once."""
+        started = self.monotonic()
+        with self.stop_signals():
+            try:
+                # a Redis unreachable at start is waited for (logged once), not a failure
+                wait_until_reachable(self.client, self.target, self.stop_event)
+                while not self.stopping:
+                    self._guarded(self._iteration)
+            finally:
+                self._final_health()
+        self.log_summary(
+            f"consumer {self.name} stopped after {self.monotonic() - started:.1f}s: "
+            f"{self.stats.summary()}",
+            {"consumer": self.name} | asdict(self.stats),
         )
         return self.stats
 
@@ -137,44 +138,37 @@ class HubConsumer:
         self.maintain()
         export_lag(self.client, self.streams)
         self._write_health()
-        log.info("consumer %s ran once: %s", self.name, self.stats.summary())
+        self.log_summary(
+            f"consumer {self.name} ran once: {self.stats.summary()}",
+            {"consumer": self.name} | asdict(self.stats),
+        )
         return self.stats
-
-    def stop(self) -> None:
-        """Ask the loop to finish its current batch and return."""
-        self._stop.set()
 
     def _iteration(self) -> None:
         if not self._holds_name:  # first thing, and again after an outage interrupted it
             self.claim_name()
             log.info("consumer %s started (group %s)", self.name, keys.CONSUMER_GROUP)
-        now = time.monotonic()
-        if now >= self._next_refresh:
-            self.refresh_streams()
-            self._next_refresh = now + 1.0
+        self._refresh.run(self.refresh_streams)
         if self._recover_own:
             self.recover_own_pending()
-        if now >= self._next_reclaim:
-            self.reclaim()
-            self.maintain()
-            export_lag(self.client, self.streams)
-            self._next_reclaim = now + self.settings.reclaim_interval
-        if now >= self._next_health:
-            self._write_health()
-            self._next_health = now + min(5.0, self.settings.health_ttl / 3)
+        self._reclaim.run(self._reclaim_and_maintain)
+        self._health.run(self._write_health)
         if not self.streams:
-            self._stop.wait(self.settings.block_ms / 1000)
+            self.wait(self.settings.block_ms / 1000)
             return
         self.poll(block_ms=self.settings.block_ms)
+
+    def _reclaim_and_maintain(self) -> None:
+        self.reclaim()
+        self.maintain()
+        export_lag(self.client, self.streams)
 
     def _guarded(self, step: Callable[[], object]) -> None:
         """Run one step; ride out Redis outages and a busy or failing hub store."""
         try:
             step()
         except UNREACHABLE_ERRORS as exc:
-            if self._redis_ok:
-                log.warning("Redis unreachable (%s); retrying with backoff", exc)
-                self._redis_ok = False
+            self.outages.failed(exc)
             self._after_failure()
             return
         except redis.ResponseError as exc:
@@ -190,17 +184,15 @@ class HubConsumer:
             log.error("hub store failed (%s); the batch stays pending and will be retried", exc)
             self._after_failure()
             return
-        if not self._redis_ok:
-            log.info("Redis reachable again; consumer %s resumes", self.name)
-            self._redis_ok = True
+        self.outages.succeeded()
         self._backoff.reset()
 
     def _after_failure(self) -> None:
         # Whatever was read but not acked is in our own pending list: pick it up
         # again first thing, without waiting for reclaim_idle.
         self._recover_own = True
-        self._next_refresh = 0.0
-        self._stop.wait(self._backoff.next_delay())
+        self._refresh.reset()
+        self.wait(self._backoff.next_delay())
 
     # ----- streams and reading -----
 
@@ -453,7 +445,7 @@ class HubConsumer:
             acks_maxlen=self.settings.acks_maxlen,
         )
 
-    # ----- health and signals -----
+    # ----- health -----
 
     def claim_name(self) -> None:
         """Take this worker's name (its health key); ``ConsumerNameTakenError`` (exit 2) while
@@ -468,30 +460,5 @@ class HubConsumer:
     def _final_health(self) -> None:
         # A stopped worker is not healthy: drop the key rather than let it linger. Only
         # its own: a worker refused its name leaves the holder's key alone.
-        if not self._holds_name:
-            return
-        with contextlib.suppress(redis.RedisError):
-            self.client.delete(keys.consumer_health(self.name))
-
-    def _install_signal_handlers(self) -> Callable[[], None]:
-        if threading.current_thread() is not threading.main_thread():
-            return lambda: None
-        previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
-
-        def handle(signum: int, frame: FrameType | None) -> None:
-            if self._stop.is_set():
-                os.write(2, f"consumer {self.name}: second signal, exiting now\n".encode())
-                os._exit(128 + signum)  # asked twice: stop now; unacked entries stay pending
-            # Set before logging: a second signal can run its handler inside this one (at
-            # any bytecode, e.g. once the line below is written), and must find the stop set.
-            self._stop.set()
-            log.info("%s: finishing the current batch, then exiting", signal.Signals(signum).name)
-
-        for sig in previous:
-            signal.signal(sig, handle)
-
-        def restore() -> None:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
-
-        return restore
+        if self._holds_name:
+            self.health_key.clear(self.client, ignore=(redis.RedisError,))

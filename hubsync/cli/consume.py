@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-import signal
-import threading
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -117,17 +115,11 @@ def _wait_for_redis(target: RedisTarget) -> bool:
     """Wait for a Redis down at start (logged once) before the worker's client is made:
     a cluster's client cannot be made while it is down, and ``--redis-cluster auto`` asks
     the server. False when SIGTERM or SIGINT came first."""
-    stop = threading.Event()
-    if threading.current_thread() is not threading.main_thread():
-        return wait_for_redis(target, stop)
-    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
-    for sig in previous:
-        signal.signal(sig, lambda signum, frame: stop.set())
-    try:
-        return wait_for_redis(target, stop)
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+    from hubsync.core.daemon import Daemon
+
+    waiting = Daemon("consumer")  # stopped as the worker would be, before the worker exists
+    with waiting.stop_signals():
+        return wait_for_redis(target, waiting.stop_event)
 
 
 def _check(settings: ConsumerSettings, target: RedisTarget, name: str) -> int:

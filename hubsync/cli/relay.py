@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import signal
-from types import FrameType
 from typing import Any
 
 import click
@@ -85,21 +82,22 @@ def relay(once: bool, check: bool, as_json: bool, **options: Any) -> None:
     from hubsync.core.metrics import start_metrics_server  # prometheus_client: daemons only
     from producers.relay import Relay
 
-    daemon = Relay(settings, target=target)
-    try:
-        start_metrics_server(settings.metrics_port, settings.metrics_host)
-        if once:
-            probe(target).close()  # --once cannot wait: exit 3 now
-            summary = daemon.run_once()
-        else:
-            # the daemon waits for an unreachable Redis (logging it) rather than exiting
-            _install_signal_handlers(daemon.request_stop)
-            log.info("relay %s started (pid %d)", daemon.runtime_id, os.getpid())
-            tune_for_throughput()
-            summary = daemon.run()
-    finally:
-        daemon.close()
-    log.info("%s", summary.line())
+    # SIGTERM and SIGINT stop the daemon (not --once) until it has closed: the first finishes
+    # the current batch, a second exits at once
+    daemon = Relay(settings, target=target, handle_signals=not once)
+    with daemon.stop_signals():
+        try:
+            start_metrics_server(settings.metrics_port, settings.metrics_host)
+            if once:
+                probe(target).close()  # --once cannot wait: exit 3 now
+                summary = daemon.run_once()
+            else:
+                # the daemon waits for an unreachable Redis (logging it) rather than exiting
+                tune_for_throughput()
+                summary = daemon.run()
+        finally:
+            daemon.close()
+    daemon.log_summary(summary.line(), summary.as_dict())
     if as_json:
         click.echo(json.dumps(summary.as_dict(), sort_keys=True))
     elif once:
@@ -139,18 +137,3 @@ def _check(target: RedisTarget, runtime_id: str) -> int:
     note = f", {unreadable} {noun} unreadable (hubsync status --state-dir)" if unreadable else ""
     click.echo(f"relay {runtime_id}: healthy{note}")
     return exit_codes.OK
-
-
-def _install_signal_handlers(request_stop: object) -> None:
-    signals_seen = 0
-
-    def handle(signum: int, frame: FrameType | None) -> None:
-        nonlocal signals_seen
-        signals_seen += 1
-        if signals_seen > 1:
-            os._exit(128 + signum)  # the operator asked twice: stop now, rows stay pending
-        log.info("received %s; finishing the current batch", signal.Signals(signum).name)
-        request_stop()  # type: ignore[operator]
-
-    signal.signal(signal.SIGTERM, handle)
-    signal.signal(signal.SIGINT, handle)

@@ -108,6 +108,13 @@ UNREACHABLE_ERRORS: tuple[type[BaseException], ...] = (
     *CLUSTER_UNAVAILABLE_ERRORS,
 )
 """Errors that mean "Redis is not there (yet)": of a PING, or of a cluster mid-failover."""
+UNAVAILABLE_ERRORS: tuple[type[BaseException], ...] = (
+    *UNREACHABLE_ERRORS,
+    redis.ReadOnlyError,  # a replica, or a primary being failed over: a write refused for now
+)
+"""Errors of a daemon's commands that mean "try again later", as opposed to a bug in the
+request: Redis unreachable, or reachable but not taking writes (READONLY). A PING never
+answers READONLY, so what probes and ``--check`` catch is ``UNREACHABLE_ERRORS``."""
 CREDENTIAL_ERRORS: tuple[type[BaseException], ...] = (
     redis.AuthenticationError,
     redis.exceptions.AuthorizationError,

@@ -13,6 +13,7 @@ import json
 import logging
 import re
 import sys
+from collections.abc import Mapping
 from datetime import UTC, datetime
 
 from hubsync.core.clock import format_timestamp
@@ -33,11 +34,21 @@ class JsonFormatter(logging.Formatter):
         }
         for key, value in vars(record).items():
             if key not in self._STANDARD and not key.startswith("_"):
-                payload[key] = value if isinstance(value, (str, int, float, bool)) else str(value)
+                payload[key] = _field(value)
         if record.exc_info:
             payload["exception"] = self.formatException(record.exc_info)
         # JSON escapes C0 controls itself; the rest it leaves raw with ensure_ascii off
         return _JSON_UNPRINTABLE.sub(_json_escape, json.dumps(payload, ensure_ascii=False))
+
+
+def _field(value: object) -> object:
+    """An ``extra`` value as JSON takes it: a scalar as is, a mapping (a daemon's summary)
+    as an object of such values, anything else as its ``str``."""
+    if isinstance(value, (str, int, float, bool)):
+        return value
+    if isinstance(value, Mapping):
+        return {str(key): _field(item) for key, item in value.items()}
+    return str(value)
 
 
 _JSON_UNPRINTABLE = re.compile("[\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")

@@ -12,6 +12,8 @@ import signal
 from collections.abc import Callable
 from types import FrameType
 
+from hubsync.core.daemon import swap_signal_handlers
+
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 """Ctrl-C, what ``timeout``, ``kill`` and a CI cancel send, and a closed terminal: each stops
 the demo, cleans up and exits 128 + the signal's number."""
@@ -38,23 +40,24 @@ class StopSignals:
 
     def __init__(self) -> None:
         self.received: int | None = None
-        self._previous = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
+        self._restore: Callable[[], None] | None = None
 
     def __enter__(self) -> StopSignals:
         self._install(self._stop)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        for sig, handler in self._previous.items():
-            signal.signal(sig, handler)
+        if self._restore is not None:
+            self._restore()
 
     def shield(self) -> None:
         """From now on a stop signal is recorded (``received``), not raised."""
         self._install(self._record)
 
     def _install(self, handler: Callable[[int, FrameType | None], None]) -> None:
-        for sig in STOP_SIGNALS:
-            signal.signal(sig, handler)
+        restore = swap_signal_handlers(STOP_SIGNALS, handler)
+        if self._restore is None:  # the handlers from before the demo, put back on the way out
+            self._restore = restore
 
     def _record(self, signum: int, frame: FrameType | None) -> None:
         if self.received is None:

@@ -28,14 +28,21 @@ import logging
 import os
 import socket
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from hubsync.core import keys, metrics
 from hubsync.core.backoff import Backoff
 from hubsync.core.clock import EpochClock, epoch_seconds, utc_now_iso
-from hubsync.core.connections import RedisClient, RedisTarget, Role, connect, wait_for_redis
+from hubsync.core.connections import (
+    UNAVAILABLE_ERRORS,
+    RedisClient,
+    RedisTarget,
+    Role,
+    connect,
+    wait_for_redis,
+)
+from hubsync.core.daemon import Daemon, HealthKey, Periodic, RedisOutages
 from hubsync.core.entries import PresenceBeat
 from hubsync.core.errors import ConfigError
 from hubsync.core.settings import RelaySettings
@@ -44,7 +51,6 @@ from hubsync.core.version import __version__
 from producers.registry import ProjectRegistration, RuntimeRegistry
 from producers.relay.acks import AckReader, AckStats
 from producers.relay.credentials import RelayCredentials
-from producers.relay.faults import UNAVAILABLE_ERRORS, RedisHealth
 from producers.relay.marker import AttemptMarker
 from producers.relay.project_states import ProjectStates
 from producers.relay.pruner import Pruner
@@ -111,8 +117,12 @@ class RelaySummary:
         } | self.extra
 
 
-class Relay:
-    """Moves every registered project's outbox to Redis and applies the hub's acks."""
+class Relay(Daemon):
+    """Moves every registered project's outbox to Redis and applies the hub's acks.
+
+    A ``hubsync.core.daemon.Daemon``: ``request_stop`` (or a first SIGTERM or SIGINT
+    while ``run`` runs, unless ``handle_signals`` is False) finishes the current batch.
+    """
 
     def __init__(
         self,
@@ -121,6 +131,8 @@ class Relay:
         clock: EpochClock = epoch_seconds,
         project_states: ProjectStates | None = None,
         target: RedisTarget | None = None,
+        *,
+        handle_signals: bool = True,
     ) -> None:
         self.settings = settings
         # the Redis of the settings (their password file read once), unless the command built it
@@ -133,16 +145,20 @@ class Relay:
                 f"state dir {settings.state_dir} belongs to runtime {self.runtime_id!r}, "
                 f"not {settings.runtime_id!r}"
             )
+        super().__init__(f"relay {self.runtime_id}", handle_signals=handle_signals)
         self.credentials = RelayCredentials(self.registry)
         self.sender_stats = SenderStats()
         self.ack_stats = AckStats()
-        self.health = RedisHealth(f"relay {self.runtime_id}")
-        self.project_states = project_states or ProjectStates(f"relay {self.runtime_id}")
+        self.outages = RedisOutages(
+            self.label,
+            down="Redis unavailable ({error}); rows stay pending, retrying with backoff",
+            up="Redis reachable again after {seconds:.1f}s; draining pending rows",
+        )
+        self.health_key = HealthKey(keys.relay_health(self.runtime_id), settings.health_ttl)
+        self.project_states = project_states or ProjectStates(self.label)
         self._senders: dict[str, OutboxSender] = {}
         self._registrations: dict[str, ProjectRegistration] = {}
         self._registrations_lock = threading.Lock()
-        self._stop = threading.Event()
-        self._started = time.monotonic()
         self._next_beat: dict[str, float] = {}
         self.host = socket.gethostname()
         # One relay per state dir, held until close or exit (kill -9 included); taken before
@@ -163,23 +179,19 @@ class Relay:
 
     # -- lifecycle -------------------------------------------------------
 
-    def request_stop(self) -> None:
-        """Finish the current batch, then stop (what SIGTERM does)."""
-        self._stop.set()
-
-    @property
-    def stopping(self) -> bool:
-        """Whether a stop was requested."""
-        return self._stop.is_set()
-
     def run(self) -> RelaySummary:
-        """Run until ``request_stop``; return the summary.
+        """Run until ``request_stop`` (or a first SIGTERM or SIGINT); return the summary.
 
         A Redis unreachable at start is waited for (logged once), not a failure.
         """
+        with self.stop_signals():
+            log.info("relay %s started (pid %d)", self.runtime_id, os.getpid())
+            return self._run()
+
+    def _run(self) -> RelaySummary:
         self.refresh_projects()
         # before the clients the threads keep: a cluster's cannot be made while it is down
-        if not wait_for_redis(self.target, self._stop):
+        if not wait_for_redis(self.target, self.stop_event):
             return self.summary()
         if not self._senders and not self.project_states.unreadable():
             # not an error (projects registered later are picked up), but a
@@ -191,11 +203,11 @@ class Relay:
             )
         acks = threading.Thread(target=self._ack_loop, name="relay-acks", daemon=True)
         acks.start()
-        pruner = self.pruner.start(self._stop)
+        pruner = self.pruner.start(self.stop_event)
         try:
             self._send_loop()
         finally:
-            self._stop.set()
+            self.request_stop()
             acks.join(timeout=ACK_BLOCK_MS / 1000 + 6)
             pruner.join(timeout=10)
         return self.summary()
@@ -239,8 +251,8 @@ class Relay:
             projects=len(self._senders),
             sender=self.sender_stats,
             acks=self.ack_stats,
-            outages=self.health.outages,
-            seconds=time.monotonic() - self._started,
+            outages=self.outages.count,
+            seconds=self.elapsed(),
             pending=pending,
             unreadable=self.project_states.unreadable(),
             extra=self.pruner.stats.as_dict(),
@@ -336,37 +348,32 @@ class Relay:
     def _send_loop(self) -> None:
         client = connect(self.target)
         backoff = Backoff(cap=self.settings.backoff_max)
-        next_refresh = next_resend = next_health = 0.0
+        refresh = Periodic(PROJECT_REFRESH_SECONDS, self.monotonic)
+        resend = Periodic(RESEND_CHECK_SECONDS, self.monotonic)
+        health = Periodic(self.settings.health_ttl / 3, self.monotonic)
+
+        def resend_due() -> int:
+            return self._each_project(lambda sender: sender.send_due_resends(client, self.clock()))
+
         try:
-            while not self._stop.is_set():
-                now = time.monotonic()
-                if now >= next_refresh:
-                    self.refresh_projects()
-                    next_refresh = now + PROJECT_REFRESH_SECONDS
+            while not self.stopping:
+                refresh.run(self.refresh_projects)
                 try:
-                    if not self.health.up:
+                    if not self.outages.up:
                         client.ping()  # proves Redis is back before we say so
                     worked = self._send_new(client)
-                    if now >= next_resend:
-                        worked += self._each_project(
-                            lambda sender: sender.send_due_resends(client, self.clock())
-                        )
-                        next_resend = now + RESEND_CHECK_SECONDS
+                    worked += resend.run(resend_due) or 0
                     self._beat_presence(client)
-                    if now >= next_health:
-                        self._write_health(client)
-                        next_health = now + self.settings.health_ttl / 3
+                    health.run(lambda: self._write_health(client))
                 except UNAVAILABLE_ERRORS as exc:
-                    self.health.failed(exc)
-                    self._stop.wait(backoff.next_delay())
+                    self.outages.failed(exc)
+                    self.wait(backoff.next_delay())
                     continue
-                self.health.succeeded()
+                self.outages.succeeded()
                 backoff.reset()
                 if not worked:
-                    self._stop.wait(self.settings.poll_interval)
-            # a clean stop: say so at once rather than let the health key run out
-            with contextlib.suppress(*UNAVAILABLE_ERRORS):
-                client.delete(keys.relay_health(self.runtime_id))
+                    self.wait(self.settings.poll_interval)
+            self.health_key.clear(client)  # a clean stop: said at once, not when the TTL runs out
         finally:
             client.close()
             self.marker.flush()  # the summary's counts include the last batch
@@ -375,14 +382,14 @@ class Relay:
         def send(sender: OutboxSender) -> int:
             # A sender that is behind keeps sending; one that caught up waits for
             # a commit by another connection before querying again.
-            if sender.has_news() or not sender.caught_up or not self.health.up:
+            if sender.has_news() or not sender.caught_up or not self.outages.up:
                 return sender.send_unsent(client)
             return 0
 
         return self._each_project(send)
 
     def _beat_presence(self, client: RedisClient, force: bool = False) -> None:
-        now = time.monotonic()
+        now = self.monotonic()
         beats: dict[str, int] = {}
 
         def count(sender: OutboxSender) -> int:
@@ -434,11 +441,7 @@ class Relay:
             "acked": self.ack_stats.acked,
             "at": utc_now_iso(),
         }
-        client.set(
-            keys.relay_health(self.runtime_id),
-            json.dumps(record, sort_keys=True),
-            px=int(self.settings.health_ttl * 1000),
-        )
+        self.health_key.write(client, json.dumps(record, sort_keys=True))
 
     # -- the ack thread ----------------------------------------------------
 
@@ -448,22 +451,22 @@ class Relay:
         opened_at: dict[str, int] = {}  # project id -> its failure count when opened here
         backoff = Backoff(cap=self.settings.backoff_max)
         try:
-            while not self._stop.is_set():
+            while not self.stopping:
                 self._open_new_ack_stores(reader, opened_at)
                 try:
                     reader.read(client, block_ms=ACK_BLOCK_MS, count=500)
                 except UNAVAILABLE_ERRORS as exc:
-                    self.health.failed(exc)
-                    self._stop.wait(backoff.next_delay())
+                    self.outages.failed(exc)
+                    self.wait(backoff.next_delay())
                     continue
                 if reader.stores:
-                    self.health.succeeded()
+                    self.outages.succeeded()
                 backoff.reset()
                 if not reader.stores:
-                    self._stop.wait(0.05)
+                    self.wait(0.05)
         except Exception:
             log.exception("relay %s: ack reader failed; stopping the relay", self.runtime_id)
-            self._stop.set()
+            self.request_stop()
         finally:
             for store in reader.stores.values():
                 store.close()

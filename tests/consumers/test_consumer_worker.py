@@ -397,7 +397,7 @@ def test_new_projects_are_picked_up_without_a_restart(
         send(redis_client, sync_event(1, project_id="p-new", hub_project="newcomer"))
         wait_until(lambda: store.count_events(hub_project="newcomer") == 1, what="new project")
     finally:
-        worker.stop()
+        worker.request_stop()
         thread.join(timeout=10)
     assert not thread.is_alive()
 
@@ -423,7 +423,7 @@ def test_a_hub_database_locked_past_its_budget_leaves_the_batch_pending_until_it
         wait_until(lambda: pending_count(redis_client) == 0, what="the entry acked")
     finally:
         holder.close()
-        worker.stop()
+        worker.request_stop()
         thread.join(timeout=10)
         store.close()
     assert not thread.is_alive()

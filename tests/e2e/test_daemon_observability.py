@@ -268,3 +268,19 @@ def test_json_logs_are_json_lines_without_event_bytes(pipeline: Pipeline) -> Non
     assert sum("dead-lettering" in m for m in messages) == 2
     assert sum("security: refusing" in m for m in messages) == 1
     assert any("metrics" in json.loads(line)["message"] for line in pipeline.relay_log.splitlines())
+
+
+def test_the_shutdown_summary_is_one_line_with_its_figures_as_json_fields(
+    pipeline: Pipeline,
+) -> None:
+    relay = [json.loads(line) for line in pipeline.relay_log.splitlines()]
+    [relay_summary] = [record for record in relay if "summary" in record]
+    assert relay_summary["message"].startswith("relay ")
+    assert relay_summary["summary"]["sent"] == EVENTS
+    assert relay_summary["summary"]["acked"] == EVENTS
+    assert relay_summary["summary"]["pending"] == 0
+    consumer = [json.loads(line) for line in pipeline.consumer_log.splitlines()]
+    [consumer_summary] = [record for record in consumer if "summary" in record]
+    assert "stopped after" in consumer_summary["message"]
+    assert consumer_summary["summary"]["accepted"] == EVENTS
+    assert consumer_summary["daemon"] == f"consumer {consumer_summary['summary']['consumer']}"

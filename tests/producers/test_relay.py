@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 from pathlib import Path
 
 import pytest
@@ -466,3 +467,26 @@ def test_a_lock_file_the_relay_cannot_open_is_one_line_exit_2(
     assert "Traceback" not in result.err
     [line] = result.err.splitlines()
     assert line.startswith(f"error: cannot open the relay's lock file {state_dir / 'relay.lock'} (")
+
+
+def test_a_second_signal_exits_the_relay_at_once(tmp_path: Path, redis_url: str) -> None:
+    state_dir = tmp_path / "state"
+    make_runtime(state_dir, ["alpha"])
+    log = state_dir / "relay.log"
+    process = start_relay_process(state_dir, redis_url)
+    try:
+        # its handlers are installed once it syncs a project
+        wait_until(lambda: "syncing project" in log.read_text(), what="the relay running")
+        # Both signals wait in the kernel while it is stopped, so they arrive together:
+        # the second comes before the warm stop the first asked for can finish.
+        process.pause()
+        process.signal(signal.SIGINT)
+        process.signal(signal.SIGTERM)
+        process.resume()
+        assert process.wait(timeout=20) == 128 + signal.SIGTERM
+    finally:
+        process.kill()
+    text = log.read_text()
+    # (the first signal's own line may not be written: the second can cut its handler short)
+    assert "second signal, exiting now" in text
+    assert "Redis outages" not in text, "exited at once, before any summary"
