@@ -65,11 +65,8 @@ def default_consumer_name() -> str:
 
 
 class HubConsumer(Daemon):
-    """One hub consumer worker; ``run`` until stopped, or ``run_once``.
-
-    A ``hubsync.core.daemon.Daemon``: ``request_stop`` (or a first SIGTERM or SIGINT
-    while ``run`` runs, unless ``handle_signals`` is False) finishes the current batch.
-    """
+    """One hub consumer worker; ``run`` until stopped (the daemon skeleton's signals and
+    ``request_stop`` let it finish its batch first), or ``run_once``."""
 
     def __init__(
         self,

@@ -74,6 +74,12 @@ from redis.retry import Retry
 
 from hubsync.core.backoff import Backoff
 from hubsync.core.errors import ConfigError, RedisCredentialsError, RedisUnavailableError
+from hubsync.core.redis_credentials import (
+    read_password_file,
+    refuse_two_passwords,
+    url_password,
+    url_user,
+)
 from hubsync.core.settings import ClusterMode, CommonSettings, safe_url
 
 log = logging.getLogger(__name__)
@@ -199,7 +205,7 @@ class RedisTarget:
         if self.cluster not in ("auto", "yes", "no"):
             raise ConfigError(f"--redis-cluster: {self.cluster!r} is not one of auto, yes, no")
         if self.password is not None:
-            _refuse_two_passwords(self.url)
+            refuse_two_passwords(self.url)
 
     @classmethod
     def of(
@@ -219,9 +225,9 @@ class RedisTarget:
         """
         password = None
         if password_file is not None:
-            _refuse_two_passwords(url)  # before the file is read: which one was meant?
+            refuse_two_passwords(url)  # before the file is read: which one was meant?
             password = read_password_file(password_file)
-        if url_on_command_line and _url_password(url):
+        if url_on_command_line and url_password(url):
             log.warning(
                 "the Redis URL on the command line carries a password, which every user of "
                 "this machine can read in the process list; pass the URL in HUBSYNC_REDIS_URL, "
@@ -244,17 +250,17 @@ class RedisTarget:
     def with_url(self, url: str) -> RedisTarget:
         """Another Redis reached as this one: the same password (unless ``url`` names its
         own) and the same ``--redis-cluster``."""
-        return RedisTarget(url, None if _url_password(url) else self.password, self.cluster)
+        return RedisTarget(url, None if url_password(url) else self.password, self.cluster)
 
     @property
     def user(self) -> str:
         """The ACL user this target authenticates as: the URL's, or Redis's ``default``."""
-        return _url_user(self.url) or "default"
+        return url_user(self.url) or "default"
 
     @property
     def has_password(self) -> bool:
         """Whether a password is given, in the URL or from a password file."""
-        return self.password is not None or bool(_url_password(self.url))
+        return self.password is not None or bool(url_password(self.url))
 
     @property
     def shown(self) -> str:
@@ -439,49 +445,6 @@ def wait_until_reachable(client: RedisClient, target: RedisTarget, stop: threadi
             log.info("Redis reachable at %s", target.shown)
         return True
     return False
-
-
-def read_password_file(path: Path) -> str:
-    """The password a file holds, surrounding whitespace dropped; ``ConfigError`` if none.
-
-    The message names the file, never its content.
-    """
-    try:
-        password = path.read_text(encoding="utf-8").strip()
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
-        raise ConfigError(
-            f"--redis-password-file {path}: cannot read it ({reason}); give a readable file "
-            "holding the Redis password"
-        ) from None
-    if not password:
-        raise ConfigError(
-            f"--redis-password-file {path}: the file is empty; put the password in it"
-        )
-    return password
-
-
-def _refuse_two_passwords(url: str) -> None:
-    """A ``ConfigError`` if ``url`` carries a password beside the one of a password file."""
-    if _url_password(url):
-        raise ConfigError(
-            f"--redis-password-file: the Redis URL {safe_url(url)} carries a password too; "
-            "give it in one place only"
-        )
-
-
-def _url_password(url: str) -> str | None:
-    try:
-        return urlsplit(url).password
-    except ValueError:
-        return None  # from_url names the malformed URL
-
-
-def _url_user(url: str) -> str | None:
-    try:
-        return urlsplit(url).username
-    except ValueError:
-        return None
 
 
 def _cluster_enabled(target: RedisTarget) -> bool:

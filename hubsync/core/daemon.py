@@ -164,11 +164,9 @@ class RedisOutages:
         monotonic: MonotonicClock = time.monotonic,
     ) -> None:
         self.label = label
-        self._down = down
-        self._up_line = up
+        self._lines = (down, up)  # logged as Redis goes, and as it comes back
         self._monotonic = monotonic
-        self._up = True
-        self._since = 0.0
+        self._up, self._since = True, 0.0
         self._lock = threading.Lock()
         self.count = 0
         """How many times Redis went away."""
@@ -186,7 +184,7 @@ class RedisOutages:
             self._up = False
             self._since = self._monotonic()
             self.count += 1
-        log.warning("%s: %s", self.label, self._down.format(error=type(exc).__name__))
+        log.warning("%s: %s", self.label, self._lines[0].format(error=type(exc).__name__))
 
     def succeeded(self) -> None:
         """Note a successful operation; logs only when Redis was believed down."""
@@ -197,7 +195,7 @@ class RedisOutages:
                 return
             self._up = True
             seconds = self._monotonic() - self._since
-        log.info("%s: %s", self.label, self._up_line.format(seconds=seconds))
+        log.info("%s: %s", self.label, self._lines[1].format(seconds=seconds))
 
 
 class Periodic:
