@@ -164,7 +164,9 @@ def test_a_forged_ack_leaves_the_rows_unacked_and_they_reach_the_hub_after_the_r
     assert site.counts()["acked"] == 0 and site.counts()["pending"] == 20
     assert site.stderr.count("security: ignored outcomes entry") == 2  # once per kind
     assert "(unsigned)" in site.stderr and "(bad_signature)" in site.stderr
-    assert summary["resent"] == 20  # the pass resent what the hub never acknowledged
+    # the pass resent what the hub never acknowledged, each row at least once (a 10 ms
+    # resend timeout can fall due again within one pass on a slow machine)
+    assert summary["resent"] >= 20
 
     assert site.consume_once()["accepted"] == 20
     assert site.relay_once()["acked"] == 20
