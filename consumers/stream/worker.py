@@ -107,7 +107,6 @@ class HubConsumer(Daemon):
     def run(self) -> ConsumerStats:
         """Work until ``request_stop`` (or a first SIGTERM or SIGINT); a second signal exits
         at once."""
-        started = self.monotonic()
         with self.stop_signals():
             try:
                 # a Redis unreachable at start is waited for (logged once), not a failure
@@ -117,8 +116,7 @@ class HubConsumer(Daemon):
             finally:
                 self._final_health()
         self.log_summary(
-            f"consumer {self.name} stopped after {self.monotonic() - started:.1f}s: "
-            f"{self.stats.summary()}",
+            f"consumer {self.name} stopped after {self.elapsed():.1f}s: {self.stats.summary()}",
             {"consumer": self.name} | asdict(self.stats),
         )
         return self.stats

@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING
 
 import click
 
-from hubsync.cli.options import duration_callback, env_option, hub_options, json_option
+from hubsync.cli.options import duration_option, hub_options, json_option, open_hub_store
 from hubsync.core.clock import format_timestamp
 from hubsync.core.enrollment import encode_token, validate_hub_projects
-from hubsync.core.errors import ConfigError, SchemaVersionError
+from hubsync.core.errors import ConfigError
 from hubsync.core.names import validate_name
 from hubsync.core.settings import hub_url_of
 from hubsync.core.sqlite import new_private_file
@@ -72,11 +72,10 @@ Examples:
     is_flag=True,
     help="Revoke the runtime instead: its keys are deleted (no environment variable).",
 )
-@env_option(
+@duration_option(
     "--rotation-grace",
     default="24h",
     show_default=True,
-    callback=duration_callback,
     help="How long the runtime's previous key stays valid after a re-key (90s, 15m, 2h, 1d).",
 )
 @click.option(
@@ -122,11 +121,11 @@ def enroll(
     if revoke and output is not None:
         raise click.UsageError("--output: not used with --revoke (no token is made)")
     if revoke:
-        with _open_hub(url) as store:
+        with open_hub_store(url) as store:
             _revoke(store, runtime_id, as_json)
         return
     # The file first: a name that cannot be had stops the command before the hub changes.
-    with _token_file(output) as token_file, _open_hub(url) as store:
+    with _token_file(output) as token_file, open_hub_store(url) as store:
         grace = timedelta(seconds=rotation_grace)
         _enroll(store, runtime_id, hub_projects, grace, as_json, token_file)
 
@@ -245,13 +244,3 @@ def _revoke(store: HubStore, runtime_id: str, as_json: bool) -> None:
         click.echo(f"runtime {runtime_id} was already revoked at {revoked_at}; nothing changed")
     else:
         click.echo(f"revoked runtime {runtime_id}: its keys are deleted from the hub store")
-
-
-def _open_hub(url: str) -> HubStore:
-    from hubstore import open_store
-    from hubstore.errors import StoreError
-
-    try:
-        return open_store(url, create_schema=False, busy_budget=10.0)
-    except (StoreError, SchemaVersionError) as exc:
-        raise ConfigError(f"--hub-url: {exc}") from None  # it names `hubsync hub migrate`

@@ -364,7 +364,7 @@ def probe(target: RedisTarget) -> RedisClient:
     client = connect(target, Role.PROBE)
     try:
         ping(client, target)
-    except RedisUnavailableError:
+    except (RedisUnavailableError, RedisCredentialsError):
         client.close()
         raise
     return client

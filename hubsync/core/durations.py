@@ -30,8 +30,6 @@ def parse_duration(text: str) -> float:
         # A bare number means seconds only on its own: "1h30" is ambiguous, so refused.
         if match.start() != position or (match.group(2) == "" and match.start() != 0):
             break
-        if match.group(2) == "" and match.end() != len(compact):
-            break
         total += float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
         position = match.end()
     if not compact or position != len(compact):

@@ -16,8 +16,7 @@ import stat
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hubsync.core.errors import HubsyncError, SchemaVersionError
-from hubsync.core.settings import SQLITE_URL_PREFIX
+from hubsync.core.errors import ConfigError, HubsyncError, SchemaVersionError
 from hubsync.core.sqlite import companion_files, damage_found
 from hubsync.doctor.check import Check, Status, counted, from_error
 
@@ -56,10 +55,14 @@ def hub_store_check(hub_url: str | None, shown: str) -> Check:
 
 
 def sqlite_path(hub_url: str) -> Path | None:
-    """The file of a ``sqlite:///`` hub URL; None for another backend."""
-    if not hub_url.startswith(SQLITE_URL_PREFIX):
-        return None
-    return Path(hub_url.removeprefix(SQLITE_URL_PREFIX))
+    """The file of a ``sqlite:///`` hub URL (by the backend's own rule); None for another."""
+    from hubstore.factory import url_scheme
+    from hubstore.sqlite.store import sqlite_path as backend_sqlite_path
+
+    try:
+        return backend_sqlite_path(hub_url) if url_scheme(hub_url) == "sqlite" else None
+    except ConfigError:
+        return None  # the hub-store line has said what is wrong with the URL
 
 
 _RESTORE_FIX = (

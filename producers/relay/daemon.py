@@ -139,6 +139,7 @@ class Relay(Daemon):
         self.target = target or RedisTarget.from_settings(settings)
         self.clock = clock  # when rows were attempted and when their resend falls due
         self.registry = registry or RuntimeRegistry(settings.state_dir, create=False)
+        self._owns_registry = registry is None  # opened here, so closed by close()
         self.runtime_id = self.registry.runtime_id
         if settings.runtime_id and settings.runtime_id != self.runtime_id:
             raise ConfigError(
@@ -166,8 +167,8 @@ class Relay(Daemon):
         try:
             self.lock = StateDirLock(self.registry.state_dir)
         except BaseException:
-            if registry is None:
-                self.registry.close()  # opened above, so ours to close
+            if self._owns_registry:
+                self.registry.close()
             raise
         self.marker = AttemptMarker(
             self._open_marker_store,
@@ -259,13 +260,16 @@ class Relay(Daemon):
         )
 
     def close(self) -> None:
-        """Finish marking, close every store, then let go of the state dir's lock."""
+        """Finish marking, close every store, let go of the state dir's lock, and close the
+        registry if the relay opened it."""
         self.marker.close()
         self.pruner.close()
         for sender in self._senders.values():
             sender.store.close()
         self._senders.clear()
         self.lock.close()
+        if self._owns_registry:
+            self.registry.close()
 
     # -- projects --------------------------------------------------------
 

@@ -298,5 +298,6 @@ def test_piped_status_never_folds_a_cell_however_narrow_the_columns(
     assert code == 0
     row = row_of(out, p.runtime_id, heartbeat["heartbeat"])  # the runtimes row, whole
     assert HUB_PROJECT in row and "hub_db" in row
-    assert "relay" in row_of(out, "│ relay ", p.runtime_id)  # the health keys row, whole
+    relay_row = row_of(out, "│ relay ", p.runtime_id)  # the health keys row, whole
+    assert p.runtime_id in relay_row.split("│ relay ", 1)[1]  # on the row, after its role
     assert "┃ hub events ┃ hub alerts ┃" in out  # headers whole too
