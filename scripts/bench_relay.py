@@ -136,7 +136,7 @@ def measure_latency(url: str, rate: int, seconds: float) -> dict[str, float]:
         runner = threading.Thread(target=relay.run, daemon=True)
         runner.start()
         latencies: list[float] = []
-        stream = keys.events_stream("bench")
+        stream = keys.events_stream("bench", registry.runtime_id)
         done = threading.Event()
 
         def read() -> None:

@@ -25,10 +25,10 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from consumers.jobs.job_connection import job_connection
 from consumers.stream.reclaim import remove_idle_consumers
+from consumers.views.projects import known_hub_projects
+from consumers.views.queue_status import events_streams
 from hubstore.factory import open_store
 from hubstore.lua_scripts import scripts_for
-from hubsync.core import keys
-from hubsync.core.redis_values import as_text
 from hubsync.core.settings import hub_url_of
 from producers.effects.ledger import EffectsLedger
 
@@ -96,18 +96,17 @@ def run_maintenance(
             ledger.close()
     client = job_connection(redis_url, "run_maintenance")
     scripts = scripts_for(client)
-    for raw in sorted(client.smembers(keys.PROJECTS)):
-        project = as_text(raw)
-        stream = keys.events_stream(project)
-        try:
-            removed = remove_idle_consumers(
-                client, scripts, stream, me="", idle_ms=int(dead_consumer_idle * 1000)
-            )
-        except redis.ResponseError as exc:  # no stream or no group yet
-            log.debug("maintenance: %s skipped: %s", stream, exc)
-            continue
-        if removed:
-            report["removed_consumers"][project] = removed
+    for project in known_hub_projects(client):
+        for stream in events_streams(client, project):
+            try:
+                removed = remove_idle_consumers(
+                    client, scripts, stream, me="", idle_ms=int(dead_consumer_idle * 1000)
+                )
+            except redis.ResponseError as exc:  # no group yet, or not a stream
+                log.debug("maintenance: %s skipped: %s", stream, exc)
+                continue
+            if removed:
+                report["removed_consumers"].setdefault(project, []).extend(removed)
     log.info(
         "maintenance: purged %s effects, %s alerts, %s presence rows; removed consumers %s",
         report["purged_effects"],

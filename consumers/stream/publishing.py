@@ -8,19 +8,29 @@ may be the previous one: the relay that sent them holds it). Only entries that
 authenticated as a runtime's get outcomes: a refused entry's runtime is told
 nothing, so a forged copy can never park the genuine outbox row.
 
-Everything is published in one pipeline, and only once that pipeline succeeded
-are the entries XACKed in a second one: an entry is never acknowledged to the
-stream before its verdict is on its way to the runtime.
+Everything is published in one pipeline, and only once that pipeline was
+answered are the entries XACKed in a second one: an entry is never
+acknowledged to the stream before its verdict is on its way to the runtime.
+A stream Redis refuses an XADD on (another type, or an ack stream whose last
+id is the largest there is) is that stream's failure alone: one log line per
+stream and batch, ``hubsync_consumer_stream_failures_total``, and for an ack
+stream an alert on the hub project's alert stream; the rest of the batch is
+published and acknowledged (what was stored stays stored, and a runtime whose
+outcome was lost sends its rows again, which the hub answers ``duplicate``).
 """
 
 from __future__ import annotations
 
+import logging
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
+
+import redis
 
 from hubstore.store import SecurityAlert
-from hubsync.core import keys
+from hubsync.core import keys, metrics
 from hubsync.core.canonical import content_hash
 from hubsync.core.clock import utc_now_iso
 from hubsync.core.connections import RedisClient
@@ -37,6 +47,8 @@ from hubsync.core.names import validate_name
 from hubsync.core.redis_values import printable
 from hubsync.core.signing import HUB_ID_FIELD, SIGNATURE_FIELD, RuntimeKey, sign_outcomes_entry
 
+log = logging.getLogger(__name__)
+
 DEAD_FIELD_PREVIEW_BYTES = 4096
 """Original fields longer than this are cut to this many bytes in a dead letter (and listed
 in its ``truncated`` field), so a 10 MB garbage field never gets copied around."""
@@ -45,6 +57,9 @@ ORIGINAL_PREFIX = "field."
 """Dead letters carry the original entry's fields under this prefix (``field.event``, ...)."""
 
 MAX_DELIVERIES_REASON = "max_deliveries"
+
+ACKS_UNWRITABLE = "acks_unwritable"
+"""Reason of the alert raised when a runtime's ack stream refuses the hub's outcomes."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -357,8 +372,10 @@ class Publication:
         """Publish dead letters, outcomes and alerts in one pipeline, then XACK in another."""
         if self.dead_letters or self.outcomes or self.alerts:
             pipe = client.pipeline(transaction=False)
+            written: list[tuple[str, str]] = []  # (kind, stream) of each XADD, in order
             for stream, letter in self.dead_letters:
                 pipe.xadd(stream, letter, maxlen=self.dead_maxlen, approximate=True)  # type: ignore[arg-type]
+                written.append(("dead", stream))
             for (hub_project, runtime_id, key), records in self.outcomes.items():
                 # Capped: a relay that stopped reading must not grow its stream for
                 # ever. An outcome trimmed before its relay read it is made good by
@@ -366,22 +383,63 @@ class Publication:
                 fields = signed_outcomes_entry_fields(
                     self.hub_id, hub_project, runtime_id, records, key
                 )
-                pipe.xadd(
-                    keys.acks_stream(hub_project, runtime_id),
-                    fields,  # type: ignore[arg-type]
-                    maxlen=self.acks_maxlen,
-                    approximate=True,
-                )
+                acks = keys.acks_stream(hub_project, runtime_id)
+                pipe.xadd(acks, fields, maxlen=self.acks_maxlen, approximate=True)  # type: ignore[arg-type]
+                written.append(("acks", acks))
             for stream, alert in self.alerts:
                 pipe.xadd(stream, alert, maxlen=self.alerts_maxlen, approximate=True)  # type: ignore[arg-type]
-            pipe.execute()
+                written.append(("alerts", stream))
+            replies = pipe.execute(raise_on_error=False)
+            _report_refusals(client, written, replies, self.alerts_maxlen)
         if self.acks:
             pipe = client.pipeline(transaction=False)
-            for stream, ids in self.acks.items():
+            acked = list(self.acks.items())
+            for stream, ids in acked:
                 pipe.xack(stream, keys.CONSUMER_GROUP, *ids)
-            pipe.execute()
+            replies = pipe.execute(raise_on_error=False)
+            _report_refusals(client, [("events", s) for s, _ in acked], replies, None)
 
     @property
     def dead_count(self) -> int:
         """How many entries this batch dead-lettered."""
         return len(self.dead_letters)
+
+
+def _report_refusals(
+    client: RedisClient,
+    written: Sequence[tuple[str, str]],
+    replies: Sequence[object],
+    alerts_maxlen: int | None,
+) -> None:
+    """Log and count each command Redis refused (once per stream); for a refused ack stream,
+    raise an alert (``alerts_maxlen`` set) on its hub project's alert stream."""
+    refused: dict[tuple[str, str], Exception] = {}
+    for where, reply in zip(written, replies, strict=True):
+        if isinstance(reply, Exception):
+            if not isinstance(reply, redis.ResponseError):
+                raise reply  # Redis went away: the batch stays pending and is retried
+            refused.setdefault(where, reply)
+    for (kind, stream), exc in refused.items():
+        hub_project = keys.hub_project_of(stream)
+        detail = printable(str(exc)[:200])
+        metrics.STREAM_FAILURES.labels(kind, hub_project).inc()
+        log.error(
+            "%s refused the hub's %s entry (%s); the rest of the batch goes on",
+            stream,
+            kind,
+            detail,
+        )
+        if kind == "acks" and alerts_maxlen is not None:
+            alert: Any = {
+                "reason": ACKS_UNWRITABLE,
+                "stream": stream,
+                "runtime_id": keys.runtime_of(stream) or "",
+                "detail": detail,
+                "detected_at": utc_now_iso(),
+            }
+            try:
+                client.xadd(
+                    keys.alerts_stream(hub_project), alert, maxlen=alerts_maxlen, approximate=True
+                )
+            except redis.ResponseError:
+                metrics.STREAM_FAILURES.labels("alerts", hub_project).inc()

@@ -3,11 +3,14 @@
 Redis caps a read by entry count only, and returns every entry whole. Entries a
 relay writes are small (an event is at most 256 KiB, a batch of them a few
 MiB), but anyone who can XADD can write entries of many megabytes, and a read
-of ``read_count`` of them would hold them all in memory at once. So each
-reply is measured: after one over ``read_bytes``, the next reads ask for as
-many entries as the largest one seen would fit (down to one per stream), and
-the count doubles back towards ``read_count`` with every batch that fits, as
-far as entries like its largest would still fit.
+of ``read_count`` of them would hold them all in memory at once. So a worker
+starts with one entry per stream (nothing is known of the entries yet: a
+first read of ``read_count`` 60 MiB entries would hold gigabytes), and each
+reply is measured: the count doubles towards ``read_count`` with every batch
+of entries that fits, as far as entries like its largest would still fit;
+after one over ``read_bytes``, the next reads ask for as many entries as the
+largest one seen would fit (down to one per stream). An empty reply teaches
+nothing and changes nothing.
 
 One read can still exceed the budget (the count is chosen before the entries
 are seen): the bound on a single entry is Redis's own (``proto-max-bulk-len``
@@ -43,7 +46,7 @@ class ReadBudget:
     def __init__(self, read_count: int, read_bytes: int) -> None:
         self.read_count = read_count
         self.read_bytes = read_bytes
-        self.count = read_count
+        self.count = 1  # grown by replies that fit, never on trust
         self.over_budget = 0
         """Replies larger than ``read_bytes`` so far."""
 
@@ -62,7 +65,7 @@ class ReadBudget:
                     fits,
                 )
                 self.count = fits
-        elif self.count < self.read_count:
+        elif self.count < self.read_count and largest > 0:
             # grow, but not past what entries like this batch's largest would fill
             fits = self.read_bytes // max(1, largest)
             self.count = min(self.read_count, self.count * 2, max(self.count, fits))

@@ -1,4 +1,4 @@
-"""``HubConsumer``: one hub worker in consumer group ``hub`` over every project's events stream.
+"""``HubConsumer``: one hub worker in consumer group ``hub`` over every runtime's events streams.
 
 A batch goes: XREADGROUP -> judge each entry (``consumers.stream.judging.EntryJudge``:
 its signature under an enrolled runtime's key, refused ones becoming dead
@@ -18,6 +18,7 @@ import socket
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
+from typing import TypeVar
 
 import redis
 
@@ -30,6 +31,7 @@ from consumers.stream.lag import export_lag
 from consumers.stream.publishing import MAX_DELIVERIES_REASON, Publication
 from consumers.stream.read_budget import ReadBudget, reply_bytes
 from consumers.stream.reclaim import reclaim_stream, remove_idle_consumers
+from consumers.stream.streams import FollowedStreams
 from consumers.stream.trim import trim_acknowledged
 from hubstore.errors import StoreError
 from hubstore.lua_scripts import scripts_for
@@ -44,7 +46,7 @@ from hubsync.core.connections import (
 )
 from hubsync.core.daemon import Daemon, HealthKey, Periodic, RedisOutages
 from hubsync.core.entries import decode_fields
-from hubsync.core.errors import ConfigError, StoreBusyError
+from hubsync.core.errors import StoreBusyError
 from hubsync.core.names import validate_name
 from hubsync.core.redis_values import RawEntry, as_text, stream_entries
 from hubsync.core.settings import ConsumerSettings
@@ -52,6 +54,8 @@ from hubsync.core.stream_reads import read_streams
 
 log = logging.getLogger(__name__)
 
+
+_T = TypeVar("_T")
 
 _BACKOFF_BASE = 0.1
 _BACKOFF_CAP = 10.0
@@ -86,9 +90,7 @@ class HubConsumer(Daemon):
         super().__init__(f"consumer {self.name}", handle_signals=handle_signals)
         self.stats = ConsumerStats()
         self.scripts = scripts_for(client)
-        self.streams: list[str] = []
-        self._invalid_projects: set[str] = set()
-        self._projects_bound_logged = False
+        self.followed = FollowedStreams(client, settings.max_projects)
         self._recover_own = True
         self._refresh = Periodic(1.0, self.monotonic)
         self._reclaim = Periodic(settings.reclaim_interval, self.monotonic)
@@ -172,7 +174,7 @@ class HubConsumer(Daemon):
             # The group vanished (Redis lost its data, or someone destroyed it):
             # create it again rather than spin on the error.
             log.warning("consumer group missing (%s); recreating it", exc)
-            self.streams = []
+            self.followed.forget()
             self._after_failure()
             return
         except (StoreError, StoreBusyError) as exc:
@@ -191,65 +193,39 @@ class HubConsumer(Daemon):
 
     # ----- streams and reading -----
 
+    @property
+    def streams(self) -> list[str]:
+        """The events streams read now (``consumers.stream.streams``)."""
+        return self.followed.ready
+
     def refresh_streams(self, force: bool = False) -> list[str]:
-        """Follow the projects of ``hubsync:projects`` that have a stream, creating group ``hub``.
+        """Follow every enrolled runtime's events stream of each of its hub projects (from the
+        hub store, read each refresh: a runtime enrolled meanwhile is followed within a
+        second), and the shared streams still to drain; ``consumers.stream.streams``.
 
-        Anyone who can write to Redis can add names to the set, so what it
-        holds is bounded before it costs anything: only hub projects some
-        runtime enrolled on this hub may write to are followed (anything else
-        would be refused unread anyway), a project with no events stream yet
-        gets no stream made for it (its group is created once a relay's first
-        XADD has made the stream), and at most ``max_projects`` projects are
-        followed.
-
-        First it binds the namespace to this hub (as ``bind_namespace``, in the
-        round trip that reads the set): before the first read, and again on
-        every refresh, so a binding a Redis restart lost is made again;
-        another hub's id there stops the worker with ``NamespaceOwnedError``.
+        First it binds the namespace to this hub (as ``bind_namespace``): before
+        the first read, and again on every refresh, so a binding a Redis restart
+        lost is made again; another hub's id there stops the worker with
+        ``NamespaceOwnedError``. ``force`` makes every group again (after a read
+        found one missing).
         """
         hub_id = self._store_hub_id()
-        pipe = self.client.pipeline(transaction=False)  # the binding and the set: one round trip
+        pipe = self.client.pipeline(transaction=False)
         queue_binding(pipe, hub_id)
-        pipe.smembers(keys.PROJECTS)
-        *_, owner, raw_members = pipe.execute()
+        *_, owner = pipe.execute()
         check_owner(owner, hub_id)
-        enrolled = self._enrolled_hub_projects()
-        members = sorted(m for m in map(as_text, raw_members) if m in enrolled)
-        known = set(self.streams)
-        candidates = [
-            stream
-            for stream in map(self._stream_of, members)
-            if stream is not None and (force or stream not in known)
-        ]
-        room = self.settings.max_projects - len(known)
-        new = self._existing([stream for stream in candidates if stream not in known])
-        if len(new) > room:
-            if not self._projects_bound_logged:
-                self._projects_bound_logged = True
-                log.warning(
-                    "%s names more hub projects than --max-projects %d; following the first %d "
-                    "only (raise --max-projects, or remove the stray names from the set)",
-                    keys.PROJECTS,
-                    self.settings.max_projects,
-                    self.settings.max_projects,
-                )
-            new = new[: max(0, room)]
-        candidates = [stream for stream in candidates if stream in known] + new
-        for stream in self._create_groups(candidates):
-            if stream not in known:
-                self.streams.append(stream)
-                known.add(stream)
-        return self.streams
+        if force:
+            self.followed.forget()
+        return self.followed.refresh(self._enrolled_streams())
 
-    def _enrolled_hub_projects(self) -> set[str]:
-        """Every hub project an active runtime of this hub is enrolled for (read each refresh:
-        a runtime enrolled meanwhile is followed within a second)."""
-        return {
-            hub_project
+    def _enrolled_streams(self) -> list[tuple[str, str]]:
+        """(hub project, runtime) of every active runtime of this hub and each of its projects."""
+        return [
+            (hub_project, runtime.runtime_id)
             for runtime in self.store.enrolled_runtimes()
             if runtime.key is not None
             for hub_project in runtime.hub_projects
-        }
+        ]
 
     def _store_hub_id(self) -> str:
         """The store's hub id (given one if it has none), read once per worker."""
@@ -258,46 +234,6 @@ class HubConsumer(Daemon):
             self.hub_id = self.store.hub_id() or self.store.init_hub()
         return self.hub_id
 
-    def _stream_of(self, project: str) -> str | None:
-        try:
-            return keys.events_stream(project)
-        except ConfigError:
-            if project not in self._invalid_projects and len(self._invalid_projects) < 100:
-                self._invalid_projects.add(project)
-                log.warning(
-                    "ignoring invalid hub project name %r in %s", project[:40], keys.PROJECTS
-                )
-            return None
-
-    def _existing(self, streams: list[str]) -> list[str]:
-        """The streams that exist now (one round trip)."""
-        if not streams:
-            return []
-        pipe = self.client.pipeline(transaction=False)
-        for stream in streams:
-            pipe.exists(stream)
-        return [stream for stream, found in zip(streams, pipe.execute(), strict=True) if found]
-
-    def _create_groups(self, streams: list[str]) -> list[str]:
-        """Create group ``hub`` on each stream that exists; the streams that have the group."""
-        if not streams:
-            return []
-        pipe = self.client.pipeline(transaction=False)
-        for stream in streams:
-            # From "0": entries a relay added before any hub worker existed count too.
-            # No MKSTREAM: a name in the set must not make a stream appear.
-            pipe.xgroup_create(stream, keys.CONSUMER_GROUP, id="0")
-        ready = []
-        for stream, result in zip(streams, pipe.execute(raise_on_error=False), strict=True):
-            if not isinstance(result, redis.ResponseError):
-                log.info("created group %s on %s", keys.CONSUMER_GROUP, stream)
-                ready.append(stream)
-            elif "BUSYGROUP" in str(result):
-                ready.append(stream)
-            elif "requires the key to exist" not in str(result):
-                raise result
-        return ready
-
     def poll(self, block_ms: int | None) -> int:
         """One XREADGROUP over every stream (``None``: do not block); processes it; entry count.
 
@@ -305,13 +241,18 @@ class HubConsumer(Daemon):
         """
         if not self.streams:
             return 0
-        reply = read_streams(
-            self.client,
-            dict.fromkeys(self.streams, ">"),
-            count=self.read_budget.count,
-            block_ms=block_ms,
-            group=(keys.CONSUMER_GROUP, self.name),
-        )
+        try:
+            reply = read_streams(
+                self.client,
+                dict.fromkeys(self.streams, ">"),
+                count=self.read_budget.count,
+                block_ms=block_ms,
+                group=(keys.CONSUMER_GROUP, self.name),
+            )
+        except redis.ResponseError:
+            # one stream Redis refuses fails the read of all: set it aside, read the rest
+            self.followed.diagnose()
+            return 0
         batch = [(as_text(s), stream_entries(entries)) for s, entries in reply]
         return self.process(batch, largest=self._observe_bytes(batch))
 
@@ -328,48 +269,68 @@ class HubConsumer(Daemon):
     def recover_own_pending(self) -> int:
         """Take back what this consumer read but never acked (after a restart or a failure)."""
         total = 0
-        for stream in self.streams:
+        for stream in list(self.streams):
             while True:
-                found = reclaim_stream(
-                    self.client,
+                found = self._on_stream(
                     stream,
-                    self.name,
-                    min_idle_ms=0,
-                    max_deliveries=self.settings.max_deliveries,
-                    count=self.read_budget.count,
-                    owner=self.name,
+                    lambda s: reclaim_stream(
+                        self.client,
+                        s,
+                        self.name,
+                        min_idle_ms=0,
+                        max_deliveries=self.settings.max_deliveries,
+                        count=self.read_budget.count,
+                        owner=self.name,
+                    ),
                 )
+                if found is None:
+                    break
                 total += self._handle_reclaimed(stream, found.retry, found.poison)
                 if not found.retry and not found.poison:
                     break
         self._recover_own = False
         return total
 
+    def _on_stream(self, stream: str, work: Callable[[str], _T]) -> _T | None:
+        """``work(stream)``; None, with the stream set aside, when Redis refuses it."""
+        try:
+            return work(stream)
+        except redis.ResponseError as exc:
+            self.followed.refused(stream, exc)
+            return None
+
     def reclaim(self) -> int:
         """Claim entries idle longer than ``reclaim_idle`` in any consumer; dead-letter poison."""
         idle_ms = int(self.settings.reclaim_idle * 1000)
         total = 0
-        for stream in self.streams:
-            found = reclaim_stream(
-                self.client,
+        for stream in list(self.streams):
+            found = self._on_stream(
                 stream,
-                self.name,
-                min_idle_ms=idle_ms,
-                max_deliveries=self.settings.max_deliveries,
-                count=self.read_budget.count,
+                lambda s: reclaim_stream(
+                    self.client,
+                    s,
+                    self.name,
+                    min_idle_ms=idle_ms,
+                    max_deliveries=self.settings.max_deliveries,
+                    count=self.read_budget.count,
+                ),
             )
-            total += self._handle_reclaimed(stream, found.retry, found.poison)
+            if found is not None:
+                total += self._handle_reclaimed(stream, found.retry, found.poison)
         return total
 
     def maintain(self) -> None:
         """Remove long-idle consumers with nothing pending, and trim acknowledged entries."""
         idle_ms = int(self.settings.reclaim_idle * 10 * 1000)
-        for stream in self.streams:
-            for name in remove_idle_consumers(
-                self.client, self.scripts, stream, self.name, idle_ms
-            ):
+        for stream in list(self.streams):
+            removed = self._on_stream(
+                stream,
+                lambda s: remove_idle_consumers(self.client, self.scripts, s, self.name, idle_ms),
+            )
+            for name in removed or []:
                 log.info("removed idle consumer %s from %s (nothing pending)", name, stream)
-            self.stats.trimmed += trim_acknowledged(self.scripts, stream).removed
+            trimmed = self._on_stream(stream, lambda s: trim_acknowledged(self.scripts, s))
+            self.stats.trimmed += trimmed.removed if trimmed is not None else 0
 
     def _handle_reclaimed(
         self,

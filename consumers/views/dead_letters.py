@@ -100,7 +100,10 @@ class ReplayResult:
 
     replayed: list[tuple[str, str]] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)
-    """``(dead id, why)``: ``truncated``, ``empty`` or ``missing``."""
+    """``(dead id, why)``: ``truncated``, ``empty``, ``missing``, or ``unknown_stream`` (it
+    names no events stream of its hub project to go back to)."""
+    streams: set[str] = field(default_factory=set)
+    """The events streams letters went back to."""
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -118,7 +121,6 @@ class DeadLetters:
         self.client = client
         self.hub_project = require_hub_project(client, hub_project)
         self.stream = keys.dead_stream(self.hub_project)
-        self.events_stream = keys.events_stream(self.hub_project)
         self._replay = scripts_for(client).dead_replay
 
     def count(self) -> int:
@@ -148,8 +150,23 @@ class DeadLetters:
                 found[entry_id] = _listed(raw_id, raw)
         return found
 
+    def home_stream(self, letter: DeadLetter) -> str | None:
+        """The events stream ``letter`` goes back to: the one it came from, when that is an
+        events stream of this hub project (a runtime's, or the shared one); else None."""
+        source = letter.source_stream
+        runtime = keys.runtime_of(source)
+        try:
+            home = (
+                keys.shared_events_stream(self.hub_project)
+                if runtime is None
+                else keys.events_stream(self.hub_project, runtime)
+            )
+        except ConfigError:
+            return None
+        return home if home == source else None
+
     def replay(self, ids: Sequence[str]) -> ReplayResult:
-        """Put these letters back on the events stream; all or nothing.
+        """Put these letters back on the events streams they came from; all or nothing.
 
         Every id must name an existing, whole letter, or nothing is replayed:
         ``DeadLetterNotFoundError`` / ``DeadLetterNotReplayableError`` say which.
@@ -162,12 +179,12 @@ class DeadLetters:
                 "(see 'truncated' in `hubsync dead list --json`), so they cannot be replayed; "
                 "nothing was replayed. Purge them once you have read them"
             )
-        return self._run_replay(list(dict.fromkeys(ids)))
+        return self._run_replay([found[i] for i in dict.fromkeys(ids)])
 
     def replay_all(self, reason: str | None = None) -> ReplayResult:
         """Replay every whole letter (of ``reason``); cut ones are skipped and listed."""
         result = ReplayResult()
-        batch: list[str] = []
+        batch: list[ListedDeadLetter] = []
         for listed in self._walk():
             if reason is not None and listed.letter.reason != reason:
                 continue
@@ -175,7 +192,7 @@ class DeadLetters:
                 why = "truncated" if listed.letter.truncated else "empty"
                 result.skipped.append((listed.entry_id, why))
                 continue
-            batch.append(listed.entry_id)
+            batch.append(listed)
             if len(batch) >= PAGE:
                 _merge(result, self._run_replay(batch))
                 batch = []
@@ -214,15 +231,25 @@ class DeadLetters:
             )
         return found
 
-    def _run_replay(self, ids: list[str]) -> ReplayResult:
+    def _run_replay(self, letters: list[ListedDeadLetter]) -> ReplayResult:
+        """Replay ``letters``: one script call per events stream they go back to."""
         result = ReplayResult()
-        reply = self._replay(keys=[self.stream, self.events_stream], args=ids)
-        for entry_id, (status, new_id) in zip(ids, reply, strict=True):
-            status_text = as_text(status)
-            if status_text == "replayed":
-                result.replayed.append((entry_id, as_text(new_id)))
+        by_stream: dict[str, list[str]] = {}
+        for listed in letters:
+            home = self.home_stream(listed.letter)
+            if home is None:
+                result.skipped.append((listed.entry_id, "unknown_stream"))
             else:
-                result.skipped.append((entry_id, status_text))
+                by_stream.setdefault(home, []).append(listed.entry_id)
+        for stream, ids in by_stream.items():
+            reply = self._replay(keys=[self.stream, stream], args=ids)
+            for entry_id, (status, new_id) in zip(ids, reply, strict=True):
+                status_text = as_text(status)
+                if status_text == "replayed":
+                    result.replayed.append((entry_id, as_text(new_id)))
+                    result.streams.add(stream)
+                else:
+                    result.skipped.append((entry_id, status_text))
         return result
 
     def _walk(self) -> Iterator[ListedDeadLetter]:
@@ -243,3 +270,4 @@ def _listed(raw_id: bytes | str, raw: Any) -> ListedDeadLetter:
 def _merge(into: ReplayResult, other: ReplayResult) -> None:
     into.replayed.extend(other.replayed)
     into.skipped.extend(other.skipped)
+    into.streams.update(other.streams)

@@ -1,6 +1,12 @@
-"""The hub projects Redis knows (``hubsync:projects``), as operator tools look them up."""
+"""The hub projects Redis knows (``hubsync:projects``), as operator tools look them up.
+
+Hub consumers write the set (the hub projects they follow); a key of another
+type there is read as an empty set, so it stops no tool.
+"""
 
 from __future__ import annotations
+
+import redis
 
 from consumers.errors import UnknownHubProjectError
 from hubsync.core import keys
@@ -13,7 +19,11 @@ from hubsync.core.redis_values import as_text
 def known_hub_projects(client: RedisClient) -> list[str]:
     """Every valid hub project name in ``hubsync:projects``, sorted (invalid members skipped)."""
     names = []
-    for member in client.smembers(keys.PROJECTS):
+    try:
+        members = client.smembers(keys.PROJECTS)
+    except redis.ResponseError:
+        return []  # not a set: nothing a tool can list (consumers say so in their log)
+    for member in members:
         try:
             names.append(validate_name(as_text(member), "hub project"))
         except ConfigError:
@@ -28,7 +38,7 @@ def require_hub_project(client: RedisClient, hub_project: str) -> str:
     dead-letter or alert stream (left over after its events stream was removed).
     """
     name = validate_name(hub_project, "hub project")
-    if client.sismember(keys.PROJECTS, name):
+    if name in known_hub_projects(client):
         return name
     if client.exists(keys.dead_stream(name), keys.alerts_stream(name)):
         return name

@@ -1,4 +1,5 @@
-"""The hub side's state as Redis sees it: per hub project stream, group, consumers, presence.
+"""The hub side's state as Redis sees it: per hub project its runtimes' streams, group, consumers,
+presence, and how far the hub is behind on each runtime's stream.
 
 Everything is read, nothing is changed. Ages are measured on Redis's clock
 (``TIME`` against the millisecond part of entry ids, which Redis stamped when
@@ -15,6 +16,10 @@ from dataclasses import asdict, dataclass, field, replace
 from datetime import timedelta
 from typing import Any
 
+import redis
+
+from consumers.stream.lag import read_lag
+from consumers.stream.streams import stream_id
 from hubstore.store import DEFAULT_STALE_AFTER, HubStore
 from hubsync.core import keys
 from hubsync.core.clock import parse_timestamp, utc_now
@@ -79,19 +84,41 @@ class HubDbCounts:
     alerts: int
 
 
+@dataclass(frozen=True, slots=True)
+class RuntimeStream:
+    """One runtime's events stream of a hub project, and how far the hub is behind on it."""
+
+    runtime_id: str
+    """Empty for the shared stream of before per-runtime streams."""
+    stream: str
+    length: int
+    lag: int | None
+    pending: int
+    unstored: int
+    """Entries not yet stored at the hub: never delivered to group ``hub`` (when Redis can
+    tell), or delivered and not acknowledged."""
+    oldest_unstored_age_seconds: float | None
+    """Age of the oldest of them (Redis clock); None when there is none."""
+
+
 @dataclass
 class HubProjectStatus:
-    """Everything status shows about one hub project."""
+    """Everything status shows about one hub project: its streams summed, and each one."""
 
     hub_project: str
     stream: str
+    """The pattern of its events streams (``hubsync:{P}:events:{*}``)."""
     length: int
     entries_added: int
     last_id: str | None
     group: GroupInfo | None
+    """Group ``hub`` over all its streams: lag and pending summed, the oldest pending, each
+    consumer's pending summed (and its least idle time)."""
     dead_letters: int
     alerts: int
     runtimes: list[RuntimeInfo] = field(default_factory=list)
+    streams: list[RuntimeStream] = field(default_factory=list)
+    """Each runtime's events stream, by runtime id."""
     hub_db: HubDbCounts | None = None
     live_consumers: list[str] = field(default_factory=list)
     """Hub consumers with a live health key: every one reads every hub project, from before
@@ -123,16 +150,14 @@ def project_status(
     store: HubStore | None = None,
     stale_after: timedelta = DEFAULT_STALE_AFTER,
 ) -> HubProjectStatus:
-    """The state of ``hub_project``: its stream, group ``hub``, dead letters, alerts, runtimes."""
-    stream = keys.events_stream(hub_project)
+    """The state of ``hub_project``: its streams, group ``hub``, dead letters, alerts, runtimes."""
     pipe = client.pipeline(transaction=False)
-    pipe.exists(stream)
     pipe.xlen(keys.dead_stream(hub_project))
     pipe.xlen(keys.alerts_stream(hub_project))
-    exists, dead, alerts = pipe.execute()
+    dead, alerts = pipe.execute()
     status = HubProjectStatus(
         hub_project=hub_project,
-        stream=stream,
+        stream=keys.events_stream_pattern(hub_project),
         length=0,
         entries_added=0,
         last_id=None,
@@ -140,21 +165,95 @@ def project_status(
         dead_letters=int(dead),
         alerts=int(alerts),
     )
-    if exists:
-        info = client.xinfo_stream(stream)
-        status.length = int(info["length"])
-        status.entries_added = int(info.get("entries-added") or 0)
-        status.last_id = as_text(info["last-generated-id"])
-        status.group = _group(client, stream, now_ms)
+    groups = []
+    streams = events_streams(client, hub_project)
+    for stream in streams:
+        try:
+            info = client.xinfo_stream(stream)
+            group = _group(client, stream, now_ms)
+        except redis.ResponseError:
+            continue  # not a stream (the consumers set it aside and say so)
+        status.length += int(info["length"])
+        status.entries_added += int(info.get("entries-added") or 0)
+        last = as_text(info["last-generated-id"])
+        status.last_id = max(status.last_id or last, last, key=stream_id)
+        if group is not None:
+            groups.append(group)
+            status.streams.append(_runtime_stream(client, stream, int(info["length"]), group))
+    status.group = _merged(groups)
+    status.streams.sort(key=lambda r: r.runtime_id)
     if store is not None:
         status.runtimes = _presence_from_store(store, hub_project, stale_after)
         status.hub_db = HubDbCounts(
             events=store.count_events(hub_project=hub_project),
             alerts=len(store.alerts(hub_project, limit=MAX_HUB_DB_ALERTS)),
         )
-    elif exists:
-        status.runtimes = _presence_from_stream(client, stream, now_ms, stale_after)
+    else:
+        status.runtimes = _presence_from_streams(client, streams, now_ms, stale_after)
     return status
+
+
+def events_streams(client: RedisClient, hub_project: str) -> list[str]:
+    """The events streams of ``hub_project`` in Redis: each runtime's, and the shared one of
+    before per-runtime streams while it exists."""
+    found = sorted(
+        as_text(key)
+        for key in client.scan_iter(match=keys.events_stream_pattern(hub_project), count=500)
+    )
+    shared = keys.shared_events_stream(hub_project)
+    return [*found, shared] if client.exists(shared) else found
+
+
+def _runtime_stream(
+    client: RedisClient, stream: str, length: int, group: GroupInfo
+) -> RuntimeStream:
+    lag = read_lag(client, [stream])
+    reading = lag[0] if lag else None
+    unstored = reading.unstored if reading else group.pending
+    return RuntimeStream(
+        runtime_id=keys.runtime_of(stream) or "",
+        stream=stream,
+        length=length,
+        lag=group.lag,
+        pending=group.pending,
+        unstored=unstored,
+        oldest_unstored_age_seconds=(
+            reading.oldest_unstored_age_seconds if reading and unstored else None
+        ),
+    )
+
+
+def _merged(groups: list[GroupInfo]) -> GroupInfo | None:
+    """Group ``hub`` of several streams as one: counts summed, the oldest pending entry."""
+    if not groups:
+        return None
+    consumers: dict[str, ConsumerInfo] = {}
+    for group in groups:
+        for c in group.consumers:
+            seen = consumers.get(c.name)
+            consumers[c.name] = (
+                c
+                if seen is None
+                else replace(
+                    seen,
+                    pending=seen.pending + c.pending,
+                    idle_seconds=min(seen.idle_seconds, c.idle_seconds),
+                )
+            )
+    lags = [g.lag for g in groups]
+    reads = [g.entries_read for g in groups]
+    oldest = [g for g in groups if g.oldest_pending_id is not None]
+    first = min(oldest, key=lambda g: stream_id(g.oldest_pending_id)) if oldest else None
+    return GroupInfo(
+        name=keys.CONSUMER_GROUP,
+        lag=None if None in lags else sum(lag or 0 for lag in lags),
+        entries_read=None if None in reads else sum(r or 0 for r in reads),
+        pending=sum(g.pending for g in groups),
+        oldest_pending_id=first.oldest_pending_id if first else None,
+        oldest_pending_age_seconds=first.oldest_pending_age_seconds if first else None,
+        last_delivered_id=max((g.last_delivered_id for g in groups), key=stream_id),
+        consumers=sorted(consumers.values(), key=lambda c: c.name),
+    )
 
 
 def mark_liveness(status: HubProjectStatus, health: Collection[HealthKey]) -> None:
@@ -260,13 +359,25 @@ def _presence_from_store(
     return sorted(out, key=lambda r: r.runtime_id)
 
 
-def _presence_from_stream(
-    client: RedisClient, stream: str, now_ms: int, stale_after: timedelta
+def _presence_from_streams(
+    client: RedisClient, streams: list[str], now_ms: int, stale_after: timedelta
 ) -> list[RuntimeInfo]:
     # Beats are acked and trimmed like events, so only the newest few may still be there;
     # the hub database (--hub-db) is the complete view.
     latest: dict[str, RuntimeInfo] = {}
-    reply: Any = client.xrevrange(stream, "+", "-", count=PRESENCE_SCAN)
+    for stream in streams:
+        try:
+            reply: Any = client.xrevrange(stream, "+", "-", count=PRESENCE_SCAN)
+        except redis.ResponseError:
+            continue
+        _newest_beats(reply, now_ms, stale_after, latest)
+    return sorted(latest.values(), key=lambda r: r.runtime_id)
+
+
+def _newest_beats(
+    reply: Any, now_ms: int, stale_after: timedelta, latest: dict[str, RuntimeInfo]
+) -> None:
+    """Add to ``latest`` the newest beat of each runtime in ``reply`` (newest entries first)."""
     for raw_id, raw in reply:
         fields = decode_fields(raw or {})
         if entry_kind(fields) != KIND_PRESENCE:
@@ -287,7 +398,6 @@ def _presence_from_stream(
             backlog=beat.backlog,
             source="stream",
         )
-    return sorted(latest.values(), key=lambda r: r.runtime_id)
 
 
 def _record(raw: bytes | str) -> dict[str, Any]:

@@ -100,7 +100,6 @@ def measure_end_to_end(
     """
     client = connect(RedisTarget(url))
     client.flushall()
-    streams = [keys.events_stream(hub_project) for hub_project in hub_projects]
     servers = server_cpu or {"redis": lambda: redis_cpu_seconds(client)}
     with (
         tempfile.TemporaryDirectory(prefix="hubsync-bench-e2e-") as tmp,
@@ -116,6 +115,7 @@ def measure_end_to_end(
             hub_consumers = _start_consumers(pipeline, hub, consumers)
             relay = _start_relay(pipeline, directory)
             runtime = registry.runtime_id
+            streams = [keys.events_stream(hub_project, runtime) for hub_project in hub_projects]
             pipeline.wait_until(lambda: client.exists(keys.relay_health(runtime)), 30, "the relay")
             consumer_cpu = [cpu_seconds(c.pid) for c in hub_consumers]
             relay_cpu = cpu_seconds(relay.pid)

@@ -226,7 +226,8 @@ def _cluster_setup(cluster: RedisClusterProcesses, projects: list[str]) -> _Setu
         pids = [pid for port, pid in cluster.pids().items() if (port in masters) != replicas]
         return lambda: sum(cpu_seconds(pid) for pid in pids)
 
-    used = {cluster.master_of(keys.events_stream(project)).port for project in projects}
+    # every key of a hub project shares its slot, each runtime's events stream included
+    used = {cluster.master_of(keys.shared_events_stream(project)).port for project in projects}
     facts = {
         "redis": f"cluster: {cluster.masters} masters, {cluster.replicas} replica each",
         "masters_used": len(used),
@@ -242,7 +243,7 @@ def spread_hub_projects(cluster: RedisClusterProcesses, count: int) -> list[str]
     index = 0
     while sum(len(names) for names in by_master.values()) < count and index < 10_000:
         name = f"bench-{index}"
-        names = by_master[cluster.master_of(keys.events_stream(name)).port]
+        names = by_master[cluster.master_of(keys.shared_events_stream(name)).port]
         if len(names) < per_master:
             names.append(name)
         index += 1

@@ -30,6 +30,7 @@ from hubsync.benchmarks.workload import (
 )
 from hubsync.core import keys
 from hubsync.core.connections import RedisClient, RedisTarget, connect
+from hubsync.core.redis_values import as_text
 from hubsync.core.settings import ConsumerSettings, RelaySettings, hub_url_from_path
 from hubsync.core.signing import RuntimeKey
 from producers.relay import Relay
@@ -37,7 +38,14 @@ from producers.relay.sender import EntryBuilder
 from producers.store.event_store import RunEventStore
 
 BATCH = 500
-STREAM = keys.events_stream(HUB_PROJECT)
+
+
+def stream_of(fields: dict[str, str | bytes]) -> str:
+    """The events stream of the bench runtime that signed ``fields``."""
+    runtime = fields["runtime_id"]
+    return keys.events_stream(
+        HUB_PROJECT, runtime.decode() if isinstance(runtime, bytes) else runtime
+    )
 
 
 def _rate(count: int, seconds: float) -> float:
@@ -120,14 +128,16 @@ def preload(client: RedisClient, batch: list[dict[str, str | bytes]]) -> None:
     # Each round's consumer is a new hub (a new hub.db): the flush also drops the
     # previous round's hubsync:hub binding, which would otherwise refuse it.
     client.flushall()
-    client.sadd(keys.PROJECTS, HUB_PROJECT)
     pipe = client.pipeline(transaction=False)
+    streams = set()
     for n, fields in enumerate(batch, 1):
-        pipe.xadd(STREAM, fields)  # type: ignore[arg-type]
+        streams.add(stream_of(fields))
+        pipe.xadd(stream_of(fields), fields)  # type: ignore[arg-type]
         if n % 1000 == 0:
             pipe.execute()
     pipe.execute()
-    client.xgroup_create(STREAM, keys.CONSUMER_GROUP, id="0")
+    for stream in streams:
+        client.xgroup_create(stream, keys.CONSUMER_GROUP, id="0")
 
 
 def raw_ingest_seconds(
@@ -136,19 +146,23 @@ def raw_ingest_seconds(
     """Raw XREADGROUP (+ ``executemany`` INSERT, one transaction per batch) + XACK; seconds, rows."""
     db = raw_hub_table(directory / "raw.db") if with_sqlite else None
     rows = 0
+    streams = dict.fromkeys(
+        (as_text(key) for key in client.scan_iter(match=keys.events_stream_pattern(HUB_PROJECT))),
+        ">",
+    )
     started = time.perf_counter()
     while True:
-        reply: Any = client.xreadgroup(keys.CONSUMER_GROUP, "raw", {STREAM: ">"}, count=BATCH)
+        reply: Any = client.xreadgroup(keys.CONSUMER_GROUP, "raw", streams, count=BATCH)  # type: ignore[arg-type]
         if not reply:
             break
-        got = reply[0][1]
-        if db is not None:
-            batch = [{k.decode(): v for k, v in f.items()} for _, f in got]
-            db.execute("BEGIN IMMEDIATE")
-            db.executemany(INSERT_ROW, iter_rows(batch))
-            db.execute("COMMIT")
-        client.xack(STREAM, keys.CONSUMER_GROUP, *[entry_id for entry_id, _ in got])
-        rows += len(got)
+        for stream, got in reply:
+            if db is not None:
+                batch = [{k.decode(): v for k, v in f.items()} for _, f in got]
+                db.execute("BEGIN IMMEDIATE")
+                db.executemany(INSERT_ROW, iter_rows(batch))
+                db.execute("COMMIT")
+            client.xack(stream, keys.CONSUMER_GROUP, *[entry_id for entry_id, _ in got])
+            rows += len(got)
     elapsed = time.perf_counter() - started
     if db is not None:
         db.close()

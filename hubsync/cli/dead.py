@@ -167,7 +167,8 @@ def replay(
 
 
 def _replay_line(letters: DeadLetters, result: ReplayResult) -> str:
-    line = f"replayed {len(result.replayed)} dead letter(s) onto {letters.events_stream}"
+    onto = ", ".join(sorted(result.streams)) or f"the events streams of {letters.hub_project}"
+    line = f"replayed {len(result.replayed)} dead letter(s) onto {onto}"
     if result.skipped:
         skipped = ", ".join(f"{dead_id} ({why})" for dead_id, why in result.skipped[:10])
         more = " ..." if len(result.skipped) > 10 else ""

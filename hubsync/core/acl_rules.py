@@ -5,10 +5,12 @@ Each role's user gets exactly the commands its code sends, on the keys
 "Least-privilege Redis users"):
 
 * a **runtime** (its relay, and with ``effects`` its shared-effect holders)
-  appends to the events streams of its own hub projects, reads and trims its
-  own ack streams, and writes its own health key;
-* the **consumer** reads the events streams in group ``hub`` and answers on
-  the ack, dead-letter and alert streams;
+  appends to its own events streams (one per hub project it syncs to), reads
+  and trims its own ack streams, and writes its own health key: nothing it may
+  run names a key of another runtime, so no XADD id or MAXLEN it chooses
+  reaches another runtime's entries or acks;
+* the **consumer** reads the events streams in group ``hub``, answers on the
+  ack, dead-letter and alert streams, and lists the hub projects it follows;
 * the **operator** only reads (``status``, ``dead list``, ``alerts``,
   ``lease show|list``, ``doctor``);
 * the **replayer** is an operator who may also run ``dead replay``.
@@ -147,12 +149,15 @@ def runtime_user(
 ) -> RedisUser:
     """The user of runtime ``runtime_id``, which syncs to ``hub_projects``.
 
-    Its relay (producers/relay/) XADDs events and presence beats to
-    ``hubsync:{P}:events`` and SADDs P to ``hubsync:projects`` (sender.py,
-    daemon.py), XREADs its own ``hubsync:{P}:acks:{R}`` and XTRIMs what it
-    applied (acks.py), and SETs, GETs (``relay --check``) and DELs
-    ``hubsync:health:relay:R``. It never touches another runtime's acks, never
-    trims or deletes from an events stream, never reads one.
+    Its relay (producers/relay/) XADDs events and presence beats to its own
+    ``hubsync:{P}:events:{R}`` (sender.py, daemon.py), XREADs its own
+    ``hubsync:{P}:acks:{R}`` and XTRIMs what it applied (acks.py), and SETs,
+    GETs (``relay --check``) and DELs ``hubsync:health:relay:R``. Every key it
+    may write is its own: XADD cannot be limited in its arguments, so an
+    explicit id (up to the largest, which exhausts the stream) or a MAXLEN
+    harms only R's own stream. It never touches another runtime's streams,
+    never reads an events stream, and never writes a key every runtime shares
+    (``hubsync:projects`` is the consumers').
 
     ``effects`` are lease-resource patterns (``effect:*``) this runtime's
     shared-effect holders take leases on: the lease scripts (hubstore/lua/
@@ -170,13 +175,11 @@ def runtime_user(
     grants = [
         # leases: Redis's clock, their scripts, and WAIT for a replica after a grant
         _connection(*(("time", "script|load", "wait") if effects else ())),
-        # its events streams: events and presence beats
+        # its own events streams: events and presence beats
         Grant(
             ("xadd",),
-            tuple(glob_literal(keys.events_stream(p)) for p in projects),
+            tuple(glob_literal(keys.events_stream(p, runtime)) for p in projects),
         ),
-        # announce its hub projects
-        Grant(("sadd",), (glob_literal(keys.PROJECTS),)),
         # its own ack streams: read, then trim what it applied
         Grant(
             ("xread", "xtrim"),
@@ -205,7 +208,8 @@ def runtime_user(
     return RedisUser(f"{user_prefix(prefix)}runtime-{runtime}", tuple(grants))
 
 
-_ANY_EVENTS = f"{keys.PREFIX}:{{*}}:events"
+_ANY_EVENTS = (f"{keys.PREFIX}:{{*}}:events:{{*}}", f"{keys.PREFIX}:{{*}}:events")
+"""Every runtime's events stream, and the shared one of before per-runtime streams."""
 _ANY_ACKS = f"{keys.PREFIX}:{{*}}:acks:{{*}}"
 _ANY_DEAD = f"{keys.PREFIX}:{{*}}:dead"
 _ANY_ALERTS = f"{keys.PREFIX}:{{*}}:alerts"
@@ -214,7 +218,9 @@ _ANY_ALERTS = f"{keys.PREFIX}:{{*}}:alerts"
 def consumer_user(*, prefix: str = DEFAULT_USER_PREFIX) -> RedisUser:
     """The user every hub consumer (``hubsync consume``) shares.
 
-    consumers/stream/worker.py: SMEMBERS ``hubsync:projects``, XGROUP CREATE (MKSTREAM),
+    consumers/stream/streams.py: XGROUP CREATE (MKSTREAM) on each enrolled runtime's
+    stream, XLEN, XINFO STREAM and XINFO GROUPS of the shared streams it drains,
+    SADD of the hub projects it follows to ``hubsync:projects``; worker.py:
     XREADGROUP; reclaim.py: XPENDING, XCLAIM, XAUTOCLAIM, XINFO CONSUMERS;
     publishing.py: XADD to acks, dead and alerts, XACK; lag.py: TIME, XINFO
     GROUPS, XPENDING; trim.py and reclaim.py run stream_trim_acked.lua (EXISTS,
@@ -224,8 +230,8 @@ def consumer_user(*, prefix: str = DEFAULT_USER_PREFIX) -> RedisUser:
     """
     grants = (
         _connection("time", "script|load"),
-        # the hub projects to read
-        Grant(("smembers",), (glob_literal(keys.PROJECTS),)),
+        # the hub projects it follows, for the operator tools
+        Grant(("sadd",), (glob_literal(keys.PROJECTS),)),
         # the hub id owning group hub
         Grant(("get", "set"), (glob_literal(keys.HUB_IDENTITY),)),
         # events streams: group hub, reclaim, lag, trim (and its scripts)
@@ -240,11 +246,13 @@ def consumer_user(*, prefix: str = DEFAULT_USER_PREFIX) -> RedisUser:
                 "xautoclaim",
                 "xinfo|groups",
                 "xinfo|consumers",
+                "xinfo|stream",
+                "xlen",
                 "exists",
                 "xtrim",
                 "evalsha",
             ),
-            (_ANY_EVENTS,),
+            _ANY_EVENTS,
         ),
         # outcomes, dead letters, alerts
         Grant(("xadd",), (_ANY_ACKS, _ANY_DEAD, _ANY_ALERTS)),
@@ -280,7 +288,7 @@ _OPERATOR_READS = Grant(
     (
         glob_literal(keys.PROJECTS),
         glob_literal(keys.HUB_IDENTITY),
-        _ANY_EVENTS,
+        *_ANY_EVENTS,
         _ANY_DEAD,
         _ANY_ALERTS,
         keys.RELAY_HEALTH_PATTERN,
@@ -310,7 +318,7 @@ def operator_user(*, prefix: str = DEFAULT_USER_PREFIX) -> RedisUser:
 
 def replayer_user(*, prefix: str = DEFAULT_USER_PREFIX) -> RedisUser:
     """The operator's reads plus ``dead replay``: dead_replay.lua XRANGEs and XDELs a letter
-    on ``hubsync:{P}:dead`` and XADDs it to ``hubsync:{P}:events``.
+    on ``hubsync:{P}:dead`` and XADDs it back to the events stream it came from.
 
     Redis checks a script's commands against its caller, so this user may also
     XADD to any events stream and XDEL dead letters directly; that is why replay
@@ -322,7 +330,7 @@ def replayer_user(*, prefix: str = DEFAULT_USER_PREFIX) -> RedisUser:
         # dead replay (dead_replay.lua and its commands)
         Grant(
             ("evalsha", "xrange", "xadd", "xdel"),
-            (_ANY_DEAD, _ANY_EVENTS),
+            (_ANY_DEAD, *_ANY_EVENTS),
         ),
     )
     return RedisUser(f"{user_prefix(prefix)}replayer", grants)

@@ -11,7 +11,7 @@ from hubsync.core.names import validate_name
 
 PREFIX = "hubsync"
 PROJECTS = f"{PREFIX}:projects"
-"""Set of hub projects that have an events stream."""
+"""Set of the hub projects hub consumers follow (written by them, read by operator tools)."""
 HUB_IDENTITY = f"{PREFIX}:hub"
 """String: the id of the hub that owns this namespace's consumer group (when one is bound)."""
 
@@ -22,9 +22,37 @@ EFFECTS_QUEUE = "hubsync-effects"
 """RQ queue name of shared-effect jobs (RQ stores it as ``rq:queue:hubsync-effects``)."""
 
 
-def events_stream(hub_project: str) -> str:
-    """``hubsync:{P}:events``: sync events and presence beats of hub project P."""
+def events_stream(hub_project: str, runtime_id: str) -> str:
+    """``hubsync:{P}:events:{R}``: sync events and presence beats of runtime R for hub project P.
+
+    One stream per runtime and hub project, so nothing a runtime may run on its
+    own stream (XADD with an explicit id or MAXLEN) reaches another runtime's
+    entries; hash-tagged on P like every key of the project.
+    """
+    project = validate_name(hub_project, "hub project")
+    return f"{PREFIX}:{{{project}}}:events:{{{validate_name(runtime_id, 'runtime id')}}}"
+
+
+def shared_events_stream(hub_project: str) -> str:
+    """``hubsync:{P}:events``: the stream every runtime of P wrote to before per-runtime streams.
+
+    Hub consumers only drain it (while it holds entries or pending ones); nothing writes to it.
+    """
     return f"{PREFIX}:{{{validate_name(hub_project, 'hub project')}}}:events"
+
+
+def events_stream_pattern(hub_project: str) -> str:
+    """SCAN pattern matching every runtime's events stream of hub project P."""
+    return f"{shared_events_stream(hub_project)}:{{*}}"
+
+
+def runtime_of(stream_key: str) -> str | None:
+    """The runtime R of ``hubsync:{P}:events:{R}`` (or of an acks stream); None for the shared
+    events stream and other keys."""
+    head, sep, tail = stream_key.rpartition(":{")
+    if not sep or not tail.endswith("}") or head.endswith(":"):
+        return None
+    return tail[:-1] if head.endswith((":events", ":acks")) else None
 
 
 def acks_stream(hub_project: str, runtime_id: str) -> str:

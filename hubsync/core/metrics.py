@@ -58,6 +58,12 @@ PROJECT_UNREADABLE = Gauge(
     "1 while the relay cannot read a local project's store (the others keep syncing), else 0.",
     ["project"],
 )
+SEND_FAILURES = Counter(
+    "hubsync_relay_send_failures_total",
+    "Batches or presence beats Redis refused on a hub project's events stream (an error reply "
+    "to XADD); the project backs off and retries, the others go on.",
+    ["hub_project"],
+)
 PRUNED_ROWS = Counter(
     "hubsync_pruned_rows_total",
     "Rows the relay's retention deleted from its stores (table=outbox: acked rows past "
@@ -89,13 +95,39 @@ RECLAIMED = Counter(
 )
 CONSUMER_LAG = Gauge(
     "hubsync_consumer_lag",
-    "Entries of a hub project's events stream not yet delivered to group 'hub'.",
+    "Entries of a hub project's events streams (all its runtimes') not yet delivered to group "
+    "'hub'.",
     ["hub_project"],
 )
 OLDEST_PENDING_AGE = Gauge(
     "hubsync_oldest_pending_age_seconds",
-    "Age (Redis clock) of the oldest entry delivered to group 'hub' but not acknowledged.",
+    "Age (Redis clock) of the oldest entry of a hub project's events streams delivered to "
+    "group 'hub' but not acknowledged.",
     ["hub_project"],
+)
+RUNTIME_UNSTORED = Gauge(
+    "hubsync_runtime_unstored_entries",
+    "Entries of one runtime's events stream not yet stored at the hub (not yet delivered to "
+    "group 'hub', or delivered and not acknowledged); runtime is empty for the shared stream "
+    "of before per-runtime streams.",
+    ["hub_project", "runtime"],
+)
+RUNTIME_OLDEST_UNSTORED_AGE = Gauge(
+    "hubsync_runtime_oldest_unstored_age_seconds",
+    "Age (Redis clock) of the oldest entry of one runtime's events stream not yet stored at "
+    "the hub; 0 when there is none.",
+    ["hub_project", "runtime"],
+)
+STREAM_FAILURES = Counter(
+    "hubsync_consumer_stream_failures_total",
+    "Keys the consumer set aside or could not write (kind: events for an events stream it could "
+    "not read or create its group on, acks, dead, alerts for a stream whose XADD failed); the "
+    "other streams and projects go on.",
+    ["kind", "hub_project"],
+)
+STREAMS_SET_ASIDE = Gauge(
+    "hubsync_consumer_streams_set_aside",
+    "Events streams this consumer follows but cannot read now (wrong type, refused group).",
 )
 BATCH_INGEST_SECONDS = Histogram(
     "hubsync_batch_ingest_seconds",

@@ -250,9 +250,14 @@ class DemoScenario:
                 separate_stdout=True,
             )  # fmt: skip
 
+    def _streams(self) -> list[str]:
+        """The events stream of each runtime of the demo."""
+        return [keys.events_stream(HUB_PROJECT, r.registry.runtime_id) for r in self.runtimes]
+
     def _wait_until_ready(self, hub: HubStore) -> None:
         """Until every relay beats and both consumers read the group (Python starts slowly)."""
-        stream = keys.events_stream(HUB_PROJECT)
+        # a worker joins the group of every stream its first read names
+        stream = self._streams()[0]
         relays = [keys.relay_health(r.registry.runtime_id) for r in self.runtimes]
 
         def ready() -> bool:
@@ -303,14 +308,14 @@ class DemoScenario:
         is tried again.
         """
         doomed = self.daemons["consumer-1"]
-        stream = keys.events_stream(HUB_PROJECT)
 
         def pending_of_doomed() -> bool:
             try:
-                return bool(
+                return any(
                     self.client.xpending_range(
                         stream, keys.CONSUMER_GROUP, "-", "+", 1, "consumer-1"
                     )
+                    for stream in self._streams()
                 )
             except redis.ResponseError:  # the group is not there yet
                 return False
@@ -343,7 +348,7 @@ class DemoScenario:
         enrollment = runtime.registry.enrollment()
         assert enrollment is not None  # enrolled in _open_runtimes
         key = RuntimeKey(enrollment.key)
-        stream = keys.events_stream(HUB_PROJECT)
+        stream = keys.events_stream(HUB_PROJECT, runtime.registry.runtime_id)
 
         def signed(fields: dict[str, str | bytes]) -> Any:
             fields[SIGNATURE_FIELD] = sign_event_entry(key, fields)
@@ -407,10 +412,11 @@ class DemoScenario:
             leases.redis.close()
 
     def _wait_for_drain(self, hub: HubStore) -> None:
-        stream = keys.events_stream(HUB_PROJECT)
-
         def drained() -> bool:
-            pending = int(self.client.xpending(stream, keys.CONSUMER_GROUP)["pending"])
+            pending = sum(
+                int(self.client.xpending(stream, keys.CONSUMER_GROUP)["pending"])
+                for stream in self._streams()
+            )
             return (
                 hub.count_events() == self.total
                 and self._acked() == self.total

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 import redis
 
 from consumers.views.projects import known_hub_projects
+from consumers.views.queue_status import events_streams
 from hubsync.core import keys
 from hubsync.core.connections import RedisClient, RedisTarget, Role, connect, ping
 from hubsync.core.errors import RedisCredentialsError, RedisUnavailableError
@@ -217,40 +218,42 @@ def judge_aof(enabled: bool, fsync: str | None, last_write: str = "ok") -> Check
 
 
 def consumer_group_check(client: RedisClient) -> Check:
-    """Group ``hub`` on the events stream of every project in ``hubsync:projects``."""
+    """Group ``hub`` on every events stream of every project in ``hubsync:projects``."""
     projects = known_hub_projects(client)
     if not projects:
         return Check(
             "consumer-group",
             Status.OK,
-            f"no projects yet in {keys.PROJECTS} (a relay adds its project on its first send)",
+            f"no projects yet in {keys.PROJECTS} (a hub consumer adds the hub projects of "
+            "its enrolled runtimes)",
         )
+    streams = [stream for project in projects for stream in events_streams(client, project)]
     pipe = client.pipeline(transaction=False)
-    for project in projects:
-        pipe.xinfo_groups(keys.events_stream(project))
+    for stream in streams:
+        pipe.xinfo_groups(stream)
     missing = []
-    for project, reply in zip(projects, pipe.execute(raise_on_error=False), strict=True):
-        if isinstance(reply, redis.ResponseError) and "no such key" in str(reply).lower():
-            missing.append(project)
+    for stream, reply in zip(streams, pipe.execute(raise_on_error=False), strict=True):
+        if isinstance(reply, redis.ResponseError):
+            missing.append(stream)  # gone since the scan, or not a stream
         elif isinstance(reply, Exception):
             raise reply
         elif not any(as_text(group.get("name")) == keys.CONSUMER_GROUP for group in reply):
-            missing.append(project)
+            missing.append(stream)
     if missing:
         shown = ", ".join(missing[:10]) + (" ..." if len(missing) > 10 else "")
         return Check(
             "consumer-group",
             Status.FAIL,
-            f"no group {keys.CONSUMER_GROUP} on the events stream of {len(missing)} of "
-            f"{counted(len(projects), 'project')} ({shown}): nothing reads their events",
-            "start a hub consumer (hubsync consume); it creates the group on every project "
-            f"in {keys.PROJECTS}",
+            f"no group {keys.CONSUMER_GROUP} on {len(missing)} of "
+            f"{counted(len(streams), 'events stream')} ({shown}): nothing reads their events",
+            "start a hub consumer (hubsync consume); it creates the group on the stream of "
+            "every enrolled runtime",
         )
     return Check(
         "consumer-group",
         Status.OK,
-        f"group {keys.CONSUMER_GROUP} on the events stream of every project "
-        f"({counted(len(projects), 'project')})",
+        f"group {keys.CONSUMER_GROUP} on every events stream "
+        f"({counted(len(streams), 'stream')} of {counted(len(projects), 'project')})",
     )
 
 

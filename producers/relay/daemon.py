@@ -31,6 +31,8 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import redis
+
 from hubsync.core import keys, metrics
 from hubsync.core.backoff import Backoff
 from hubsync.core.clock import EpochClock, epoch_seconds, utc_now_iso
@@ -45,6 +47,7 @@ from hubsync.core.connections import (
 from hubsync.core.daemon import Daemon, HealthKey, Periodic, RedisOutages
 from hubsync.core.entries import PresenceBeat
 from hubsync.core.errors import ConfigError
+from hubsync.core.redis_values import printable
 from hubsync.core.settings import RelaySettings
 from hubsync.core.signing import SIGNATURE_FIELD, sign_presence_entry
 from hubsync.core.version import __version__
@@ -161,6 +164,7 @@ class Relay(Daemon):
         self._registrations: dict[str, ProjectRegistration] = {}
         self._registrations_lock = threading.Lock()
         self._next_beat: dict[str, float] = {}
+        self._refused_beats: set[str] = set()  # hub projects whose last beat was refused
         self.host = socket.gethostname()
         # One relay per state dir, held until close or exit (kill -9 included); taken before
         # the marker starts its thread, so a refused relay has nothing else to stop.
@@ -297,7 +301,13 @@ class Relay(Daemon):
                 continue
             self.project_states.readable(project_id)
             self._senders[registration.project_id] = OutboxSender(
-                store, self.settings, self.sender_stats, self.marker, self.credentials, self.clock
+                store,
+                self.settings,
+                self.sender_stats,
+                self.marker,
+                self.credentials,
+                self.clock,
+                self.monotonic,
             )
             with self._registrations_lock:
                 self._registrations[registration.project_id] = registration
@@ -409,7 +419,7 @@ class Relay(Daemon):
         if not beats:
             return
         pipe = client.pipeline(transaction=False)
-        signed = 0
+        sent_to: list[str] = []
         for hub_project, backlog in beats.items():
             key = self.credentials.signer_for(hub_project)
             if key is None:
@@ -425,13 +435,30 @@ class Relay(Daemon):
             )
             fields = beat.to_fields()
             fields[SIGNATURE_FIELD] = sign_presence_entry(key, fields)
-            pipe.sadd(keys.PROJECTS, hub_project)
-            pipe.xadd(keys.events_stream(hub_project), fields)  # type: ignore[arg-type]
-            signed += 1
-        if signed:
-            pipe.execute()
+            pipe.xadd(keys.events_stream(hub_project, self.runtime_id), fields)  # type: ignore[arg-type]
+            sent_to.append(hub_project)
+        if sent_to:
+            replies = pipe.execute(raise_on_error=False)
+            for hub_project, reply in zip(sent_to, replies, strict=True):
+                if isinstance(reply, redis.ResponseError):
+                    self._beat_refused(hub_project, reply)
+                else:
+                    self._refused_beats.discard(hub_project)
         for hub_project in beats:
             self._next_beat[hub_project] = now + self.settings.presence_interval
+
+    def _beat_refused(self, hub_project: str, exc: redis.ResponseError) -> None:
+        """A beat the stream refused: counted, and logged once per refusal episode (the
+        project's batches say so already when they are refused too)."""
+        metrics.SEND_FAILURES.labels(hub_project).inc()
+        if hub_project not in self._refused_beats:
+            self._refused_beats.add(hub_project)
+            log.error(
+                "relay %s: the events stream of hub project %s refused a presence beat (%s)",
+                self.runtime_id,
+                hub_project,
+                printable(str(exc)[:200]),
+            )
 
     def _write_health(self, client: RedisClient) -> None:
         record = {

@@ -1,4 +1,4 @@
-"""The sending half of the relay: outbox rows onto ``hubsync:{P}:events``.
+"""The sending half of the relay: outbox rows onto the runtime's ``hubsync:{P}:events:{R}``.
 
 Rows go out in outbox order, batched by count and by bytes, in one pipelined
 round trip per batch, and are marked attempted afterwards (by the marker
@@ -18,13 +18,19 @@ Each entry is signed at send time with the runtime's key (``sig``, see
 ``hubsync.core.signing``), so rows appended before the runtime joined its hub go
 out signed once it has; until then, and for a hub project the runtime is not
 enrolled for, nothing is sent (``producers.relay.credentials`` says why, once).
+
+An error reply to an XADD (the stream cannot take entries) sets the project
+aside with a backoff (``producers.relay.refusals``); its rows stay pending.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+
+import redis
 
 from hubsync.core import keys, metrics
 from hubsync.core.clock import EpochClock, epoch_seconds
@@ -35,6 +41,7 @@ from hubsync.core.signing import SIGNATURE_FIELD, EventSigner, RuntimeKey
 from hubsync.core.wire import MAX_EVENT_BYTES
 from producers.relay.credentials import RelayCredentials
 from producers.relay.marker import AttemptMarker
+from producers.relay.refusals import StreamRefusals
 from producers.relay.split_pipeline import Command, WrittenCommands
 from producers.store.event_store import OutboxRow, RunEventStore
 from producers.store.unreadable import UNREADABLE_STORE_ERRORS
@@ -143,6 +150,7 @@ class OutboxSender:
         marker: AttemptMarker,
         credentials: RelayCredentials,
         clock: EpochClock = epoch_seconds,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.store = store
         self.credentials = credentials
@@ -150,7 +158,8 @@ class OutboxSender:
         self.marker = marker
         self.settings = settings
         self.stats = stats
-        self.stream = keys.events_stream(store.hub_project)
+        self.stream = keys.events_stream(store.hub_project, store.home_runtime_id)
+        self.refusals = StreamRefusals(store.hub_project, self.stream, monotonic)
         # Rows above the cursor have never been sent by this process. Outbox seqs
         # are assigned under SQLite's single-writer lock, so a row committed later
         # always has a larger seq: scanning forward from the cursor misses nothing.
@@ -171,8 +180,8 @@ class OutboxSender:
         """Send the next batch of never-attempted rows; return how many went out."""
         key = self.credentials.signer_for(self.store.hub_project)
         ahead, self._read_ahead = self._read_ahead, None
-        if key is None:
-            return 0  # not enrolled (for this hub project): the rows wait
+        if key is None or not self.refusals.may_send():
+            return 0  # not enrolled (for this hub project), or the stream refused: the rows wait
         limit = self.settings.batch_count
         if ahead is not None and ahead.after == self.cursor and ahead.key is key:
             rows, entries = ahead.rows, ahead.entries
@@ -185,6 +194,8 @@ class OutboxSender:
         batch = self._within_budget(rows)
         # a full read means a backlog: read the next batch while this one is on the wire
         sent = self._send(client, batch, entries, key, read_ahead=len(rows) == limit)
+        if self.refusals.refusing:
+            return 0  # refused: the same rows go again once the backoff ran out
         # Only after a successful send: a failure leaves the cursor and the
         # caught-up flag as they were, so the same rows are tried again.
         self.cursor = batch[-1].seq
@@ -196,7 +207,7 @@ class OutboxSender:
     def send_due_resends(self, client: RedisClient, now: float) -> int:
         """Send again the rows attempted but unacknowledged past their resend time."""
         key = self.credentials.signer_for(self.store.hub_project)
-        if key is None:
+        if key is None or not self.refusals.may_send():
             return 0
         rows = self.store.due_resends(now, self.settings.batch_count)
         if not rows:
@@ -257,20 +268,26 @@ class OutboxSender:
             rows, entries = [row for row, _ in kept], [entry for _, entry in kept]
             if not rows:
                 return 0
-        store = self.store
         # XADD stream * field value ...: what xadd() sends, without its per-call dict and
         # option handling (this runs once per event).
-        commands: list[Command] = [("SADD", keys.PROJECTS, store.hub_project)]
         stream = self.stream
-        commands += [("XADD", stream, "*", *entry) for entry in entries[: len(rows)]]
-        written = WrittenCommands(client, commands)
+        commands: list[Command] = [("XADD", stream, "*", *entry) for entry in entries[: len(rows)]]
         try:
-            if read_ahead:
-                self._read_ahead_after(rows[-1].seq, key)
-            written.read_replies()
-        finally:
-            written.abandon()  # a no-op once the replies were read
-        self.marker.submit(store.project_id, [row.seq for row in rows], self.clock())
+            written = WrittenCommands(client, commands)
+            try:
+                if read_ahead:
+                    self._read_ahead_after(rows[-1].seq, key)
+                written.read_replies()
+            finally:
+                written.abandon()  # a no-op once the replies were read
+        except redis.ResponseError as exc:
+            # Entries before the refused one may be in; none is marked, so all go again
+            # (the hub answers ``duplicate`` for those it has).
+            self._read_ahead = None
+            self.refusals.refused(exc)
+            return 0
+        self.refusals.accepted()
+        self.marker.submit(self.store.project_id, [row.seq for row in rows], self.clock())
         self.stats.batches += 1
         return len(rows)
 

@@ -108,7 +108,11 @@ def test_a_refused_entry_is_dead_lettered_and_alerted_and_its_runtime_told_nothi
     fields = decode_fields(dict(entry_fields(sync_event(3)), content_hash="0" * 64))
     publication = Publication(consumer="w1", hub_id=HUB_ID, dead_maxlen=10, alerts_maxlen=10)
     publication.refused(
-        keys.events_stream("acme"), "1-0", fields, SecurityReason.UNAUTHENTICATED, "unsigned"
+        keys.events_stream("acme", "rt-1"),
+        "1-0",
+        fields,
+        SecurityReason.UNAUTHENTICATED,
+        "unsigned",
     )
     [(stream, dead)] = publication.dead_letters
     assert stream == keys.dead_stream("acme") and dead["reason"] == "unauthenticated"
@@ -122,13 +126,13 @@ def test_a_refused_entry_is_dead_lettered_and_alerted_and_its_runtime_told_nothi
     [(stream, streamed)] = publication.alerts
     assert stream == keys.alerts_stream("acme") and streamed["reason"] == "unauthenticated"
     assert not publication.outcomes
-    assert publication.acks == {keys.events_stream("acme"): ["1-0"]}
+    assert publication.acks == {keys.events_stream("acme", "rt-1"): ["1-0"]}
 
 
 def test_a_bad_entry_is_told_rejected_only_when_it_authenticated() -> None:
     fields = decode_fields(dict(entry_fields(sync_event(3)), content_hash="0" * 64))
     key = RuntimeKey.generate()
-    stream = keys.events_stream("acme")
+    stream = keys.events_stream("acme", "rt-1")
     unsigned = Publication(consumer="w1", hub_id=HUB_ID, dead_maxlen=10, alerts_maxlen=10)
     unsigned.dead(stream, "1-0", fields, "hash_mismatch", "hash")
     assert not unsigned.outcomes
@@ -141,3 +145,30 @@ def test_a_bad_entry_is_told_rejected_only_when_it_authenticated() -> None:
 
 def test_consumer_settings_cap_ack_streams_by_default() -> None:
     assert ConsumerSettings(hub_url="sqlite:///x").acks_maxlen == 10_000
+
+
+def test_an_ack_stream_that_refuses_xadd_is_alerted_and_the_rest_is_published_and_acked(
+    redis_client: redis.Redis,
+) -> None:
+    stream = keys.events_stream("acme", "rt-1")
+    redis_client.xgroup_create(stream, keys.CONSUMER_GROUP, id="0", mkstream=True)
+    ids = [redis_client.xadd(stream, {"n": str(n)}).decode() for n in range(2)]
+    redis_client.xreadgroup(keys.CONSUMER_GROUP, "w1", {stream: ">"})
+    # rt-1's acks stream at the largest id there is: no XADD * can follow
+    exhausted = keys.acks_stream("acme", "rt-1")
+    redis_client.xadd(exhausted, {"x": "1"}, id="18446744073709551615-18446744073709551615")
+    key = RuntimeKey.generate()
+    record = OutcomeRecord("proj-1", "run-1", 1, Outcome.ACCEPTED, "0" * 64)
+    publication = Publication(consumer="w1", hub_id=HUB_ID, dead_maxlen=100, alerts_maxlen=100)
+    publication.outcome("acme", "rt-1", record, key)
+    publication.outcome("acme", "rt-2", record, key)
+    publication.ack_many(stream, ids)
+
+    publication.send(redis_client)  # no exception: one stream's refusal is its own
+
+    assert redis_client.xlen(keys.acks_stream("acme", "rt-2")) == 1
+    assert redis_client.xlen(exhausted) == 1
+    assert redis_client.xpending(stream, keys.CONSUMER_GROUP)["pending"] == 0
+    [(_, alert)] = redis_client.xrange(keys.alerts_stream("acme"))
+    assert decode_fields(alert)["reason"] == b"acks_unwritable"
+    assert decode_fields(alert)["runtime_id"] == b"rt-1"

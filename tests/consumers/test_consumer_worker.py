@@ -48,7 +48,7 @@ from tests.helpers.relay_player import (
 from tests.helpers.support import wait_until
 from tests.helpers.trust import enroll, signed_event
 
-EVENTS = keys.events_stream(HUB_PROJECT)
+EVENTS = keys.events_stream(HUB_PROJECT, RUNTIME)
 GROUP = keys.CONSUMER_GROUP
 
 
@@ -82,7 +82,11 @@ def make_settings(redis_url: str, tmp_path: Path, **overrides: Any) -> ConsumerS
 def worker(
     redis_client: redis.Redis, redis_url: str, store: HubStore, tmp_path: Path
 ) -> HubConsumer:
-    return HubConsumer(redis_client, store, make_settings(redis_url, tmp_path), name="w1")
+    worker = HubConsumer(redis_client, store, make_settings(redis_url, tmp_path), name="w1")
+    # as after small batches (a fresh worker reads one entry per stream first,
+    # tests/consumers/test_read_budget.py): the tests here judge whole batches
+    worker.read_budget.count = worker.read_budget.read_count
+    return worker
 
 
 def outcomes(client: redis.Redis, runtime_id: str = "rt-1") -> list[list[OutcomeRecord]]:
@@ -341,7 +345,8 @@ def test_an_entry_for_a_hub_project_its_runtime_is_not_enrolled_for_is_refused(
     redis_client: redis.Redis, worker: HubConsumer, store: HubStore
 ) -> None:
     enroll(store, "rt-other", ["other"])  # so that the worker follows "other" at all
-    send(redis_client, sync_event(1, hub_project="other"))  # signed with rt-1's genuine key
+    # signed with rt-1's genuine key, on the stream the worker reads
+    send_fields(redis_client, "other", entry_fields(sync_event(1, hub_project="other")), "rt-other")
     worker.run_once()
     [(_, raw)] = redis_client.xrange(keys.dead_stream("other"))
     assert parse_dead_letter(decode_fields(raw)).reason == "not_enrolled"
@@ -511,34 +516,35 @@ def test_idle_consumers_with_nothing_pending_are_removed_but_not_those_with_pend
     assert "holder" in names
 
 
-def test_names_added_to_the_projects_set_make_no_stream_and_no_group(
+def test_the_streams_followed_are_the_enrolled_runtimes_never_the_projects_set(
     redis_client: redis.Redis, worker: HubConsumer, store: HubStore
 ) -> None:
-    enroll(store, RUNTIME, [HUB_PROJECT, "bogus-7"])  # the relay below may write there
     bogus = [f"bogus-{index}" for index in range(2_000)]
     redis_client.sadd(keys.PROJECTS, *bogus, "bad{name}", "x" * 500)
-    assert worker.refresh_streams(force=True) == []
-    # the set itself and the hub binding, nothing else
-    assert sorted(redis_client.keys()) == [keys.HUB_IDENTITY.encode(), keys.PROJECTS.encode()]
-    send(redis_client, sync_event(1, hub_project="bogus-7"))  # a relay's first XADD
-    assert worker.refresh_streams() == [keys.events_stream("bogus-7")]
+    # the enrolled runtime's stream, made with its group before its relay's first XADD
+    assert worker.refresh_streams(force=True) == [EVENTS]
+    assert redis_client.xinfo_groups(EVENTS)[0]["name"] == GROUP.encode()
+    assert not any(redis_client.exists(keys.events_stream(b, RUNTIME)) for b in bogus[:50])
+    send(redis_client, sync_event(1))
     assert worker.run_once().accepted == 1
 
 
-def test_only_hub_projects_an_enrolled_runtime_may_write_to_are_followed(
+def test_only_enrolled_runtimes_streams_are_followed(
     redis_client: redis.Redis, worker: HubConsumer, store: HubStore
 ) -> None:
     send(redis_client, sync_event(1))
     send(redis_client, sync_event(1, project_id="p-squat", hub_project="squat"))
+    squat = keys.events_stream("squat", RUNTIME)
     assert worker.refresh_streams(force=True) == [EVENTS]
     assert worker.run_once().read == 1
-    assert redis_client.xlen(keys.events_stream("squat")) == 1  # left unread, never stored
-    assert not redis_client.xinfo_groups(keys.events_stream("squat"))
+    assert redis_client.xlen(squat) == 1  # left unread, never stored
+    assert not redis_client.xinfo_groups(squat)
 
     enroll(store, "rt-squat", ["squat"])  # once a runtime may write there, it is followed
-    assert keys.events_stream("squat") in worker.refresh_streams()
+    assert keys.events_stream("squat", "rt-squat") in worker.refresh_streams()
+    assert squat not in worker.refresh_streams()  # rt-1 is not enrolled for it
     store.revoke("rt-squat")
-    assert keys.events_stream("squat") in worker.refresh_streams()  # followed ones stay
+    assert keys.events_stream("squat", "rt-squat") not in worker.refresh_streams()
 
 
 def test_a_consumer_follows_at_most_max_projects_and_says_so_once(

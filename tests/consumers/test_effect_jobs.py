@@ -175,7 +175,7 @@ def test_maintenance_runs_from_rq_cron_and_an_rq_worker(
     assert isinstance(key, str)
     ledger.commit(key, "a1", {})
     ledger.close()
-    stream = keys.events_stream("proj")
+    stream = keys.events_stream("proj", "rt-old")
     redis_client.sadd(keys.PROJECTS, "proj")
     redis_client.xgroup_create(stream, keys.CONSUMER_GROUP, id="0", mkstream=True)
     redis_client.xgroup_createconsumer(stream, keys.CONSUMER_GROUP, "dead-consumer")

@@ -77,8 +77,8 @@ def test_a_runtime_user_names_only_its_own_keys() -> None:
     line = user.setuser_lines()[0]
     assert user.name == "t-runtime-box-1"
     for key in (
-        keys.events_stream("acme"),
-        keys.events_stream("beta"),
+        keys.events_stream("acme", "box-1"),
+        keys.events_stream("beta", "box-1"),
         keys.acks_stream("acme", "box-1"),
         keys.acks_stream("beta", "box-1"),
         keys.relay_health("box-1"),
@@ -86,6 +86,8 @@ def test_a_runtime_user_names_only_its_own_keys() -> None:
         assert f"~{key} " in line
     assert "*" not in line.split("-@all", 1)[1]  # no wildcard key, no category
     assert "xdel" not in line and "xreadgroup" not in line and "evalsha" not in line
+    assert "xtrim" not in line.split("~hubsync:{acme}:acks", 1)[0]  # only on its acks
+    assert keys.PROJECTS not in line and "sadd" not in line  # no key every runtime shares
 
 
 def test_a_password_is_printed_only_as_its_sha256(tmp_path: Path) -> None:
@@ -194,13 +196,18 @@ def test_the_runtime_user_appends_and_reads_its_acks_but_may_not_delete_trim_or_
     redis_client: redis.Redis, log_in: Callable[[RedisUser], redis.Redis]
 ) -> None:
     client = log_in(runtime_user("box-1", [HUB_PROJECT], prefix=PREFIX))
-    events, own_acks = keys.events_stream(HUB_PROJECT), keys.acks_stream(HUB_PROJECT, "box-1")
-    other_acks = keys.acks_stream(HUB_PROJECT, "box-2")
+    events, own_acks = (
+        keys.events_stream(HUB_PROJECT, "box-1"),
+        keys.acks_stream(HUB_PROJECT, "box-1"),
+    )
+    other_events, other_acks = (
+        keys.events_stream(HUB_PROJECT, "box-2"),
+        keys.acks_stream(HUB_PROJECT, "box-2"),
+    )
     redis_client.xadd(own_acks, {"outcomes": "[]"})
     redis_client.xadd(other_acks, {"outcomes": "[]"})
 
     entry = client.xadd(events, {"kind": "event"})
-    assert client.sadd(keys.PROJECTS, HUB_PROJECT) == 1
     assert client.xread({own_acks: "0-0"}) and client.xtrim(own_acks, minid="0-0") == 0
     assert client.set(keys.relay_health("box-1"), "{}", px=1000)
 
@@ -210,7 +217,12 @@ def test_the_runtime_user_appends_and_reads_its_acks_but_may_not_delete_trim_or_
     assert refused(lambda: client.xread({events: "0-0"}))
     assert refused(lambda: client.xtrim(other_acks, maxlen=0))
     assert refused(lambda: client.xadd(own_acks, {"outcomes": "[]"}))  # no forging its acks
-    assert refused(lambda: client.xadd(keys.events_stream("other"), {"kind": "event"}))
+    assert refused(lambda: client.xadd(keys.events_stream("other", "box-1"), {"kind": "event"}))
+    # nothing of another runtime's, nor of the streams every runtime once shared
+    assert refused(lambda: client.xadd(other_events, {"kind": "event"}))
+    assert refused(lambda: client.xadd(keys.shared_events_stream(HUB_PROJECT), {"kind": "e"}))
+    assert refused(lambda: client.execute_command("XSETID", events, "99999999999999-0"))
+    assert refused(lambda: client.sadd(keys.PROJECTS, HUB_PROJECT))
     assert refused(lambda: client.set(keys.relay_health("box-2"), "{}"))
     assert refused(lambda: LeaseClient(client).acquire("effect:x:1", "box-1", 5_000))
     client.close()
@@ -228,7 +240,7 @@ def test_effects_grant_the_lease_scripts_on_matching_resources_only(
     assert leases.release_or_raise(granted.lease).token == granted.lease.token
 
     assert refused(lambda: leases.acquire("deploy:prod", "box-1:1", 5_000))
-    assert refused(lambda: client.xadd(keys.events_stream("other"), {"kind": "event"}))
+    assert refused(lambda: client.xadd(keys.events_stream("other", "box-1"), {"kind": "event"}))
     client.close()
 
 
@@ -236,7 +248,7 @@ def test_the_operator_reads_but_may_not_write_or_replay(
     redis_client: redis.Redis, log_in: Callable[[RedisUser], redis.Redis]
 ) -> None:
     client = log_in(operator_user(prefix=PREFIX))
-    events, dead = keys.events_stream(HUB_PROJECT), keys.dead_stream(HUB_PROJECT)
+    events, dead = keys.events_stream(HUB_PROJECT, "box-1"), keys.dead_stream(HUB_PROJECT)
     redis_client.xadd(events, {"kind": "event"})
     letter = redis_client.xadd(dead, {"reason": "bad_json", "field.kind": "event"})
 
@@ -254,11 +266,14 @@ def test_the_consumer_may_not_append_events_or_delete_entries(
     redis_client: redis.Redis, log_in: Callable[[RedisUser], redis.Redis]
 ) -> None:
     client = log_in(consumer_user(prefix=PREFIX))
-    events = keys.events_stream(HUB_PROJECT)
+    events = keys.events_stream(HUB_PROJECT, "box-1")
     entry = redis_client.xadd(events, {"kind": "event"})
 
+    assert client.xgroup_create(events, keys.CONSUMER_GROUP, id="0", mkstream=True)
+    assert client.xlen(keys.shared_events_stream(HUB_PROJECT)) == 0
+    assert client.sadd(keys.PROJECTS, HUB_PROJECT) == 1  # the projects it follows
     assert refused(lambda: client.xadd(events, {"kind": "event"}))
     assert refused(lambda: client.xdel(events, entry))
-    assert refused(lambda: client.sadd(keys.PROJECTS, "squatted"))
+    assert refused(lambda: client.smembers(keys.PROJECTS))
     assert refused(lambda: client.keys("*"))
     client.close()

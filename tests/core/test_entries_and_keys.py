@@ -30,19 +30,32 @@ def entry() -> dict[str, bytes]:
 
 
 def test_keys_follow_the_contract() -> None:
-    assert keys.events_stream("acme") == "hubsync:{acme}:events"
+    assert keys.events_stream("acme", "rt-1") == "hubsync:{acme}:events:{rt-1}"
+    assert keys.shared_events_stream("acme") == "hubsync:{acme}:events"
+    assert keys.events_stream_pattern("acme") == "hubsync:{acme}:events:{*}"
     assert keys.acks_stream("acme", "rt-1") == "hubsync:{acme}:acks:{rt-1}"
     assert keys.dead_stream("acme") == "hubsync:{acme}:dead"
     assert keys.alerts_stream("acme") == "hubsync:{acme}:alerts"
     assert keys.lease("deploy") == "hubsync:lease:{deploy}"
     assert keys.lease_log("deploy") == "hubsync:lease:{deploy}:log"
     assert keys.hub_project_of("hubsync:{acme}:acks:{rt-1}") == "acme"
+    assert keys.hub_project_of("hubsync:{acme}:events:{rt-1}") == "acme"
+
+
+def test_the_runtime_of_a_stream_is_the_one_in_its_name() -> None:
+    assert keys.runtime_of(keys.events_stream("acme", "rt-1")) == "rt-1"
+    assert keys.runtime_of(keys.acks_stream("a:events", "rt:2")) == "rt:2"
+    assert keys.runtime_of(keys.shared_events_stream("acme")) is None
+    assert keys.runtime_of(keys.dead_stream("acme")) is None
+    assert keys.runtime_of("hubsync:{acme}:lease:{x}") is None
 
 
 @pytest.mark.parametrize("bad", ["", "a{b", "a}b", "a b", "x" * 129, "-lead", "tab\tx"])
 def test_names_that_would_break_a_key_are_refused(bad: str) -> None:
     with pytest.raises(ConfigError):
-        keys.events_stream(bad)
+        keys.events_stream(bad, "rt-1")
+    with pytest.raises(ConfigError):
+        keys.events_stream("acme", bad)
 
 
 def test_event_entry_round_trips() -> None:

@@ -29,6 +29,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from consumers.views.queue_status import events_streams
 from hubstore import open_store
 from hubstore.store import StoredEvent
 from hubsync.core import keys
@@ -97,8 +98,8 @@ def outbox_pending(cluster: SoakCluster) -> int:
 
 def streams_settled(client: RedisClient, hub_projects: Iterable[str]) -> bool:
     """True when group ``hub`` has delivered every entry of every stream and has none pending."""
-    for hub_project in hub_projects:
-        stream = keys.events_stream(hub_project)
+    streams = [stream for project in hub_projects for stream in events_streams(client, project)]
+    for stream in streams:
         info = client.xinfo_stream(stream)
         last = entry_id_order(info["last-generated-id"])
         for group in client.xinfo_groups(stream):

@@ -24,7 +24,7 @@ import contextlib
 import json
 import random
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
@@ -241,8 +241,16 @@ class Injector:
 
         return self._redis(run)
 
+    def _stream_of(self, hub_project: str, fields: Mapping[str, Any] | None = None) -> str:
+        """The events stream of the runtime ``fields`` name, when it is one of ours syncing to
+        ``hub_project``; else of a random runtime of ``hub_project``."""
+        mine = [r.runtime_id for r in self.runtimes if r.hub_project == hub_project]
+        claimed = as_text((fields or {}).get("runtime_id", b""))
+        runtime_id = claimed if claimed in mine else self.rng.choice(mine)
+        return keys.events_stream(hub_project, runtime_id)
+
     def _xadd(self, hub_project: str, fields: dict[str, Any]) -> str:
-        stream = keys.events_stream(hub_project)
+        stream = self._stream_of(hub_project, fields)
         (entry_id,) = self._write(stream, lambda pipe: pipe.xadd(stream, fields))
         text = as_text(entry_id)
         self.injected_ids.add(text)
@@ -261,7 +269,7 @@ class Injector:
     def duplicates(self, count: int) -> int:
         """Re-XADD up to ``count`` genuine event entries of a random stream; how many."""
         hub_project = self.rng.choice(sorted({r.hub_project for r in self.runtimes}))
-        stream = keys.events_stream(hub_project)
+        stream = self._stream_of(hub_project)
         recent = self._redis(lambda: self.client.xrevrange(stream, count=400))
         genuine = []
         for raw_id, raw in recent:
@@ -345,7 +353,7 @@ class Injector:
         """Acknowledge a runtime's recent entries without its hub's key, after deleting some
         of them from the stream; None while its stream holds none of its entries."""
         runtime = self.rng.choice(self.runtimes)
-        stream = keys.events_stream(runtime.hub_project)
+        stream = keys.events_stream(runtime.hub_project, runtime.runtime_id)
         recent = self._redis(lambda: self.client.xrevrange(stream, count=200))
         mine: list[tuple[str, dict[str, bytes]]] = []
         for raw_id, raw in recent:
@@ -440,9 +448,7 @@ class Injector:
 
     def _genuine_copy(self, hub_project: str) -> dict[str, Any] | None:
         """The fields of a recent genuine event entry: its bytes are a real outbox row's."""
-        recent = self._redis(
-            lambda: self.client.xrevrange(keys.events_stream(hub_project), count=200)
-        )
+        recent = self._redis(lambda: self.client.xrevrange(self._stream_of(hub_project), count=200))
         for raw_id, raw in recent:
             entry_id = as_text(raw_id)
             fields = decode_fields(raw)

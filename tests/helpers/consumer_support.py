@@ -16,8 +16,8 @@ from hubsync.processes import Child, PipelineProcesses, run_hubsync
 from tests.helpers.relay_player import HUB_PROJECT, RUNTIME
 from tests.helpers.trust import enroll
 
-EVENTS = keys.events_stream(HUB_PROJECT)
-"""The events stream of the test hub project."""
+EVENTS = keys.events_stream(HUB_PROJECT, RUNTIME)
+"""The events stream of the test runtime for the test hub project."""
 
 
 def consume_argv(redis_url: str, hub_db: Path, *extra: str) -> list[str]:

@@ -28,8 +28,10 @@ Judge = Callable[[str, str, int], tuple[Outcome, str | None]]
 
 
 def stream_events(client: redis.Redis, hub_project: str) -> list[dict[str, bytes]]:
-    """Every event entry (not presence) on a hub project's events stream, in stream order."""
-    entries = client.xrange(keys.events_stream(hub_project))
+    """Every event entry (not presence) on a hub project's events streams, in stream order (the
+    streams one after the other)."""
+    streams = sorted(client.scan_iter(match=keys.events_stream_pattern(hub_project)))
+    entries = [entry for stream in streams for entry in client.xrange(stream)]
     fields = [decode_fields(raw) for _, raw in entries]
     return [f for f in fields if entry_kind(f) == KIND_EVENT]
 

@@ -72,8 +72,8 @@ class LivePipeline(ClosesOnExit):
 
     @property
     def events(self) -> str:
-        """The project's events stream."""
-        return keys.events_stream(HUB_PROJECT)
+        """The runtime's events stream of the project."""
+        return keys.events_stream(HUB_PROJECT, self.runtime_id)
 
     def append(self, run_id: str, count: int) -> None:
         """Append ``count`` events to ``run_id`` through the real outbox path."""

@@ -57,24 +57,28 @@ def event_entry(event: SyncEvent) -> EventEntry:
     return parse_event_entry(_decode(entry_fields(event)))
 
 
-def send(client: redis.Redis, event: SyncEvent, register: bool = True) -> str:
-    """XADD ``event`` to its hub project's events stream (registering the project); the id."""
-    return send_fields(client, event.hub_project, entry_fields(event), register)
+def send(client: redis.Redis, event: SyncEvent) -> str:
+    """XADD ``event`` to its runtime's events stream of its hub project; the id."""
+    return send_fields(client, event.hub_project, entry_fields(event), event.home_runtime_id)
 
 
 def send_fields(
     client: redis.Redis,
     hub_project: str,
     fields: Mapping[str, str | bytes],
-    register: bool = True,
+    runtime_id: str = RUNTIME,
 ) -> str:
-    """XADD raw fields (valid or not) to a hub project's events stream; the entry id."""
-    if register:
-        client.sadd(keys.PROJECTS, hub_project)
-    entry_id = client.xadd(keys.events_stream(hub_project), dict(fields))  # type: ignore[arg-type]
+    """XADD raw fields (valid or not, naming any runtime) to ``runtime_id``'s events stream of
+    a hub project; the entry id."""
+    entry_id = client.xadd(keys.events_stream(hub_project, runtime_id), dict(fields))  # type: ignore[arg-type]
     return as_text(entry_id)
 
 
-def send_presence(client: redis.Redis, beat: PresenceBeat) -> str:
-    """XADD a presence beat (signed, if its runtime is enrolled) to its events stream."""
-    return send_fields(client, beat.hub_project, signed_presence(dict(beat.to_fields())))
+def send_presence(client: redis.Redis, beat: PresenceBeat, runtime_id: str = RUNTIME) -> str:
+    """XADD a presence beat (signed, if its runtime is enrolled) to ``runtime_id``'s stream."""
+    fields = signed_presence(dict(beat.to_fields()))
+    return send_fields(client, beat.hub_project, fields, runtime_id)
+
+
+EVENTS = keys.events_stream(HUB_PROJECT, RUNTIME)
+"""The events stream of runtime ``RUNTIME`` for the test hub project."""
