@@ -76,6 +76,11 @@ def test_every_metric_of_the_contract_is_exported_with_its_type() -> None:
         "hubsync_outbox_backlog": "gauge",
         "hubsync_consumer_lag": "gauge",
         "hubsync_oldest_pending_age_seconds": "gauge",
+        "hubsync_runtime_unstored_entries": "gauge",
+        "hubsync_runtime_oldest_unstored_age_seconds": "gauge",
+        "hubsync_relay_send_failures": "counter",
+        "hubsync_consumer_stream_failures": "counter",
+        "hubsync_consumer_streams_set_aside": "gauge",
         "hubsync_batch_ingest_seconds": "histogram",
         "hubsync_end_to_end_latency_seconds": "histogram",
     }
@@ -148,7 +153,7 @@ def test_lag_and_oldest_pending_age_follow_the_group(
     for sequence in range(1, 6):
         send(redis_client, sync_event(sequence))
     worker.refresh_streams(force=True)
-    stream = keys.events_stream(HUB_PROJECT)
+    stream = keys.events_stream(HUB_PROJECT, RUNTIME)
     (before,) = read_lag(redis_client, [stream])
     assert (before.lag, before.pending, before.oldest_pending_age_seconds) == (5, 0, 0.0)
 
@@ -157,9 +162,14 @@ def test_lag_and_oldest_pending_age_follow_the_group(
     (stuck,) = read_lag(redis_client, [stream])
     assert (stuck.lag, stuck.pending) == (3, 2)
     assert stuck.oldest_pending_age_seconds >= 0
+    assert (stuck.runtime_id, stuck.unstored) == (RUNTIME, 5)
+    assert stuck.oldest_unstored_age_seconds == stuck.oldest_pending_age_seconds
 
     worker.run_once()
     assert sample("hubsync_consumer_lag", hub_project=HUB_PROJECT) == 0
+    per_runtime = {"hub_project": HUB_PROJECT, "runtime": RUNTIME}
+    assert sample("hubsync_runtime_unstored_entries", **per_runtime) == 2  # the dead one's
+    assert sample("hubsync_runtime_oldest_unstored_age_seconds", **per_runtime) >= 0
     # The dead consumer's two entries stay pending (reclaim_idle is 60 s): the
     # gauge holds their age as of the run, which a later reading can only exceed.
     exported = sample("hubsync_oldest_pending_age_seconds", hub_project=HUB_PROJECT)
@@ -171,6 +181,20 @@ def test_lag_and_oldest_pending_age_follow_the_group(
     redis_client.xack(stream, keys.CONSUMER_GROUP, *[e["message_id"] for e in stuck_ids])
     worker.run_once()
     assert sample("hubsync_oldest_pending_age_seconds", hub_project=HUB_PROJECT) == 0
+    assert sample("hubsync_runtime_unstored_entries", **per_runtime) == 0
+    assert sample("hubsync_runtime_oldest_unstored_age_seconds", **per_runtime) == 0
+
+
+def test_an_entry_never_delivered_counts_as_unstored_with_its_age(
+    redis_client: redis.Redis, worker: HubConsumer
+) -> None:
+    worker.refresh_streams(force=True)
+    stream = keys.events_stream(HUB_PROJECT, RUNTIME)
+    send(redis_client, sync_event(1))
+    (waiting,) = read_lag(redis_client, [stream])
+    assert (waiting.lag, waiting.pending, waiting.unstored) == (1, 0, 1)
+    assert waiting.oldest_pending_age_seconds == 0.0
+    assert waiting.oldest_unstored_age_seconds >= 0
 
 
 def test_reclaimed_entries_are_counted(redis_client: redis.Redis, worker: HubConsumer) -> None:
@@ -178,7 +202,7 @@ def test_reclaimed_entries_are_counted(redis_client: redis.Redis, worker: HubCon
     for sequence in range(1, 4):
         send(redis_client, sync_event(sequence))
     worker.refresh_streams(force=True)
-    stream = keys.events_stream(HUB_PROJECT)
+    stream = keys.events_stream(HUB_PROJECT, RUNTIME)
     redis_client.xreadgroup(keys.CONSUMER_GROUP, "gone", {stream: ">"}, count=3)
     worker.settings = worker.settings.model_copy(update={"reclaim_idle": 0.001})
     # a pass may come within the 1 ms of idleness Redis requires; the next one claims them

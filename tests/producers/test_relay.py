@@ -63,7 +63,10 @@ def test_ten_thousand_events_over_three_projects_arrive_in_order_and_ack_to_zero
             assert sequences == list(range(1, len(sequences) + 1))
         assert store.outbox_counts()["attempted"] == store.outbox_counts()["total"]
     assert seen == expected == 10_000 // 12 * 12
-    assert redis_client.smembers(keys.PROJECTS) == {b"alpha", b"beta", b"gamma"}
+    runtime = registry.runtime_id
+    for name in ("alpha", "beta", "gamma"):  # its own stream of each hub project, nothing shared
+        assert redis_client.exists(keys.events_stream(name, runtime))
+    assert not redis_client.exists(keys.PROJECTS, *map(keys.shared_events_stream, ["alpha"]))
 
     for store in stores:
         ack_everything(redis_client, store.hub_project)
@@ -126,14 +129,14 @@ def test_a_restarted_relay_does_not_resend_acked_rows(
     first.close()
     assert store.outbox_counts()["acked"] == 100
 
-    stream_length = redis_client.xlen(keys.events_stream("alpha"))
+    stream_length = redis_client.xlen(keys.events_stream("alpha", registry.runtime_id))
     second = Relay(relay_settings(state_dir, redis_url), registry)
     summary = second.run_once()
     second.close()
     assert summary.sender.sent == 0 and summary.sender.resent == 0
     assert len(stream_events(redis_client, "alpha")) == 100
     # only a presence beat was added
-    assert redis_client.xlen(keys.events_stream("alpha")) == stream_length + 1
+    assert redis_client.xlen(keys.events_stream("alpha", registry.runtime_id)) == stream_length + 1
 
 
 def relayed_once(
@@ -276,14 +279,14 @@ def test_kill_minus_nine_mid_drain_then_restart_delivers_everything(
     tmp_path: Path, redis_url: str, redis_client: redis.Redis
 ) -> None:
     state_dir = tmp_path / "state"
-    _registry, (store,) = make_runtime(state_dir, ["alpha"])
+    registry, (store,) = make_runtime(state_dir, ["alpha"])
     append_many(store, runs=4, per_run=1_000)
     total = store.outbox_counts()["total"]
 
     # small batches keep the drain long next to the moment between seeing 500
     # entries (XLEN, cheap) and freezing the relay, so the kill lands mid-drain
     process = start_relay_process(state_dir, redis_url, "--batch-count", "50")
-    stream = keys.events_stream("alpha")
+    stream = keys.events_stream("alpha", registry.runtime_id)
     wait_until(lambda: redis_client.xlen(stream) > 500, timeout=30, interval=0.001)
     process.pause()
     assert redis_client.xlen(stream) < total, "frozen before the drain finished"
