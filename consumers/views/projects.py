@@ -1,7 +1,6 @@
-"""The hub projects Redis knows (``hubsync:projects``), as operator tools look them up.
-
-Hub consumers write the set (the hub projects they follow); a key of another
-type there is read as an empty set, so it stops no tool.
+"""The hub projects Redis knows, as operator tools look them up: those in ``hubsync:projects``
+(which hub consumers write: the hub projects they follow) and those a runtime's events stream
+names. A ``hubsync:projects`` of another type is read as an empty set: it stops no tool.
 """
 
 from __future__ import annotations
@@ -17,18 +16,22 @@ from hubsync.core.redis_values import as_text
 
 
 def known_hub_projects(client: RedisClient) -> list[str]:
-    """Every valid hub project name in ``hubsync:projects``, sorted (invalid members skipped)."""
-    names = []
+    """Every valid hub project name in ``hubsync:projects`` or with a runtime's events stream,
+    sorted (invalid names skipped)."""
     try:
-        members = client.smembers(keys.PROJECTS)
+        members = list(client.smembers(keys.PROJECTS))
     except redis.ResponseError:
-        return []  # not a set: nothing a tool can list (consumers say so in their log)
-    for member in members:
+        members = []  # not a set: the streams still say (consumers log the key's trouble)
+    streams = client.scan_iter(match=keys.EVENTS_STREAMS_PATTERN, count=1000)
+    names = {as_text(member) for member in members}
+    names.update(keys.hub_project_of(as_text(stream)) for stream in streams)
+    valid = set()
+    for name in names:
         try:
-            names.append(validate_name(as_text(member), "hub project"))
+            valid.add(validate_name(name, "hub project"))
         except ConfigError:
             continue  # a stray member no worker reads either; never put it in a key
-    return sorted(names)
+    return sorted(valid)
 
 
 def require_hub_project(client: RedisClient, hub_project: str) -> str:

@@ -113,6 +113,8 @@ def render(report: StatusReport) -> RenderableType:
         parts.append(_projects_table(report))
         if any((p.group and p.group.consumers) or p.live_consumers for p in report.hub_projects):
             parts.append(_consumers_table(report))
+        if any(p.streams for p in report.hub_projects):
+            parts.append(_streams_table(report))
         if any(p.runtimes for p in report.hub_projects):
             parts.append(_runtimes_table(report))
         if report.health:
@@ -147,7 +149,7 @@ def _table(title: str, text_columns: int, *columns: str) -> Table:
 
 def _projects_table(report: StatusReport) -> Table:
     table = _table(
-        "hub projects (stream hubsync:{P}:events, group hub)",
+        "hub projects (streams hubsync:{P}:events:{R}, group hub)",
         1,
         "project",
         "len",
@@ -201,6 +203,28 @@ def _consumers_table(report: StatusReport) -> Table:
         for name in p.live_consumers:
             if name not in joined:  # started, and has not read this project's group yet
                 table.add_row(_cell(p.hub_project), _cell(name), "live, no read yet", "-", "-")
+    return table
+
+
+def _streams_table(report: StatusReport) -> Table:
+    table = _table(
+        "events streams, per runtime (not yet stored at the hub)",
+        2,
+        "project",
+        "runtime",
+        "len",
+        "unstored",
+        "oldest unstored",
+    )
+    for p in report.hub_projects:
+        for r in p.streams:
+            table.add_row(
+                _cell(p.hub_project),
+                _cell(r.runtime_id or "(shared, draining)"),
+                str(r.length),
+                Text(str(r.unstored), "yellow" if r.unstored else ""),
+                age(r.oldest_unstored_age_seconds),
+            )
     return table
 
 

@@ -46,6 +46,10 @@ def events_stream_pattern(hub_project: str) -> str:
     return f"{shared_events_stream(hub_project)}:{{*}}"
 
 
+EVENTS_STREAMS_PATTERN = f"{PREFIX}:{{*}}:events:{{*}}"
+"""SCAN pattern matching every runtime's events stream of every hub project."""
+
+
 def runtime_of(stream_key: str) -> str | None:
     """The runtime R of ``hubsync:{P}:events:{R}`` (or of an acks stream); None for the shared
     events stream and other keys."""

@@ -75,10 +75,11 @@ def set_schema_version(path: Path, version: int) -> None:
 
 
 def serve_project(client: redis.Redis, hub_project: str) -> None:
-    """What a relay and a hub consumer leave in Redis: the project listed, group ``hub`` on it."""
+    """What a hub consumer leaves in Redis: the project listed, group ``hub`` on the stream of
+    its runtime."""
     client.sadd(keys.PROJECTS, hub_project)
     client.xgroup_create(
-        keys.events_stream(hub_project), keys.CONSUMER_GROUP, id="0", mkstream=True
+        keys.events_stream(hub_project, "rt-1"), keys.CONSUMER_GROUP, id="0", mkstream=True
     )
 
 
@@ -161,7 +162,7 @@ def test_a_good_deployment_passes_every_check_and_exits_0(
     assert "Redis 7." in checks["redis-version"]
     assert "appendonly yes, appendfsync everysec: " in checks["aof"]
     assert "up to about 1 s" in checks["aof"]
-    assert "every project (1 project)" in checks["consumer-group"]
+    assert "every events stream (1 stream of 1 project)" in checks["consumer-group"]
     assert checks["hub-identity"].endswith(f"hubsync:hub = {hub_id}")
     assert str(hub_db) in checks["hub-store"]
     assert "2 projects" in checks["state-dir"]
@@ -227,13 +228,14 @@ def test_a_project_without_the_consumer_group_fails_and_names_it(
     client = redis.Redis.from_url(redis_url)
     serve_project(client, "served")
     client.sadd(keys.PROJECTS, "unread")
+    client.xadd(keys.events_stream("unread", "rt-1"), {"kind": "event"})  # no group on it
 
     result = doctor(capsys, redis_url)
 
     line = lines_by_check(result.out)["consumer-group"]
     assert result.code == 1
-    assert line.startswith("FAIL consumer-group: no group hub on the events stream of 1 of 2")
-    assert "(unread)" in line and "hubsync consume" in line
+    assert line.startswith("FAIL consumer-group: no group hub on 1 of 2 events streams")
+    assert "(hubsync:{unread}:events:{rt-1})" in line and "hubsync consume" in line
 
 
 def test_no_projects_yet_is_not_a_failure(

@@ -65,6 +65,10 @@ def test_status_json_agrees_with_redis_and_the_hub_database(
     assert group["oldest_pending_age_seconds"] >= 0
     consumers = {c["name"]: c["pending"] for c in group["consumers"]}
     assert consumers == {"ghost": 2, "hub-1": 0}
+    [stream] = project["streams"]  # the hub's lag on each runtime's stream
+    assert (stream["runtime_id"], stream["stream"]) == (p.runtime_id, p.events)
+    assert stream["unstored"] == group["lag"] + group["pending"]
+    assert stream["oldest_unstored_age_seconds"] >= group["oldest_pending_age_seconds"]
     assert project["dead_letters"] == client.xlen(keys.dead_stream(HUB_PROJECT)) == 1
     assert project["alerts"] == client.xlen(keys.alerts_stream(HUB_PROJECT)) == 1
     assert project["hub_db"] == {
@@ -119,7 +123,13 @@ def test_text_status_shows_every_section(
     p = busy_pipeline
     code, out, _ = run_cli(capsys, "status", *p.deployment_args)
     assert code == 0
-    for title in ("hub projects", "consumers (group hub)", "runtimes", "health keys"):
+    for title in (
+        "hub projects",
+        "consumers (group hub)",
+        "runtimes",
+        "health keys",
+        "per runtime",
+    ):
         assert title in out
     assert f"local outbox of runtime {p.runtime_id}" in out
     assert "ghost" in out

@@ -9,7 +9,6 @@ the operator may not replay a dead letter, the replayer may.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,32 +17,17 @@ import redis
 from hubstore.leases import LeaseClient
 from hubstore.sqlite.store import SqliteHubStore
 from hubsync.core import keys
-from hubsync.demo.embedded_redis import RedisServerProcess
 from hubsync.processes import PipelineProcesses, hubsync_command, run_hubsync
 from producers.store.event_store import NewEvent
 from tests.helpers import acl_support as acl
+from tests.helpers.acl_support import acl_redis  # noqa: F401  (a fixture)
 from tests.helpers.relay_player import send_fields
 from tests.helpers.relay_support import make_runtime
 
 
-@pytest.fixture
-def acl_redis(private_redis: RedisServerProcess) -> Iterator[tuple[str, redis.Redis]]:
-    """The private server with the default user switched off: (its URL, an admin client)."""
-    admin_password = "admin-" + acl.PASSWORD
-    setup = redis.Redis.from_url(private_redis.url)
-    setup.execute_command(
-        "ACL", "SETUSER", "admin", "on", f">{admin_password}", "~*", "&*", "+@all"
-    )
-    setup.execute_command("ACL", "SETUSER", "default", "off")
-    setup.close()
-    admin = redis.Redis.from_url(acl.user_url(private_redis.url, "admin", admin_password))
-    admin.execute_command("ACL", "LOG", "RESET")
-    yield private_redis.url, admin
-    admin.close()
-
-
 def test_each_daemon_and_operator_command_works_under_its_own_user(
-    tmp_path: Path, acl_redis: tuple[str, redis.Redis]
+    tmp_path: Path,
+    acl_redis: tuple[str, redis.Redis],  # noqa: F811  (the fixture imported above)
 ) -> None:
     server_url, admin = acl_redis
     state_dir = tmp_path / "runtime" / "state"
@@ -60,7 +44,7 @@ def test_each_daemon_and_operator_command_works_under_its_own_user(
     replayer_env = {"HUBSYNC_REDIS_URL": acl.user_url(server_url, f"{acl.PREFIX}replayer")}
     # one unsigned entry, which the hub refuses: a dead letter to list and replay, and a
     # security alert the consumer's user must be allowed to raise
-    send_fields(admin, acl.HUB_PROJECT, {"kind": "event", "note": "not an event"})
+    send_fields(admin, acl.HUB_PROJECT, {"kind": "event", "note": "not an event"}, runtime_id)
     LeaseClient(admin).acquire_or_raise("effect:pr:1", "box-1:1", 60_000)  # for lease list
 
     fast = ("--block-ms", "100", "--reclaim-interval", "0.5")
@@ -118,9 +102,9 @@ def test_each_daemon_and_operator_command_works_under_its_own_user(
 
     operator = redis.Redis.from_url(operator_env["HUBSYNC_REDIS_URL"])
     with pytest.raises(redis.exceptions.NoPermissionError):
-        operator.xadd(keys.events_stream(acl.HUB_PROJECT), {"kind": "event"})
+        operator.xadd(keys.events_stream(acl.HUB_PROJECT, runtime_id), {"kind": "event"})
     operator.close()
     runtime = redis.Redis.from_url(runtime_url)
     with pytest.raises(redis.exceptions.NoPermissionError):
-        runtime.xtrim(keys.events_stream(acl.HUB_PROJECT), maxlen=0)
+        runtime.xtrim(keys.events_stream(acl.HUB_PROJECT, runtime_id), maxlen=0)
     runtime.close()

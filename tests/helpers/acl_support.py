@@ -4,11 +4,14 @@ a URL that logs in as a user."""
 from __future__ import annotations
 
 import shlex
+from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import quote
 
+import pytest
 import redis
 
+from hubsync.demo.embedded_redis import RedisServerProcess
 from hubsync.processes import run_hubsync
 
 HUB_PROJECT = "acme"
@@ -46,3 +49,22 @@ def hubsync_acl(tmp_path: Path, *argv: str) -> list[str]:
     assert done.returncode == 0, done.stderr
     assert PASSWORD not in done.stdout + done.stderr
     return done.stdout.splitlines()
+
+
+@pytest.fixture
+def acl_redis(private_redis: RedisServerProcess) -> Iterator[tuple[str, redis.Redis]]:
+    """The private server with the default user switched off: (its URL, an admin client).
+
+    A test module uses it by importing it (``from tests.helpers.acl_support import acl_redis``).
+    """
+    admin_password = "admin-" + PASSWORD
+    setup = redis.Redis.from_url(private_redis.url)
+    setup.execute_command(
+        "ACL", "SETUSER", "admin", "on", f">{admin_password}", "~*", "&*", "+@all"
+    )
+    setup.execute_command("ACL", "SETUSER", "default", "off")
+    setup.close()
+    admin = redis.Redis.from_url(user_url(private_redis.url, "admin", admin_password))
+    admin.execute_command("ACL", "LOG", "RESET")
+    yield private_redis.url, admin
+    admin.close()

@@ -126,7 +126,7 @@ class LivePipeline(ClosesOnExit):
             "content_hash": "0" * 64,
             "note": "x" * 10_000 if big else "not an event",
         }
-        return send_fields(self.client, HUB_PROJECT, signed_event(fields))
+        return send_fields(self.client, HUB_PROJECT, signed_event(fields), self.runtime_id)
 
     def make_busy(self) -> None:
         """Six events stored and acked, one conflict, one dead letter, four events in flight of

@@ -41,7 +41,7 @@ def test_scripts_are_registered_once_per_client(redis_url: str) -> None:
 
 
 def test_a_registered_script_reloads_itself_after_script_flush(redis_client: redis.Redis) -> None:
-    stream = keys.events_stream("alpha")
+    stream = keys.events_stream("alpha", "rt-1")
     trim = scripts_for(redis_client).stream_trim_acked
     assert trim(keys=[stream], args=[keys.CONSUMER_GROUP]) == [0, b""]
     redis_client.script_flush()
