@@ -223,7 +223,7 @@ def consumer_user(*, prefix: str = DEFAULT_USER_PREFIX) -> RedisUser:
     SADD of the hub projects it follows to ``hubsync:projects``; worker.py:
     XREADGROUP; reclaim.py: XPENDING, XCLAIM, XAUTOCLAIM, XINFO CONSUMERS;
     publishing.py: XADD to acks, dead and alerts, XACK; lag.py: TIME, XINFO
-    GROUPS, XPENDING; trim.py and reclaim.py run stream_trim_acked.lua (EXISTS,
+    GROUPS, XPENDING, XRANGE (the first entry not yet delivered); trim.py and reclaim.py run stream_trim_acked.lua (EXISTS,
     XINFO GROUPS, XPENDING, XTRIM) and stream_remove_idle_consumer.lua (XPENDING,
     XGROUP DELCONSUMER); health.py SETs, GETs and DELs its health key. It reads
     and sets ``hubsync:hub``, the hub id that owns the namespace's group.
@@ -248,6 +248,7 @@ def consumer_user(*, prefix: str = DEFAULT_USER_PREFIX) -> RedisUser:
                 "xinfo|consumers",
                 "xinfo|stream",
                 "xlen",
+                "xrange",
                 "exists",
                 "xtrim",
                 "evalsha",

@@ -112,9 +112,7 @@ def test_rt_a_exhausting_and_trimming_its_stream_harms_only_its_own_delivery(sit
     append_many(rt_b.store, runs=2, per_run=10)
     append_many(rt_a.store, runs=1, per_run=5)
     assert rt_b.relay_once()[0]["sent"] == 20
-    assert site.consume_once()["accepted"] == 0 or True  # the consumer may read them now or later
-    append_many(rt_b.store, runs=1, per_run=10)  # and more after the attack
-    rt_b.relay_once()
+    assert site.consume_once()["accepted"] == 20
 
     attacker = redis.Redis.from_url(rt_a.url)
     # rt-b's entries and acks are out of its reach, and so is every stream they share
@@ -135,8 +133,10 @@ def test_rt_a_exhausting_and_trimming_its_stream_harms_only_its_own_delivery(sit
     assert summary["sent"] == 0 and summary["pending"] == 5
     assert stderr.count("refused the relay's entries") == 1
 
-    site.consume_once()
-    assert rt_b.relay_once()[0]["acked"] == 30
+    append_many(rt_b.store, runs=1, per_run=10)  # rt-b goes on after the attack
+    assert rt_b.relay_once()[0]["sent"] == 10
+    assert site.consume_once()["accepted"] == 10
+    rt_b.relay_once()
     assert rt_b.store.outbox_counts()["acked"] == 30
     assert site.hub_events() == 30  # every one of rt-b's, none of rt-a's
     assert rt_a.store.outbox_counts()["pending"] == 5
@@ -169,7 +169,7 @@ def test_keys_of_the_wrong_type_and_an_exhausted_ack_stream_stop_no_consumer(
         rt_b.relay_once()
         pipeline.start("consumer-again", consume, env=env)  # restarted: no crash loop
         pipeline.wait_until(lambda: site.hub_events() == 15, timeout=60, what="the new events")
-        assert pipeline.stop_all() == {"consumer-again": 0}
+        assert pipeline.stop_all()["consumer-again"] == 0
     # rt-b's outcomes never reached it (its ack stream is full): its rows are sent again,
     # answered ``duplicate`` and still stored once
     assert site.hub_events() == 15
