@@ -61,7 +61,7 @@ def test_auto_detects_a_cluster_and_a_single_server_and_the_override_wins(
 
 def test_projects_spread_over_every_master(redis_cluster: RedisClusterProcesses) -> None:
     # The tests below mean something only if the projects' slots are on every node.
-    masters = {redis_cluster.master_of(keys.events_stream(p)).port for p in PROJECTS}
+    masters = {redis_cluster.master_of(keys.events_stream(p, "rt-1")).port for p in PROJECTS}
     assert len(masters) == 3
 
 
@@ -69,12 +69,15 @@ def test_the_relays_pipeline_spans_slots_and_reads_come_back_from_every_slot(
     cluster_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     client = cluster_client(cluster_url)
-    pipe = client.pipeline(transaction=False)  # as the relay's: SADD + XADDs of many projects
-    for project in PROJECTS:
-        pipe.sadd(keys.PROJECTS, project)
-        pipe.xadd(keys.events_stream(project), {"n": project})
+    pipe = client.pipeline(transaction=False)  # XADDs of many projects, two runtimes each
+    streams = {
+        keys.events_stream(project, runtime): "0-0"
+        for project in PROJECTS
+        for runtime in ("rt-1", "rt-2")
+    }
+    for stream in streams:
+        pipe.xadd(stream, {"n": stream})
     pipe.execute()
-    streams = {keys.events_stream(p): "0-0" for p in PROJECTS}
     reply = read_streams(client, streams, count=10, block_ms=None)
     assert sorted(redis.client.str_if_bytes(key) for key, _ in reply) == sorted(streams)
 
@@ -82,7 +85,7 @@ def test_the_relays_pipeline_spans_slots_and_reads_come_back_from_every_slot(
     for stream in streams:
         client.xgroup_create(stream, keys.CONSUMER_GROUP, id="0")
     first = read_streams(client, dict.fromkeys(streams, ">"), count=10, block_ms=100, group=group)
-    assert len(first) == len(PROJECTS)
+    assert len(first) == 2 * len(PROJECTS)  # a project's runtimes share its slot: one read
     sent: list[tuple[object, ...]] = []  # the commands sent outside the pipeline
     send = client.execute_command
 
@@ -225,8 +228,7 @@ def test_rq_jobs_queue_on_their_own_redis_and_work_on_the_cluster(
     # An idle consumer with nothing pending on a project's stream in the cluster: the
     # maintenance job removes it only if it reaches the cluster, not RQ's Redis.
     cluster = cluster_client(cluster_url)
-    stream = keys.events_stream("acme")
-    cluster.sadd(keys.PROJECTS, "acme")
+    stream = keys.events_stream("acme", "rt-1")
     cluster.xadd(stream, {"kind": "presence"})
     cluster.xgroup_create(stream, keys.CONSUMER_GROUP, id="0")
     cluster.xgroup_createconsumer(stream, keys.CONSUMER_GROUP, "gone-1")

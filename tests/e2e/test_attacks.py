@@ -46,7 +46,6 @@ from tests.helpers.trust import outcomes_signed_by_a_stranger
 
 HUB_PROJECT = "acme"
 OTHER_PROJECT = "other"
-EVENTS = keys.events_stream(HUB_PROJECT)
 
 
 @dataclass
@@ -62,6 +61,11 @@ class Site:
     @property
     def state_dir(self) -> Path:
         return self.registry.state_dir
+
+    @property
+    def events(self) -> str:
+        """The runtime's events stream."""
+        return keys.events_stream(HUB_PROJECT, self.registry.runtime_id)
 
     def relay_once(self) -> dict[str, Any]:
         # a tiny resend timeout: a row whose outcome never came goes out again next pass
@@ -106,10 +110,10 @@ def site(redis_url: str, tmp_path: Path) -> Iterator[Site]:
             registry.close()
 
 
-def event_entries(client: redis.Redis) -> list[tuple[str, dict[str, bytes]]]:
-    """The event entries on the stream now (presence beats left out)."""
+def event_entries(client: redis.Redis, site: Site) -> list[tuple[str, dict[str, bytes]]]:
+    """The event entries on the runtime's stream now (presence beats left out)."""
     found = []
-    for entry_id, raw in client.xrange(EVENTS):
+    for entry_id, raw in client.xrange(site.events):
         fields = decode_fields(raw)
         if fields.get("kind") == b"event":
             found.append((entry_id.decode(), fields))
@@ -142,7 +146,7 @@ def test_a_forged_ack_leaves_the_rows_unacked_and_they_reach_the_hub_after_the_r
     # The attacker reads the genuine hashes, deletes the entries before any hub
     # sees them and acknowledges them all: once unsigned, once signed with a
     # key of its own under the genuine hub id.
-    genuine = event_entries(redis_client)
+    genuine = event_entries(redis_client, site)
     records = [
         OutcomeRecord(
             f["project_id"].decode(), f["run_id"].decode(), int(f["sequence"]),
@@ -150,7 +154,7 @@ def test_a_forged_ack_leaves_the_rows_unacked_and_they_reach_the_hub_after_the_r
         )
         for _, f in genuine
     ]  # fmt: skip
-    redis_client.xdel(EVENTS, *[entry_id for entry_id, _ in genuine])
+    redis_client.xdel(site.events, *[entry_id for entry_id, _ in genuine])
     acks = keys.acks_stream(HUB_PROJECT, site.registry.runtime_id)
     unsigned: Any = outcomes_entry_fields(HUB_PROJECT, records)
     redis_client.xadd(acks, unsigned)
@@ -192,7 +196,7 @@ def test_a_forged_new_key_is_dead_lettered_with_an_alert_and_the_genuine_event_i
         )  # fmt: skip
         if key is not None:
             fake[SIGNATURE_FIELD] = sign_event_entry(key, fake)
-        redis_client.xadd(EVENTS, fake)
+        redis_client.xadd(site.events, fake)
 
     stats = site.consume_once()
     assert stats["accepted"] == 3 and stats["refused"] == 2
@@ -226,8 +230,7 @@ def test_a_squatter_claiming_the_project_under_another_hub_project_is_refused(
         sync_event(1, run_id="run-0", project_id=project_id, hub_project=OTHER_PROJECT,
                    runtime_id=runtime_id)
     )  # fmt: skip
-    redis_client.sadd(keys.PROJECTS, OTHER_PROJECT)
-    redis_client.xadd(keys.events_stream(OTHER_PROJECT), squat)
+    redis_client.xadd(keys.events_stream(OTHER_PROJECT, "rt-other"), squat)
     stats = site.consume_once()
     assert stats["refused"] == 1 and stats["accepted"] == 0
 
@@ -248,18 +251,18 @@ def test_a_bad_copy_in_the_same_batch_does_not_park_the_genuine_row(
 ) -> None:
     append_many(site.store, runs=1, per_run=2)
     site.relay_once()
-    (_, genuine), _second = event_entries(redis_client)
+    (_, genuine), _second = event_entries(redis_client, site)
 
     # a copy claiming another hash: its signature no longer verifies
     wrong_hash = dict(genuine)
     wrong_hash["content_hash"] = b"0" * 64
-    redis_client.xadd(EVENTS, wrong_hash)  # type: ignore[arg-type]
+    redis_client.xadd(site.events, wrong_hash)  # type: ignore[arg-type]
     # a copy keeping the signed fields (and so a valid signature) but other bytes:
     # authenticated, refused on the hash, and answered with the hash of its own bytes
     other_bytes = dict(genuine)
     other_bytes["event"] = genuine["event"].replace(b'"data":{}', b'"data":{"forged":true}')
     assert other_bytes["event"] != genuine["event"]
-    redis_client.xadd(EVENTS, other_bytes)  # type: ignore[arg-type]
+    redis_client.xadd(site.events, other_bytes)  # type: ignore[arg-type]
 
     stats = site.consume_once()
     assert stats["accepted"] == 2 and stats["dead"] == 2 and stats["refused"] == 1

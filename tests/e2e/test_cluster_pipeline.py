@@ -89,7 +89,7 @@ def append(stores: list[RunEventStore], per_store: int, run: str = "run-0") -> N
 def test_the_pipeline_on_a_cluster_stores_every_projects_events_exactly_once(
     tmp_path: Path, cluster_url: str, redis_cluster: RedisClusterProcesses
 ) -> None:
-    masters = {redis_cluster.master_of(keys.events_stream(p)).port for p in HUB_PROJECTS}
+    masters = {redis_cluster.master_of(keys.shared_events_stream(p)).port for p in HUB_PROJECTS}
     assert len(masters) == 3, "the projects must be spread over every master"
     hub_db = tmp_path / "hub.db"
     made = runtimes(tmp_path, 2, hub_db)
@@ -164,7 +164,7 @@ def test_a_master_killed_mid_drain_loses_nothing_and_repeats_no_token(
     (state_dir, stores) = runtimes(tmp_path, 1, hub_db)[0]
     append(stores, 300)
     victim_project = HUB_PROJECTS[0]
-    victim_stream = keys.events_stream(victim_project)
+    victim_stream = keys.events_stream(victim_project, stores[0].home_runtime_id)
     master = cluster.master_of(victim_stream)
     churn = LeaseChurn(cluster.url)
     appender = Appender(stores)
@@ -238,11 +238,13 @@ def test_the_daemons_ride_out_a_cluster_that_answers_clusterdown(
     # every keyed command until the replica is back and takes over. The relay and the
     # consumer must wait that out as they wait out an unreachable Redis, not exit.
     cluster = private_redis_cluster
-    victim_stream = keys.events_stream(HUB_PROJECTS[0])
+    victim_stream = keys.shared_events_stream(HUB_PROJECTS[0])  # the slot of all its keys
     master = cluster.master_of(victim_stream)
     # the runtime's projects live on the other masters: what it sends and reads goes to
     # live nodes, which answer CLUSTERDOWN (not a refused connection) while the cluster is down
-    served = [p for p in HUB_PROJECTS if cluster.master_of(keys.events_stream(p)) is not master]
+    served = [
+        p for p in HUB_PROJECTS if cluster.master_of(keys.shared_events_stream(p)) is not master
+    ]
     hub_db = tmp_path / "hub.db"
     with SqliteHubStore(hub_db) as hub:
         state_dir = tmp_path / "runtime" / "state"

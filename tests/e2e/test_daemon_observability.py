@@ -154,11 +154,10 @@ def run_pipeline(work: Path, processes: PipelineProcesses) -> Pipeline:
         enroll_state_dir(hub, state_dir, [hub_project])
         enroll(hub, "rt-x", [hub_project])  # signs the malformed entries below
     client = redis.Redis.from_url(processes.redis_url)
-    client.sadd(keys.PROJECTS, hub_project)
     bad = [signed_event(fields) for fields in malformed_entries(hub_project, marker)]
     unsigned = dict(malformed_entries(hub_project, marker)[0], run_id="run-unsigned")
     for fields in [*bad, unsigned]:
-        client.xadd(keys.events_stream(hub_project), fields)  # type: ignore[arg-type]
+        client.xadd(keys.events_stream(hub_project, "rt-x"), fields)  # type: ignore[arg-type]
 
     relay_port, consumer_port = free_port(), free_port()
     logging_args = ("--log-format", "json", "--log-level", "DEBUG")

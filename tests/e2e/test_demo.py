@@ -173,7 +173,7 @@ def test_demo_refuses_a_given_redis_that_another_hub_owns_and_touches_nothing(
 ) -> None:
     client = redis.Redis.from_url(private_redis.url)
     client.set(keys.HUB_IDENTITY, "hub-00000000000000aa")  # a real hub's consumers read here
-    client.xadd(keys.events_stream("demo"), {"kind": "event"})
+    client.xadd(keys.events_stream("demo", "rt-1"), {"kind": "event"})
     result = run_hubsync(
         ["demo", "--runs-per-runtime", "1", "--events-per-run", "5"],
         env={"HUBSYNC_REDIS_URL": private_redis.url},
@@ -181,7 +181,9 @@ def test_demo_refuses_a_given_redis_that_another_hub_owns_and_touches_nothing(
     assert result.returncode == 2, result.stderr[-2000:]
     assert "owned by hub hub-00000000000000aa" in result.stderr
     assert client.get(keys.HUB_IDENTITY) == b"hub-00000000000000aa"
-    assert client.xlen(keys.events_stream("demo")) == 1  # its {demo} keys are not cleaned either
+    assert (
+        client.xlen(keys.events_stream("demo", "rt-1")) == 1
+    )  # its {demo} keys are not cleaned either
 
 
 def test_demo_runs_from_a_directory_whose_hubsync_folder_is_not_hubsync(tmp_path: Path) -> None:

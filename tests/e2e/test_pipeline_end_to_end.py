@@ -6,6 +6,7 @@ from pathlib import Path
 
 import redis
 
+from consumers.views.queue_status import events_streams
 from hubstore.sqlite.store import SqliteHubStore
 from hubsync.core import keys
 from hubsync.processes import PipelineProcesses
@@ -20,12 +21,19 @@ RECLAIM_IDLE = 2.0
 
 
 def group_pending(client: redis.Redis, consumer: str | None = None) -> int:
-    stream = keys.events_stream(HUB_PROJECT)
-    if not client.exists(stream) or not client.xinfo_groups(stream):
-        return 0
-    if consumer is None:
-        return int(client.xpending(stream, keys.CONSUMER_GROUP)["pending"])
-    return len(client.xpending_range(stream, keys.CONSUMER_GROUP, "-", "+", 100_000, consumer))
+    """Entries pending in group ``hub`` over every runtime's stream (of ``consumer``)."""
+    total = 0
+    for stream in events_streams(client, HUB_PROJECT):
+        if not client.xinfo_groups(stream):
+            continue
+        if consumer is None:
+            total += int(client.xpending(stream, keys.CONSUMER_GROUP)["pending"])
+        else:
+            pending = client.xpending_range(
+                stream, keys.CONSUMER_GROUP, "-", "+", 100_000, consumer
+            )
+            total += len(pending)
+    return total
 
 
 def test_twenty_thousand_events_from_three_runtimes_survive_a_killed_consumer(

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import redis
 
-from hubsync.core import keys
+from consumers.views.queue_status import events_streams
 from tests.helpers.consumer_support import Workers, count_rows, enroll_on
 from tests.helpers.relay_player import send, sync_event
 from tests.helpers.support import wait_until
@@ -37,5 +37,7 @@ def test_several_worker_processes_share_one_hub_database(
             assert "locked" not in log
             assert "stopped after" in log
     assert all(
-        int(redis_client.xpending(keys.events_stream(p), "hub")["pending"]) == 0 for p in projects
+        int(redis_client.xpending(stream, "hub")["pending"]) == 0
+        for p in projects
+        for stream in events_streams(redis_client, p)
     )
