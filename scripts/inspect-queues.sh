@@ -5,16 +5,18 @@
 #   HUBSYNC_REDIS_URL, else REDIS_URL, picks the Redis [default: redis://127.0.0.1:6379/0],
 #   the same precedence as the hubsync CLI.
 #
-# Read-only. Prints, for hubsync:{HUB_PROJECT}:events: XINFO STREAM, XINFO GROUPS (lag,
-# entries-read, pending), XINFO CONSUMERS of group hub (idle times), the XPENDING summary and the
-# oldest pending entry (id, consumer, idle ms, deliveries), then XRANGE of the dead letters and
+# Read-only. Prints, for each runtime's hubsync:{HUB_PROJECT}:events:{R} (and the shared
+# hubsync:{HUB_PROJECT}:events of before per-runtime streams, while it exists): XINFO STREAM, XINFO
+# GROUPS (lag, entries-read, pending), XINFO CONSUMERS of group hub (idle times), the XPENDING
+# summary and the oldest pending entry (id, consumer, idle ms, deliveries), then XRANGE of the
+# dead letters and
 # alerts (first 10), and with LEASE_RESOURCE the lease's HGETALL and its audit log (newest 10).
 # Every command is echoed with its -u URL (password masked) before its output, so it can be
 # copied and rerun by hand.
 set -euo pipefail
 
 if [[ $# -lt 1 || $# -gt 2 || "$1" == "-h" || "$1" == "--help" ]]; then
-  sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'
   [[ $# -ge 1 && ( "$1" == "-h" || "$1" == "--help" ) ]] && exit 0
   exit 2
 fi
@@ -52,13 +54,13 @@ if ! rcli PING >/dev/null 2>&1; then
   exit 3
 fi
 
-events="hubsync:{$project}:events"
+shared="hubsync:{$project}:events"
 dead="hubsync:{$project}:dead"
 alerts="hubsync:{$project}:alerts"
 
-echo "== hub project $project =="
-show SISMEMBER hubsync:projects "$project"
-if [[ "$(rcli EXISTS "$events")" == "1" ]]; then
+one_stream() {
+  local events=$1
+  echo "== $events =="
   show XINFO STREAM "$events"
   show XINFO GROUPS "$events"
   if [[ "$(rcli XINFO GROUPS "$events" | grep -cx hub)" -gt 0 ]]; then
@@ -70,10 +72,24 @@ if [[ "$(rcli EXISTS "$events")" == "1" ]]; then
     echo "(no consumer group 'hub' on $events yet: no hub consumer has run)"
     echo
   fi
-else
-  echo "($events does not exist)"
+}
+
+echo "== hub project $project =="
+show SISMEMBER hubsync:projects "$project"
+echo "> redis-cli -u $shown_url --scan --pattern 'hubsync:{$project}:events:{*}'"
+mapfile -t streams < <(rcli --scan --pattern "hubsync:{$project}:events:{*}" | sort)
+printf '%s\n' "${streams[@]}"
+echo
+if [[ "$(rcli EXISTS "$shared")" == "1" ]]; then
+  streams+=("$shared")
+fi
+if [[ ${#streams[@]} -eq 0 ]]; then
+  echo "(no events stream of $project exists)"
   echo
 fi
+for events in "${streams[@]}"; do
+  one_stream "$events"
+done
 
 echo "== dead letters ($dead) =="
 show XLEN "$dead"

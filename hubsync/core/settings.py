@@ -303,8 +303,8 @@ class ConsumerSettings(DaemonSettings, HubStoreSettings):
         default=1_000,
         ge=1,
         le=100_000,
-        description="Most hub projects one consumer follows (names in hubsync:projects that "
-        "have an events stream); the rest are ignored, with one warning.",
+        description="Most hub projects one consumer follows (of the hub projects its enrolled "
+        "runtimes sync to); the rest are ignored, with one warning.",
     )
     acks_maxlen: int = Field(
         default=10_000,
