@@ -174,7 +174,8 @@ def _print_summary(result: DemoResult, keep: bool, private: bool) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from hubsync.demo.scenario import HUB_PROJECT
+    from hubsync.core import keys
+    from hubsync.demo.scenario import HUB_PROJECT, demo_runtime_id
 
     console = Console()
     lease = result.lease
@@ -213,11 +214,12 @@ def _print_summary(result: DemoResult, keep: bool, private: bool) -> None:
         )
         return
     console.print("\nLook at what it left:")
+    events = keys.events_stream(HUB_PROJECT, demo_runtime_id(1))  # one runtime's stream
     for command in (
-        f"redis-cli -u {url} XRANGE 'hubsync:{{{HUB_PROJECT}}}:events' - + COUNT 5",
-        f"redis-cli -u {url} XINFO GROUPS 'hubsync:{{{HUB_PROJECT}}}:events'",
-        f"redis-cli -u {url} XRANGE 'hubsync:{{{HUB_PROJECT}}}:alerts' - +",
-        f"redis-cli -u {url} XRANGE 'hubsync:{{{HUB_PROJECT}}}:dead' - +",
+        f"redis-cli -u {url} XRANGE '{events}' - + COUNT 5",
+        f"redis-cli -u {url} XINFO GROUPS '{events}'",
+        f"redis-cli -u {url} XRANGE '{keys.alerts_stream(HUB_PROJECT)}' - +",
+        f"redis-cli -u {url} XRANGE '{keys.dead_stream(HUB_PROJECT)}' - +",
         f"redis-cli -u {url} HGETALL 'hubsync:lease:{{{lease.get('resource', '...')}}}'",
         f"redis-cli -u {url} XREVRANGE 'hubsync:lease:{{{lease.get('resource', '...')}}}:log' + -",
     ):

@@ -219,7 +219,7 @@ def consumer_user(*, prefix: str = DEFAULT_USER_PREFIX) -> RedisUser:
     """The user every hub consumer (``hubsync consume``) shares.
 
     consumers/stream/streams.py: XGROUP CREATE (MKSTREAM) on each enrolled runtime's
-    stream, XLEN, XINFO STREAM and XINFO GROUPS of the shared streams it drains,
+    stream, XINFO STREAM and XINFO GROUPS of the shared streams it drains,
     SADD of the hub projects it follows to ``hubsync:projects``; worker.py:
     XREADGROUP; reclaim.py: XPENDING, XCLAIM, XAUTOCLAIM, XINFO CONSUMERS;
     publishing.py: XADD to acks, dead and alerts, XACK; lag.py: TIME, XINFO
@@ -247,7 +247,6 @@ def consumer_user(*, prefix: str = DEFAULT_USER_PREFIX) -> RedisUser:
                 "xinfo|groups",
                 "xinfo|consumers",
                 "xinfo|stream",
-                "xlen",
                 "xrange",
                 "exists",
                 "xtrim",

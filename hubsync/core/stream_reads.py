@@ -3,8 +3,9 @@
 On a single server one command names every stream: one round trip, and its
 BLOCK waits on all of them at once. A cluster refuses a command whose keys lie
 in more than one hash slot (CROSSSLOT), and every hub project's keys have a
-slot of their own (``hubsync:{P}:...``), so there ``read_streams`` splits the
-streams by slot and reads them in two steps:
+slot of their own (``hubsync:{P}:...``; every runtime's events stream of P
+included, so one project's streams are read by one command), so there
+``read_streams`` splits the streams by slot and reads them in two steps:
 
 1. every slot group without blocking, in one pipeline: each node gets its
    groups' commands in one round trip, and the nodes are written to before

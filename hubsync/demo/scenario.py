@@ -222,7 +222,7 @@ class DemoScenario:
         os.environ[ENV_SECRET_NAME] = self.secrets["environment"]
         for index in range(self.runtime_count):
             state_dir = self.workdir / f"runtime-{index + 1}"
-            registry = RuntimeRegistry(state_dir, runtime_id=f"demo-rt-{index + 1}")
+            registry = RuntimeRegistry(state_dir, runtime_id=demo_runtime_id(index + 1))
             root = self.workdir / f"project-{index + 1}"
             root.mkdir(exist_ok=True)
             registration = registry.register_project(
@@ -256,14 +256,15 @@ class DemoScenario:
 
     def _wait_until_ready(self, hub: HubStore) -> None:
         """Until every relay beats and both consumers read the group (Python starts slowly)."""
-        # a worker joins the group of every stream its first read names
-        stream = self._streams()[0]
         relays = [keys.relay_health(r.registry.runtime_id) for r in self.runtimes]
 
         def ready() -> bool:
+            # a worker joins a stream's group with the first entry it reads there
             try:
                 names = {
-                    c["name"] for c in self.client.xinfo_consumers(stream, keys.CONSUMER_GROUP)
+                    c["name"]
+                    for stream in self._streams()
+                    for c in self.client.xinfo_consumers(stream, keys.CONSUMER_GROUP)
                 }
             except redis.ResponseError:  # no stream or no group yet
                 return False
@@ -491,6 +492,11 @@ class DemoScenario:
                 self.result.invariants.append(Invariant(f"timed out: {step}", False))
                 return
             time.sleep(0.05)
+
+
+def demo_runtime_id(number: int) -> str:
+    """The id of the demo's runtime ``number`` (from 1)."""
+    return f"demo-rt-{number}"
 
 
 def _last_json(text: str) -> dict[str, Any]:

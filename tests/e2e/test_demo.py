@@ -131,7 +131,7 @@ def test_demo_prints_a_summary_table_and_redis_cli_commands_only_for_a_redis_it_
     redis_dir = Path(client.config_get("dir")["dir"])
     files = re.search(r"^  files: (.+)$", kept.stdout, re.MULTILINE)
     try:
-        assert client.xlen("hubsync:{demo}:events") > 0, "the printed commands reach its data"
+        assert client.xlen("hubsync:{demo}:events:{demo-rt-1}") > 0, "the printed commands reach it"
         lines = kept.stdout.splitlines()
         status_line = f"  hubsync status --redis-url {url.group(1)} --hub-db "
         [status_command] = [line for line in lines if line.startswith(status_line)]
