@@ -220,18 +220,20 @@ class FollowedStreams:
         if self.set_aside.pop(stream, None) is not None:
             log.info("%s is readable again", stream)
 
-    def diagnose(self) -> None:
+    def diagnose(self) -> bool:
         """After a read of every stream failed: find the streams Redis refuses, and set them
-        aside (a stream that lost its group gets it again)."""
+        aside (a stream that lost its group gets it again); False when none was at fault."""
         if not self.ready:
-            return
+            return False
         pipe = self.client.pipeline(transaction=False)
         for stream in self.ready:
             pipe.xinfo_groups(stream)
         lost = []
+        refused = 0
         for stream, reply in zip(list(self.ready), pipe.execute(raise_on_error=False), strict=True):
             if isinstance(reply, redis.ResponseError):
                 self.refused(stream, reply)
+                refused += 1
             elif _group_hub(reply) is None:
                 lost.append(stream)
         for stream in lost:
@@ -239,6 +241,7 @@ class FollowedStreams:
         if lost:
             log.warning("group %s missing on %s; recreating it", keys.CONSUMER_GROUP, lost)
             self.ready += self._create_groups(lost, mkstream=True)
+        return bool(refused or lost)
 
 
 def _group_hub(groups: Any) -> dict[Any, Any] | None:

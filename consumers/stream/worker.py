@@ -251,7 +251,8 @@ class HubConsumer(Daemon):
             )
         except redis.ResponseError:
             # one stream Redis refuses fails the read of all: set it aside, read the rest
-            self.followed.diagnose()
+            if not self.followed.diagnose():
+                raise  # no stream at fault (e.g. the user may not read): not one stream's
             return 0
         batch = [(as_text(s), stream_entries(entries)) for s, entries in reply]
         return self.process(batch, largest=self._observe_bytes(batch))

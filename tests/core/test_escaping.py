@@ -115,7 +115,7 @@ def test_alerts_list_shows_what_a_refused_entry_claimed_escaped(pipeline: LivePi
         "content_hash": "0" * 64,
         "event": b"{}",
     }
-    send_fields(pipeline.client, HUB_PROJECT, unsigned)
+    send_fields(pipeline.client, HUB_PROJECT, unsigned, pipeline.runtime_id)
     assert pipeline.consume_once().stats.refused == 1
     argv = ["alerts", "list", "--redis-url", pipeline.redis_url, "--hub-db", str(pipeline.hub_db)]
     result = run_hubsync(argv, timeout=60)
