@@ -29,6 +29,7 @@ from typing import Any
 
 import redis
 
+from consumers.stream.streams import key_refused
 from hubstore.store import SecurityAlert
 from hubsync.core import keys, metrics
 from hubsync.core.canonical import content_hash
@@ -416,8 +417,8 @@ def _report_refusals(
     refused: dict[tuple[str, str], Exception] = {}
     for where, reply in zip(written, replies, strict=True):
         if isinstance(reply, Exception):
-            if not isinstance(reply, redis.ResponseError):
-                raise reply  # Redis went away: the batch stays pending and is retried
+            if not key_refused(reply):
+                raise reply  # not the key's trouble (an outage): the batch stays pending
             refused.setdefault(where, reply)
     for (kind, stream), exc in refused.items():
         hub_project = keys.hub_project_of(stream)
@@ -441,5 +442,7 @@ def _report_refusals(
                 client.xadd(
                     keys.alerts_stream(hub_project), alert, maxlen=alerts_maxlen, approximate=True
                 )
-            except redis.ResponseError:
+            except redis.ResponseError as alert_exc:
+                if not key_refused(alert_exc):
+                    raise
                 metrics.STREAM_FAILURES.labels("alerts", hub_project).inc()

@@ -30,7 +30,7 @@ import redis
 
 from hubsync.core import keys, metrics
 from hubsync.core.clock import utc_now_iso
-from hubsync.core.connections import RedisClient
+from hubsync.core.connections import UNAVAILABLE_ERRORS, RedisClient
 from hubsync.core.errors import ConfigError
 from hubsync.core.redis_values import as_text, printable
 
@@ -40,6 +40,21 @@ STREAM_UNREADABLE = "stream_unreadable"
 """Reason of the alert raised when a stream is set aside."""
 
 _DETAIL_CHARS = 200
+
+NOT_THE_KEYS_FAULT: tuple[type[BaseException], ...] = (
+    *UNAVAILABLE_ERRORS,
+    redis.exceptions.NoPermissionError,
+)
+"""Error replies that say nothing about one key: Redis unavailable (CLUSTERDOWN, READONLY,
+...: waited out like an outage) or a user that may not run the command (a deployment's
+mistake, said by the command's one-line error)."""
+
+
+def key_refused(exc: BaseException) -> bool:
+    """True when ``exc`` is Redis refusing a command for what one key holds (another type, a
+    missing group, a stream at its last id), which sets that key aside; False for anything
+    else, which the caller raises."""
+    return isinstance(exc, redis.ResponseError) and not isinstance(exc, NOT_THE_KEYS_FAULT)
 
 
 def stream_id(value: object) -> tuple[int, int]:
@@ -131,6 +146,8 @@ class FollowedStreams:
             pipe.xgroup_create(stream, keys.CONSUMER_GROUP, id="0", mkstream=mkstream)
         ready = []
         for stream, result in zip(streams, pipe.execute(raise_on_error=False), strict=True):
+            if isinstance(result, Exception) and not key_refused(result):
+                raise result
             if not isinstance(result, redis.ResponseError):
                 log.info("created group %s on %s", keys.CONSUMER_GROUP, stream)
             elif "BUSYGROUP" not in str(result):
@@ -154,7 +171,10 @@ class FollowedStreams:
         without_group: list[str] = []
         for index, stream in enumerate(shared):
             info, groups = replies[2 * index], replies[2 * index + 1]
-            if isinstance(info, redis.ResponseError) or isinstance(groups, redis.ResponseError):
+            for reply in (info, groups):
+                if isinstance(reply, Exception) and not key_refused(reply):
+                    raise reply
+            if isinstance(info, Exception) or isinstance(groups, Exception):
                 continue  # no such key (the usual case after the upgrade), or not a stream
             group = _group_hub(groups)
             if group is None:
@@ -172,6 +192,8 @@ class FollowedStreams:
         try:
             self.client.sadd(keys.PROJECTS, *new)
         except redis.ResponseError as exc:
+            if not key_refused(exc):
+                raise
             if not self._projects_refused:
                 self._projects_refused = True
                 metrics.STREAM_FAILURES.labels("projects", "").inc()
@@ -208,6 +230,8 @@ class FollowedStreams:
         try:
             self.client.xadd(keys.alerts_stream(hub_project), alert_fields(stream, detail))  # type: ignore[arg-type]
         except redis.ResponseError as alert_exc:
+            if not key_refused(alert_exc):
+                raise
             metrics.STREAM_FAILURES.labels("alerts", hub_project).inc()
             log.error(
                 "%s refused the alert (%s)",
@@ -231,6 +255,8 @@ class FollowedStreams:
         lost = []
         refused = 0
         for stream, reply in zip(list(self.ready), pipe.execute(raise_on_error=False), strict=True):
+            if isinstance(reply, Exception) and not key_refused(reply):
+                raise reply
             if isinstance(reply, redis.ResponseError):
                 self.refused(stream, reply)
                 refused += 1

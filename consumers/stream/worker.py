@@ -31,7 +31,7 @@ from consumers.stream.lag import export_lag
 from consumers.stream.publishing import MAX_DELIVERIES_REASON, Publication
 from consumers.stream.read_budget import ReadBudget, reply_bytes
 from consumers.stream.reclaim import reclaim_stream, remove_idle_consumers
-from consumers.stream.streams import FollowedStreams
+from consumers.stream.streams import FollowedStreams, key_refused
 from consumers.stream.trim import trim_acknowledged
 from hubstore.errors import StoreError
 from hubstore.lua_scripts import scripts_for
@@ -249,10 +249,10 @@ class HubConsumer(Daemon):
                 block_ms=block_ms,
                 group=(keys.CONSUMER_GROUP, self.name),
             )
-        except redis.ResponseError:
+        except redis.ResponseError as exc:
             # one stream Redis refuses fails the read of all: set it aside, read the rest
-            if not self.followed.diagnose():
-                raise  # no stream at fault (e.g. the user may not read): not one stream's
+            if not key_refused(exc) or not self.followed.diagnose():
+                raise  # not one stream's trouble (an outage, a user that may not read)
             return 0
         batch = [(as_text(s), stream_entries(entries)) for s, entries in reply]
         return self.process(batch, largest=self._observe_bytes(batch))
@@ -297,6 +297,8 @@ class HubConsumer(Daemon):
         try:
             return work(stream)
         except redis.ResponseError as exc:
+            if not key_refused(exc):
+                raise
             self.followed.refused(stream, exc)
             return None
 

@@ -440,6 +440,8 @@ class Relay(Daemon):
         if sent_to:
             replies = pipe.execute(raise_on_error=False)
             for hub_project, reply in zip(sent_to, replies, strict=True):
+                if isinstance(reply, UNAVAILABLE_ERRORS):
+                    raise reply  # Redis's, not the stream's: waited out as an outage
                 if isinstance(reply, redis.ResponseError):
                     self._beat_refused(hub_project, reply)
                 else:

@@ -34,7 +34,7 @@ import redis
 
 from hubsync.core import keys, metrics
 from hubsync.core.clock import EpochClock, epoch_seconds
-from hubsync.core.connections import RedisClient
+from hubsync.core.connections import UNAVAILABLE_ERRORS, RedisClient
 from hubsync.core.entries import KIND_EVENT
 from hubsync.core.settings import RelaySettings
 from hubsync.core.signing import SIGNATURE_FIELD, EventSigner, RuntimeKey
@@ -281,6 +281,8 @@ class OutboxSender:
             finally:
                 written.abandon()  # a no-op once the replies were read
         except redis.ResponseError as exc:
+            if isinstance(exc, UNAVAILABLE_ERRORS):
+                raise  # CLUSTERDOWN, READONLY...: Redis's, waited out as an outage
             # Entries before the refused one may be in; none is marked, so all go again
             # (the hub answers ``duplicate`` for those it has).
             self._read_ahead = None
