@@ -257,7 +257,9 @@ class FollowedStreams:
         for stream, reply in zip(list(self.ready), pipe.execute(raise_on_error=False), strict=True):
             if isinstance(reply, Exception) and not key_refused(reply):
                 raise reply
-            if isinstance(reply, redis.ResponseError):
+            if isinstance(reply, redis.ResponseError) and "no such key" in str(reply).lower():
+                lost.append(stream)  # deleted: made again, with its group
+            elif isinstance(reply, redis.ResponseError):
                 self.refused(stream, reply)
                 refused += 1
             elif _group_hub(reply) is None:

@@ -107,6 +107,19 @@ def test_a_stream_that_lost_its_group_gets_it_back(
     assert not worker.followed.set_aside
 
 
+def test_a_stream_deleted_under_a_running_worker_is_made_again_without_an_alert(
+    redis_client: redis.Redis, redis_url: str, store: HubStore, tmp_path: Path
+) -> None:
+    worker = new_worker(redis_client, redis_url, store, tmp_path)
+    worker.refresh_streams(force=True)
+    redis_client.delete(keys.events_stream(HUB_PROJECT, RUNTIME))  # an operator's repair
+    assert worker.poll(block_ms=None) == 0
+    assert redis_client.xinfo_groups(keys.events_stream(HUB_PROJECT, RUNTIME))
+    send(redis_client, sync_event(1))
+    assert worker.run_once().accepted == 1
+    assert alerts(redis_client) == [] and not worker.followed.set_aside
+
+
 def test_a_projects_key_of_another_type_stops_nothing(
     redis_client: redis.Redis,
     redis_url: str,
