@@ -11,7 +11,7 @@ Redis restart lost is set again (docs/contract.md#trust).
 from __future__ import annotations
 
 from consumers.errors import ConsumerError
-from hubstore.lua_scripts import scripts_for
+from hubstore.redis_functions import functions_for
 from hubsync.core import keys
 from hubsync.core.connections import RedisClient, RedisPipeline
 from hubsync.core.errors import ConfigError
@@ -63,8 +63,8 @@ def release_namespace(client: RedisClient, hub_id: str) -> bool:
     """Delete ``hubsync:hub`` if (and only if) it still names ``hub_id``; True if deleted.
 
     For a short-lived hub (the demo, a benchmark stage) that is done with the
-    namespace: another hub's binding is never removed (one script, so no
+    namespace: another hub's binding is never removed (one Redis function, so no
     binding made between a read and the delete is lost).
     """
-    released = scripts_for(client).hub_release(keys=[keys.HUB_IDENTITY], args=[hub_id])
+    released = functions_for(client).hub_release(keys=[keys.HUB_IDENTITY], args=[hub_id])
     return bool(released)

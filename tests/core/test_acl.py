@@ -85,7 +85,9 @@ def test_a_runtime_user_names_only_its_own_keys() -> None:
     ):
         assert f"~{key} " in line
     assert "*" not in line.split("-@all", 1)[1]  # no wildcard key, no category
-    assert "xdel" not in line and "xreadgroup" not in line and "evalsha" not in line
+    assert "xdel" not in line and "xreadgroup" not in line
+    for word in ("eval", "script", "function", "+select"):
+        assert word not in line, word
 
 
 def test_a_password_is_printed_only_as_its_sha256(tmp_path: Path) -> None:
@@ -172,7 +174,7 @@ def test_every_line_is_accepted_by_redis_cli(redis_url: str, users: list[str]) -
     if cli is None:
         pytest.skip("redis-cli is not installed")
     lines = [
-        *runtime_user("box-1", ["acme"], effects=["effect:*"], prefix=PREFIX).setuser_lines(),
+        *runtime_user("box-1", ["acme"], effects=["effect:pr:*"], prefix=PREFIX).setuser_lines(),
         *consumer_user(prefix=PREFIX).setuser_lines(),
         *operator_user(prefix=PREFIX).setuser_lines(),
         *replayer_user(prefix=PREFIX).setuser_lines(),
@@ -216,11 +218,11 @@ def test_the_runtime_user_appends_and_reads_its_acks_but_may_not_delete_trim_or_
     client.close()
 
 
-def test_effects_grant_the_lease_scripts_on_matching_resources_only(
+def test_effects_grant_the_lease_functions_on_matching_resources_only(
     log_in: Callable[[RedisUser], redis.Redis],
 ) -> None:
-    client = log_in(runtime_user("box-1", [HUB_PROJECT], effects=["effect:*"], prefix=PREFIX))
-    leases = LeaseClient(client)  # the script cache is empty: NOSCRIPT, then SCRIPT LOAD
+    client = log_in(runtime_user("box-1", [HUB_PROJECT], effects=["effect:pr:*"], prefix=PREFIX))
+    leases = LeaseClient(client)
 
     granted = leases.acquire_or_raise("effect:pr:abc", "box-1:1", 5_000)
     assert leases.check_or_raise(granted.lease).token == granted.lease.token
@@ -228,7 +230,43 @@ def test_effects_grant_the_lease_scripts_on_matching_resources_only(
     assert leases.release_or_raise(granted.lease).token == granted.lease.token
 
     assert refused(lambda: leases.acquire("deploy:prod", "box-1:1", 5_000))
+    assert refused(lambda: leases.acquire("effect:webhook:abc", "box-1:1", 5_000))
     assert refused(lambda: client.xadd(keys.events_stream("other"), {"kind": "event"}))
+    counter = keys.lease_counter("effect:pr:abc")
+    for lower in (
+        lambda: client.set(counter, 0),
+        lambda: client.delete(counter),
+        lambda: client.decr(counter),
+        lambda: client.incrby(counter, -5),
+        lambda: client.expire(counter, 1),
+        lambda: client.rename(counter, keys.lease_counter("effect:pr:other")),
+        lambda: client.unlink(counter),
+    ):
+        assert refused(lower)
+    client.close()
+
+
+@pytest.mark.parametrize("role", ["runtime", "consumer", "replayer", "operator"])
+def test_no_user_may_run_its_own_lua_or_reach_another_database(
+    log_in: Callable[[RedisUser], redis.Redis], role: str
+) -> None:
+    user = {
+        "runtime": runtime_user("box-1", [HUB_PROJECT], effects=["effect:pr:*"], prefix=PREFIX),
+        "consumer": consumer_user(prefix=PREFIX),
+        "replayer": replayer_user(prefix=PREFIX),
+        "operator": operator_user(prefix=PREFIX),
+    }[role]
+    client = log_in(user)
+    lease = keys.lease("effect:pr:abc")
+    assert refused(lambda: client.eval("return 1", 1, lease))
+    assert refused(lambda: client.evalsha("0" * 40, 1, lease))
+    assert refused(lambda: client.script_load("return 1"))
+    assert refused(
+        lambda: client.function_load(
+            "#!lua name=mine\nredis.register_function('f', function() return 1 end)"
+        )
+    )
+    assert refused(lambda: client.execute_command("SELECT", 1))
     client.close()
 
 

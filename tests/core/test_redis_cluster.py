@@ -157,7 +157,7 @@ def test_no_token_is_granted_twice_across_a_failover_and_the_store_refuses_a_los
     reported.append(("box-a", first.lease.token))
     ledger = Database(tmp_path / "ledger.db")  # a store written under the lease (hubstore/fence)
     ledger.write(ensure_fence_table)
-    ledger.write(lambda conn: advance_fence(conn, resource, first.lease.token))
+    ledger.write(lambda conn: advance_fence(conn, resource, first.lease.token, first.lease.holder))
     leases.release_or_raise(first.lease)
 
     # The replica stops acknowledging: the next grant stays on the master alone.
@@ -183,9 +183,11 @@ def test_no_token_is_granted_twice_across_a_failover_and_the_store_refuses_a_los
 
     # Had the new master's counter fallen behind a token a store has seen, the store
     # refuses the smaller one: the fence in the store covers a lost counter.
-    ledger.write(lambda conn: advance_fence(conn, resource, after.lease.token))
+    ledger.write(lambda conn: advance_fence(conn, resource, after.lease.token, after.lease.holder))
     with pytest.raises(FencedWriteRefusedError):
-        ledger.write(lambda conn: advance_fence(conn, resource, first.lease.token))
+        ledger.write(
+            lambda conn: advance_fence(conn, resource, first.lease.token, first.lease.holder)
+        )
     ledger.close()
 
 
