@@ -119,7 +119,7 @@ Examples:
 """
 )
 def lease() -> None:
-    """Fenced leases: tokens only grow, deadlines follow Redis TIME, Redis keeps a digest of the proof."""
+    """Fenced leases: tokens only grow, deadlines follow Redis TIME, Redis keeps a proof digest."""
 
 
 @lease.command()
