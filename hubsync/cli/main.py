@@ -64,7 +64,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "hub": ("hubsync.cli.hub:hub", "The hub store itself: its schema (migrate) and its id (init)."),
     "lease": (
         "hubsync.cli.lease:lease",
-        "Fenced leases: tokens only grow, deadlines follow Redis TIME, proof kept as SHA-256.",
+        "Fenced leases: tokens only grow, deadlines follow Redis TIME, Redis keeps a proof digest.",
     ),
     "produce": (
         "hubsync.cli.produce:produce",
