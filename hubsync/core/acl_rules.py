@@ -265,9 +265,11 @@ def consumer_user(*, prefix: str = DEFAULT_USER_PREFIX) -> RedisUser:
     return RedisUser(f"{user_prefix(prefix)}consumer", grants)
 
 
-_OPERATOR_ROOT = ("time", "scan", "info", "multi", "exec")
+_OPERATOR_ROOT = ("time", "scan", "info", "multi", "exec", "fcall_ro")
 """Keyless commands of the operator tools: Redis's clock, SCAN of health and lease keys, INFO
-for doctor, and MULTI/EXEC around a lease read."""
+for doctor, MULTI/EXEC around a lease read, and FCALL_RO of hubsync's keyless
+``library_version`` (doctor: is the library loaded?). In the root rules, which name no key,
+FCALL_RO can call no function with a key."""
 
 _OPERATOR_READS = Grant(
     (

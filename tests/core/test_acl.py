@@ -18,6 +18,7 @@ import redis
 
 from hubstore import hub_url_from_path, open_store
 from hubstore.leases import LeaseClient
+from hubstore.redis_functions import function_name
 from hubsync.core import keys
 from hubsync.core.acl_rules import (
     RedisUser,
@@ -285,6 +286,13 @@ def test_the_operator_reads_but_may_not_write_or_replay(
     assert refused(lambda: client.xread({keys.acks_stream(HUB_PROJECT, "box-1"): "0-0"}))
     assert refused(lambda: client.xgroup_create(events, keys.CONSUMER_GROUP, id="0"))
     assert refused(lambda: client.config_get("requirepass"))
+    # doctor asks whether hubsync's library is loaded; no function with a key runs
+    assert client.fcall_ro(function_name("library_version"), 0) == b"hubsync"
+    assert refused(
+        lambda: client.fcall_ro(
+            function_name("lease_check"), 2, keys.lease("r"), keys.lease_counter("r"), "h", 1, "p"
+        )
+    )
     client.close()
 
 
