@@ -177,6 +177,14 @@ def acl(
     for user in users:
         for line in user.setuser_lines(password):
             click.echo(line)
+    for pattern in effects:
+        if pattern.rstrip("*") in ("", "effect:"):
+            click.echo(
+                f"note: --effects {pattern!r} lets runtime {runtime} hold up or break the lease "
+                "of every shared effect; grant each runtime only the resources it shares "
+                "('effect:pr-create:*', or one resource)",
+                err=True,
+            )
     if password is None:
         click.echo(
             "note: no --password-file, so these lines set rules only: an existing user keeps "

@@ -133,6 +133,18 @@ def test_a_bad_call_is_one_usage_line(
     assert len(error_lines(err)) == 1 and says in error_lines(err)[0]
 
 
+def test_effects_on_every_resource_are_printed_with_a_note_and_a_narrow_pattern_without(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    runtime = ("--runtime", "box-1", "--hub-project", "acme")
+    code, out, err = run_cli(capsys, "acl", *runtime, "--effects", "effect:*")
+    assert code == 0 and "~hubsync:lease:{effect:*}" in out
+    assert "every shared effect" in err
+    code, out, err = run_cli(capsys, "acl", *runtime, "--effects", "effect:pr-create:*")
+    assert code == 0 and "~hubsync:lease:{effect:pr-create:*}:counter" in out
+    assert "every shared effect" not in err
+
+
 def test_with_the_hub_a_runtime_user_grants_exactly_its_enrolled_hub_projects(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
