@@ -47,10 +47,9 @@ from hubsync.core.signing import (
 from hubsync.core.wire import SyncEvent
 from hubsync.faults.garbage import GARBAGE
 from hubsync.faults.records import (
-    InjectedConflict,
     InjectedForgedAck,
-    InjectedForgery,
     InjectedGarbage,
+    InjectedOffer,
     Injections,
     Key,
     RuntimeUnderTest,
@@ -178,7 +177,7 @@ class FaultInjector:
         encoded, digest = event.encoded()
         return event, genuine_hash, digest, dict(event_entry_fields(event, encoded, digest))
 
-    def conflict(self) -> InjectedConflict | None:
+    def conflict(self) -> InjectedOffer | None:
         """Offer other bytes under a key the hub holds, signed with its runtime's key; None
         while the hub holds nothing."""
         offer = self._forged_offer()
@@ -188,23 +187,26 @@ class FaultInjector:
         runtime = self._runtime_of(event.project_id)
         entry_id = self._xadd(runtime, self._signed(runtime, fields))
         key = _event_key(event)
-        forged = InjectedConflict(event.hub_project, key, genuine_hash, digest, entry_id)
+        forged = InjectedOffer(
+            event.hub_project, key, genuine_hash, digest, entry_id, "runtime_key"
+        )
         self.record.conflicts.append(forged)
         return forged
 
-    def forgery(self, how: str | None = None) -> InjectedForgery | None:
+    def forgery(self, how: str | None = None) -> InjectedOffer | None:
         """Offer other bytes under a key the hub holds without the runtime's key: ``how`` is
         ``unsigned`` or ``wrong_key`` (a key of the forger's own), random when not given;
         None while the hub holds nothing."""
         offer = self._forged_offer()
         if offer is None:
             return None
-        event, _, digest, fields = offer
+        event, genuine_hash, digest, fields = offer
         how = how or self.rng.choice(FORGERY_KINDS)
         if how == "wrong_key":
             fields[SIGNATURE_FIELD] = sign_event_entry(RuntimeKey.generate(), fields)
         entry_id = self._xadd(self._runtime_of(event.project_id), fields)
-        forged = InjectedForgery(event.hub_project, _event_key(event), digest, entry_id, how)
+        key = _event_key(event)
+        forged = InjectedOffer(event.hub_project, key, genuine_hash, digest, entry_id, how)
         self.record.forgeries.append(forged)
         return forged
 

@@ -79,24 +79,21 @@ def _first(keys_: Sequence[object]) -> str:
     return str(sorted(keys_)[:SHOWN])  # type: ignore[type-var]
 
 
+@dataclass
 class InvariantChecker:
     """Checks a drained pipeline against what its runtimes committed and what ``injections``
     did to it. ``relay_logs`` maps each runtime's id to its relay's log text."""
 
-    def __init__(
-        self,
-        hub: HubStore,
-        client: RedisClient,
-        runtimes: Sequence[RuntimeUnderTest],
-        injections: Injections,
-        relay_logs: Mapping[str, str],
-    ) -> None:
-        self.hub = hub
-        self.client = client
-        self.runtimes = runtimes
-        self.injections = injections
-        self.relay_logs = relay_logs
-        self.hub_projects = sorted({r.hub_project for r in runtimes})
+    hub: HubStore
+    client: RedisClient
+    runtimes: Sequence[RuntimeUnderTest]
+    injections: Injections
+    relay_logs: Mapping[str, str]
+
+    @property
+    def hub_projects(self) -> list[str]:
+        """The hub projects of the runtimes."""
+        return sorted({r.hub_project for r in self.runtimes})
 
     def standard(self) -> list[Check]:
         """Every check of the pipeline and the injected faults (the secret scans aside)."""

@@ -33,29 +33,17 @@ class RuntimeUnderTest:
 
 
 @dataclass(frozen=True)
-class InjectedConflict:
-    """Other bytes offered under a key the hub already held, signed with the runtime's key."""
+class InjectedOffer:
+    """Other bytes offered under a key the hub already held: a conflict when signed with the
+    runtime's key (``how`` is ``runtime_key``), else a forgery (``unsigned``, or
+    ``wrong_key``: signed with a key the hub never enrolled)."""
 
     hub_project: str
     key: Key
     genuine_hash: str
     forged_hash: str
     entry_id: str
-
-    def __str__(self) -> str:
-        return f"{self.key} offered {self.forged_hash[:12]}"
-
-
-@dataclass(frozen=True)
-class InjectedForgery:
-    """Other bytes offered under a key the hub already held, without the runtime's key."""
-
-    hub_project: str
-    key: Key
-    forged_hash: str
-    entry_id: str
     how: str
-    """``unsigned`` or ``wrong_key`` (signed with a key the hub never enrolled)."""
 
     def __str__(self) -> str:
         return f"{self.key} offered {self.forged_hash[:12]} ({self.how})"
@@ -100,8 +88,8 @@ class InjectedGarbage:
 class Injections:
     """Every fault an injector wrote, for the checks to match with its effect."""
 
-    conflicts: list[InjectedConflict] = field(default_factory=list)
-    forgeries: list[InjectedForgery] = field(default_factory=list)
+    conflicts: list[InjectedOffer] = field(default_factory=list)
+    forgeries: list[InjectedOffer] = field(default_factory=list)
     forged_acks: list[InjectedForgedAck] = field(default_factory=list)
     garbage: list[InjectedGarbage] = field(default_factory=list)
     duplicated: int = 0
