@@ -30,23 +30,19 @@ import redis
 
 from consumers.stream.hub_binding import bind_namespace, release_namespace
 from hubstore.factory import hub_url_from_path, open_store
-from hubstore.leases import LeaseClient
 from hubstore.store import HubStore
 from hubsync.core import keys
 from hubsync.core.connections import RedisTarget, connect
 from hubsync.core.entries import ConflictReason, SecurityReason
 from hubsync.core.settings import safe_url
 from hubsync.core.signing import RuntimeKey
+from hubsync.demo.lease_contention import lease_contention
 from hubsync.faults.inject import FaultInjector
-from hubsync.faults.invariants import Check, InvariantChecker
-from hubsync.faults.records import RuntimeUnderTest
+from hubsync.faults.invariants import Check, InvariantChecker, relay_told
+from hubsync.faults.records import InjectedOffer, RuntimeUnderTest
 from hubsync.faults.secrets import needles
 from hubsync.processes import PipelineProcesses
 from hubsync.provisioning import enroll_runtime
-from producers.effects.kinds import EffectKind
-from producers.effects.ledger import EffectsLedger
-from producers.effects.records import EffectClaim, EffectCommitted, EffectRefused, EffectSpec
-from producers.effects.shared import SharedEffects
 from producers.registry import RuntimeRegistry
 from producers.store.event_store import NewEvent, RunEventStore
 from producers.synthetic import run_events
@@ -54,9 +50,9 @@ from producers.synthetic import run_events
 HUB_PROJECT = "demo"
 RECLAIM_IDLE_S = 2.0
 PRODUCE_SECONDS = 2.0
+"""Appends are spread over about this long, so faults land while events flow."""
 DOOMED_BLOCK_MS = 1000
 """consumer-1's XREADGROUP block time: how long, frozen, it can still be handed entries."""
-"""Appends are spread over about this long, so faults land while events flow."""
 ENV_SECRET_NAME = "HUBSYNC_DEMO_DEPLOY_API_KEY"  # noqa: S105 - a name, not a value
 
 Progress = Callable[[str, int, int, int], None]
@@ -186,13 +182,18 @@ class DemoScenario:
             self._open_runtimes(hub)
             self._start_daemons()
             self._wait_until_ready(hub)
-            producer.start()
-            self._kill_one_consumer(hub)
             injector = FaultInjector(
                 self.client, hub, hub_id, [r.under_test for r in self.runtimes], random.Random()
             )
-            self._inject_faults(hub, injector)
-            self.result.lease = self._lease_contention()
+            producer.start()
+            # made of entries on the stream: while they flow, before the hub trims them
+            step = "injecting: a duplicate, a forged ack"
+            self._inject(hub, step, [lambda: injector.duplicates(1), injector.forged_ack])
+            self._kill_one_consumer(hub)
+            step = "injecting: a conflict, a forgery, garbage"
+            self._inject(hub, step, [injector.conflict, lambda: injector.forgery("unsigned"),
+                                     lambda: injector.garbage("bad_json")])  # fmt: skip
+            self.result.lease = lease_contention(self.redis, self.workdir)
             producer.join()
             self._wait_for_drain(hub, injector)
             self.daemons.stop_all()
@@ -347,62 +348,16 @@ class DemoScenario:
         if doomed.alive:
             doomed.kill()
 
-    def _inject_faults(self, hub: HubStore, injector: FaultInjector) -> None:
-        """A duplicate, a conflict, an unsigned forgery and a forged ack, each as soon as
-        there is something to make it of; then a garbage entry."""
-        faults: list[Callable[[], object]] = [
-            lambda: injector.duplicates(1),
-            injector.conflict,
-            lambda: injector.forgery("unsigned"),
-            injector.forged_ack,
-        ]
+    def _inject(self, hub: HubStore, step: str, faults: list[Callable[[], object]]) -> None:
+        """Each of ``faults`` in turn, each tried again until it finds something to be made of
+        (an entry on the stream, an event in the hub)."""
 
         def injected() -> bool:
             while faults and faults[0]():
                 faults.pop(0)
             return not faults
 
-        step = "injecting: a duplicate, a conflict, a forgery, a forged ack, garbage"
         self._wait(step, injected, 30, hub)
-        injector.garbage("bad_json")
-
-    def _lease_contention(self) -> dict[str, Any]:
-        leases = LeaseClient(connect(self.redis))
-        ledger_a = EffectsLedger(self.workdir / "box-a-effects.sqlite")
-        ledger_b = EffectsLedger(self.workdir / "box-b-effects.sqlite")
-        box_a = SharedEffects(ledger_a, leases, holder="box-a", lease_ttl_ms=300)
-        box_b = SharedEffects(ledger_b, leases, holder="box-b", lease_ttl_ms=5_000)
-        spec = dict(run_id="demo-run", step_id="push", kind=EffectKind.GIT_PUSH,
-                    target="refs/heads/main", payload={"sha": "0" * 40})  # fmt: skip
-        try:
-            claim_a = box_a.claim(EffectSpec(attempt_id="attempt-a", **spec))  # type: ignore[arg-type]
-            assert isinstance(claim_a, EffectClaim) and claim_a.lease is not None
-            refused_b = box_b.claim(EffectSpec(attempt_id="attempt-b0", **spec))  # type: ignore[arg-type]
-            # box A now stalls (a GC pause, a frozen VM) past its lease deadline
-            resource = claim_a.lease.resource
-            deadline = time.monotonic() + 10
-            while leases.show(resource).state.value != "expired" and time.monotonic() < deadline:
-                time.sleep(0.02)
-            claim_b = box_b.claim(EffectSpec(attempt_id="attempt-b", **spec))  # type: ignore[arg-type]
-            assert isinstance(claim_b, EffectClaim) and claim_b.lease is not None
-            committed_b = box_b.commit(claim_b, {"pushed": "refs/heads/main"})
-            stale_a = box_a.commit(claim_a, {"pushed": "refs/heads/main"})
-            return {
-                "resource": resource,
-                "token_a": claim_a.lease.token,
-                "token_b": claim_b.lease.token,
-                "b_refused_while_a_held": isinstance(refused_b, EffectRefused)
-                and refused_b.code.value == "effect_lease_held",
-                "b_committed": isinstance(committed_b, EffectCommitted),
-                "stale_commit_refused": isinstance(stale_a, EffectRefused),
-                "stale_commit_code": getattr(stale_a, "code", None) and stale_a.code.value,  # type: ignore[union-attr]
-                "stale_attempt_state": getattr(stale_a, "attempt_state", None)
-                and stale_a.attempt_state.value,  # type: ignore[union-attr]
-            }
-        finally:
-            ledger_a.close()
-            ledger_b.close()
-            leases.redis.close()
 
     def _wait_for_drain(self, hub: HubStore, injector: FaultInjector) -> None:
         stream = keys.events_stream(HUB_PROJECT)
@@ -418,6 +373,7 @@ class DemoScenario:
                 and pending == 0
                 and self.client.xlen(keys.alerts_stream(HUB_PROJECT)) >= alerted
                 and self.client.xlen(keys.dead_stream(HUB_PROJECT)) >= dead
+                and self._relays_told_of(injector.record.conflicts)
             )
 
         self._wait("draining: every event to the hub, every ack home", drained, 45, hub)
@@ -436,15 +392,22 @@ class DemoScenario:
             result.duplicates += int(stats.get("duplicate", 0))
             result.reclaimed += int(stats.get("reclaimed", 0))
 
-    def _check(self, hub: HubStore, injector: FaultInjector) -> None:
-        """The shared checks: the pipeline, every injected fault, and the secrets."""
-        relay_logs = {
+    def _relay_logs(self) -> dict[str, str]:
+        return {
             r.under_test.runtime_id: self.daemons[f"relay-{r.name}"].log_text()
             for r in self.runtimes
         }
-        checker = InvariantChecker(
-            hub, self.client, [r.under_test for r in self.runtimes], injector.record, relay_logs
-        )
+
+    def _relays_told_of(self, conflicts: list[InjectedOffer]) -> bool:
+        """Whether the relays heard the hub's verdict on each conflicting offer (the checks
+        look for it, and the relays are stopped once the pipeline has drained)."""
+        logs = "\n".join(self._relay_logs().values())
+        return all(relay_told(logs, conflict.key) for conflict in conflicts)
+
+    def _check(self, hub: HubStore, injector: FaultInjector) -> None:
+        """The shared checks: the pipeline, every injected fault, and the secrets."""
+        runtimes = [r.under_test for r in self.runtimes]
+        checker = InvariantChecker(hub, self.client, runtimes, injector.record, self._relay_logs())
         places = [self.hub_db.parent / p for p in os.listdir(self.hub_db.parent)
                   if p.startswith("hub.db")]  # fmt: skip
         places += [r.state_dir for r in self.runtimes] + [self.logs]

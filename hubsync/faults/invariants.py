@@ -251,16 +251,11 @@ class InvariantChecker:
         (as each does for a signed conflict, whose outcome names bytes its row does not hold)."""
         logs = "\n".join(self.relay_logs.values())
 
-        def told(key: Key) -> bool:
-            project_id, run_id, sequence = key
-            return f"project {project_id} run {run_id} sequence {sequence};" in logs
-
         conflicts = self.injections.conflicts
-        conflicts_told = sum(told(c.key) for c in conflicts)
+        conflicts_told = sum(relay_told(logs, c.key) for c in conflicts)
         conflicted = {c.key for c in conflicts}
-        heard = [
-            f.key for f in self.injections.forgeries if f.key not in conflicted and told(f.key)
-        ]
+        forgeries = self.injections.forgeries
+        heard = [f.key for f in forgeries if f.key not in conflicted and relay_told(logs, f.key)]
         return _check(
             "no relay was told of a forgery",
             [
@@ -355,6 +350,12 @@ class InvariantChecker:
             ],
             **{f"hub_rows_redacted_{kind}": n for kind, n in counts.items()},
         )
+
+
+def relay_told(logs: str, key: Key) -> bool:
+    """Whether a relay logged, in ``logs``, the hub's verdict on other bytes under ``key``."""
+    project_id, run_id, sequence = key
+    return f"project {project_id} run {run_id} sequence {sequence};" in logs
 
 
 def expect_all(checks: Sequence[Check]) -> dict[str, int]:
