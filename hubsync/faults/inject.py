@@ -58,7 +58,7 @@ from hubsync.faults.writer import Command, ResilientRedis
 
 Fields = dict[str, Any]
 RECENT = 400
-"""How many of a stream's newest entries a duplicate or a forged ack is picked from."""
+"""How many of a stream's newest entries duplicates, forged acks and copies are picked from."""
 FORGERY_KINDS = ("unsigned", "wrong_key")
 
 
@@ -114,9 +114,10 @@ class FaultInjector:
         self.record.entry_ids.add(text)
         return text
 
-    def _signed(self, runtime: RuntimeUnderTest, fields: Fields) -> Fields:
-        """``fields`` signed with ``runtime``'s key, as its relay would."""
-        fields[SIGNATURE_FIELD] = sign_event_entry(runtime.key, fields)
+    @staticmethod
+    def _signed(key: RuntimeKey, fields: Fields) -> Fields:
+        """``fields`` signed with ``key`` (a runtime's, as its relay would sign them)."""
+        fields[SIGNATURE_FIELD] = sign_event_entry(key, fields)
         return fields
 
     def _genuine(self, runtime: RuntimeUnderTest, count: int) -> list[tuple[str, Fields]]:
@@ -185,7 +186,7 @@ class FaultInjector:
             return None
         event, genuine_hash, digest, fields = offer
         runtime = self._runtime_of(event.project_id)
-        entry_id = self._xadd(runtime, self._signed(runtime, fields))
+        entry_id = self._xadd(runtime, self._signed(runtime.key, fields))
         key = _event_key(event)
         forged = InjectedOffer(
             event.hub_project, key, genuine_hash, digest, entry_id, "runtime_key"
@@ -203,7 +204,7 @@ class FaultInjector:
         event, genuine_hash, digest, fields = offer
         how = how or self.rng.choice(FORGERY_KINDS)
         if how == "wrong_key":
-            fields[SIGNATURE_FIELD] = sign_event_entry(RuntimeKey.generate(), fields)
+            self._signed(RuntimeKey.generate(), fields)
         entry_id = self._xadd(self._runtime_of(event.project_id), fields)
         key = _event_key(event)
         forged = InjectedOffer(event.hub_project, key, genuine_hash, digest, entry_id, how)
@@ -216,7 +217,7 @@ class FaultInjector:
         """Acknowledge a runtime's recent entries without its hub's key, after deleting some
         of them from the stream; None while its stream holds too few of its entries."""
         runtime = self.rng.choice(self.runtimes)
-        mine = self._genuine(runtime, 200)
+        mine = self._genuine(runtime, RECENT)
         if len(mine) < 2:
             return None
         picked = self.rng.sample(mine, min(len(mine), 20))
@@ -258,13 +259,13 @@ class FaultInjector:
         fields = self._made_up_entry(runtime)
         key: Key | None = None
         if made.copies_genuine:
-            copied = self._genuine(runtime, 200)
+            copied = self._genuine(runtime, RECENT)
             if copied:
                 fields = copied[0][1]
                 key = _entry_key(fields)
             fields.pop(SIGNATURE_FIELD, None)
         made.spoil(fields)
-        entry_id = self._xadd(runtime, self._signed(runtime, fields))
+        entry_id = self._xadd(runtime, self._signed(runtime.key, fields))
         injected = InjectedGarbage(runtime.hub_project, kind, made.reason, entry_id, key)
         self.record.garbage.append(injected)
         return injected

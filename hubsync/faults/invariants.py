@@ -82,7 +82,11 @@ def _first(keys_: Sequence[object]) -> str:
 @dataclass
 class InvariantChecker:
     """Checks a drained pipeline against what its runtimes committed and what ``injections``
-    did to it. ``relay_logs`` maps each runtime's id to its relay's log text."""
+    did to it. ``relay_logs`` maps each runtime's id to its relay's log text.
+
+    The outboxes and the alerts are read once, by the first check that needs them: make a
+    checker once the pipeline has drained, and a new one to check again.
+    """
 
     hub: HubStore
     client: RedisClient

@@ -81,8 +81,8 @@ class PlantedSecrets:
 class Runtime(RuntimeUnderTest):
     """One runtime of the soak: what the faults know of it, its index and its state dir."""
 
-    index: int = 0
-    state_dir: Path = Path()
+    index: int
+    state_dir: Path
 
 
 class SoakRedis(Protocol):
