@@ -62,6 +62,31 @@ def duration_callback(
         raise click.BadParameter(str(exc), ctx, param) from None
 
 
+def bounded_duration_callback(
+    at_most: float,
+) -> Callable[[click.Context, click.Parameter, str | float | None], float | None]:
+    """``duration_callback`` that also refuses more than ``at_most`` seconds (usage error)."""
+
+    def callback(
+        ctx: click.Context, param: click.Parameter, value: str | float | None
+    ) -> float | None:
+        seconds = duration_callback(ctx, param, value)
+        if seconds is not None and seconds > at_most:
+            raise click.BadParameter(
+                f"{str(value)[:40]!r} is longer than the most it may be, {_shown(at_most)}",
+                ctx,
+                param,
+            )
+        return seconds
+
+    return callback
+
+
+def _shown(seconds: float) -> str:
+    """A bound in the duration syntax: whole days as ``30d``, else seconds."""
+    return f"{seconds / 86400:g}d" if seconds % 86400 == 0 else f"{seconds:g}s"
+
+
 def _click_type(annotation: Any, metadata: list[Any]) -> Any:
     """The click type of a settings field: its Python type with its numeric bounds."""
     if get_origin(annotation) in (Union, UnionType):
@@ -224,9 +249,13 @@ def env_option(flag: str, *declarations: str, **attributes: Any) -> Callable[[F]
     return click.option(flag, *declarations, envvar=envvar, show_envvar=True, **attributes)
 
 
-def duration_option(flag: str, **attributes: Any) -> Callable[[F], F]:
-    """An ``env_option`` holding a duration (``90``, ``15m``, ``2h``, ``7d``), handed over in seconds."""
-    return env_option(flag, type=str, metavar="DURATION", callback=duration_callback, **attributes)
+def duration_option(
+    flag: str, *, at_most: float | None = None, **attributes: Any
+) -> Callable[[F], F]:
+    """An ``env_option`` holding a duration (``90``, ``15m``, ``2h``, ``7d``), handed over in
+    seconds; with ``at_most``, a longer one is a usage error."""
+    callback = duration_callback if at_most is None else bounded_duration_callback(at_most)
+    return env_option(flag, type=str, metavar="DURATION", callback=callback, **attributes)
 
 
 def count_option(listed: str) -> Callable[[F], F]:
