@@ -16,7 +16,7 @@ from pathlib import Path
 
 import click
 
-from hubsync.cli.options import json_option, options_from
+from hubsync.cli.options import json_option, options_from, warn_secret_on_command_line
 from hubsync.core.enrollment import decode_token
 from hubsync.core.private_files import file_mode
 from hubsync.core.settings import RuntimeSettings
@@ -74,11 +74,10 @@ def join(state_dir: Path, token: str, as_json: bool) -> None:
     mode = file_mode(path)  # the file's, as it is now: never a claimed one
     if on_command_line:
         # Once joined: a refused token's one line on stderr stays its error alone.
-        click.echo(
-            "warning: the enrollment token on the command line holds the runtime's key and can "
-            "be read in the shell history and, while this runs, the process list; pass - and "
-            "give it on standard input instead (hubsync runtime join --state-dir DIR - < FILE)",
-            err=True,
+        warn_secret_on_command_line(
+            "the enrollment token (it holds the runtime's key)",
+            "pass - and give it on standard input instead "
+            "(hubsync runtime join --state-dir DIR - < FILE)",
         )
     projects = ", ".join(enrollment.hub_projects)
     if as_json:
