@@ -109,6 +109,8 @@ class MetricsServer:
                     self._accept()
                 elif key.fileobj is self._wake:
                     return
+                elif key.data.sock not in self._connections:
+                    continue  # dropped earlier in this batch (to make room for a new one)
                 elif events & selectors.EVENT_READ:
                     self._read(key.data)
                 else:
@@ -185,7 +187,8 @@ class MetricsServer:
             self._drop(connection)
 
     def _drop(self, connection: _Connection) -> None:
-        self._connections.pop(connection.sock, None)
+        if self._connections.pop(connection.sock, None) is None:
+            return  # dropped already
         self._selector.unregister(connection.sock)
         connection.sock.close()
 

@@ -31,6 +31,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from hubsync.core.errors import UnsafeFileError
 
@@ -125,8 +126,8 @@ class Exposure:
     path: Path
     mode: int
     """Its permission bits (a link's own)."""
-    kind: str
-    """``link``, ``not a regular file`` or ``mode``."""
+    kind: Literal["link", "not a regular file", "mode"]
+    """What is wrong: a symbolic link, another kind of file, or the mode."""
     detail: str = ""
     """A link's target."""
 
@@ -190,8 +191,11 @@ def _tighten(path: Path) -> None:
         fd = os.open(path, _OPEN_NO_LINK)
     except FileNotFoundError:
         return  # gone meanwhile (a -wal at checkpoint)
-    except OSError as exc:  # ELOOP: it became a link since it was looked at
-        raise UnsafeFileError(f"{path}: cannot open it ({exc.strerror}); check it") from None
+    except OSError as exc:  # ELOOP: a link since it was looked at; EACCES: no owner read bit
+        raise UnsafeFileError(
+            f"{path} is open to group or others, and this user cannot open it to tighten it "
+            f"({exc.strerror}); run chmod 600 on it as its owner"
+        ) from None
     try:
         found = os.fstat(fd)
         mode = stat.S_IMODE(found.st_mode)

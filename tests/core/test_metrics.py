@@ -7,6 +7,7 @@ each test reads a counter before acting and checks the difference.
 from __future__ import annotations
 
 import os
+import resource
 import socket
 import subprocess
 import threading
@@ -340,6 +341,16 @@ def test_a_taken_metrics_port_stops_the_daemon_at_start(redis_url: str, tmp_path
 # ----- the server's bounds: one thread, so many connections, each for so long -----
 
 
+def many(wanted: int) -> int:
+    """``wanted`` sockets, or as many as this process may open with room to spare (its soft
+    limit raised to the hard one first)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if resource.RLIM_INFINITY not in (soft, hard) and hard > soft:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        soft = hard
+    return wanted if soft == resource.RLIM_INFINITY else min(wanted, soft - 256)
+
+
 def idle_sockets(port: int, count: int, first_bytes: bytes = b"") -> list[socket.socket]:
     """``count`` connections to the metrics port that send ``first_bytes`` and then nothing."""
     opened = []
@@ -395,15 +406,16 @@ def test_many_idle_connections_take_no_thread_and_metrics_still_answer(
 ) -> None:
     port = bounded_server.address[1]
     threads = threading.active_count()
-    idle = idle_sockets(port, 1500) + idle_sockets(port, 200, b"GET /metrics HTTP/1.1\r\n")
+    idle = idle_sockets(port, many(1500) - 200)
+    idle += idle_sockets(port, 200, b"GET /metrics HTTP/1.1\r\n")
     try:
         wait_until(lambda: closed_by_server(idle[-33]), what="the oldest connections closed")
-        assert threading.active_count() == threads
+        assert threading.active_count() <= threads
         assert bounded_server.open_connections <= 32
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
             assert response.status == 200
             assert b"# TYPE hubsync_events_ingested_total counter" in response.read()
-        assert threading.active_count() == threads
+        assert threading.active_count() <= threads
     finally:
         for sock in idle:
             sock.close()
@@ -458,7 +470,7 @@ def test_a_daemon_serving_metrics_keeps_its_threads_under_many_idle_connections(
     try:
         wait_until(lambda: _answers(f"http://127.0.0.1:{port}/healthz"), timeout=30)
         threads = _threads(child.pid)
-        idle = idle_sockets(port, 1500)
+        idle = idle_sockets(port, many(1500))
         assert _answers(f"http://127.0.0.1:{port}/metrics")
         assert _threads(child.pid) <= threads
         child.check()
