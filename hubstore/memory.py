@@ -59,6 +59,7 @@ class MemoryHubStore(HubStore):
         self._alerts: dict[AlertKey, AlertRecord] = {}
         self._next_alert_id = 1
         self._hub_id: str | None = None
+        self._commit_counter = 0
         self._enrolled: dict[str, EnrolledRuntime] = {}
 
     def create_schema(self) -> None:
@@ -99,7 +100,14 @@ class MemoryHubStore(HubStore):
                     existing_hash=conflict.existing_hash,
                 )
             warn_conflicts(decisions.conflicts)
+            self._commit_counter += 1
+            self.committed = self._commit_counter
             return decisions.outcomes
+
+    def commit_counter(self) -> int:
+        """How many ingest batches this store committed."""
+        with self._lock:
+            return self._commit_counter
 
     def record_security_alerts(self, alerts: Sequence[SecurityAlert]) -> None:
         """Keep alerts about entries that did not authenticate (atomically)."""

@@ -72,6 +72,16 @@ RUN_ORDER = ("run_id", "project_id")
 
 HUB_ID = "SELECT value FROM hub_meta WHERE name = 'hub_id'"
 
+COMMIT_COUNTER = "SELECT value FROM hub_meta WHERE name = 'commit_counter'"
+
+BUMP_COMMIT_COUNTER = """
+    INSERT INTO hub_meta (name, value) VALUES ('commit_counter', '1')
+    ON CONFLICT (name) DO UPDATE SET value = CAST(CAST(hub_meta.value AS BIGINT) + 1 AS TEXT)
+    RETURNING value
+"""
+"""Raise the commit counter by one in the ingest's transaction (the row is made by the
+first batch); returns the new value. Every dialect takes it as is."""
+
 
 def equal_filters(dialect: Dialect, filters: Filters) -> tuple[list[str], list[object]]:
     """``column = <mark>`` for each filter that has a value, and those values."""

@@ -293,6 +293,11 @@ class SqlHubStore(HubStore):
         """This hub's id, or None before ``init_hub``."""
         return self._read(_hub_id)
 
+    def commit_counter(self) -> int:
+        """How many ingest batches this store committed (``hub_meta`` ``commit_counter``)."""
+        row = self._read(lambda conn: conn.execute(statements.COMMIT_COUNTER).fetchone())
+        return 0 if row is None else int(row[0])
+
     # ----- enrollment -----
 
     def enroll(

@@ -244,7 +244,18 @@ class HubStore(ClosesOnExit, ABC):
         ``project_mismatch`` (the project belongs to another hub project) or
         ``home_runtime_mismatch`` (the run's first event came from another
         runtime). A stored row is never changed.
+
+        The same transaction raises the commit counter by one (one statement
+        per batch); ``committed`` is then the value this batch committed.
         """
+
+    committed: int = 0
+    """The commit counter the latest ``ingest`` through this object committed (0 before any)."""
+
+    @abstractmethod
+    def commit_counter(self) -> int:
+        """The store's commit counter as committed now: how many ingest batches it ever
+        committed (0 for a store that never ingested). It only grows."""
 
     @abstractmethod
     def sync_cursor(self, project_id: str, run_id: str) -> int:

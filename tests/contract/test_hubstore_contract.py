@@ -617,6 +617,31 @@ class HubStoreContract:
             assert reopened.enrolled_runtime("rt-a") == written
             assert written is not None and written.keys_at(T0) == (enrollment.key,)
 
+    def test_each_ingest_batch_raises_the_commit_counter_by_one(self, store: HubStore) -> None:
+        assert store.commit_counter() == 0 and store.committed == 0
+        store.ingest([])  # nothing to commit: nothing raised
+        assert store.commit_counter() == 0
+        store.ingest(EVENTS[:3])
+        assert store.commit_counter() == store.committed == 1
+        store.ingest(EVENTS[:3])  # duplicates only, yet a committed batch
+        store.ingest(EVENTS[3:])
+        assert store.commit_counter() == store.committed == 3
+
+    def test_the_commit_counter_is_shared_by_every_writer_and_outlives_the_process(
+        self, tmp_path: Path
+    ) -> None:
+        url = self.shared_url(tmp_path)
+        if url is None:
+            pytest.skip("this backend lives inside one process; nothing outlives it")
+        with self.open_new(tmp_path) as first, open_store(url, create_schema=False) as second:
+            first.ingest(EVENTS[:2])
+            second.ingest(EVENTS[2:4])
+            assert second.committed == 2 and first.committed == 1
+            first.ingest(EVENTS[4:6])
+            assert first.committed == 3
+        with open_store(url, create_schema=False) as reopened:
+            assert reopened.commit_counter() == 3
+
     # One copy of this test runs per backend subclass (differing executors, on
     # purpose); each example opens fresh stores, so no state crosses examples.
     @store_property(max_examples=40)
