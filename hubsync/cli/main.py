@@ -36,6 +36,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "hubsync.cli.consume:consume",
         "Store every project's sync events in the hub database, exactly once.",
     ),
+    "consumers": (
+        "hubsync.cli.consumers:consumers",
+        "The consumers of group hub: list them, remove one that is gone.",
+    ),
     "dead": (
         "hubsync.cli.dead:dead",
         "Dead letters: entries the hub refused (bad bytes) or gave up on (max_deliveries).",
