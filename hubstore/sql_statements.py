@@ -72,6 +72,25 @@ RUN_ORDER = ("run_id", "project_id")
 
 HUB_ID = "SELECT value FROM hub_meta WHERE name = 'hub_id'"
 
+REVOCATION_PREFIX = "key_revocation:"
+"""``hub_meta`` names of key revocations: this prefix, then the key's fingerprint."""
+
+KEY_REVOCATIONS = (
+    "SELECT name, value FROM hub_meta WHERE name >= 'key_revocation:' "
+    "AND name < 'key_revocation;' ORDER BY name"
+)
+"""Every key revocation (``;`` sorts right after ``:``: a range of the primary key)."""
+
+
+@cache
+def keep_revocation(dialect: Dialect) -> str:
+    """Store one key revocation (name, value), replacing an earlier one of that key."""
+    return f"""
+        INSERT INTO hub_meta (name, value) VALUES ({dialect.mark}, {dialect.mark})
+        ON CONFLICT (name) DO UPDATE SET value = excluded.value
+    """
+
+
 COMMIT_COUNTER = "SELECT value FROM hub_meta WHERE name = 'commit_counter'"
 
 BUMP_COMMIT_COUNTER = """

@@ -30,6 +30,7 @@ from consumers.stream.lag import export_lag
 from consumers.stream.publishing import MAX_DELIVERIES_REASON, Publication
 from consumers.stream.read_budget import ReadBudget, reply_bytes
 from consumers.stream.reclaim import reclaim_stream, remove_idle_consumers
+from consumers.stream.revocation_check import RevocationCheck
 from consumers.stream.trim import trim_acknowledged
 from hubstore.errors import StoreError
 from hubstore.lua_scripts import scripts_for
@@ -98,7 +99,8 @@ class HubConsumer(Daemon):
         self.outages = RedisOutages(self.label)
         self._backoff = Backoff(base=_BACKOFF_BASE, cap=_BACKOFF_CAP)
         self.hub_id: str | None = None
-        self.authenticator = RuntimeAuthenticator(store)
+        self.revocations = RevocationCheck(client, store)
+        self.authenticator = RuntimeAuthenticator(store, revocations=self.revocations)
         self.judge = EntryJudge(self.authenticator)
         self.read_budget = ReadBudget(settings.read_count, settings.read_bytes)
 
@@ -363,7 +365,9 @@ class HubConsumer(Daemon):
         return total
 
     def maintain(self) -> None:
-        """Remove long-idle consumers with nothing pending, and trim acknowledged entries."""
+        """Remove long-idle consumers with nothing pending, trim acknowledged entries, and
+        publish the store's key revocations."""
+        self.revocations.publish()
         idle_ms = int(self.settings.reclaim_idle * 10 * 1000)
         for stream in self.streams:
             for name in remove_idle_consumers(

@@ -221,7 +221,8 @@ def consumer_user(*, prefix: str = DEFAULT_USER_PREFIX) -> RedisUser:
     XINFO GROUPS, XPENDING, XTRIM) and stream_remove_idle_consumer.lua (XPENDING,
     XGROUP DELCONSUMER); health.py SETs, GETs and DELs its health key. It reads
     and sets ``hubsync:hub``, the hub id that owns the namespace's group, and reads and
-    raises (ZSCORE, ZADD) ``hubsync:hub:mark``, how far that hub's store has committed;
+    raises (ZSCORE, ZADD) ``hubsync:hub:mark``, how far that hub's store has committed,
+    and reads and writes (HMGET, HSET) ``hubsync:revocations``, the revoked runtime keys;
     ``hubsync consumers remove`` (XAUTOCLAIM, XGROUP DELCONSUMER) runs as this user too.
     """
     grants = (
@@ -231,6 +232,8 @@ def consumer_user(*, prefix: str = DEFAULT_USER_PREFIX) -> RedisUser:
         # the hub id owning group hub, and how far its store has committed
         Grant(("get", "set"), (glob_literal(keys.HUB_IDENTITY),)),
         Grant(("zadd", "zscore"), (glob_literal(keys.HUB_MARK),)),
+        # the revocations of runtime keys, kept beside the store
+        Grant(("hmget", "hset"), (glob_literal(keys.REVOCATIONS),)),
         # events streams: group hub, reclaim, lag, trim (and its scripts)
         Grant(
             (

@@ -36,6 +36,7 @@ from hubsync.core.canonical import content_hash
 from hubsync.core.clock import utc_now
 from hubsync.core.entries import ConflictReason, EventEntry, Outcome, PresenceBeat, SecurityReason
 from hubsync.core.errors import ConfigError
+from hubsync.core.signing import RuntimeKey
 from hubsync.core.wire import CheckedEvent, parse_sync_event
 from tests.helpers.relay_player import event_entry, sync_event
 from tests.helpers.support import start_python
@@ -580,6 +581,30 @@ class HubStoreContract:
             None,
         )
         assert record.keys_at(later) == (new.key,) and old.key not in record.keys_at(later)
+
+    def test_every_retired_key_leaves_a_revocation_signed_with_it(self, store: HubStore) -> None:
+        store.init_hub()
+        first = store.enroll("rt-a", ["acme"], now=T0)
+        assert store.key_revocations() == []
+        second = store.enroll("rt-a", ["acme"], now=T0 + timedelta(minutes=1))
+        [rotated] = store.key_revocations()  # the first key: at the end of its grace
+        assert rotated.runtime_id == "rt-a" and rotated.verifies(RuntimeKey(first.key))
+        assert not rotated.verifies(RuntimeKey(second.key))
+        grace_end = T0 + timedelta(minutes=1) + DEFAULT_ROTATION_GRACE
+        assert not rotated.in_effect(grace_end - timedelta(seconds=1))
+        assert rotated.in_effect(grace_end)
+
+        revoked_at = T0 + timedelta(minutes=2)
+        store.revoke("rt-a", now=revoked_at)
+        records = {r.fingerprint: r for r in store.key_revocations()}
+        for key in (first.key, second.key):  # both retired now, the first one sooner than planned
+            record = records[RuntimeKey(key).fingerprint]
+            assert record.verifies(RuntimeKey(key)) and record.in_effect(revoked_at)
+        third = store.enroll("rt-a", ["acme"], now=T0 + timedelta(minutes=3))
+        assert RuntimeKey(third.key).fingerprint not in {
+            r.fingerprint for r in store.key_revocations()
+        }
+        assert len(store.key_revocations()) == 2
 
     @pytest.mark.parametrize(
         ("runtime_id", "hub_projects"),

@@ -1,6 +1,7 @@
 """A hub store that went back in time, with ``hubsync`` as real processes: a store restored
 from a backup, or a second copy of the hub's store, is refused (and doctor FAILs it) until an
-operator accepts it; a running consumer whose store falls behind the namespace stops."""
+operator accepts it; a running consumer whose store falls behind the namespace stops; a
+runtime revoked after the backup stays revoked in the restored store."""
 
 from __future__ import annotations
 
@@ -11,10 +12,11 @@ from pathlib import Path
 import redis
 
 from consumers.stream.hub_binding import namespace_mark
+from hubstore.sqlite.store import SqliteHubStore
 from hubsync.core import keys
 from hubsync.processes import PipelineProcesses, run_hubsync
 from tests.helpers.consumer_support import count_rows, enroll_on, hub_id_of, run_consume
-from tests.helpers.relay_player import send, sync_event
+from tests.helpers.relay_player import RUNTIME, send, sync_event
 from tests.helpers.support import wait_until
 
 
@@ -101,3 +103,26 @@ def test_a_running_consumer_stops_once_its_store_falls_behind_the_namespace(
         redis_client.zadd(keys.HUB_MARK, {hub_id: 5})  # a copy of this store got further
         assert worker.wait(timeout=20) == 2
         assert "older than this Redis namespace" in worker.log_text()
+
+
+def test_a_runtime_revoked_after_the_backup_stays_revoked_once_it_is_restored(
+    redis_client: redis.Redis, redis_url: str, tmp_path: Path
+) -> None:
+    hub_db, backup = tmp_path / "hub.db", tmp_path / "nightly.db"
+    enroll_on(hub_db)
+    send(redis_client, sync_event(1))
+    consume_once(redis_url, hub_db)
+    made = run_hubsync(["hub", "backup", "--hub-db", str(hub_db), "--to", str(backup)])
+    assert made.returncode == 0, made.stderr
+    with SqliteHubStore(hub_db) as store:
+        store.revoke(RUNTIME)  # its key leaked: revoked on the hub
+    consume_once(redis_url, hub_db)  # a worker's maintenance publishes the revocation
+    assert redis_client.hlen(keys.REVOCATIONS) == 1
+
+    restore(backup, hub_db)  # the runtime is enrolled, its key valid, in the restored store
+    send(redis_client, sync_event(2))  # signed with the revoked key
+    counts = consume_once(redis_url, hub_db, "--accept-restore")
+    assert counts["accepted"] == 0 and counts["dead"] == 1
+    [(_, letter)] = redis_client.xrange(keys.dead_stream("acme"))
+    assert letter[b"reason"] == b"unauthenticated" and b"revoked" in letter[b"detail"]
+    assert count_rows(hub_db) == 1
