@@ -28,6 +28,7 @@ way only:
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import sqlite3
@@ -117,6 +118,69 @@ def companion_files(path: Path) -> list[Path]:
     siblings = [path.with_name(path.name + suffix) for suffix in SIDECAR_SUFFIXES]
     backups = sorted(path.parent.glob(f"{_glob_literal(path.name)}.v*.bak"))
     return [p for p in (path, *siblings, *backups) if os.path.lexists(p)]
+
+
+BackupProgress = Callable[[int, int], None]
+"""Told ``(pages copied, pages in all)`` after each step of ``copy_database``."""
+
+BACKUP_STEP_PAGES = 4096
+"""Pages ``copy_database`` copies per step (16 MiB of 4 KiB pages) between progress reports."""
+
+
+def copy_database(
+    path: Path, to: Path, *, replace: bool = False, progress: BackupProgress | None = None
+) -> int:
+    """Copy the SQLite file ``path`` to ``to`` (mode 0600) while others may be writing it;
+    return the pages copied.
+
+    Online and consistent: one read transaction of a connection of its own
+    holds a snapshot of the last commit (WAL mode: writers go on meanwhile), and
+    the backup API copies that snapshot in steps of ``BACKUP_STEP_PAGES``, so a
+    write between steps neither restarts nor tears the copy. The copy is made
+    as ``<to>.partial``, then renamed: a crash mid-copy never leaves a half copy
+    under ``to``. ``FileExistsError`` if ``to`` exists (unless ``replace``) or the partial
+    one does.
+    """
+    partial = to.with_name(to.name + ".partial")
+    _refuse_existing(to, replace)
+    os.close(new_private_file(partial))
+    try:
+        source = sqlite3.connect(f"file:{quote(str(path))}?mode=ro", uri=True, isolation_level=None)
+        try:
+            source.execute("BEGIN")
+            source.execute("SELECT count(*) FROM sqlite_schema").fetchone()  # the snapshot
+            target = sqlite3.connect(partial)
+            try:
+                copied = _backup_steps(source, target, progress)
+            finally:
+                target.close()
+        finally:
+            source.close()
+        _refuse_existing(to, replace)  # made meanwhile
+        os.replace(partial, to)
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
+    return copied
+
+
+def _refuse_existing(path: Path, replace: bool) -> None:
+    if not replace and os.path.lexists(path):
+        raise FileExistsError(errno.EEXIST, "file exists", str(path))
+
+
+def _backup_steps(
+    source: sqlite3.Connection, target: sqlite3.Connection, progress: BackupProgress | None
+) -> int:
+    pages = [0]
+
+    def step(_status: int, remaining: int, total: int) -> None:
+        pages[0] = total
+        if progress is not None:
+            progress(total - remaining, total)
+
+    source.backup(target, pages=BACKUP_STEP_PAGES, progress=step)
+    return pages[0]
 
 
 def _glob_literal(name: str) -> str:
@@ -362,21 +426,8 @@ class Database(ClosesOnExit):
         return steps
 
     def _copy_to(self, backup: Path) -> None:
-        # A connection of its own: the backup API waits for ever on a source connection
-        # inside a write transaction. In WAL mode it reads the last commit meanwhile.
-        partial = backup.with_name(backup.name + ".partial")
-        partial.unlink(missing_ok=True)
-        create_private_file(partial)
-        source = sqlite3.connect(f"file:{quote(str(self.path))}?mode=ro", uri=True)
-        try:
-            target = sqlite3.connect(partial)
-            try:
-                source.backup(target)
-            finally:
-                target.close()
-        finally:
-            source.close()
-        os.replace(partial, backup)  # a crash mid-copy never leaves a half backup under its name
+        backup.with_name(backup.name + ".partial").unlink(missing_ok=True)
+        copy_database(self.path, backup, replace=True)
 
     def _refuse_foreign(self, connection: sqlite3.Connection, what: str) -> None:
         tables = sorted(

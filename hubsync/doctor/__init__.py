@@ -25,6 +25,7 @@ from hubsync.doctor.store_checks import (
     key_files_check,
     sqlite_path,
     state_dir_checks,
+    store_commit_counter,
     store_identity,
 )
 
@@ -52,8 +53,9 @@ def _checks(
 
     store = None if hub_url is None else store_identity(hub_url, shown_hub)
     hub_file = None if hub_url is None else sqlite_path(hub_url)
+    counter = None if hub_url is None else lambda: store_commit_counter(hub_url)
     return [
-        *redis_checks(redis, store),
+        *redis_checks(redis, store, counter),
         hub_store_check(hub_url, shown_hub),
         key_files_check(
             "hub-keys",

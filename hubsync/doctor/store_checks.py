@@ -141,6 +141,18 @@ def store_identity(hub_url: str, shown: str) -> tuple[str, str | None] | None:
         return None
 
 
+def store_commit_counter(hub_url: str) -> int | None:
+    """The commit counter of the store ``hub_url`` names; None if it cannot be read
+    (``hub_store_check`` reports why)."""
+    from hubstore import open_store
+
+    try:
+        with open_store(hub_url, create_schema=False, busy_budget=STORE_BUSY_BUDGET) as store:
+            return store.commit_counter()
+    except _OPEN_ERRORS:
+        return None
+
+
 def state_dir_checks(state_dir: Path | None) -> list[Check]:
     """The runtime's registry opens, then one check per registered project: does its store open."""
     if state_dir is None:

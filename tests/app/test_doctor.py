@@ -33,6 +33,7 @@ from hubsync.provisioning import enroll_state_dir
 from producers.registry import RuntimeRegistry
 from tests.helpers.broken_stores import corrupt_middle_page
 from tests.helpers.operator_support import CliRun, run_cli
+from tests.helpers.relay_player import event_entry, sync_event
 
 HUB_PROJECT = "shop"
 
@@ -446,6 +447,31 @@ def test_a_hub_store_of_another_hub_than_the_namespace_owner_fails_hub_identity(
     assert line.startswith("FAIL") and "hub-00000000000000aa" in line and hub_id in line
     without_store = doctor(capsys, private_redis.url)
     assert "hub-identity" in without_store.out and without_store.code == 0, without_store.out
+
+
+def test_a_hub_store_behind_what_redis_saw_it_commit_fails_hub_mark(
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    private_redis: RedisServerProcess,
+    good_redis: redis.Redis,
+) -> None:
+    hub_db = make_hub_db(tmp_path / "hub.db")
+    with open_store(hub_url_from_path(hub_db), create_schema=False) as store:
+        hub_id = store.init_hub()
+        store.ingest([event_entry(sync_event(1))])
+        store.ingest([event_entry(sync_event(2))])
+    good_redis.set(keys.HUB_IDENTITY, hub_id)
+    good_redis.zadd(keys.HUB_MARK, {hub_id: 2})
+    level = doctor(capsys, private_redis.url, "--hub-db", str(hub_db))
+    assert level.code == 0 and "committed 2 ingest batches, this Redis saw 2" in level.out
+
+    good_redis.zadd(keys.HUB_MARK, {hub_id: 7})  # what the hub committed after the backup
+    behind = doctor(capsys, private_redis.url, "--hub-db", str(hub_db))
+    assert behind.code == 1, behind.out + behind.err
+    line = next(line for line in behind.out.splitlines() if "hub-mark" in line)
+    assert line.startswith("FAIL hub-mark: ") and "committed 2" in line and "commit 7" in line
+    assert "--accept-restore" in line
+    assert "hub-mark" not in doctor(capsys, private_redis.url).out  # no store: no line
 
 
 # ----- what opening a file does not show: malformed pages, keys others can read -----
