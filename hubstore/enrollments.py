@@ -97,6 +97,8 @@ def check_move(
             f"project {project_id} is not known to this hub (no event of it was stored); "
             "check the project id (hubsync runs --hub-project P lists them)"
         )
+    if owner.runtime_id == runtime_id:
+        raise ProjectMoveRefusedError(f"project {project_id} already belongs to {runtime_id}")
     refused = f"cannot move project {project_id} to runtime {runtime_id}"
     if target is None:
         raise ProjectMoveRefusedError(f"{refused}: it was never enrolled on this hub")
@@ -107,8 +109,6 @@ def check_move(
             f"{refused}: it is not enrolled for hub project {owner.hub_project} (enroll it "
             "for that hub project first)"
         )
-    if owner.runtime_id == runtime_id:
-        raise ProjectMoveRefusedError(f"project {project_id} already belongs to {runtime_id}")
     return owner
 
 

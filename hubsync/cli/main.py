@@ -61,7 +61,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "hubsync.cli.events:events",
         "List the events the hub stored, as JSON lines, in order of run, project and sequence.",
     ),
-    "hub": ("hubsync.cli.hub:hub", "The hub store itself: its schema (migrate) and its id (init)."),
+    "hub": (
+        "hubsync.cli.hub:hub",
+        "The hub store itself: its schema (migrate), its id (init), who owns a project.",
+    ),
     "lease": (
         "hubsync.cli.lease:lease",
         "Fenced leases: tokens only grow, deadlines follow Redis TIME, proof kept as SHA-256.",
