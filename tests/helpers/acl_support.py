@@ -46,3 +46,18 @@ def hubsync_acl(tmp_path: Path, *argv: str) -> list[str]:
     assert done.returncode == 0, done.stderr
     assert PASSWORD not in done.stdout + done.stderr
     return done.stdout.splitlines()
+
+
+def lock_down(server_url: str) -> redis.Redis:
+    """Switch the default user of the server at ``server_url`` off, leaving one ``admin`` user
+    allowed everything; a client logged in as that admin (its ACL LOG emptied)."""
+    admin_password = "admin-" + PASSWORD
+    setup = redis.Redis.from_url(server_url)
+    setup.execute_command(
+        "ACL", "SETUSER", "admin", "on", f">{admin_password}", "~*", "&*", "+@all"
+    )
+    setup.execute_command("ACL", "SETUSER", "default", "off")
+    setup.close()
+    admin = redis.Redis.from_url(user_url(server_url, "admin", admin_password))
+    admin.execute_command("ACL", "LOG", "RESET")
+    return admin
