@@ -25,9 +25,11 @@ nothing. Fewer rows inserted than decided means another writer committed one
 of these keys since the read; the transaction is rolled back and the batch
 read and judged again, now against the rows that won. So each key is accepted
 exactly once, and every later copy of it is a duplicate or a recorded conflict
-(the same goes for a project's hub project and a run's home runtime). Rows of
-these three tables are never updated or deleted, so nothing read can change
-under the decision except by such an insert, which the count catches.
+(the same goes for a project's hub project and runtime, and a run's home
+runtime). Rows of these three tables are never deleted, and only a project
+move updates any (a project's runtime and its runs' homes); every ingest holds
+``sql.OWNERS_LOCK`` shared and a move holds it alone, so nothing read can
+change under the decision except by an insert, which the count catches.
 """
 
 from __future__ import annotations

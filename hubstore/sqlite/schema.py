@@ -1,8 +1,8 @@
 """Schema of the SQLite hub database (version ``SCHEMA_VERSION``, kept in ``PRAGMA user_version``).
 
 The three contract tables (docs/contract.md) plus two ownership tables that make
-``project_mismatch`` and ``home_runtime_mismatch`` one indexed lookup per
-project and per run, instead of a search through the events; and, since
+``not_owner``, ``project_mismatch`` and ``home_runtime_mismatch`` one indexed
+lookup per project and per run, instead of a search through the events; and, since
 version 3, the hub's identity (``hub_meta``) and its enrolled runtimes
 (``enrolled_runtimes``, keyed by runtime id: one lookup per runtime to verify).
 Since version 4 a project names the runtime it belongs to (``sync_projects.runtime_id``),
