@@ -31,6 +31,7 @@ from hubsync.core.entries import ConflictReason, EventEntry, Outcome
 from hubsync.core.errors import ConfigError, SchemaVersionError
 from hubsync.processes import child_environment, run_hubsync
 from tests.helpers.operator_support import run_cli
+from tests.helpers.postgres_races import Ingesting, blocked_sessions
 from tests.helpers.postgres_server import PostgresCluster
 from tests.helpers.relay_player import event_entry, send, sync_event
 from tests.helpers.support import REPO_ROOT, start_python, wait_until
@@ -329,17 +330,6 @@ def test_once_migrated_a_role_without_ddl_rights_runs_the_whole_store(
 # ----- ingest racing other writers -----
 
 
-def blocked_sessions(url: str) -> int:
-    """How many sessions of ``url``'s database wait for a lock."""
-    with psycopg.connect(url, autocommit=True) as conn:
-        row = conn.execute(
-            "SELECT count(*) FROM pg_stat_activity "
-            "WHERE datname = current_database() AND wait_event_type = 'Lock'",
-        ).fetchone()
-    assert row is not None
-    return int(row[0])
-
-
 def insert_uncommitted(conn: psycopg.Connection[tuple[object, ...]], entry: EventEntry) -> None:
     """What another writer's transaction inserts for ``entry``, left uncommitted."""
     event = entry.event
@@ -354,20 +344,6 @@ def insert_uncommitted(conn: psycopg.Connection[tuple[object, ...]], entry: Even
             entry.data.decode(),
         ),
     )
-
-
-class Ingesting:
-    """``store.ingest(batch)`` in a thread, its outcomes kept."""
-
-    def __init__(self, store: HubStore, batch: list[EventEntry]) -> None:
-        self.outcomes: list[object] = []
-        self.thread = threading.Thread(target=lambda: self.outcomes.extend(store.ingest(batch)))
-        self.thread.start()
-
-    def result(self) -> list[object]:
-        self.thread.join(timeout=60)
-        assert not self.thread.is_alive()
-        return self.outcomes
 
 
 @pytest.mark.parametrize("other_commits", [True, False])

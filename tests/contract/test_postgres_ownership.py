@@ -18,7 +18,7 @@ from hubstore.postgres import sql
 from hubstore.postgres.schema import SCHEMA_VERSION
 from hubstore.store import HubStore
 from hubsync.core.entries import ConflictReason, Outcome, SecurityReason
-from tests.contract.test_postgres_hub_store import Ingesting, blocked_sessions
+from tests.helpers.postgres_races import Ingesting, blocked_sessions
 from tests.helpers.postgres_server import PostgresDatabases
 from tests.helpers.relay_player import event_entry, sync_event
 from tests.helpers.support import wait_until
