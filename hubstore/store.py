@@ -37,6 +37,10 @@ DEFAULT_STALE_AFTER = timedelta(seconds=60)
 DEFAULT_ROTATION_GRACE = timedelta(hours=24)
 """How long a runtime's previous key stays valid after ``enroll`` gave it a new one."""
 
+MAX_ROTATION_GRACE = timedelta(days=30)
+"""The longest rotation grace: a key replaced because it leaked must not outlive that by
+years (and a compromised runtime is revoked, then enrolled, for no grace at all)."""
+
 
 @dataclass(frozen=True, slots=True)
 class StoredEvent:
@@ -393,7 +397,8 @@ class HubStore(ClosesOnExit, ABC):
         """Enroll ``runtime_id`` for ``hub_projects`` with a fresh key, or give it a new key.
 
         The hub projects replace those it had. An active runtime's key becomes
-        its previous key, valid until ``now + rotation_grace``; a revoked
+        its previous key, valid until ``now + rotation_grace`` (at most
+        ``MAX_ROTATION_GRACE``, else ``ValueError``); a revoked
         runtime comes back active with only the new key. Returns what the
         runtime must be told (the key included). Raises
         ``HubNotInitializedError`` before ``init_hub`` and ``ConfigError`` for

@@ -11,14 +11,12 @@ from typing import Any
 import click
 
 from hubsync.cli import exit_codes
+from hubsync.cli.health_checks import reading_health
 from hubsync.cli.options import build_settings, hub_options, options_from, redis_target
 from hubsync.core.connections import (
-    CREDENTIAL_ERRORS,
-    UNREACHABLE_ERRORS,
     RedisTarget,
     Role,
     connect,
-    credentials_refused,
     ping,
     wait_for_redis,
 )
@@ -130,15 +128,10 @@ def _check(settings: ConsumerSettings, target: RedisTarget, name: str) -> int:
     hub_id = _store_hub_id(settings.hub_url)
     client = connect(target, Role.PROBE)
     try:
-        if hub_id is not None:  # the same rule as at start: another hub's namespace is exit 2
-            bind_namespace(client, hub_id, claim=False)
-        record = check_health(client, name)
-    except CREDENTIAL_ERRORS as exc:
-        # a wrong user or password is a refusal (exit 1), not an outage
-        raise credentials_refused(target, exc) from None
-    except UNREACHABLE_ERRORS:
-        click.echo(f"consumer {name}: cannot reach Redis", err=True)
-        return exit_codes.REDIS_UNREACHABLE
+        with reading_health(target, f"consumer {name}"):
+            if hub_id is not None:  # the same rule as at start: another hub's namespace is exit 2
+                bind_namespace(client, hub_id, claim=False)
+            record = check_health(client, name)
     except ConsumerUnhealthyError as exc:
         click.echo(str(exc), err=True)
         return exit_codes.FAILURE

@@ -318,6 +318,7 @@ def test_a_damaged_registry_fails_the_state_dir_line_and_is_left_untouched(
     registry = tmp_path / "runtime" / "registry.sqlite"
     registry.parent.mkdir()
     registry.write_text("not a database\n")
+    registry.chmod(0o600)  # private, as hubsync makes it: its bytes are what is wrong
     url = redis_url if reachable else "redis://127.0.0.1:1/0"
 
     result = doctor(capsys, url, "--state-dir", str(registry.parent))
@@ -478,6 +479,14 @@ def expose(path: Path) -> list[str]:
     return [f"{path} is mode 0644", f"chmod 600 {path}"]
 
 
+def link(path: Path) -> list[str]:
+    """Put a symbolic link in the file's place, to the file moved aside: what doctor says of it."""
+    moved = path.with_name(path.name + ".moved")
+    path.rename(moved)
+    path.symlink_to(moved)
+    return [f"{path} is a symbolic link (to {moved})", "put the file itself in"]
+
+
 @pytest.mark.parametrize(
     ("damage", "which"),
     [
@@ -486,6 +495,10 @@ def expose(path: Path) -> list[str]:
         (malform, "project store"),
         (expose, "registry"),
         (expose, "hub db"),
+        (expose, "project store"),
+        (link, "registry"),
+        (link, "hub db"),
+        (link, "project store"),
     ],
     ids=lambda value: value if isinstance(value, str) else value.__name__,
 )
@@ -506,5 +519,11 @@ def test_a_malformed_or_readable_file_fails_naming_the_file_and_the_fix(
     result = doctor(capsys, private_redis.url, *args)
 
     assert result.code == 1, result.out
-    [failed] = failed_lines(result)
+    [failed, *also] = failed_lines(result)
     assert all(text in failed for text in says), failed
+    # a link fails the open as well as the file check; anything else fails one line only
+    assert len(also) == (1 if damage is link and which != "project store" else 0), also
+    if damage is expose:
+        assert files[which].stat().st_mode & 0o777 == 0o644, "doctor changes nothing"
+    if damage is link:
+        assert files[which].is_symlink(), "doctor changes nothing"

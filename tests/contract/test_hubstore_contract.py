@@ -25,6 +25,7 @@ from hubstore.errors import HubNotInitializedError, RuntimeNotEnrolledError
 from hubstore.sqlite.store import SqliteHubStore
 from hubstore.store import (
     DEFAULT_ROTATION_GRACE,
+    MAX_ROTATION_GRACE,
     EventPosition,
     HubStore,
     RunPosition,
@@ -526,6 +527,19 @@ class HubStoreContract(OwnershipContract):
         record = store.enrolled_runtime("rt-a")
         assert record is not None and record.previous_valid_until == T0 + DEFAULT_ROTATION_GRACE
         assert record.previous_valid_until - T0 == timedelta(hours=24)
+
+    def test_a_grace_beyond_the_maximum_is_refused_and_changes_nothing(
+        self, store: HubStore
+    ) -> None:
+        store.init_hub()
+        first = store.enroll("rt-a", ["acme"], now=T0)
+        store.enroll("rt-a", ["acme"], now=T0, rotation_grace=MAX_ROTATION_GRACE)  # the most
+        before = store.enrolled_runtime("rt-a")
+        for grace in (MAX_ROTATION_GRACE + timedelta(seconds=1), timedelta(days=999_999_999)):
+            with pytest.raises(ValueError, match="between 0 and 30 days"):
+                store.enroll("rt-a", ["acme"], now=T0, rotation_grace=grace)
+        assert store.enrolled_runtime("rt-a") == before
+        assert before is not None and first.key in before.keys_at(T0)
 
     def test_enrolling_again_replaces_the_hub_projects(self, store: HubStore) -> None:
         store.init_hub()
