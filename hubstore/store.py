@@ -340,7 +340,8 @@ class HubStore(ClosesOnExit, ABC):
 
     @abstractmethod
     def alerts(self, hub_project: str | None = None, limit: int = 100) -> list[AlertRecord]:
-        """Recorded alerts (conflicts and refused entries), newest first."""
+        """Recorded alerts (conflicts and refused entries), newest first (by when each was first
+        recorded: a repeat counted into an alert does not move it)."""
 
     @abstractmethod
     def record_security_alerts(self, alerts: Sequence[SecurityAlert]) -> None:
