@@ -117,6 +117,10 @@ class RuntimeNotEnrolledError(StoreError, ConfigError):
     """The runtime named was never enrolled on this hub."""
 
 
+class ProjectMoveRefusedError(StoreError, ConfigError):
+    """A project cannot be moved to the runtime named (see ``HubStore.move_project``)."""
+
+
 class LeaseStateCorruptError(HubstoreError):
     """A lease hash holds a fence Redis cannot read; tokens could repeat, so nothing is granted.
 

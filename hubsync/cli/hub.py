@@ -1,9 +1,9 @@
 """``hubsync hub``: the hub store itself (``hub migrate``: create or upgrade its schema and
 give a new hub its identity; ``hub init``: the same, printing the hub id; ``hub backup``:
-an online copy of a SQLite hub).
+an online copy of a SQLite hub; ``hub move-project``: give a project to another runtime).
 
-Both give a hub without an id its id, so either one is the single step that
-makes a hub ready for ``hubsync enroll``. Given ``--redis-url`` (as the Redis
+Both migrate and init give a hub without an id its id, so either one is the single step
+that makes a hub ready for ``hubsync enroll``. Given ``--redis-url`` (as the Redis
 administrator), both also load hubsync's Redis functions there and move the
 fences an older hubsync kept in lease hashes into their token counters
 (``hubstore.redis_setup``).
@@ -19,7 +19,8 @@ from typing import Any, TypeVar
 
 import click
 
-from hubsync.cli.options import hub_options, json_option, shown_store
+from hubsync.cli.options import hub_options, json_option, open_hub_store, shown_store, valid_name
+from hubsync.core.clock import format_timestamp
 from hubsync.core.errors import ConfigError, HubsyncError
 from hubsync.core.migration import SchemaChange
 from hubsync.core.settings import hub_url_of, safe_url
@@ -84,10 +85,11 @@ Examples:
   hubsync hub migrate --hub-db hub.db --redis-url redis://admin@redis.internal:6379/0 \\
       --redis-password-file admin.pw
   hubsync hub backup --hub-db /var/lib/hubsync/hub.db --to /backup/hub-$(date +%F).db
+  hubsync hub move-project shop-48ee17a7 --to rt-build-2 --hub-db /var/lib/hubsync/hub.db
 """
 )
 def hub() -> None:
-    """The hub store itself: its schema (migrate), its id (init) and its backup."""
+    """The hub store itself: its schema (migrate), its id (init), its backup, who owns a project."""
 
 
 @hub.command(
@@ -288,6 +290,62 @@ def _copy(path: Path, to: Path, *, force: bool) -> int:
         raise HubsyncError(f"cannot write the backup {to}: {exc.strerror or exc}") from None
     except sqlite3.Error as exc:
         raise HubsyncError(f"backing up {path} to {to} failed: {exc}") from None
+
+
+@hub.command(
+    "move-project",
+    epilog="""\b
+Examples:
+  hubsync hub move-project shop-48ee17a7 --to rt-build-2 --hub-db /var/lib/hubsync/hub.db
+  hubsync hub move-project shop-48ee17a7 --to rt-build-2 --hub-url sqlite:////var/lib/hubsync/hub.db --json
+""",
+)
+@click.argument("project_id", callback=valid_name("project id"))
+@click.option(
+    "--to",
+    "runtime_id",
+    required=True,
+    metavar="RUNTIME",
+    callback=valid_name("runtime id"),
+    help="The runtime the project is given to (no environment variable).",
+)
+@hub_options
+@json_option
+def move_project(
+    project_id: str, runtime_id: str, hub_url: str | None, hub_db: Path | None, as_json: bool
+) -> None:
+    """Give a project, and every run of it, to another runtime (a machine replaced).
+
+    A project belongs to the runtime that first wrote it: only that runtime's
+    key may add events to it; another runtime's are refused (conflict
+    not_owner). After this, only the runtime named by --to may, and the one it
+    had is refused. Stored events are never changed. The runtime must be
+    enrolled, not revoked, and enrolled for the project's hub project; an
+    unknown project, or one that already belongs to it, is refused (exit 2)
+    and nothing changes. The move is recorded in the hub store
+    (sync_project_moves) and logged.
+    """
+    url = _required_url(hub_url, hub_db)
+    with open_hub_store(url) as store:
+        move = store.move_project(project_id, runtime_id)
+    if as_json:
+        document = {
+            "action": "moved",
+            "move_id": move.move_id,
+            "project_id": move.project_id,
+            "hub_project": move.hub_project,
+            "from_runtime_id": move.from_runtime_id,
+            "to_runtime_id": move.to_runtime_id,
+            "runs": move.runs,
+            "moved_at": format_timestamp(move.moved_at),
+        }
+        click.echo(json.dumps(document, sort_keys=True))
+        return
+    click.echo(
+        f"moved project {move.project_id} (hub project {move.hub_project}) from runtime "
+        f"{move.from_runtime_id} to runtime {move.to_runtime_id}: {move.runs} runs re-homed "
+        f"(move {move.move_id}); only {move.to_runtime_id}'s key may write it now"
+    )
 
 
 def _give_id(url: str) -> tuple[str, bool]:

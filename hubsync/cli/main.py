@@ -67,7 +67,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "hub": (
         "hubsync.cli.hub:hub",
-        "The hub store itself: its schema (migrate), its id (init) and its backup.",
+        "The hub store itself: its schema (migrate), its id (init), its backup, who owns a project.",
     ),
     "lease": (
         "hubsync.cli.lease:lease",
