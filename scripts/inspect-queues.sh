@@ -10,13 +10,14 @@
 # GROUPS (lag, entries-read, pending), XINFO CONSUMERS of group hub (idle times), the XPENDING
 # summary and the oldest pending entry (id, consumer, idle ms, deliveries), then XRANGE of the
 # dead letters and
-# alerts (first 10), and with LEASE_RESOURCE the lease's HGETALL and its audit log (newest 10).
+# alerts (first 10), and with LEASE_RESOURCE the lease's HGETALL, its audit log (newest 10) and
+# its token counter.
 # Every command is echoed with its -u URL (password masked) before its output, so it can be
 # copied and rerun by hand.
 set -euo pipefail
 
 if [[ $# -lt 1 || $# -gt 2 || "$1" == "-h" || "$1" == "--help" ]]; then
-  sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'
   [[ $# -ge 1 && ( "$1" == "-h" || "$1" == "--help" ) ]] && exit 0
   exit 2
 fi
@@ -105,4 +106,5 @@ if [[ -n "$resource" ]]; then
   show HGETALL "$lease"
   show PTTL "$lease"
   show XREVRANGE "$lease:log" + - COUNT 10
+  show GET "$lease:counter"
 fi

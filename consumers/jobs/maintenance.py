@@ -28,7 +28,7 @@ from consumers.stream.reclaim import remove_idle_consumers
 from consumers.views.projects import known_hub_projects
 from consumers.views.queue_status import events_streams
 from hubstore.factory import open_store
-from hubstore.lua_scripts import scripts_for
+from hubstore.redis_functions import functions_for
 from hubsync.core.settings import hub_url_of
 from producers.effects.ledger import EffectsLedger
 
@@ -95,12 +95,12 @@ def run_maintenance(
         finally:
             ledger.close()
     client = job_connection(redis_url, "run_maintenance")
-    scripts = scripts_for(client)
+    functions = functions_for(client)
     for project in known_hub_projects(client):
         for stream in events_streams(client, project):
             try:
                 removed = remove_idle_consumers(
-                    client, scripts, stream, me="", idle_ms=int(dead_consumer_idle * 1000)
+                    client, functions, stream, me="", idle_ms=int(dead_consumer_idle * 1000)
                 )
             except redis.ResponseError as exc:  # no group yet, or not a stream
                 log.debug("maintenance: %s skipped: %s", stream, exc)

@@ -25,16 +25,17 @@ import redis
 from consumers.stream.authentication import RuntimeAuthenticator
 from consumers.stream.consumer_stats import ConsumerStats
 from consumers.stream.health import claim_name, write_health
-from consumers.stream.hub_binding import check_owner, queue_binding
+from consumers.stream.hub_binding import check_binding, queue_binding
 from consumers.stream.judging import EntryJudge, StreamBatch
 from consumers.stream.lag import export_lag
 from consumers.stream.publishing import MAX_DELIVERIES_REASON, Publication
 from consumers.stream.read_budget import ReadBudget, reply_bytes
 from consumers.stream.reclaim import reclaim_stream, remove_idle_consumers
+from consumers.stream.revocation_check import RevocationCheck
 from consumers.stream.streams import FollowedStreams, key_refused
 from consumers.stream.trim import trim_acknowledged
 from hubstore.errors import StoreError
-from hubstore.lua_scripts import scripts_for
+from hubstore.redis_functions import functions_for
 from hubstore.store import HubStore
 from hubsync.core import keys, metrics
 from hubsync.core.backoff import Backoff
@@ -89,7 +90,7 @@ class HubConsumer(Daemon):
         self.name = validate_name(name or settings.name or default_consumer_name(), "consumer name")
         super().__init__(f"consumer {self.name}", handle_signals=handle_signals)
         self.stats = ConsumerStats()
-        self.scripts = scripts_for(client)
+        self.functions = functions_for(client)
         self.followed = FollowedStreams(client, settings.max_projects)
         self._recover_own = True
         self._refresh = Periodic(1.0, self.monotonic)
@@ -100,7 +101,8 @@ class HubConsumer(Daemon):
         self.outages = RedisOutages(self.label)
         self._backoff = Backoff(base=_BACKOFF_BASE, cap=_BACKOFF_CAP)
         self.hub_id: str | None = None
-        self.authenticator = RuntimeAuthenticator(store)
+        self.revocations = RevocationCheck(client, store)
+        self.authenticator = RuntimeAuthenticator(store, revocations=self.revocations)
         self.judge = EntryJudge(self.authenticator)
         self.read_budget = ReadBudget(settings.read_count, settings.read_bytes)
 
@@ -206,14 +208,15 @@ class HubConsumer(Daemon):
         First it binds the namespace to this hub (as ``bind_namespace``): before
         the first read, and again on every refresh, so a binding a Redis restart
         lost is made again; another hub's id there stops the worker with
-        ``NamespaceOwnedError``. ``force`` makes every group again (after a read
+        ``NamespaceOwnedError``, and a store behind the namespace's mark with
+        ``StoreBehindError``. ``force`` makes every group again (after a read
         found one missing).
         """
         hub_id = self._store_hub_id()
         pipe = self.client.pipeline(transaction=False)
         queue_binding(pipe, hub_id)
-        *_, owner = pipe.execute()
-        check_owner(owner, hub_id)
+        *_, owner, mark = pipe.execute()
+        check_binding(owner, mark, hub_id, self.store)
         if force:
             self.followed.forget()
         return self.followed.refresh(self._enrolled_streams())
@@ -323,16 +326,18 @@ class HubConsumer(Daemon):
         return total
 
     def maintain(self) -> None:
-        """Remove long-idle consumers with nothing pending, and trim acknowledged entries."""
+        """Remove long-idle consumers with nothing pending, trim acknowledged entries, and
+        publish the store's key revocations."""
+        self.revocations.publish()
         idle_ms = int(self.settings.reclaim_idle * 10 * 1000)
         for stream in list(self.streams):
             removed = self._on_stream(
                 stream,
-                lambda s: remove_idle_consumers(self.client, self.scripts, s, self.name, idle_ms),
+                lambda s: remove_idle_consumers(self.client, self.functions, s, self.name, idle_ms),
             )
             for name in removed or []:
                 log.info("removed idle consumer %s from %s (nothing pending)", name, stream)
-            trimmed = self._on_stream(stream, lambda s: trim_acknowledged(self.scripts, s))
+            trimmed = self._on_stream(stream, lambda s: trim_acknowledged(self.functions, s))
             self.stats.trimmed += trimmed.removed if trimmed is not None else 0
 
     def _handle_reclaimed(
@@ -383,6 +388,7 @@ class HubConsumer(Daemon):
             outcomes = self.store.ingest(verdicts.valid)
             metrics.BATCH_INGEST_SECONDS.observe(time.perf_counter() - started)
             pub.outcomes_to(verdicts.answer_to, outcomes)
+            pub.mark = self.store.committed  # raised before any outcome goes out
             for stream, ids in verdicts.valid_ids.items():
                 pub.ack_many(stream, ids)  # after every outcome, as one XACK per stream
             self.stats.count_ingested(verdicts.valid, outcomes)
