@@ -237,12 +237,14 @@ def consumer_user(*, prefix: str = DEFAULT_USER_PREFIX) -> RedisUser:
     and sets ``hubsync:hub``, the hub id that owns the namespace's group, and reads and
     raises (ZSCORE, ZADD) ``hubsync:hub:mark``, how far that hub's store has committed,
     and reads and writes (HMGET, HSET) ``hubsync:revocations``, the revoked runtime keys;
-    ``hubsync consumers remove`` (XAUTOCLAIM, XGROUP DELCONSUMER) runs as this user too.
+    ``hubsync consumers remove`` (SMEMBERS ``hubsync:projects`` and SCAN for the streams,
+    XAUTOCLAIM, XGROUP DELCONSUMER) runs as this user too.
     """
     grants = (
-        _connection("time"),
-        # the hub projects it follows, for the operator tools
-        Grant(("sadd",), (glob_literal(keys.PROJECTS),)),
+        # SCAN: ``consumers remove`` finds every runtime's stream of each hub project
+        _connection("time", "scan"),
+        # the hub projects it follows, for the operator tools (and ``consumers remove``)
+        Grant(("sadd", "smembers"), (glob_literal(keys.PROJECTS),)),
         # the hub id owning group hub, and how far its store has committed
         Grant(("get", "set"), (glob_literal(keys.HUB_IDENTITY),)),
         Grant(("zadd", "zscore"), (glob_literal(keys.HUB_MARK),)),
