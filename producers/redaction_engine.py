@@ -212,9 +212,9 @@ class Walk:
         view = normalised(text)
         if view == text:
             return self._view(text)
-        # As written first: a registered value that normalisation would change is
-        # found as it was registered.
-        text = self._view(text)
+        # Registered values as written first: one that normalisation would change is
+        # found as it was registered. Credential formats are read normalised only.
+        text = self._view(text, values_only=True)
         view = normalised(text)
         redacted = self._view(view)
         return text if redacted == view else redacted
@@ -234,8 +234,8 @@ class Walk:
                 return redacted
         return value
 
-    def _view(self, text: str) -> str:
-        found = self.detector.hits(text)
+    def _view(self, text: str, values_only: bool = False) -> str:
+        found = self._hits(text, values_only)
         if not found:
             return text
         result = text
@@ -245,12 +245,16 @@ class Walk:
             if redacted == result:  # nothing more to replace
                 return redacted
             result = redacted
-            found = self.detector.hits(result)
+            found = self._hits(result, values_only)
             if not found:
                 return result
         # A replacement glued pieces into a new secret more than once: give up on
         # precision rather than risk a leak.
         return marker(KIND_REGISTERED)
+
+    def _hits(self, text: str, values_only: bool) -> tuple[Rule, ...]:
+        found = self.detector.hits(text)
+        return tuple(r for r in found if r.pattern is None) if values_only else found
 
     def _mapping(self, mapping: Mapping[Any, Any]) -> dict[Any, Any]:
         items = [
