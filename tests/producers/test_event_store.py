@@ -18,7 +18,6 @@ from hubsync.core.entries import decode_fields, parse_event_entry, raw_event_ent
 from hubsync.core.errors import ConfigError, SchemaVersionError, WireError
 from hubsync.core.wire import MAX_EVENT_BYTES, parse_sync_event
 from producers.derivation import HUB_MAX_NESTING, StoreIdentity
-from producers.redaction import Redactor
 from producers.errors import (
     DerivationError,
     EventTooLargeError,
@@ -26,6 +25,7 @@ from producers.errors import (
     SecretInIdError,
     StoreClosedError,
 )
+from producers.redaction import Redactor
 from producers.store.event_store import (
     EVENT_STORE_SCHEMA_VERSION,
     NewEvent,
