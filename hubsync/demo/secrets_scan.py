@@ -1,4 +1,9 @@
-"""Looking for planted secrets everywhere they must never be: files and every Redis key."""
+"""Looking for planted secrets everywhere they must never be: files and every Redis key.
+
+Each secret is looked for as written and as the base64 text it leaves when
+encoded, wherever it sits in the encoded data: redaction removes both
+(docs/redaction.md), so finding either is a leak.
+"""
 
 from __future__ import annotations
 
@@ -7,28 +12,34 @@ from pathlib import Path
 from typing import Any
 
 from hubsync.core.connections import RedisClient
+from producers.redaction import base64_forms
+
+
+def secret_needles(secrets: Sequence[str]) -> list[bytes]:
+    """The bytes to look for: each secret, and each base64 form of it."""
+    return [form.encode("utf-8") for s in secrets for form in (s, *sorted(base64_forms(s)))]
 
 
 def files_containing(paths: Iterable[Path], secrets: Sequence[str]) -> list[str]:
     """Paths (files, or every file below a folder) whose bytes contain any secret."""
-    needles = [s.encode("utf-8") for s in secrets]
+    wanted = secret_needles(secrets)
     found = []
     for path in paths:
         candidates = [path] if path.is_file() else [p for p in path.rglob("*") if p.is_file()]
         for candidate in candidates:
             data = candidate.read_bytes()
-            if any(needle in data for needle in needles):
+            if any(needle in data for needle in wanted):
                 found.append(str(candidate))
     return found
 
 
 def redis_keys_containing(client: RedisClient, secrets: Sequence[str]) -> list[str]:
     """Keys whose value (any type, read whole) or name contains any secret."""
-    needles = [s.encode("utf-8") for s in secrets]
+    wanted = secret_needles(secrets)
     found = []
     for key in client.scan_iter(count=1000):
         blob = key + _value_bytes(client, key)
-        if any(needle in blob for needle in needles):
+        if any(needle in blob for needle in wanted):
             found.append(key.decode("utf-8", "replace"))
     return found
 

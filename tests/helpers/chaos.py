@@ -37,6 +37,7 @@ from typing import Protocol
 from hubstore import hub_url_from_path, open_store
 from hubsync.core.signing import RuntimeKey
 from hubsync.demo.embedded_redis import RedisServerProcess
+from hubsync.demo.secrets_scan import secret_needles
 from hubsync.processes import Child, PipelineProcesses, hubsync_command, python_command
 from hubsync.provisioning import enroll_runtime
 from hubsync.servers.redis_cluster import RedisClusterProcesses
@@ -70,10 +71,10 @@ class PlantedSecrets:
         return cls(api_key=f"sk-chaos-{secrets.token_hex(12)}", github_token=token)
 
     def needles(self) -> list[bytes]:
-        """Byte strings none of which may appear anywhere: each secret and its random tail."""
-        out = []
+        """Byte strings none of which may appear anywhere: each secret, its random tail and
+        its base64 forms (which redaction removes too)."""
+        out = secret_needles((self.api_key, self.github_token))
         for value in (self.api_key, self.github_token):
-            out.append(value.encode())
             out.append(value[-20:].encode())
         return out
 
