@@ -130,7 +130,8 @@ class Rule:
         """
         spaced = " ?".join(re.escape(char) for char in value)
         forms = sorted(base64_forms(value))
-        probes = [Probe(regex=re.compile(spaced))] + ([Probe(tuple(forms))] if forms else [])
+        anchors = tuple(sorted({_common_piece(form) for form in forms}))
+        probes = [Probe(regex=re.compile(spaced))] + ([Probe(anchors)] if anchors else [])
         escaped = dumps(value)[1:-1]  # its spelling inside JSON text
         json_probes = probes + ([Probe((escaped,))] if escaped != value else [])
         regex = re.compile(f"(?=({'|'.join([spaced, *map(re.escape, forms)])}))")
@@ -152,6 +153,13 @@ class Rule:
         return spans
 
 
+def _common_piece(form: str) -> str:
+    # The longest run of a base64 form that both alphabets spell alike (no + / - _):
+    # one substring test covers a standard and a URL-safe spelling.
+    piece = max(re.split(r"[+/_-]", form), key=len)
+    return piece if len(piece) >= MIN_SECRET_LENGTH else form
+
+
 class Detector:
     """The probes of some rules, laid out flat: one pass of cheap tests per text."""
 
@@ -160,7 +168,12 @@ class Detector:
         probes = [(r, p) for r in rules for p in (r.json_probes if json_text else r.text_probes)]
         self._plain = [(r, p.regex) for r, p in probes if p.regex and not p.anchors + p.hints]
         self._anchored = [(r, p.anchors, p.regex) for r, p in probes if p.anchors]
-        self._hinted = [(r, h, p.regex) for r, p in probes if p.regex for h in p.hints]
+        hinted: dict[str, list[tuple[Rule, re.Pattern[str]]]] = {}
+        for rule, probe in probes:
+            for hint in probe.hints:
+                assert probe.regex is not None
+                hinted.setdefault(hint, []).append((rule, probe.regex))
+        self._hinted = [(hint, tuple(tried)) for hint, tried in hinted.items()]
 
     def hits(self, text: str) -> tuple[Rule, ...]:
         """The rules whose probes say ``text`` may hold a match of theirs, in rule order."""
@@ -177,19 +190,17 @@ class Detector:
         return tuple(rule for rule in self.rules if rule in found) if found else ()
 
     def _hinted_hits(self, text: str, found: set[Rule]) -> None:
+        # One search per hint; at each place it starts, every rule it may begin.
         lowered = text.lower()
         aligned = len(lowered) == len(text)  # else lowercasing moved the hints
-        for rule, hint, regex in self._hinted:
-            if rule in found or (start := lowered.find(hint)) == -1:
-                continue
-            if not aligned:
-                if regex.search(text):
-                    found.add(rule)
-                continue
-            while start != -1:
-                if regex.match(text, start):
-                    found.add(rule)
-                    break
+        for hint, tried in self._hinted:
+            start = lowered.find(hint)
+            while start != -1 and not all(rule in found for rule, _ in tried):
+                for rule, regex in tried:
+                    if rule not in found and (
+                        regex.match(text, start) if aligned else regex.search(text)
+                    ):
+                        found.add(rule)
                 start = lowered.find(hint, start + 1)
 
 
