@@ -8,7 +8,7 @@ the value after such a key is replaced whatever it looks like, in text
 rule for environment variables, plus the names only an environment uses.
 
 Every rule matches text already normalised (NFKC, zero-width characters
-removed: ``producers.redaction``), so fullwidth lookalikes and zero-width
+removed: ``producers.redaction_engine.normalised``), so fullwidth lookalikes and zero-width
 splits need no rule of their own. Prefixed token formats also accept single
 spaces inside the token's first characters (``_spaced``): a token pasted with
 a space in it is still found, and ordinary words after a whole token are not.
@@ -51,9 +51,10 @@ class CredentialPattern:
     """A well-known credential format.
 
     ``regex`` finds it in a raw string; ``group`` is the part replaced (0 = the
-    whole match; a number or a name). ``detect`` must match wherever ``regex`` does, in a raw string
-    AND in its JSON-escaped form, and in a serialised ``"key":"value"`` pair when
-    ``keyed``, so that one scan of serialised JSON can prove a payload clean.
+    whole match; a number or a name). ``detect`` must match wherever ``regex``
+    does, in a raw string AND in its JSON-escaped form, and in a serialised
+    ``"key":"value"`` pair when ``keyed`` or ``secret_keys``, so that one probe
+    of serialised JSON can prove a payload clean.
     """
 
     kind: str
@@ -128,7 +129,7 @@ SECRET_KEY_QUALIFIERS = frozenset(
 SECRET_LAST_PAIRS = frozenset({("conn", "str"), ("connection", "string")})
 """Two-word endings that name a secret (``DB_CONN_STR``)."""
 
-ENV_SECRET_NAMES = frozenset({"PGPASSWORD", "HUBSYNC_PROOF", "CONN_STR"})
+ENV_SECRET_NAMES = frozenset({"PGPASSWORD", "HUBSYNC_PROOF"})
 """Environment variables with one of these names (any case) hold secrets too."""
 
 
@@ -150,9 +151,13 @@ def _is_secret_words(words: list[str], any_key: bool) -> bool:
     return last == "key" and (any_key or before in SECRET_KEY_QUALIFIERS)
 
 
+MAX_NAME_LENGTH = 200
+"""Longer keys are not read as names (the probes that find names look no further)."""
+
+
 def is_secret_name(name: str) -> bool:
     """Whether a key of this name holds a secret (see ``SECRET_*``), in any spelling."""
-    return _is_secret_words(name_words(name), any_key=False)
+    return len(name) <= MAX_NAME_LENGTH and _is_secret_words(name_words(name), any_key=False)
 
 
 def is_secret_variable(name: str) -> bool:
@@ -180,24 +185,27 @@ _ASSIGN_REGEX = (
     rf"(?P<name>(?<![\w.-])-{{0,2}}[A-Za-z][\w.-]*){_ASSIGN_SEPARATOR}[\"']?{_SCHEME}"
     + _ASSIGN_VALUE
 )
-# Every name `is_secret_name` accepts (and more), from the hint that starts it to the
-# separator, in raw and in JSON-escaped text: words that count anywhere, last words,
-# last pairs, and `key` after the words it needs (seen from behind: a hint starts the
-# match, and the qualifiers are too many to search for each).
+# From the hint that starts it: a name `is_secret_name` accepts (and more) up to its
+# separator, in raw and in JSON-escaped text (words that count anywhere, last words,
+# last pairs, and `key` after the words it needs, seen from behind); or any JSON
+# object key holding a hint, before a non-empty string or a number (the value
+# `secret_keys` replaces). Every secret name holds a hint in its lowercase form.
 _ASSIGN_HINTS = ("secret", "pass", "credential", "token", "auth", "dsn", "pwd", "sk", "conn", "key")
 _KEY_AFTER = "|".join(
     f"(?<={qualifier}{separator})"
     for qualifier in sorted(SECRET_KEY_QUALIFIERS)
-    for separator in ("", "_", "-", ".", " ")
+    for separator in ("", "[^a-z0-9]")
 )
 _ASSIGN_DETECT = (
-    r"(?i:(?:secret|passw|passphrase|credential)[\w.-]*"
+    r"(?i:(?:secret|passw|passphrase|credential)[\w.-]{0,200}"
     r"|token|auth|authorization|dsn|pass|pwd|sk"
     r"|conn[^a-z0-9]?str|connection[^a-z0-9]?string"
     rf"|(?:{_KEY_AFTER})key)"
     r"[\\\"']*[ \t]*(?:=|:|[ \t])[ \t\"'\\]*"
     r"(?:(?i:bearer|basic|token|digest|negotiate)[ \t]+)?"
     rf"{_NOT_MARKER}[^\s,;&<>{{\[\\\"']"
+    r'|(?i:secret|pass|credential|token|auth|dsn|pwd|sk|conn|key)(?:[^"\\\n]|\\.){0,200}"'
+    r'[ \t]*:[ \t]*(?:"[^"]|-?[0-9])'
 )
 
 
@@ -206,6 +214,8 @@ def _secret_assignment(match: re.Match[str]) -> bool:
     # identifier (a flag, `snake_case`, `camelCase`) and when it is no plain lowercase
     # word: `the password was wrong` and `api_key is missing` are prose.
     name = match.group("name")
+    if len(name) > MAX_NAME_LENGTH:
+        return False
     if match.group("sep") in (" ", "\t"):
         value = match.group("value")
         identifier = name.startswith("-") or "_" in name or _CAMEL.search(name) is not None

@@ -378,3 +378,21 @@ def test_redaction_is_deterministic_idempotent_and_well_formed(parts: list[str])
     first = redactor.redact_json(payload)[1]
     assert json.loads(first) is not None
     assert redactor.redact_json(payload)[1] == first
+
+
+_words = st.sampled_from(
+    ["db", "Api", "KEY", "secret", "Pass", "pwd", "token", "conn", "str", "auth", "sk", "x2"]
+)
+_joints = st.sampled_from(["_", "-", ".", " ", "/", "", ":", "é"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(_words, _joints), min_size=1, max_size=4), st.text(min_size=1))
+def test_the_probe_of_a_payload_finds_every_key_naming_a_secret(
+    parts: list[tuple[str, str]], value: str
+) -> None:
+    key = "".join(word + joint for word, joint in parts)
+    redacted = Redactor().redact_json({"outer": {key: value, "n": 1}})[0]["outer"]
+    values = [v for k, v in redacted.items() if k != "n"]
+    if is_secret_name(key):
+        assert values == [marker(KIND_CREDENTIAL)]
