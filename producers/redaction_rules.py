@@ -178,34 +178,36 @@ _ASSIGN_SEPARATOR = r"""["']?[ \t]*(?P<sep>=>?|:|(?<=[A-Za-z0-9_-])[ \t](?=[ \t]
 _SCHEME = r"(?:(?i:bearer|basic|token|digest|negotiate)[ \t]+)?+"
 _NOT_MARKER = r"(?!\[REDACTED:)"
 _ASSIGN_VALUE = (
-    rf"(?P<value>(?<=\"){_NOT_MARKER}[^\"\n]+|(?<='){_NOT_MARKER}[^'\n]+"
-    rf"|(?<![\"']){_NOT_MARKER}[^\s\"',;&<>{{\[][^\s\"',;&<>]*)"
+    rf"(?P<value>(?<=\"){_NOT_MARKER}(?=[^\"\n]*[^\s\"\\])[^\"\n]+"
+    rf"|(?<='){_NOT_MARKER}(?=[^'\n]*[^\s'\\])[^'\n]+"
+    rf"|(?<![\"']){_NOT_MARKER}[^\s\"',;&<>{{\[\\][^\s\"',;&<>]*)"
 )
 _ASSIGN_REGEX = (
     rf"(?P<name>(?<![\w.-])-{{0,2}}[A-Za-z][\w.-]*){_ASSIGN_SEPARATOR}[\"']?{_SCHEME}"
     + _ASSIGN_VALUE
 )
-# From the hint that starts it: a name `is_secret_name` accepts (and more) up to its
-# separator, in raw and in JSON-escaped text (words that count anywhere, last words,
-# last pairs, and `key` after the words it needs, seen from behind); or any JSON
-# object key holding a hint, before a non-empty string or a number (the value
-# `secret_keys` replaces). Every secret name holds a hint in its lowercase form.
+# From the hint that starts it, a name `is_secret_name` accepts (and more): in text and
+# in JSON-escaped text, up to its separator and the first character of a value; as a
+# JSON object's key, up to the end of the key and a non-empty string or a number (the
+# value `secret_keys` replaces). A word that counts anywhere may be followed by more
+# of the name; a last word only by what splits words. Every secret name holds a hint
+# in its lowercase form.
 _ASSIGN_HINTS = ("secret", "pass", "credential", "token", "auth", "dsn", "pwd", "sk", "conn", "key")
-_KEY_AFTER = "|".join(
-    f"(?<={qualifier}{separator})"
-    for qualifier in sorted(SECRET_KEY_QUALIFIERS)
-    for separator in ("", "[^a-z0-9]")
+_NAME_ANYWHERE = r"(?:secret|passw|passphrase|credential|(?<=api)key|(?<=private)key)"
+_NAME_LAST = (
+    r"(?:token|auth|authorization|dsn|pass|pwd|sk|key"
+    r"|conn[^a-z0-9]*str|connection[^a-z0-9]*string)"
 )
-_ASSIGN_DETECT = (
-    r"(?i:(?:secret|passw|passphrase|credential)[\w.-]{0,200}"
-    r"|token|auth|authorization|dsn|pass|pwd|sk"
-    r"|conn[^a-z0-9]?str|connection[^a-z0-9]?string"
-    rf"|(?:{_KEY_AFTER})key)"
-    r"[\\\"']*[ \t]*(?:=|:|[ \t])[ \t\"'\\]*"
+_TEXT_VALUE = (
+    r"(?:[\\\"' \t]|\\t)*(?:=>?|:|[ \t]|\\t)[ \t\"'\\]*"
     r"(?:(?i:bearer|basic|token|digest|negotiate)[ \t]+)?"
-    rf"{_NOT_MARKER}[^\s,;&<>{{\[\\\"']"
-    r'|(?i:secret|pass|credential|token|auth|dsn|pwd|sk|conn|key)(?:[^"\\\n]|\\.){0,200}"'
-    r'[ \t]*:[ \t]*(?:"[^"]|-?[0-9])'
+    rf"{_NOT_MARKER}[^\s\\\"']"
+)
+_JSON_VALUE = r'"[ \t]*:[ \t]*(?:"[^"]|-?[0-9])'
+_ASSIGN_DETECT = (
+    rf"(?i:{_NAME_ANYWHERE}[\w.-]{{0,200}}|{_NAME_LAST}[_.-]{{0,200}}){_TEXT_VALUE}"
+    rf'|(?i:{_NAME_ANYWHERE}(?:[^"\\]|\\.){{0,200}}'
+    rf'|{_NAME_LAST}(?:[^a-z0-9"\\]|\\u[0-9a-f]{{4}}|\\.){{0,200}}){_JSON_VALUE}'
 )
 
 
@@ -335,7 +337,7 @@ CREDENTIAL_PATTERNS: tuple[CredentialPattern, ...] = (
         r"[?&;](?:sig|signature|X-Amz-Signature|X-Amz-Credential|X-Amz-Security-Token"
         r"|X-Goog-Signature|X-Goog-Credential)=([^&#\s\"'<>\\]+)",
         r"[?&;](?:sig|signature|X-Amz-Signature|X-Amz-Credential|X-Amz-Security-Token"
-        r"|X-Goog-Signature|X-Goog-Credential)=[^&#\s\"'<>\\]",
+        r"|X-Goog-Signature|X-Goog-Credential)=[^&#\s\"'<>]",
         group=1,
         anchors=("sig=", "signature=", "X-Amz-", "X-Goog-"),
     ),
@@ -345,7 +347,7 @@ CREDENTIAL_PATTERNS: tuple[CredentialPattern, ...] = (
     CredentialPattern(
         "authorization",
         r"(?i:\b(?:bearer|basic))[ \t]+((?=[A-Za-z0-9._~+/-]*[0-9+/=])[A-Za-z0-9._~+/-]{12,}=*)",
-        r"(?i:\b(?:bearer|basic))[ \t]+(?=[A-Za-z0-9._~+/-]*[0-9+/=])[A-Za-z0-9._~+/-]{12,}",
+        r"(?i:bearer|basic)(?:[ \t]|\\t)+(?=[A-Za-z0-9._~+/-]*[0-9+/=])[A-Za-z0-9._~+/-]{12,}",
         group=1,
         hints=("bearer", "basic"),
     ),

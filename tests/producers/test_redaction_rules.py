@@ -25,7 +25,9 @@ from producers.redaction import (
     is_secret_name,
     is_secret_variable,
     marker,
+    normalised,
 )
+from producers.redaction_engine import Rule
 
 ALNUM = string.ascii_letters + string.digits
 B64URL = ALNUM + "-_"
@@ -381,7 +383,10 @@ def test_redaction_is_deterministic_idempotent_and_well_formed(parts: list[str])
 
 
 _words = st.sampled_from(
-    ["db", "Api", "KEY", "secret", "Pass", "pwd", "token", "conn", "str", "auth", "sk", "x2"]
+    [
+        *("db", "Api", "KEY", "secret", "Pass", "pwd", "token", "conn", "str", "auth", "sk"),
+        *("x2", "Authorization", "connection", "String", "dsn", "Credentials", "private"),
+    ]
 )
 _joints = st.sampled_from(["_", "-", ".", " ", "/", "", ":", "é"])
 
@@ -396,3 +401,33 @@ def test_the_probe_of_a_payload_finds_every_key_naming_a_secret(
     values = [v for k, v in redacted.items() if k != "n"]
     if is_secret_name(key):
         assert values == [marker(KIND_CREDENTIAL)]
+
+
+_fragments = st.sampled_from(
+    [
+        *("db", "Api", "KEY", "secret", "Pass", "token", "Authorization", "dsn", "--api-key"),
+        *("Bearer", "basic", "gh" + "p_", "a1B2c3D4e5" * 4, "AK" + "IA", "ABCD2345" * 2),
+        *("sk" + "_live_", "AI" + "za", "gl" + "pat-", "np" + "m_", "eyJ", "eyAi", "xo" + "xb-"),
+        *("hooks.slack.com/services/", "https://", "@", "?sig=", "/", "~/", "file://"),
+        *("C:\\Users\\", "-----BEGIN PGP PRIVATE KEY BLOCK-----", "secret_access_key"),
+        *("_", "-", ".", " ", "=", ":", "=>", '"', "'", "\t", "\n", "\\", "\u200b", "\x01"),
+        *("abc", "Zx9-81", "12345", "[REDACTED:env]", "{x}", "a,b", "\uff47", "é"),
+    ]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_fragments, min_size=1, max_size=10))
+def test_the_probes_never_miss_what_a_rule_would_replace(parts: list[str]) -> None:
+    # Each rule's probe must find its matches in text and in JSON text, or a payload
+    # would be passed as clean; normalisation first, as redaction reads text.
+    text = "".join(parts)
+    rules = [Rule.of_pattern(p) for p in CREDENTIAL_PATTERNS]
+    spans = [span for rule in rules for span in rule.spans(normalised(text))]
+    redactor = Redactor()
+    payload = {"s": text, text: 1}
+    if spans:
+        assert redactor.redact_text(text) != text
+        assert redactor.redact_json(payload)[1] != json.dumps(
+            payload, ensure_ascii=False, separators=(",", ":")
+        )
