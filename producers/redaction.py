@@ -48,6 +48,7 @@ from producers.redaction_engine import (
     Rule,
     Walk,
     base64_forms,
+    blank_markers,
     dumps,
     marker,
     normalised,
@@ -242,8 +243,9 @@ class Redactor:
         redacted = Walk(Detector(found, json_text=False), self._context).value(payload)
         result = dumps(redacted)
         # A rule that missed the payload and hits its redacted text found something a
-        # replacement made: walk again with every rule.
-        if not set(_json_hits(json_detector, result)) <= set(found):
+        # replacement made: walk again with every rule. (Markers are blanked first:
+        # their kinds hold words such as `token` that some probes start at.)
+        if not set(_json_hits(json_detector, blank_markers(result))) <= set(found):
             redacted = Walk(text_detector, self._context).value(redacted)
             result = dumps(redacted)
         return redacted, result
