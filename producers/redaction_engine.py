@@ -140,8 +140,9 @@ class Rule:
         forms = sorted(base64_forms(value))
         anchors = tuple(sorted({_common_piece(form) for form in forms}))
         probes = [Probe(regex=re.compile(spaced))] + ([Probe(anchors)] if anchors else [])
-        escaped = dumps(value)[1:-1]  # its spelling inside JSON text
-        json_probes = probes + ([Probe((escaped,))] if escaped != value else [])
+        # Its spelling inside JSON text, each character escaped as JSON escapes it.
+        escaped = " ?".join(re.escape(dumps(char)[1:-1]) for char in value)
+        json_probes = probes + ([Probe(regex=re.compile(escaped))] if escaped != spaced else [])
         regex = re.compile(f"(?=({'|'.join([spaced, *map(re.escape, forms)])}))")
         numeric = any(set(form) <= _NUMBER for form in (value, *forms))
         return cls(kind, regex, 1, tuple(probes), tuple(json_probes), numeric=numeric)

@@ -184,6 +184,13 @@ def test_redact_json_finds_a_secret_that_json_escapes() -> None:
     assert "quote" not in text
 
 
+def test_redact_json_finds_a_secret_that_json_escapes_split_by_a_space() -> None:
+    redactor = Redactor()
+    redactor.register('quote"and\\slash')
+    redacted, _ = redactor.redact_json({"v": 'x quote"and \\slash y'})
+    assert redacted == {"v": "x [REDACTED:registered] y"}
+
+
 def test_a_secret_registered_later_is_redacted_from_then_on() -> None:
     redactor = Redactor()
     assert redactor.redact_text("late-secret-1") == "late-secret-1"
