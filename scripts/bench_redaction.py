@@ -18,10 +18,14 @@ import random
 import string
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
-from producers.redaction import Redactor
-from producers.synthetic import run_events
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # the checkout this script is in, not an installed copy
+
+from producers.redaction import Redactor  # noqa: E402
+from producers.synthetic import run_events  # noqa: E402
 
 PLANTED_ENV = "env-token-value-123456"
 
