@@ -13,9 +13,10 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from urllib.parse import urlsplit
 
-from hubstore.decide import EventKey, Known, RunKey, decide, warn_conflicts
-from hubstore.enrollments import enrolled, revoked
+from hubstore.decide import EventKey, Known, ProjectOwner, RunKey, decide, warn_conflicts
+from hubstore.enrollments import check_move, enrolled, log_move, revoked
 from hubstore.errors import HubNotInitializedError
+from hubstore.revocations import KeyRevocation, retired_keys
 from hubstore.store import (
     DEFAULT_ROTATION_GRACE,
     DEFAULT_STALE_AFTER,
@@ -24,6 +25,7 @@ from hubstore.store import (
     EventPosition,
     HubStore,
     PresenceRecord,
+    ProjectMove,
     PurgeResult,
     RunPosition,
     RunSummary,
@@ -32,12 +34,19 @@ from hubstore.store import (
 )
 from hubsync.core.clock import format_timestamp, utc_now, utc_now_iso
 from hubsync.core.enrollment import Enrollment, new_hub_id
-from hubsync.core.entries import AlertReason, EventEntry, OutcomeRecord, PresenceBeat
+from hubsync.core.entries import (
+    AlertReason,
+    EventEntry,
+    OutcomeRecord,
+    PresenceBeat,
+    SecurityReason,
+)
 from hubsync.core.errors import ConfigError
 from hubsync.core.migration import SchemaChange
 
-AlertKey = tuple[str, str, int, AlertReason, str]
-"""What makes two alerts one: the key, the reason and the offered hash."""
+AlertKey = tuple[str | int, ...]
+"""What makes two alerts one: for a conflict the key, the reason and the offered hash; for a
+refused entry the hub project, the claimed runtime and the reason."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,12 +62,15 @@ class MemoryHubStore(HubStore):
     def __init__(self) -> None:
         self._lock = threading.RLock()
         self._events: dict[EventKey, StoredEvent] = {}
-        self._project_owners: dict[str, str] = {}
+        self._project_owners: dict[str, ProjectOwner] = {}
+        self._moves: list[ProjectMove] = []
         self._run_homes: dict[RunKey, str] = {}
         self._presence: dict[tuple[str, str], _Presence] = {}
         self._alerts: dict[AlertKey, AlertRecord] = {}
         self._next_alert_id = 1
         self._hub_id: str | None = None
+        self._commit_counter = 0
+        self._revocations: dict[str, KeyRevocation] = {}
         self._enrolled: dict[str, EnrolledRuntime] = {}
 
     def create_schema(self) -> None:
@@ -99,7 +111,14 @@ class MemoryHubStore(HubStore):
                     existing_hash=conflict.existing_hash,
                 )
             warn_conflicts(decisions.conflicts)
+            self._commit_counter += 1
+            self.committed = self._commit_counter
             return decisions.outcomes
+
+    def commit_counter(self) -> int:
+        """How many ingest batches this store committed."""
+        with self._lock:
+            return self._commit_counter
 
     def record_security_alerts(self, alerts: Sequence[SecurityAlert]) -> None:
         """Keep alerts about entries that did not authenticate (atomically)."""
@@ -122,16 +141,27 @@ class MemoryHubStore(HubStore):
         now: str,
         existing_hash: str | None = None,
     ) -> None:
-        """A new alert gets the next id; a repeat (same key, reason and offered hash) counts
-        an occurrence of the one kept."""
-        alert_key: AlertKey = (*key, reason, offered_hash)
+        """A new alert gets the next id; a repeat counts an occurrence of the one kept (a
+        refused entry's makes its key, offered hash and detail the latest ones)."""
+        project_id, run_id, sequence = key
+        folded = isinstance(reason, SecurityReason)
+        alert_key: AlertKey = (
+            (hub_project, runtime_id, reason) if folded else (*key, reason, offered_hash)
+        )
         seen = self._alerts.get(alert_key)
         if seen is not None:
-            self._alerts[alert_key] = replace(
-                seen, last_detected_at=now, occurrences=seen.occurrences + 1
-            )
+            seen = replace(seen, last_detected_at=now, occurrences=seen.occurrences + 1)
+            if folded:
+                seen = replace(
+                    seen,
+                    project_id=project_id,
+                    run_id=run_id,
+                    sequence=sequence,
+                    offered_hash=offered_hash,
+                    detail=detail,
+                )
+            self._alerts[alert_key] = seen
             return
-        project_id, run_id, sequence = key
         self._alerts[alert_key] = AlertRecord(
             alert_id=self._next_alert_id,
             reason=reason,
@@ -148,6 +178,36 @@ class MemoryHubStore(HubStore):
             occurrences=1,
         )
         self._next_alert_id += 1
+
+    def move_project(
+        self, project_id: str, runtime_id: str, *, now: datetime | None = None
+    ) -> ProjectMove:
+        """Give ``project_id`` and its runs to ``runtime_id`` (see ``HubStore.move_project``)."""
+        moment = now or utc_now()
+        with self._lock:
+            owner = self._project_owners.get(project_id)
+            before = check_move(project_id, owner, runtime_id, self._enrolled.get(runtime_id))
+            self._project_owners[project_id] = ProjectOwner(before.hub_project, runtime_id)
+            runs = [run for run in self._run_homes if run[0] == project_id]
+            for run in runs:
+                self._run_homes[run] = runtime_id
+            move = ProjectMove(
+                len(self._moves) + 1,
+                project_id,
+                before.hub_project,
+                before.runtime_id,
+                runtime_id,
+                len(runs),
+                moment,
+            )
+            self._moves.append(move)
+        log_move(move)
+        return move
+
+    def project_moves(self, project_id: str | None = None) -> list[ProjectMove]:
+        """Every move recorded (of one project, if given), oldest first."""
+        with self._lock:
+            return [m for m in self._moves if project_id in (None, m.project_id)]
 
     def sync_cursor(self, project_id: str, run_id: str) -> int:
         """The run's highest sequence with no gap below it."""
@@ -303,10 +363,10 @@ class MemoryHubStore(HubStore):
                 raise HubNotInitializedError(
                     "this in-memory hub store has no hub id yet; call init_hub() first"
                 )
-            record = enrolled(
-                self._enrolled.get(runtime_id), runtime_id, hub_projects, moment, rotation_grace
-            )
+            existing = self._enrolled.get(runtime_id)
+            record = enrolled(existing, runtime_id, hub_projects, moment, rotation_grace)
             self._enrolled[runtime_id] = record
+            self._keep_revocations(retired_keys(existing, record, moment))
             assert record.key is not None
             return Enrollment(self._hub_id, runtime_id, record.hub_projects, record.key)
 
@@ -314,9 +374,20 @@ class MemoryHubStore(HubStore):
         """Revoke ``runtime_id`` (see ``HubStore.revoke``), erasing its keys."""
         moment = now or utc_now()
         with self._lock:
-            record = revoked(self._enrolled.get(runtime_id), runtime_id, moment)
+            existing = self._enrolled.get(runtime_id)
+            record = revoked(existing, runtime_id, moment)
             self._enrolled[runtime_id] = record
+            self._keep_revocations(retired_keys(existing, record, moment))
             return record
+
+    def key_revocations(self) -> list[KeyRevocation]:
+        """Every key revocation made here, by fingerprint."""
+        with self._lock:
+            return [self._revocations[f] for f in sorted(self._revocations)]
+
+    def _keep_revocations(self, records: Sequence[KeyRevocation]) -> None:
+        for record in records:
+            self._revocations[record.fingerprint] = record
 
     def enrolled_runtime(self, runtime_id: str) -> EnrolledRuntime | None:
         """The enrollment of ``runtime_id``, if it was ever enrolled."""

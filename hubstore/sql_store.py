@@ -22,8 +22,10 @@ from typing import Any, ClassVar, Protocol, TypeVar
 import orjson
 
 from hubstore import sql_statements as statements
-from hubstore.enrollments import enrolled, revoked
+from hubstore.decide import ProjectOwner
+from hubstore.enrollments import check_move, enrolled, log_move, revoked
 from hubstore.errors import HubNotInitializedError
+from hubstore.revocations import KeyRevocation, decoded, retired_keys
 from hubstore.sql_statements import Dialect
 from hubstore.store import (
     DEFAULT_ROTATION_GRACE,
@@ -33,6 +35,7 @@ from hubstore.store import (
     EventPosition,
     HubStore,
     PresenceRecord,
+    ProjectMove,
     PurgeResult,
     RunPosition,
     RunSummary,
@@ -141,6 +144,9 @@ class SqlHubStore(HubStore):
 
     def _lock_enrollments(self, conn: Connection) -> None:
         """Make enroll and revoke one at a time, if the write transaction does not already."""
+
+    def _lock_owners(self, conn: Connection) -> None:
+        """Keep every ingest out while a project moves, if the write transaction does not."""
 
     # ----- reads -----
 
@@ -293,6 +299,11 @@ class SqlHubStore(HubStore):
         """This hub's id, or None before ``init_hub``."""
         return self._read(_hub_id)
 
+    def commit_counter(self) -> int:
+        """How many ingest batches this store committed (``hub_meta`` ``commit_counter``)."""
+        row = self._read(lambda conn: conn.execute(statements.COMMIT_COUNTER).fetchone())
+        return 0 if row is None else int(row[0])
+
     # ----- enrollment -----
 
     def enroll(
@@ -311,10 +322,10 @@ class SqlHubStore(HubStore):
             hub_id = _hub_id(conn)
             if hub_id is None:
                 raise self._no_hub_id()
-            record = enrolled(
-                self._enrolled(conn, runtime_id), runtime_id, hub_projects, moment, rotation_grace
-            )
+            existing = self._enrolled(conn, runtime_id)
+            record = enrolled(existing, runtime_id, hub_projects, moment, rotation_grace)
             conn.execute(statements.upsert_enrolled(self.dialect), self._enrolled_row(record))
+            self._keep_revocations(conn, retired_keys(existing, record, moment))
             assert record.key is not None
             return Enrollment(hub_id, runtime_id, record.hub_projects, record.key)
 
@@ -326,8 +337,10 @@ class SqlHubStore(HubStore):
 
         def work(conn: Connection) -> EnrolledRuntime:
             self._lock_enrollments(conn)
-            record = revoked(self._enrolled(conn, runtime_id), runtime_id, moment)
+            existing = self._enrolled(conn, runtime_id)
+            record = revoked(existing, runtime_id, moment)
             conn.execute(statements.upsert_enrolled(self.dialect), self._enrolled_row(record))
+            self._keep_revocations(conn, retired_keys(existing, record, moment))
             return record
 
         return self._write(work)
@@ -340,6 +353,53 @@ class SqlHubStore(HubStore):
         """Every runtime ever enrolled, by runtime id."""
         rows = self._read(lambda conn: conn.execute(statements.ALL_ENROLLED).fetchall())
         return [self._enrolled_record(row) for row in rows]
+
+    def key_revocations(self) -> list[KeyRevocation]:
+        """Every key revocation kept in ``hub_meta``, by fingerprint."""
+        rows = self._read(lambda conn: conn.execute(statements.KEY_REVOCATIONS).fetchall())
+        found = (decoded(str(n).removeprefix(statements.REVOCATION_PREFIX), v) for n, v in rows)
+        return [record for record in found if record is not None]
+
+    def _keep_revocations(self, conn: Connection, records: Sequence[KeyRevocation]) -> None:
+        statement = statements.keep_revocation(self.dialect)
+        for record in records:
+            conn.execute(
+                statement, (statements.REVOCATION_PREFIX + record.fingerprint, record.encoded())
+            )
+
+    # ----- project ownership -----
+
+    def move_project(
+        self, project_id: str, runtime_id: str, *, now: datetime | None = None
+    ) -> ProjectMove:
+        """Give ``project_id`` and its runs to ``runtime_id`` (see ``HubStore.move_project``)."""
+        moment = now or utc_now()
+        set_owner, rehome_runs, record = statements.move_project(self.dialect)
+
+        def work(conn: Connection) -> ProjectMove:
+            self._lock_owners(conn)
+            row = conn.execute(statements.project_owner(self.dialect), (project_id,)).fetchone()
+            owner = None if row is None else ProjectOwner(str(row[0]), str(row[1]))
+            target = self._enrolled(conn, runtime_id)
+            before = check_move(project_id, owner, runtime_id, target)
+            conn.execute(set_owner, (runtime_id, project_id))
+            runs = conn.execute(rehome_runs, (runtime_id, project_id)).rowcount
+            args = (project_id, before.hub_project, before.runtime_id, runtime_id, runs)
+            move_id = one(conn, record, (*args, self._moment(moment)))
+            return ProjectMove(int(move_id), *args, moment)
+
+        move = self._write(work)
+        log_move(move)
+        return move
+
+    def project_moves(self, project_id: str | None = None) -> list[ProjectMove]:
+        """Every move recorded (of one project, if given), oldest first."""
+        statement, args = statements.project_moves(self.dialect, project_id)
+        rows = self._read(lambda conn: conn.execute(statement, args).fetchall())
+        return [
+            ProjectMove(int(r[0]), r[1], r[2], r[3], r[4], int(r[5]), self._as_moment(r[6]))
+            for r in rows
+        ]
 
     def _enrolled(self, conn: Connection, runtime_id: str) -> EnrolledRuntime | None:
         row = conn.execute(statements.enrolled(self.dialect), (runtime_id,)).fetchone()

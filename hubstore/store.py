@@ -2,7 +2,9 @@
 
 A store keeps three things: the sync events of every hub project (one row per
 ``(project_id, run_id, sequence)``, never overwritten), the latest presence beat
-of every runtime, and the conflicts it refused (security alerts). It also holds
+of every runtime, and the conflicts it refused (security alerts). Each project
+id belongs to one hub project and one runtime, the first to write it, until an
+operator moves it (``move_project``, recorded in ``project_moves``). It also holds
 the hub's identity (its hub id, made once by ``init_hub``) and the runtimes it
 enrolled, each with the key its entries are to be verified with. Its one hot
 operation is ``ingest``: a whole batch decided in one transaction, so a crash
@@ -17,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from hubsync.core.closing import ClosesOnExit
 from hubsync.core.enrollment import Enrollment
@@ -29,11 +31,18 @@ from hubsync.core.entries import (
     SecurityReason,
 )
 
+if TYPE_CHECKING:
+    from hubstore.revocations import KeyRevocation
+
 DEFAULT_STALE_AFTER = timedelta(seconds=60)
 """A runtime not heard from for this long is listed as stale."""
 
 DEFAULT_ROTATION_GRACE = timedelta(hours=24)
 """How long a runtime's previous key stays valid after ``enroll`` gave it a new one."""
+
+MAX_ROTATION_GRACE = timedelta(days=30)
+"""The longest rotation grace: a key replaced because it leaked must not outlive that by
+years (and a compromised runtime is revoked, then enrolled, for no grace at all)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,8 +86,11 @@ class PresenceRecord:
 class AlertRecord:
     """One alert from ``sync_alerts``: a refused conflict, or an entry that did not authenticate.
 
-    Repeats of the same offence (same key, reason and offered bytes, e.g. a
-    redelivery) are one alert whose ``occurrences`` grows.
+    Repeats of the same conflict (same key, reason and offered bytes, e.g. a
+    redelivery) are one alert whose ``occurrences`` grows. Refused entries are
+    folded harder: one alert per hub project, claimed runtime and reason, whose
+    key, offered hash and detail are those of the latest one
+    (``detected_at`` is the first, ``last_detected_at`` the latest).
     """
 
     alert_id: int
@@ -113,6 +125,22 @@ class SecurityAlert:
     sequence: int
     offered_hash: str
     detail: str
+
+
+@dataclass(frozen=True, slots=True)
+class ProjectMove:
+    """One move of a project to another runtime, as kept in ``sync_project_moves``.
+
+    ``runs`` is how many of the project's runs were re-homed on the new runtime.
+    """
+
+    move_id: int
+    project_id: str
+    hub_project: str
+    from_runtime_id: str
+    to_runtime_id: str
+    runs: int
+    moved_at: datetime
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,13 +266,28 @@ class HubStore(ClosesOnExit, ABC):
     def ingest(self, batch: Sequence[EventEntry]) -> list[OutcomeRecord]:
         """Decide every event of ``batch`` in one transaction; one outcome per entry, in order.
 
-        ``accepted``: stored. ``duplicate``: the same bytes are already stored
-        (earlier, or earlier in this batch). ``conflict``: refused and recorded
-        in the alerts with reason ``sequence_reused`` (other bytes hold the key),
-        ``project_mismatch`` (the project belongs to another hub project) or
-        ``home_runtime_mismatch`` (the run's first event came from another
-        runtime). A stored row is never changed.
+        Every entry is authenticated: its ``runtime_id`` signed it.
+        ``accepted``: stored; a project id not seen before now belongs to the
+        entry's hub project and runtime. ``duplicate``: the same bytes are
+        already stored (earlier, or earlier in this batch). ``conflict``:
+        refused and recorded in the alerts with reason ``not_owner`` (the
+        project belongs to another runtime), ``sequence_reused`` (other bytes
+        hold the key), ``project_mismatch`` (the project belongs to another hub
+        project) or ``home_runtime_mismatch`` (the run is homed on another
+        runtime: only runs stored before projects had owners). The verdicts are
+        ``hubstore.decide``'s. A stored row is never changed.
+
+        The same transaction raises the commit counter by one (one statement
+        per batch); ``committed`` is then the value this batch committed.
         """
+
+    committed: int = 0
+    """The commit counter the latest ``ingest`` through this object committed (0 before any)."""
+
+    @abstractmethod
+    def commit_counter(self) -> int:
+        """The store's commit counter as committed now: how many ingest batches it ever
+        committed (0 for a store that never ingested). It only grows."""
 
     @abstractmethod
     def sync_cursor(self, project_id: str, run_id: str) -> int:
@@ -311,15 +354,36 @@ class HubStore(ClosesOnExit, ABC):
 
     @abstractmethod
     def alerts(self, hub_project: str | None = None, limit: int = 100) -> list[AlertRecord]:
-        """Recorded alerts (conflicts and refused entries), newest first."""
+        """Recorded alerts (conflicts and refused entries), newest first (by when each was first
+        recorded: a repeat counted into an alert does not move it)."""
 
     @abstractmethod
     def record_security_alerts(self, alerts: Sequence[SecurityAlert]) -> None:
         """Keep alerts about entries that did not authenticate, in one transaction.
 
-        A repeat (same key, reason and offered hash: a redelivery) counts as an
-        occurrence of the alert already kept, as repeated conflicts do.
+        One alert per (hub project, claimed runtime, reason): a repeat, whatever
+        key and bytes it claims, counts an occurrence of the alert already kept
+        and makes its key, offered hash and detail the latest ones, so a flood
+        of forgeries stays one row.
         """
+
+    @abstractmethod
+    def move_project(
+        self, project_id: str, runtime_id: str, *, now: datetime | None = None
+    ) -> ProjectMove:
+        """Give ``project_id`` and all its runs to ``runtime_id``, in one transaction; the move.
+
+        From then on only ``runtime_id`` may write the project; the runtime it
+        had is refused ``not_owner``. Stored events are not changed. The move
+        is recorded (``project_moves``). Raises ``ProjectMoveRefusedError`` for
+        a project the hub never stored, a runtime never enrolled, revoked, or
+        not enrolled for the project's hub project, or the runtime the project
+        already belongs to; nothing changes then.
+        """
+
+    @abstractmethod
+    def project_moves(self, project_id: str | None = None) -> list[ProjectMove]:
+        """Every move recorded (of one project, if given), oldest first; never purged."""
 
     @abstractmethod
     def purge(self, retention: timedelta, now: datetime | None = None) -> PurgeResult:
@@ -348,8 +412,10 @@ class HubStore(ClosesOnExit, ABC):
         """Enroll ``runtime_id`` for ``hub_projects`` with a fresh key, or give it a new key.
 
         The hub projects replace those it had. An active runtime's key becomes
-        its previous key, valid until ``now + rotation_grace``; a revoked
-        runtime comes back active with only the new key. Returns what the
+        its previous key, valid until ``now + rotation_grace`` (at most
+        ``MAX_ROTATION_GRACE``, else ``ValueError``); a revoked
+        runtime comes back active with only the new key. The keys it retires get
+        their revocations (``key_revocations``). Returns what the
         runtime must be told (the key included). Raises
         ``HubNotInitializedError`` before ``init_hub`` and ``ConfigError`` for
         an invalid runtime id or hub project, or none.
@@ -357,7 +423,8 @@ class HubStore(ClosesOnExit, ABC):
 
     @abstractmethod
     def revoke(self, runtime_id: str, *, now: datetime | None = None) -> EnrolledRuntime:
-        """Revoke ``runtime_id``: from now on no key of it is valid (both are deleted).
+        """Revoke ``runtime_id``: from now on no key of it is valid (both are deleted, each
+        leaving its signed revocation in ``key_revocations``).
 
         Idempotent (a revoked runtime keeps its first ``revoked_at``). Raises
         ``RuntimeNotEnrolledError`` for a runtime never enrolled.
@@ -374,6 +441,16 @@ class HubStore(ClosesOnExit, ABC):
     @abstractmethod
     def enrolled_runtimes(self) -> list[EnrolledRuntime]:
         """Every runtime ever enrolled, revoked ones too, by runtime id."""
+
+    @abstractmethod
+    def key_revocations(self) -> list[KeyRevocation]:
+        """A signed revocation of every key ``enroll`` or ``revoke`` retired, by fingerprint.
+
+        Written in the transaction that retired the key (``hubstore.revocations``):
+        a key revoked, or replaced with no grace left, is revoked at that moment;
+        one kept as the previous key, at the end of its grace. The consumers
+        publish them to Redis, where they outlive a restore of the store.
+        """
 
     @abstractmethod
     def close(self) -> None:

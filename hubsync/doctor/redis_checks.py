@@ -1,4 +1,5 @@
-"""The Redis checks: reachable, version 7.0 or later, noeviction, AOF, group ``hub``, hub id.
+"""The Redis checks: reachable, version 7.0 or later, noeviction, AOF, hubsync's functions,
+group ``hub``, hub id.
 
 Settings are read from INFO where INFO has them (managed Redis services often
 refuse CONFIG); only the fsync policy needs CONFIG GET, and a refusal makes it
@@ -15,6 +16,13 @@ from typing import Any, TypeVar
 import redis
 
 from consumers.views.projects import known_hub_projects
+from hubstore.redis_functions import (
+    LIBRARY_NAME,
+    LIBRARY_VERSION,
+    LOAD_COMMAND,
+    FunctionsMissingError,
+    require_library,
+)
 from hubsync.core import keys
 from hubsync.core.connections import RedisClient, RedisTarget, Role, connect, ping
 from hubsync.core.errors import RedisCredentialsError, RedisUnavailableError
@@ -25,18 +33,23 @@ MIN_REDIS_VERSION = (7, 0)
 """Reclaim relies on XAUTOCLAIM reporting entries deleted while pending, and lag on
 XINFO GROUPS ``lag``: both Redis 7.0."""
 
-REDIS_CHECKS = ("redis-version", "maxmemory-policy", "aof", "consumer-group")
+REDIS_CHECKS = ("redis-version", "maxmemory-policy", "aof", "functions", "consumer-group")
 """The checks that need Redis, skipped when it cannot be reached."""
 
 T = TypeVar("T")
 _VERSION = re.compile(r"(\d+)\.(\d+)")
 
 
-def redis_checks(redis: RedisTarget, store: tuple[str, str | None] | None = None) -> list[Check]:
-    """Reachability, version, eviction policy, AOF, consumer groups and hub identity.
+def redis_checks(
+    redis: RedisTarget,
+    store: tuple[str, str | None] | None = None,
+    commit_counter: Callable[[], int | None] | None = None,
+) -> list[Check]:
+    """Reachability, version, eviction policy, AOF, consumer groups, hub identity and mark.
 
     ``store``: the hub store given (as shown, and its hub id), compared with
-    ``hubsync:hub``.
+    ``hubsync:hub``; ``commit_counter`` reads its commit counter (None if it
+    cannot), compared with ``hubsync:hub:mark``.
 
     A malformed URL raises ``ConfigError`` (a usage error, before any check).
     """
@@ -58,10 +71,12 @@ def redis_checks(redis: RedisTarget, store: tuple[str, str | None] | None = None
             ),
             _guarded("maxmemory-policy", lambda: judge_eviction(_eviction_policy(client))),
             _guarded("aof", lambda: _aof(client)),
+            _guarded("functions", lambda: functions_check(client)),
             _guarded("consumer-group", lambda: consumer_group_check(client)),
         ]
         identity = _guarded("hub-identity", lambda: hub_identity_check(client, store))
-        return checks if identity is None else [*checks, identity]
+        mark = _guarded("hub-mark", lambda: hub_mark_check(client, store, commit_counter))
+        return [*checks, *(c for c in (identity, mark) if c is not None)]
     finally:
         client.close()
 
@@ -94,7 +109,8 @@ def _guarded(name: str, check: Callable[[], T]) -> T | Check:
 
 
 _PERMISSIONS_FIX = (
-    "if it is NOPERM, let doctor's Redis user run INFO, CONFIG GET, SMEMBERS, XINFO and GET"
+    "if it is NOPERM, let doctor's Redis user run INFO, CONFIG GET, FCALL_RO, SMEMBERS, XINFO "
+    "and GET"
 )
 _RETRY_FIX = "check that Redis is up and answering, then run hubsync doctor again"
 
@@ -120,6 +136,21 @@ def _aof(client: RedisClient) -> Check:
         fsync,
         str(persistence.get("aof_last_write_status", "ok")),
     )
+
+
+def functions_check(client: RedisClient) -> Check:
+    """Does this Redis hold the version of hubsync's functions library this hubsync calls?"""
+    try:
+        require_library(client)
+    except FunctionsMissingError:
+        return Check(
+            "functions",
+            Status.FAIL,
+            f"Redis has no functions library {LIBRARY_NAME} version {LIBRARY_VERSION} (leases, "
+            "trimming and dead replay refuse to run)",
+            f"load it: {LOAD_COMMAND}, as a Redis user allowed FUNCTION LOAD",
+        )
+    return Check("functions", Status.OK, f"library {LIBRARY_NAME} version {LIBRARY_VERSION}")
 
 
 def judge_version(version: str) -> Check:
@@ -279,3 +310,39 @@ def hub_identity_check(
             "give the store of the hub that owns this Redis, or use another Redis or database",
         )
     return Check("hub-identity", Status.OK, f"{keys.HUB_IDENTITY} = {shown}")
+
+
+def hub_mark_check(
+    client: RedisClient,
+    store: tuple[str, str | None] | None,
+    commit_counter: Callable[[], int | None] | None,
+) -> Check | None:
+    """The store's commit counter against ``hubsync:hub:mark``: FAIL when the store is behind
+    (restored from a backup, or a copy), which its consumers refuse; None (no line) without
+    a store, a hub id, a mark or a readable counter.
+
+    The mark is read first: a store that committed what the mark says holds at least as
+    much when read after it, so a running consumer's commits cannot fail the check.
+    """
+    shown, hub_id = store or ("", None)
+    if hub_id is None or commit_counter is None:
+        return None
+    mark = client.zscore(keys.HUB_MARK, hub_id)
+    counter = None if mark is None else commit_counter()
+    if mark is None or counter is None:
+        return None
+    if counter < int(mark):
+        return Check(
+            "hub-mark",
+            Status.FAIL,
+            f"{shown} has committed {counter} ingest batches, but this Redis saw hub {hub_id} "
+            f"commit {int(mark)} ({keys.HUB_MARK}): it was restored from a backup or is a copy, "
+            "and its consumers refuse to start",
+            "point the consumers at the hub's newest store; if this is it, start one consumer "
+            'with --accept-restore (docs/operations.md, "Backup and restore")',
+        )
+    return Check(
+        "hub-mark",
+        Status.OK,
+        f"{shown} has committed {counter} ingest batches, this Redis saw {int(mark)}",
+    )
