@@ -7,9 +7,10 @@ takes the general path, whose verdict and dead-letter reason are the answer:
 ``decode_fields``, then by kind
 
 * ``event``: ``RuntimeAuthenticator.event`` (a refusal is dead-lettered with its
-  ``SecurityReason`` and raises a security alert), then ``check_event_entry``
-  (a ``WireError`` is dead-lettered with its reason), then ``wrong_stream`` for
-  an event of another hub project;
+  ``SecurityReason`` and raises a security alert), then ``check_event_entry``:
+  a flat field that disagrees with the signed bytes (``field_mismatch``) is
+  refused ``unauthenticated`` likewise; any other ``WireError`` is dead-lettered
+  with its reason, and answered ``rejected``: the bytes are the runtime's own;
 * ``presence``: ``RuntimeAuthenticator.presence``, then ``parse_presence_entry``
   and ``wrong_stream`` likewise; a valid beat is acknowledged at once;
 * anything else: ``unknown_kind``; and a ``ValueError``, ``TypeError``,
@@ -31,11 +32,13 @@ from consumers.stream.fast_event_check import FastEventCheck, check_event_entry
 from consumers.stream.publishing import AnswerTo, Publication
 from hubsync.core import keys
 from hubsync.core.entries import (
+    FIELD_MISMATCH,
     KIND_EVENT,
     KIND_PRESENCE,
     MAX_FIELD_BYTES,
     EventEntry,
     PresenceBeat,
+    SecurityReason,
     decode_fields,
     entry_kind,
     parse_presence_entry,
@@ -123,9 +126,15 @@ class EntryJudge:
                 if isinstance(key, Refusal):
                     _refuse(pub, stream, entry_id, fields, key)
                     return
-                entry = check_event_entry(fields)
-                if entry.event.hub_project != project:
-                    _same_project(entry.event.hub_project, project)
+                try:
+                    entry = check_event_entry(fields)
+                except WireError as exc:
+                    if exc.reason != FIELD_MISMATCH:
+                        raise
+                    # every flat field is signed: the entry is not what its signer wrote
+                    why = Refusal(SecurityReason.UNAUTHENTICATED, exc.detail)
+                    _refuse(pub, stream, entry_id, fields, why)
+                    return
                 verdicts.valid.append(entry)
                 verdicts.answer_to.append((project, entry.runtime_id, key))
                 verdicts.valid_ids[stream].append(entry_id)
