@@ -206,6 +206,13 @@ def check_conflicts_alerted(
         assert (*alert_key, FORGERY_REASON) in streamed, (
             f"{forgery.how} forgery for {forgery.key} raised no stream alert"
         )
+    for garbage in injector.garbage_entries:
+        if garbage.alert is not None:
+            expected.add(garbage.alert)
+            assert table.get(garbage.alert) == (FORGERY_REASON, None), (
+                f"{garbage.kind} entry {garbage.entry_id} is not in sync_alerts as "
+                f"{FORGERY_REASON} (found {table.get(garbage.alert)})"
+            )
     assert set(table) <= expected, f"alerts no injection explains: {sorted(set(table) - expected)}"
     return {
         "conflicts_injected": len(injector.conflicts),

@@ -7,8 +7,11 @@
 * forgeries: the same offer without the key (unsigned, or signed with a key
   the hub never enrolled): every hub worker must refuse them as
   ``unauthenticated`` without telling any runtime;
-* garbage: entries of a runtime, signed with its key after they were spoiled,
-  that every hub worker must dead-letter with a known reason.
+* garbage: entries of a runtime that every hub worker must dead-letter with a
+  known reason: bad content signed with its key (``rejected``, the runtime
+  told), and copies that are not what its key signed (a field dropped, a hash
+  or a flat field changed, a junk field added, bytes over the limit), refused
+  as ``unauthenticated`` with a security alert and no outcome.
 
 Every injected entry id is remembered so duplicates are only ever made of
 genuine entries, and so the end checks can match each injection to its
@@ -57,11 +60,13 @@ T = TypeVar("T")
 
 GARBAGE_KINDS: dict[str, str] = {
     "bad_json": "bad_json",
-    "missing_field": "missing_field",  # event_type: the signature does not cover it
-    "hash_mismatch": "hash_mismatch",
-    "corrupted_copy": "hash_mismatch",
-    "oversized": "field_too_large",
+    "missing_field": "unauthenticated",  # signed, then event_type dropped
+    "hash_mismatch": "unauthenticated",  # signed over a hash its bytes do not have
+    "corrupted_copy": "unauthenticated",
+    "oversized": "unauthenticated",  # bytes over the limit are not hashed to tell
     "not_canonical": "not_canonical",
+    "retyped_copy": "unauthenticated",  # a genuine entry, event_type changed, not re-signed
+    "junk_copy": "unauthenticated",  # a genuine entry with a 2 MiB field added
 }
 """Garbage kind -> the dead-letter reason the hub must give it."""
 
@@ -149,6 +154,9 @@ class InjectedGarbage:
     expected_reason: str
     entry_id: str
     key: Key | None
+    alert: tuple[str, str, int, str] | None = None
+    """The security alert it must raise (claimed key and the hash of the bytes it carried),
+    when it is refused ``unauthenticated``."""
 
 
 REDIS_ERRORS = (
@@ -403,8 +411,8 @@ class Injector:
         )
 
     def garbage(self, kind: str) -> InjectedGarbage:
-        """XADD one garbage entry of ``kind`` (see ``GARBAGE_KINDS``), signed with its
-        runtime's key once spoiled: the hub judges what it holds, not who sent it."""
+        """XADD one garbage entry of ``kind`` (see ``GARBAGE_KINDS``): spoiled content signed
+        with its runtime's key, or a copy that is not what the key signed."""
         runtime = self.rng.choice(self.runtimes)
         event = self._fake_event(runtime)
         data, digest = event.encoded()
@@ -415,25 +423,40 @@ class Injector:
             fields["event"] = b'{"schema": "hubsync.sync-event.v1", "run_id": '
             fields["content_hash"] = content_hash(fields["event"])
         elif kind == "missing_field":
+            fields = self._signed(fields)
             del fields["event_type"]
         elif kind == "hash_mismatch":
             fields["content_hash"] = content_hash(data + b" ")
         elif kind == "oversized":
             fields["event"] = data + b" " * (300 * 1024)
+            fields["content_hash"] = content_hash(fields["event"])
         elif kind == "not_canonical":
             loose = json.dumps(json.loads(data), indent=1).encode()
             fields["event"], fields["content_hash"] = loose, content_hash(loose)
-        elif kind == "corrupted_copy":
-            # Genuine bytes under a wrong hash: the hub's "rejected" names the hash
-            # of those bytes, i.e. the genuine row's own, which must still end acked.
+        elif kind in ("corrupted_copy", "retyped_copy", "junk_copy"):
+            # A genuine entry, spoiled: the hub must refuse it and tell nobody, so the
+            # genuine row still ends acked.
             copied = self._genuine_copy(hub_project)
             if copied is not None:
                 fields = copied
                 key = _key(fields)
-            fields["content_hash"] = content_hash(fields["event"] + b"corrupted")
+            if kind == "corrupted_copy":  # its runtime's key over another hash
+                fields["content_hash"] = content_hash(fields["event"] + b"corrupted")
+                fields = self._signed(fields)
+            elif kind == "retyped_copy":  # what a keyless writer can do: not re-signed
+                fields["event_type"] = b"run.cancelled"
+            else:
+                fields["junk"] = b"x" * 2**21
         else:
             raise ValueError(f"unknown garbage kind {kind!r}")
-        entry_id = self._xadd(hub_project, self._signed(fields))
+        if SIGNATURE_FIELD not in fields:
+            fields = self._signed(fields)
+        entry_id = self._xadd(hub_project, fields)
+        reason = GARBAGE_KINDS[kind]
+        alert = _alert_key(fields) if reason == FORGERY_REASON else None
+        injected = InjectedGarbage(hub_project, kind, reason, entry_id, key, alert)
+        self.garbage_entries.append(injected)
+        return injected
         injected = InjectedGarbage(hub_project, kind, GARBAGE_KINDS[kind], entry_id, key)
         self.garbage_entries.append(injected)
         return injected
@@ -449,6 +472,13 @@ class Injector:
             if entry_id not in self.injected_ids and entry_kind(fields) == "event":
                 return dict(fields)
         return None
+
+
+def _alert_key(fields: dict[str, Any]) -> tuple[str, str, int, str]:
+    """A refused entry's alert: the key it claims, and the hash of the bytes it carried."""
+    text = {n: v.decode() if isinstance(v, bytes) else str(v) for n, v in fields.items()}
+    event = fields["event"] if isinstance(fields["event"], bytes) else fields["event"].encode()
+    return (text["project_id"], text["run_id"], int(text["sequence"]), content_hash(event))
 
 
 def _key(fields: dict[str, bytes]) -> Key:
