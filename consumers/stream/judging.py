@@ -11,6 +11,10 @@ takes the general path, whose verdict and dead-letter reason are the answer:
   a flat field that disagrees with the signed bytes (``field_mismatch``) is
   refused ``unauthenticated`` likewise; any other ``WireError`` is dead-lettered
   with its reason, and answered ``rejected``: the bytes are the runtime's own;
+* then, on either path, a valid event whose ``data`` holds a field its type's
+  allowlist does not let cross (``hubsync.core.allowlist.not_allowlisted``) is
+  refused ``not_allowlisted``: dead letter, security alert, and ``rejected`` to
+  its runtime;
 * ``presence``: ``RuntimeAuthenticator.presence``, then ``parse_presence_entry``
   and ``wrong_stream`` likewise; a valid beat is acknowledged at once;
 * anything else: ``unknown_kind``; and a ``ValueError``, ``TypeError``,
@@ -31,6 +35,7 @@ from consumers.stream.authentication import Refusal, RuntimeAuthenticator
 from consumers.stream.fast_event_check import FastEventCheck, check_event_entry
 from consumers.stream.publishing import AnswerTo, Publication
 from hubsync.core import keys
+from hubsync.core.allowlist import not_allowlisted
 from hubsync.core.entries import (
     FIELD_MISMATCH,
     KIND_EVENT,
@@ -100,6 +105,8 @@ class EntryJudge:
                 proven = fast.prove(raw, project, sized)
                 if proven is not None:  # valid and signed, proven on the fields as read
                     entry, key = proven
+                    if _outside_allowlist(pub, stream, entry_id, raw, entry, key):
+                        continue
                     valid.append(entry)
                     answer_to.append((project, entry.runtime_id, key))
                     ids.append(entry_id)
@@ -135,6 +142,8 @@ class EntryJudge:
                     why = Refusal(SecurityReason.UNAUTHENTICATED, exc.detail)
                     _refuse(pub, stream, entry_id, fields, why)
                     return
+                if _outside_allowlist(pub, stream, entry_id, raw, entry, key):
+                    return
                 verdicts.valid.append(entry)
                 verdicts.answer_to.append((project, entry.runtime_id, key))
                 verdicts.valid_ids[stream].append(entry_id)
@@ -162,12 +171,37 @@ class EntryJudge:
 
 
 def _refuse(
-    pub: Publication, stream: str, entry_id: str, fields: dict[str, bytes], why: Refusal
+    pub: Publication,
+    stream: str,
+    entry_id: str,
+    fields: dict[str, bytes],
+    why: Refusal,
+    key: RuntimeKey | None = None,
 ) -> None:
     log.warning(
         "security: refusing entry %s of %s (%s): %s", entry_id, stream, why.reason, why.detail
     )
-    pub.refused(stream, entry_id, fields, why.reason, why.detail)
+    pub.refused(stream, entry_id, fields, why.reason, why.detail, key=key)
+
+
+def _outside_allowlist(
+    pub: Publication,
+    stream: str,
+    entry_id: str,
+    raw: Mapping[bytes, bytes],
+    entry: EventEntry,
+    key: RuntimeKey,
+) -> bool:
+    """Refuse a valid, signed event whose data its type's allowlist does not let cross (a
+    security alert, and ``rejected`` to its runtime: the content is its own); whether it was."""
+    event = entry.event
+    outside = not_allowlisted(event.event_type, event.data)
+    if outside is None:
+        return False
+    detail = f"data field {outside[:80]!r} is not allowlisted for {event.event_type} events"
+    why = Refusal(SecurityReason.NOT_ALLOWLISTED, detail)
+    _refuse(pub, stream, entry_id, decode_fields(raw), why, key)
+    return True
 
 
 def _dead_letter(

@@ -313,10 +313,12 @@ class Publication:
         fields: Mapping[str, bytes],
         reason: SecurityReason,
         detail: str,
+        key: RuntimeKey | None = None,
     ) -> None:
-        """Dead-letter an entry that did not authenticate and raise a security alert about it.
+        """Dead-letter a refused entry and raise a security alert about it.
 
-        Its runtime (whoever it claims to be) is told nothing.
+        Its runtime (whoever it claims to be) is told nothing, unless ``key`` says the
+        entry is its signed content (``rejected``, as ``dead`` does).
         """
         hub_project = keys.hub_project_of(stream)
         alert = security_alert(hub_project, fields, reason, detail)
@@ -324,7 +326,7 @@ class Publication:
         self.alerts.append(
             (keys.alerts_stream(hub_project), security_alert_fields(alert, utc_now_iso()))
         )
-        self.dead(stream, entry_id, fields, reason.value, detail)
+        self.dead(stream, entry_id, fields, reason.value, detail, key=key)
 
     def outcome(
         self, hub_project: str, runtime_id: str, record: OutcomeRecord, key: RuntimeKey

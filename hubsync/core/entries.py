@@ -91,13 +91,18 @@ class ConflictReason(StrEnum):
 
 
 class SecurityReason(StrEnum):
-    """Why an entry was refused before it was judged: it did not authenticate (see
-    docs/contract.md, trust). Dead letters and security alerts carry these."""
+    """Why an entry was refused before it was judged: it did not authenticate, or its data
+    is not allowlisted (see docs/contract.md, trust). Dead letters and security alerts
+    carry these."""
 
     UNAUTHENTICATED = "unauthenticated"
     """Unsigned, badly signed, or naming a runtime the hub never enrolled or revoked."""
     NOT_ENROLLED = "not_enrolled"
     """Signed by an enrolled runtime, for a hub project it is not enrolled for."""
+    NOT_ALLOWLISTED = "not_allowlisted"
+    """A signed event whose ``data`` holds a field its type's allowlist does not let cross
+    (``hubsync.core.allowlist``): its runtime derived it wrongly. Unlike the others, its
+    runtime is told (``rejected``): the content is its own."""
 
 
 AlertReason = ConflictReason | SecurityReason

@@ -355,7 +355,7 @@ class DemoScenario:
         )
         # other bytes under a used key, signed by the runtime (a buggy twin holding its
         # key): the hub must refuse, record and alert
-        twin = event.model_copy(update={"data": {"forged": True}})
+        twin = event.model_copy(update={"occurred_at": event.occurred_at.replace(year=2000)})
         twin_bytes, twin_hash = twin.encoded()
         self.client.xadd(stream, signed(event_entry_fields(twin, twin_bytes, twin_hash)))
         # a new event no runtime signed (anyone with write access to Redis): the hub

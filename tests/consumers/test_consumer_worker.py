@@ -177,7 +177,7 @@ def test_a_redelivery_in_a_later_batch_is_a_duplicate(
 def test_the_same_key_with_other_bytes_is_a_conflict_alerted_and_never_stored(
     redis_client: redis.Redis, worker: HubConsumer, store: HubStore
 ) -> None:
-    original, forged = sync_event(1), sync_event(1, data={"step": "evil"})
+    original, forged = sync_event(1), sync_event(1, data={"step_id": "evil"})
     send(redis_client, original)
     worker.run_once()
     send(redis_client, forged)
@@ -262,6 +262,28 @@ def test_garbage_entries_become_dead_letters_while_valid_ones_are_ingested(
     }
 
 
+def test_signed_data_outside_the_allowlist_is_refused_alerted_and_told_rejected(
+    redis_client: redis.Redis, worker: HubConsumer, store: HubStore
+) -> None:
+    # what a runtime with a broken deriver would send: its own, signed, but too much
+    leaky = [sync_event(n, data={"step_id": f"s{n}", "stack": "at secret.py:1"}) for n in (1, 3)]
+    send(redis_client, leaky[0])  # a runtime the worker has not seen: the general path
+    send(redis_client, sync_event(2))
+    send(redis_client, leaky[1])  # its keys cached by now: the fast path
+    stats = worker.run_once()
+
+    assert (stats.accepted, stats.refused, store.count_events()) == (1, 2, 1)
+    assert [letter.reason for letter in dead_letters(redis_client)] == ["not_allowlisted"] * 2
+    assert "'stack'" in dead_letters(redis_client)[0].detail
+    assert [a.reason for a in store.alerts()] == [SecurityReason.NOT_ALLOWLISTED] * 2
+    answered = {(o.sequence, o.outcome, o.content_hash) for e in outcomes(redis_client) for o in e}
+    assert answered == {
+        (1, Outcome.REJECTED, leaky[0].encoded()[1]),
+        (2, Outcome.ACCEPTED, sync_event(2).encoded()[1]),
+        (3, Outcome.REJECTED, leaky[1].encoded()[1]),
+    }
+
+
 def test_an_entry_signed_for_another_hub_project_is_refused_and_told_nothing(
     redis_client: redis.Redis, worker: HubConsumer, store: HubStore
 ) -> None:
@@ -286,7 +308,7 @@ def test_entries_that_do_not_authenticate_are_refused_alerted_and_told_nothing(
     wrong_key = _unsigned(entry_fields(sync_event(3)))
     wrong_key[SIGNATURE_FIELD] = sign_event_entry(stranger_key, wrong_key)
     # other bytes under the genuine signature of sequence 4: the hash it signed is not theirs
-    evil = sync_event(4, data={"step": "evil"})
+    evil = sync_event(4, data={"step_id": "evil"})
     tampered = dict(entry_fields(sync_event(4)), event=evil.encoded()[0])
     tampered["content_hash"] = evil.encoded()[1]
     stranger = entry_fields(sync_event(5, runtime_id="rt-stranger"))  # never enrolled

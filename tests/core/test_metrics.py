@@ -124,7 +124,7 @@ def test_consumer_counts_outcomes_conflicts_dead_letters_latency_and_ingest_time
     for sequence in (1, 2, 3):
         send(redis_client, sync_event(sequence))
     send(redis_client, sync_event(1))  # same bytes again: duplicate
-    send(redis_client, sync_event(2, data={"other": "bytes"}))  # same key, other bytes
+    send(redis_client, sync_event(2, data={"status": "other bytes"}))  # same key, other bytes
     # signed after spoiling: the runtime's own bad content, judged as such
     tampered = entry_fields(sync_event(4)) | {
         "event": b"{not json",

@@ -307,12 +307,14 @@ class Injector:
         return body
 
     def _forged_offer(self) -> _Offer | None:
-        """Other data under a key the hub holds; None while it holds nothing."""
+        """Other bytes under a key the hub holds; None while it holds nothing."""
         body = self._stored_event()
         if body is None:
             return None
         genuine_hash = body.pop("_hash")
-        body["data"] = {"forged": "by the chaos soak", "nonce": self.rng.getrandbits(64)}
+        # other bytes, within the allowlist (the hub refuses data outside it before it
+        # looks for a conflict): another moment, to the microsecond
+        body["occurred_at"] = f"2000-01-01T00:00:00.{self.rng.randrange(1_000_000):06d}Z"
         event = SyncEvent.model_validate(body)
         data, digest = event.encoded()
         return _Offer(event, genuine_hash, digest, dict(event_entry_fields(event, data, digest)))
