@@ -181,6 +181,17 @@ def test_outcomes_vector_is_the_hmac_of_the_payload_as_sent() -> None:
     assert sign_outcomes_entry(RuntimeKey(KEY), fields, runtime_id=RUNTIME) == OUTCOMES_VECTOR_SIG
 
 
+def test_the_contract_shows_these_vectors() -> None:
+    contract = (REPO_ROOT / "docs" / "contract.md").read_text()
+    for message, sig in (
+        (EVENT_VECTOR, EVENT_VECTOR_SIG),
+        (PRESENCE_VECTOR, PRESENCE_VECTOR_SIG),
+        (OUTCOMES_VECTOR, OUTCOMES_VECTOR_SIG),
+    ):
+        shown = message.replace(EMPTY_SHA256.encode(), b"H").decode()
+        assert f"`{shown}` | `{sig}`" in contract
+
+
 # ----- round trips through the entry fields both sides build -----
 
 
