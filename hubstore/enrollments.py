@@ -11,7 +11,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 
 from hubstore.errors import RuntimeNotEnrolledError
-from hubstore.store import EnrolledRuntime, RuntimeState
+from hubstore.store import MAX_ROTATION_GRACE, EnrolledRuntime, RuntimeState
 from hubsync.core.enrollment import new_key, validate_hub_projects
 from hubsync.core.names import validate_name
 
@@ -30,8 +30,11 @@ def enrolled(
     """
     validate_name(runtime_id, "runtime id")
     projects = validate_hub_projects(list(hub_projects))
-    if rotation_grace < timedelta(0):
-        raise ValueError("rotation_grace must not be negative")
+    if not timedelta(0) <= rotation_grace <= MAX_ROTATION_GRACE:
+        raise ValueError(
+            f"rotation_grace must be between 0 and {MAX_ROTATION_GRACE.days} days, "
+            f"not {rotation_grace}"
+        )
     key = new_key()
     if existing is None:
         return EnrolledRuntime(

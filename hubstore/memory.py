@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 from hubstore.decide import EventKey, Known, RunKey, decide, warn_conflicts
 from hubstore.enrollments import enrolled, revoked
 from hubstore.errors import HubNotInitializedError
+from hubstore.revocations import KeyRevocation, retired_keys
 from hubstore.store import (
     DEFAULT_ROTATION_GRACE,
     DEFAULT_STALE_AFTER,
@@ -59,6 +60,8 @@ class MemoryHubStore(HubStore):
         self._alerts: dict[AlertKey, AlertRecord] = {}
         self._next_alert_id = 1
         self._hub_id: str | None = None
+        self._commit_counter = 0
+        self._revocations: dict[str, KeyRevocation] = {}
         self._enrolled: dict[str, EnrolledRuntime] = {}
 
     def create_schema(self) -> None:
@@ -99,7 +102,14 @@ class MemoryHubStore(HubStore):
                     existing_hash=conflict.existing_hash,
                 )
             warn_conflicts(decisions.conflicts)
+            self._commit_counter += 1
+            self.committed = self._commit_counter
             return decisions.outcomes
+
+    def commit_counter(self) -> int:
+        """How many ingest batches this store committed."""
+        with self._lock:
+            return self._commit_counter
 
     def record_security_alerts(self, alerts: Sequence[SecurityAlert]) -> None:
         """Keep alerts about entries that did not authenticate (atomically)."""
@@ -303,10 +313,10 @@ class MemoryHubStore(HubStore):
                 raise HubNotInitializedError(
                     "this in-memory hub store has no hub id yet; call init_hub() first"
                 )
-            record = enrolled(
-                self._enrolled.get(runtime_id), runtime_id, hub_projects, moment, rotation_grace
-            )
+            existing = self._enrolled.get(runtime_id)
+            record = enrolled(existing, runtime_id, hub_projects, moment, rotation_grace)
             self._enrolled[runtime_id] = record
+            self._keep_revocations(retired_keys(existing, record, moment))
             assert record.key is not None
             return Enrollment(self._hub_id, runtime_id, record.hub_projects, record.key)
 
@@ -314,9 +324,20 @@ class MemoryHubStore(HubStore):
         """Revoke ``runtime_id`` (see ``HubStore.revoke``), erasing its keys."""
         moment = now or utc_now()
         with self._lock:
-            record = revoked(self._enrolled.get(runtime_id), runtime_id, moment)
+            existing = self._enrolled.get(runtime_id)
+            record = revoked(existing, runtime_id, moment)
             self._enrolled[runtime_id] = record
+            self._keep_revocations(retired_keys(existing, record, moment))
             return record
+
+    def key_revocations(self) -> list[KeyRevocation]:
+        """Every key revocation made here, by fingerprint."""
+        with self._lock:
+            return [self._revocations[f] for f in sorted(self._revocations)]
+
+    def _keep_revocations(self, records: Sequence[KeyRevocation]) -> None:
+        for record in records:
+            self._revocations[record.fingerprint] = record
 
     def enrolled_runtime(self, runtime_id: str) -> EnrolledRuntime | None:
         """The enrollment of ``runtime_id``, if it was ever enrolled."""

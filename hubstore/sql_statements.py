@@ -72,6 +72,35 @@ RUN_ORDER = ("run_id", "project_id")
 
 HUB_ID = "SELECT value FROM hub_meta WHERE name = 'hub_id'"
 
+REVOCATION_PREFIX = "key_revocation:"
+"""``hub_meta`` names of key revocations: this prefix, then the key's fingerprint."""
+
+KEY_REVOCATIONS = (
+    "SELECT name, value FROM hub_meta WHERE name >= 'key_revocation:' "
+    "AND name < 'key_revocation;' ORDER BY name"
+)
+"""Every key revocation (``;`` sorts right after ``:``: a range of the primary key)."""
+
+
+@cache
+def keep_revocation(dialect: Dialect) -> str:
+    """Store one key revocation (name, value), replacing an earlier one of that key."""
+    return f"""
+        INSERT INTO hub_meta (name, value) VALUES ({dialect.mark}, {dialect.mark})
+        ON CONFLICT (name) DO UPDATE SET value = excluded.value
+    """
+
+
+COMMIT_COUNTER = "SELECT value FROM hub_meta WHERE name = 'commit_counter'"
+
+BUMP_COMMIT_COUNTER = """
+    INSERT INTO hub_meta (name, value) VALUES ('commit_counter', '1')
+    ON CONFLICT (name) DO UPDATE SET value = CAST(CAST(hub_meta.value AS BIGINT) + 1 AS TEXT)
+    RETURNING value
+"""
+"""Raise the commit counter by one in the ingest's transaction (the row is made by the
+first batch); returns the new value. Every dialect takes it as is."""
+
 
 def equal_filters(dialect: Dialect, filters: Filters) -> tuple[list[str], list[object]]:
     """``column = <mark>`` for each filter that has a value, and those values."""

@@ -24,6 +24,7 @@ import orjson
 from hubstore import sql_statements as statements
 from hubstore.enrollments import enrolled, revoked
 from hubstore.errors import HubNotInitializedError
+from hubstore.revocations import KeyRevocation, decoded, retired_keys
 from hubstore.sql_statements import Dialect
 from hubstore.store import (
     DEFAULT_ROTATION_GRACE,
@@ -293,6 +294,11 @@ class SqlHubStore(HubStore):
         """This hub's id, or None before ``init_hub``."""
         return self._read(_hub_id)
 
+    def commit_counter(self) -> int:
+        """How many ingest batches this store committed (``hub_meta`` ``commit_counter``)."""
+        row = self._read(lambda conn: conn.execute(statements.COMMIT_COUNTER).fetchone())
+        return 0 if row is None else int(row[0])
+
     # ----- enrollment -----
 
     def enroll(
@@ -311,10 +317,10 @@ class SqlHubStore(HubStore):
             hub_id = _hub_id(conn)
             if hub_id is None:
                 raise self._no_hub_id()
-            record = enrolled(
-                self._enrolled(conn, runtime_id), runtime_id, hub_projects, moment, rotation_grace
-            )
+            existing = self._enrolled(conn, runtime_id)
+            record = enrolled(existing, runtime_id, hub_projects, moment, rotation_grace)
             conn.execute(statements.upsert_enrolled(self.dialect), self._enrolled_row(record))
+            self._keep_revocations(conn, retired_keys(existing, record, moment))
             assert record.key is not None
             return Enrollment(hub_id, runtime_id, record.hub_projects, record.key)
 
@@ -326,8 +332,10 @@ class SqlHubStore(HubStore):
 
         def work(conn: Connection) -> EnrolledRuntime:
             self._lock_enrollments(conn)
-            record = revoked(self._enrolled(conn, runtime_id), runtime_id, moment)
+            existing = self._enrolled(conn, runtime_id)
+            record = revoked(existing, runtime_id, moment)
             conn.execute(statements.upsert_enrolled(self.dialect), self._enrolled_row(record))
+            self._keep_revocations(conn, retired_keys(existing, record, moment))
             return record
 
         return self._write(work)
@@ -340,6 +348,19 @@ class SqlHubStore(HubStore):
         """Every runtime ever enrolled, by runtime id."""
         rows = self._read(lambda conn: conn.execute(statements.ALL_ENROLLED).fetchall())
         return [self._enrolled_record(row) for row in rows]
+
+    def key_revocations(self) -> list[KeyRevocation]:
+        """Every key revocation kept in ``hub_meta``, by fingerprint."""
+        rows = self._read(lambda conn: conn.execute(statements.KEY_REVOCATIONS).fetchall())
+        found = (decoded(str(n).removeprefix(statements.REVOCATION_PREFIX), v) for n, v in rows)
+        return [record for record in found if record is not None]
+
+    def _keep_revocations(self, conn: Connection, records: Sequence[KeyRevocation]) -> None:
+        statement = statements.keep_revocation(self.dialect)
+        for record in records:
+            conn.execute(
+                statement, (statements.REVOCATION_PREFIX + record.fingerprint, record.encoded())
+            )
 
     def _enrolled(self, conn: Connection, runtime_id: str) -> EnrolledRuntime | None:
         row = conn.execute(statements.enrolled(self.dialect), (runtime_id,)).fetchone()

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from hubsync.core.closing import ClosesOnExit
 from hubsync.core.enrollment import Enrollment
@@ -29,11 +29,18 @@ from hubsync.core.entries import (
     SecurityReason,
 )
 
+if TYPE_CHECKING:
+    from hubstore.revocations import KeyRevocation
+
 DEFAULT_STALE_AFTER = timedelta(seconds=60)
 """A runtime not heard from for this long is listed as stale."""
 
 DEFAULT_ROTATION_GRACE = timedelta(hours=24)
 """How long a runtime's previous key stays valid after ``enroll`` gave it a new one."""
+
+MAX_ROTATION_GRACE = timedelta(days=30)
+"""The longest rotation grace: a key replaced because it leaked must not outlive that by
+years (and a compromised runtime is revoked, then enrolled, for no grace at all)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,7 +251,18 @@ class HubStore(ClosesOnExit, ABC):
         ``project_mismatch`` (the project belongs to another hub project) or
         ``home_runtime_mismatch`` (the run's first event came from another
         runtime). A stored row is never changed.
+
+        The same transaction raises the commit counter by one (one statement
+        per batch); ``committed`` is then the value this batch committed.
         """
+
+    committed: int = 0
+    """The commit counter the latest ``ingest`` through this object committed (0 before any)."""
+
+    @abstractmethod
+    def commit_counter(self) -> int:
+        """The store's commit counter as committed now: how many ingest batches it ever
+        committed (0 for a store that never ingested). It only grows."""
 
     @abstractmethod
     def sync_cursor(self, project_id: str, run_id: str) -> int:
@@ -348,8 +366,10 @@ class HubStore(ClosesOnExit, ABC):
         """Enroll ``runtime_id`` for ``hub_projects`` with a fresh key, or give it a new key.
 
         The hub projects replace those it had. An active runtime's key becomes
-        its previous key, valid until ``now + rotation_grace``; a revoked
-        runtime comes back active with only the new key. Returns what the
+        its previous key, valid until ``now + rotation_grace`` (at most
+        ``MAX_ROTATION_GRACE``, else ``ValueError``); a revoked
+        runtime comes back active with only the new key. The keys it retires get
+        their revocations (``key_revocations``). Returns what the
         runtime must be told (the key included). Raises
         ``HubNotInitializedError`` before ``init_hub`` and ``ConfigError`` for
         an invalid runtime id or hub project, or none.
@@ -357,7 +377,8 @@ class HubStore(ClosesOnExit, ABC):
 
     @abstractmethod
     def revoke(self, runtime_id: str, *, now: datetime | None = None) -> EnrolledRuntime:
-        """Revoke ``runtime_id``: from now on no key of it is valid (both are deleted).
+        """Revoke ``runtime_id``: from now on no key of it is valid (both are deleted, each
+        leaving its signed revocation in ``key_revocations``).
 
         Idempotent (a revoked runtime keeps its first ``revoked_at``). Raises
         ``RuntimeNotEnrolledError`` for a runtime never enrolled.
@@ -374,6 +395,16 @@ class HubStore(ClosesOnExit, ABC):
     @abstractmethod
     def enrolled_runtimes(self) -> list[EnrolledRuntime]:
         """Every runtime ever enrolled, revoked ones too, by runtime id."""
+
+    @abstractmethod
+    def key_revocations(self) -> list[KeyRevocation]:
+        """A signed revocation of every key ``enroll`` or ``revoke`` retired, by fingerprint.
+
+        Written in the transaction that retired the key (``hubstore.revocations``):
+        a key revoked, or replaced with no grace left, is revoked at that moment;
+        one kept as the previous key, at the end of its grace. The consumers
+        publish them to Redis, where they outlive a restore of the store.
+        """
 
     @abstractmethod
     def close(self) -> None:

@@ -12,13 +12,16 @@ dir as another runtime, is refused with ``RebindError``. The relay lists
 Since schema version 2 it also keeps this runtime's enrollment on its hub
 (``join``, from the token ``hubsync enroll`` printed; ``enrollment()``): the
 hub id, the runtime's key and the hub projects it may write to. The file is
-private (0600), as every SQLite file hubsync creates, because it holds the key.
+private (0600), as every SQLite file hubsync creates, because it holds the key; it is
+never opened through a symbolic link, and a wider mode found on it is tightened
+(``hubsync.core.private_files``).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import secrets
 import socket
@@ -167,7 +170,9 @@ class RuntimeRegistry(ClosesOnExit):
         self.state_dir = Path(state_dir).expanduser().resolve()
         if runtime_id is not None:
             validate_name(runtime_id, "runtime id")
-        if not create and not (self.state_dir / REGISTRY_FILE).is_file():
+        # lexists: a link in the registry's place is refused by name when opened, not taken
+        # for a missing file
+        if not create and not os.path.lexists(self.state_dir / REGISTRY_FILE):
             raise StateDirNotFoundError(
                 f"{str(state_dir)!r} is not a hubsync state dir (no {REGISTRY_FILE} in it); "
                 "fix the path, or create the runtime there first (hubsync runtime join with "

@@ -17,7 +17,9 @@ Keys come from the hub store's enrolled-runtimes table and are kept for
 takes effect within ``ttl``; a re-key takes effect at once, because an entry
 that fails under the cached keys makes the worker read the record again (at
 most once per ``refresh_floor`` per runtime, so a flood of forgeries cannot
-turn into a flood of store reads).
+turn into a flood of store reads). With a ``RevocationCheck``, each record read
+loses the keys Redis holds a verified revocation of (``hubsync:revocations``),
+so a store restored from before a revocation cannot bring the key back.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
+from consumers.stream.revocation_check import RevocationCheck
 from hubstore.store import EnrolledRuntime, HubStore
 from hubsync.core.canonical import content_hash
 from hubsync.core.clock import utc_now
@@ -77,8 +80,10 @@ class RuntimeAuthenticator:
         refresh_floor: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], datetime] = utc_now,
+        revocations: RevocationCheck | None = None,
     ) -> None:
         self.store = store
+        self.revocations = revocations
         self.ttl = ttl
         self.refresh_floor = refresh_floor
         self.clock = clock
@@ -175,6 +180,8 @@ class RuntimeAuthenticator:
         if cached is not None and not refresh and now - cached.loaded_at < self.ttl:
             return cached
         record = self.store.enrolled_runtime(runtime_id)
+        if record is not None and self.revocations is not None:
+            record = self.revocations.apply(record, self.wall_clock())
         keys: dict[bytes, RuntimeKey] = {}
         if record is not None:
             for secret in (record.key, record.previous_key):

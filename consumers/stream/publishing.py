@@ -269,6 +269,8 @@ class Publication:
     security_alerts: list[SecurityAlert] = field(default_factory=list)
     """Refused entries, for the hub store (the worker keeps them before ``send``)."""
     acks: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
+    mark: int | None = None
+    """The store's commit counter after this batch's ingest, to raise ``hubsync:hub:mark`` to."""
 
     def dead(
         self,
@@ -360,9 +362,13 @@ class Publication:
             self.acks[stream].extend(entry_ids)
 
     def send(self, client: RedisClient) -> None:
-        """Publish dead letters, outcomes and alerts in one pipeline, then XACK in another."""
-        if self.dead_letters or self.outcomes or self.alerts:
+        """Raise the mark, publish dead letters, outcomes and alerts in one pipeline, then XACK
+        in another."""
+        if self.dead_letters or self.outcomes or self.alerts or self.mark is not None:
             pipe = client.pipeline(transaction=False)
+            if self.mark is not None:
+                # First: no runtime hears of a commit the namespace has not seen.
+                pipe.zadd(keys.HUB_MARK, {self.hub_id: self.mark}, gt=True)
             for stream, letter in self.dead_letters:
                 pipe.xadd(stream, letter, maxlen=self.dead_maxlen, approximate=True)  # type: ignore[arg-type]
             for (hub_project, runtime_id, key), records in self.outcomes.items():

@@ -24,12 +24,13 @@ import redis
 from consumers.stream.authentication import RuntimeAuthenticator
 from consumers.stream.consumer_stats import ConsumerStats
 from consumers.stream.health import claim_name, write_health
-from consumers.stream.hub_binding import check_owner, queue_binding
+from consumers.stream.hub_binding import check_binding, queue_binding
 from consumers.stream.judging import EntryJudge, StreamBatch
 from consumers.stream.lag import export_lag
 from consumers.stream.publishing import MAX_DELIVERIES_REASON, Publication
 from consumers.stream.read_budget import ReadBudget, reply_bytes
 from consumers.stream.reclaim import reclaim_stream, remove_idle_consumers
+from consumers.stream.revocation_check import RevocationCheck
 from consumers.stream.trim import trim_acknowledged
 from hubstore.errors import StoreError
 from hubstore.lua_scripts import scripts_for
@@ -98,7 +99,8 @@ class HubConsumer(Daemon):
         self.outages = RedisOutages(self.label)
         self._backoff = Backoff(base=_BACKOFF_BASE, cap=_BACKOFF_CAP)
         self.hub_id: str | None = None
-        self.authenticator = RuntimeAuthenticator(store)
+        self.revocations = RevocationCheck(client, store)
+        self.authenticator = RuntimeAuthenticator(store, revocations=self.revocations)
         self.judge = EntryJudge(self.authenticator)
         self.read_budget = ReadBudget(settings.read_count, settings.read_bytes)
 
@@ -205,14 +207,15 @@ class HubConsumer(Daemon):
         First it binds the namespace to this hub (as ``bind_namespace``, in the
         round trip that reads the set): before the first read, and again on
         every refresh, so a binding a Redis restart lost is made again;
-        another hub's id there stops the worker with ``NamespaceOwnedError``.
+        another hub's id there stops the worker with ``NamespaceOwnedError``, and a
+        store behind the namespace's mark with ``StoreBehindError``.
         """
         hub_id = self._store_hub_id()
         pipe = self.client.pipeline(transaction=False)  # the binding and the set: one round trip
         queue_binding(pipe, hub_id)
         pipe.smembers(keys.PROJECTS)
-        *_, owner, raw_members = pipe.execute()
-        check_owner(owner, hub_id)
+        *_, owner, mark, raw_members = pipe.execute()
+        check_binding(owner, mark, hub_id, self.store)
         enrolled = self._enrolled_hub_projects()
         members = sorted(m for m in map(as_text, raw_members) if m in enrolled)
         known = set(self.streams)
@@ -362,7 +365,9 @@ class HubConsumer(Daemon):
         return total
 
     def maintain(self) -> None:
-        """Remove long-idle consumers with nothing pending, and trim acknowledged entries."""
+        """Remove long-idle consumers with nothing pending, trim acknowledged entries, and
+        publish the store's key revocations."""
+        self.revocations.publish()
         idle_ms = int(self.settings.reclaim_idle * 10 * 1000)
         for stream in self.streams:
             for name in remove_idle_consumers(
@@ -419,6 +424,7 @@ class HubConsumer(Daemon):
             outcomes = self.store.ingest(verdicts.valid)
             metrics.BATCH_INGEST_SECONDS.observe(time.perf_counter() - started)
             pub.outcomes_to(verdicts.answer_to, outcomes)
+            pub.mark = self.store.committed  # raised before any outcome goes out
             for stream, ids in verdicts.valid_ids.items():
                 pub.ack_many(stream, ids)  # after every outcome, as one XACK per stream
             self.stats.count_ingested(verdicts.valid, outcomes)

@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
+from hubstore import sql_statements as statements
 from hubstore.decide import Conflict, Known, decide, warn_conflicts
 from hubstore.errors import HubNotInitializedError
 from hubstore.postgres import sql
@@ -86,6 +87,7 @@ def how_to_migrate(target: PostgresTarget) -> str:
 class _Ingested:
     outcomes: list[OutcomeRecord]
     conflicts: list[Conflict]
+    counter: int
 
 
 class PostgresHubStore(SqlHubStore):
@@ -131,6 +133,7 @@ class PostgresHubStore(SqlHubStore):
             return []
         lookup = lookup_arguments(batch)
         result = self._db.write_pipelined(lambda conn: _ingest(conn, batch, lookup))
+        self.committed = result.counter  # once committed: a rolled-back attempt raised nothing
         if result.conflicts:
             warn_conflicts(result.conflicts)
         return result.outcomes
@@ -269,11 +272,15 @@ def _ingest(conn: Connection, batch: Sequence[EventEntry], lookup: Lookup) -> _I
     if decisions.conflicts:
         rows = [_conflict_row(c) for c in decisions.conflicts]
         conn.execute(sql.UPSERT_ALERTS, _alert_arguments(rows, now))
+    # last: the counter's row lock is held only from here to the commit
+    counter = conn.execute(statements.BUMP_COMMIT_COUNTER)
     for cursor, expected in counted:
         row = cursor.fetchone()
         if row is None or row[0] != expected:
             raise LostRace
-    return _Ingested(decisions.outcomes, decisions.conflicts)
+    raised = counter.fetchone()
+    assert raised is not None  # the upsert returns its row
+    return _Ingested(decisions.outcomes, decisions.conflicts, int(raised[0]))
 
 
 def _conflict_row(c: Conflict) -> AlertRow:

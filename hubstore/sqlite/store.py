@@ -178,7 +178,9 @@ class SqliteHubStore(SqlHubStore):
         """Decide every event of ``batch`` in one transaction (see ``HubStore.ingest``)."""
         if not batch:
             return []
-        return self._write(lambda conn: self._ingest(conn, batch))
+        outcomes, counter = self._write(lambda conn: self._ingest(conn, batch))
+        self.committed = counter  # once committed: a rolled-back batch raised nothing
+        return outcomes
 
     def sync_cursor(self, project_id: str, run_id: str) -> int:
         """The run's highest sequence with no gap below it."""
@@ -249,7 +251,10 @@ class SqliteHubStore(SqlHubStore):
 
     # ----- ingest -----
 
-    def _ingest(self, conn: sqlite3.Connection, batch: Sequence[EventEntry]) -> list[OutcomeRecord]:
+    def _ingest(
+        self, conn: sqlite3.Connection, batch: Sequence[EventEntry]
+    ) -> tuple[list[OutcomeRecord], int]:
+        """One batch's verdicts, written; its outcomes and the commit counter it raised."""
         decisions = decide(batch, self._known(conn, batch))
         now = utc_now_iso()
         if decisions.accepted:
@@ -300,7 +305,8 @@ class SqliteHubStore(SqlHubStore):
                 ],
             )
             warn_conflicts(decisions.conflicts)
-        return decisions.outcomes
+        counter = int(conn.execute(statements.BUMP_COMMIT_COUNTER).fetchone()[0])
+        return decisions.outcomes, counter
 
     @staticmethod
     def _known(conn: sqlite3.Connection, batch: Sequence[EventEntry]) -> Known:

@@ -44,7 +44,7 @@ from hubsync.benchmarks.workload import (
 )
 from hubsync.core import keys
 from hubsync.core.clock import parse_timestamp
-from hubsync.core.connections import RedisTarget, connect
+from hubsync.core.connections import RedisClient, RedisTarget, connect
 from hubsync.processes import Child, PipelineProcesses, hubsync_command
 from producers.store.event_store import NewEvent, RunEventStore
 
@@ -78,6 +78,29 @@ def _start_consumers(pipeline: PipelineProcesses, hub_url: str, count: int) -> l
 
 def _start_relay(pipeline: PipelineProcesses, directory: Path) -> Child:
     return pipeline.relay("relay", directory / "state")
+
+
+class _CpuUse:
+    """CPU seconds the relay, each consumer and each server used since this was made: where
+    the CPU went (the machine has few cores: it is the budget)."""
+
+    def __init__(
+        self, relay: Child, consumers: list[Child], servers: Mapping[str, Callable[[], float]]
+    ) -> None:
+        self.relay, self.consumers, self.servers = relay, consumers, servers
+        self._relay = cpu_seconds(relay.pid)
+        self._consumers = [cpu_seconds(c.pid) for c in consumers]
+        self._servers = {name: used() for name, used in servers.items()}
+
+    def since_start(self) -> tuple[dict[str, float], list[float]]:
+        """Seconds used by the relay, the consumers together and each server; by each
+        consumer."""
+        each = [
+            cpu_seconds(c.pid) - before
+            for c, before in zip(self.consumers, self._consumers, strict=True)
+        ]
+        used = {"relay": cpu_seconds(self.relay.pid) - self._relay, "consumers": sum(each)}
+        return used | {name: f() - self._servers[name] for name, f in self.servers.items()}, each
 
 
 def measure_end_to_end(
@@ -117,37 +140,12 @@ def measure_end_to_end(
             relay = _start_relay(pipeline, directory)
             runtime = registry.runtime_id
             pipeline.wait_until(lambda: client.exists(keys.relay_health(runtime)), 30, "the relay")
-            consumer_cpu = [cpu_seconds(c.pid) for c in hub_consumers]
-            relay_cpu = cpu_seconds(relay.pid)
-            server_cpu_before = {name: used() for name, used in servers.items()}
+            cpu = _CpuUse(relay, hub_consumers, servers)
             join_bench_hub(registry, hub, hub_projects)
-            first_ms: dict[str, int] = {}  # each stream's first entry (the relay's first XADD)
-            deadline = time.monotonic() + 60 + events / 1000
-            while True:
-                pipeline.check()  # a dead daemon ends the benchmark with its log
-                for stream in streams:
-                    head: Any = None if stream in first_ms else client.xrange(stream, count=1)
-                    if head:
-                        first_ms[stream] = int(head[0][0].split(b"-")[0])
-                now = time.time()
-                if len(first_ms) == len(streams) and all(
-                    store.oldest_pending_age(now) is None for store in stores
-                ):
-                    finished = time.time()
-                    break
-                if time.monotonic() > deadline:
-                    raise BenchError(f"end-to-end drain did not finish; see {directory}")
-                time.sleep(0.005)
+            seconds = _drain_seconds(pipeline, client, streams, stores, events, directory)
             relay_rss = peak_rss_mb(relay.pid)
             consumer_rss = max(peak_rss_mb(c.pid) for c in hub_consumers)
-            # Where the CPU went (the machine has few cores: it is the budget).
-            each = [
-                cpu_seconds(c.pid) - before
-                for c, before in zip(hub_consumers, consumer_cpu, strict=True)
-            ]
-            cpu = {"relay": cpu_seconds(relay.pid) - relay_cpu, "consumers": sum(each)} | {
-                name: used() - server_cpu_before[name] for name, used in servers.items()
-            }
+            used, each = cpu.since_start()
             pipeline.stop_all()
         acked = sum(store.outbox_counts()["acked"] for store in stores)
         for store in stores:
@@ -158,7 +156,6 @@ def measure_end_to_end(
     client.close()
     if acked != events or stored != events:
         raise BenchError(f"end to end: {acked} acked, {stored} stored of {events}")
-    seconds = finished - min(first_ms.values()) / 1000
     return {
         "hub": hub_kind(hub_url),
         "events": events,
@@ -170,9 +167,37 @@ def measure_end_to_end(
         "target_events_per_s": 25_000,
         "relay_peak_rss_mb": round(relay_rss, 1),
         "consumer_peak_rss_mb": round(consumer_rss, 1),
-        "cpu_us_per_event": {name: round(used / events * 1e6, 1) for name, used in cpu.items()},
-        "consumer_cpu_us_per_event_each": [round(used / events * 1e6, 1) for used in each],
+        "cpu_us_per_event": {name: round(cpu / events * 1e6, 1) for name, cpu in used.items()},
+        "consumer_cpu_us_per_event_each": [round(cpu / events * 1e6, 1) for cpu in each],
     }
+
+
+def _drain_seconds(
+    pipeline: PipelineProcesses,
+    client: RedisClient,
+    streams: Sequence[str],
+    stores: Sequence[RunEventStore],
+    events: int,
+    directory: Path,
+) -> float:
+    """Seconds from the first entry of any stream (the relay's first XADD, on Redis's clock)
+    to the moment no outbox row of ``stores`` is pending."""
+    first_ms: dict[str, int] = {}  # each stream's first entry
+    deadline = time.monotonic() + 60 + events / 1000
+    while True:
+        pipeline.check()  # a dead daemon ends the benchmark with its log
+        for stream in streams:
+            head: Any = None if stream in first_ms else client.xrange(stream, count=1)
+            if head:
+                first_ms[stream] = int(head[0][0].split(b"-")[0])
+        now = time.time()
+        if len(first_ms) == len(streams) and all(
+            store.oldest_pending_age(now) is None for store in stores
+        ):
+            return time.time() - min(first_ms.values()) / 1000
+        if time.monotonic() > deadline:
+            raise BenchError(f"end-to-end drain did not finish; see {directory}")
+        time.sleep(0.005)
 
 
 def _received(hub_url: str) -> dict[tuple[str, int], float]:

@@ -315,17 +315,45 @@ def _ratios(setups: dict[str, Any], counts: tuple[int, ...]) -> list[dict[str, A
     return out
 
 
+TABLE_HEADER = (
+    "scale-out (1 relay)",
+    "events/s",
+    "relay",
+    "consumers (each)",
+    "redis",
+    "postgres",
+    "total us/event",
+)
+
+
 def table(section: dict[str, Any]) -> str:
     """The section as plain-text lines: one per setup and N, then the ratios."""
-    header = (
-        "scale-out (1 relay)",
-        "events/s",
-        "relay",
-        "consumers (each)",
-        "redis",
-        "postgres",
-        "total us/event",
+    rows = _table_rows(section)
+    measured = [TABLE_HEADER, *(row for row in rows if row[1] != "skipped")]
+    widths = [max(len(row[i]) for row in measured) for i in range(len(TABLE_HEADER))]
+    lines = []
+    for row in [TABLE_HEADER, *rows]:
+        if row[1] == "skipped":
+            lines.append(f"{row[0].ljust(widths[0])}  skipped: {row[2]}")
+            continue
+        lines.append(
+            "  ".join(
+                cell.ljust(w) if i == 0 else cell.rjust(w)
+                for i, (cell, w) in enumerate(zip(row, widths, strict=True))
+            )
+        )
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    lines += _ratio_lines(section)
+    lines.append(
+        f"{section['events']:,} events per run over {len(section['hub_projects'])} hub projects, "
+        f"best of {section['rounds']}; load average {section['load_average_1m_at_start']} at the "
+        f"start, {section['load_average_1m_at_end']} at the end; {section['seconds']}s"
     )
+    return "\n".join(lines)
+
+
+def _table_rows(section: dict[str, Any]) -> list[tuple[str, ...]]:
+    """One row per setup and N (one ``skipped`` row for a setup that did not run)."""
     rows: list[tuple[str, ...]] = []
     for name in SETUPS:
         setup = section["setups"][name]
@@ -349,21 +377,13 @@ def table(section: dict[str, Any]) -> str:
                     f"{cpu['total']:.1f}",
                 )
             )
-    measured = [header, *(row for row in rows if row[1] != "skipped")]
-    widths = [max(len(row[i]) for row in measured) for i in range(len(header))]
-    lines = []
-    for row in [header, *rows]:
-        if row[1] == "skipped":
-            lines.append(f"{row[0].ljust(widths[0])}  skipped: {row[2]}")
-            continue
-        lines.append(
-            "  ".join(
-                cell.ljust(w) if i == 0 else cell.rjust(w)
-                for i, (cell, w) in enumerate(zip(row, widths, strict=True))
-            )
-        )
-    lines.insert(1, "  ".join("-" * w for w in widths))
+    return rows
+
+
+def _ratio_lines(section: dict[str, Any]) -> list[str]:
+    """One line per ratio and N, with its verdict against the target."""
     target = section["target_ratio"]
+    lines = []
     for ratio in section["ratios"]:
         for key, what in (
             ("postgresql_vs_sqlite", "PostgreSQL hub / SQLite hub"),
@@ -377,12 +397,7 @@ def table(section: dict[str, Any]) -> str:
             lines.append(
                 f"ratio {what}, {_consumers(ratio['consumers'])}: {shown} (>= {target}x: {verdict})"
             )
-    lines.append(
-        f"{section['events']:,} events per run over {len(section['hub_projects'])} hub projects, "
-        f"best of {section['rounds']}; load average {section['load_average_1m_at_start']} at the "
-        f"start, {section['load_average_1m_at_end']} at the end; {section['seconds']}s"
-    )
-    return "\n".join(lines)
+    return lines
 
 
 def _consumers(count: int) -> str:

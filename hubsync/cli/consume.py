@@ -6,25 +6,28 @@ import json
 import logging
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from hubsync.cli import exit_codes
+from hubsync.cli.health_checks import reading_health
 from hubsync.cli.options import build_settings, hub_options, options_from, redis_target
+from hubsync.core import keys
 from hubsync.core.connections import (
-    CREDENTIAL_ERRORS,
-    UNREACHABLE_ERRORS,
+    RedisClient,
     RedisTarget,
     Role,
     connect,
-    credentials_refused,
     ping,
     wait_for_redis,
 )
 from hubsync.core.logs import configure_logging
 from hubsync.core.names import validate_name
 from hubsync.core.settings import ConsumerSettings, hub_url_of
+
+if TYPE_CHECKING:
+    from hubstore.store import HubStore
 
 log = logging.getLogger(__name__)
 
@@ -57,8 +60,21 @@ Examples:
     is_flag=True,
     help="Print the final counts as one JSON document (no environment variable).",
 )
+@click.option(
+    "--accept-restore",
+    is_flag=True,
+    help="This store is the hub's from now on, though it is older than what Redis saw the hub "
+    "commit (restored from a backup): lower hubsync:hub:mark to its commit counter, then "
+    "start. Events stored after the backup stay missing (no environment variable).",
+)
 def consume(
-    hub_url: str | None, hub_db: Path | None, once: bool, check: bool, as_json: bool, **options: Any
+    hub_url: str | None,
+    hub_db: Path | None,
+    once: bool,
+    check: bool,
+    as_json: bool,
+    accept_restore: bool,
+    **options: Any,
 ) -> None:
     """Store every project's sync events in the hub database, exactly once.
 
@@ -69,7 +85,9 @@ def consume(
     Entries idle too long in a dead worker are reclaimed; acknowledged entries
     are trimmed. At start the store gets its hub id (as 'hubsync hub init') and
     binds hubsync:hub to it; a Redis bound to another hub is refused (exit 2),
-    and so is a --name whose health key another running consumer keeps fresh.
+    and so is a --name whose health key another running consumer keeps fresh,
+    and a store older than what Redis saw the hub commit (hubsync:hub:mark: a
+    store restored from a backup, or a copy), unless --accept-restore.
     SIGTERM or SIGINT finishes the batch and exits 0 with a summary; a second
     signal exits at once.
     """
@@ -79,6 +97,8 @@ def consume(
     settings = build_settings(ConsumerSettings, hub_url=url, **options)
     configure_logging(settings.log_level, settings.log_format)
     target = redis_target(settings)
+    if check and accept_restore:
+        raise click.UsageError("--accept-restore starts a consumer; use it without --check")
     if check:
         if settings.name is None:
             raise click.UsageError("--check needs --name (the consumer to check)")
@@ -97,6 +117,8 @@ def consume(
             ping(client, target)  # --once cannot wait: exit 3 now
         start_metrics_server(settings.metrics_port, settings.metrics_host)
         with open_store(settings.hub_url, create_schema=True) as store:
+            if accept_restore:
+                _accept_restore(client, store)
             worker = HubConsumer(client, store, settings, target=target)
             if once:
                 stats = worker.run_once()
@@ -109,6 +131,23 @@ def consume(
         click.echo(json.dumps({"consumer": worker.name} | asdict(stats), sort_keys=True))
     elif once:
         click.echo(f"consumer {worker.name}: {stats.summary()}")
+
+
+def _accept_restore(client: RedisClient, store: HubStore) -> None:
+    """Lower the namespace's mark to ``store``'s commit counter, in a namespace this hub owns."""
+    from consumers.stream.hub_binding import accept_restore, bind_namespace
+
+    hub_id = store.hub_id() or store.init_hub()
+    bind_namespace(client, hub_id)  # another hub's namespace is refused, as at start
+    before, counter = accept_restore(client, hub_id, store)
+    if before is not None and before > counter:
+        log.warning(
+            "accepted a restored hub store: %s lowered from %d to %d commits; events stored "
+            "after the backup are not in it",
+            keys.HUB_MARK,
+            before,
+            counter,
+        )
 
 
 def _wait_for_redis(target: RedisTarget) -> bool:
@@ -130,15 +169,10 @@ def _check(settings: ConsumerSettings, target: RedisTarget, name: str) -> int:
     hub_id = _store_hub_id(settings.hub_url)
     client = connect(target, Role.PROBE)
     try:
-        if hub_id is not None:  # the same rule as at start: another hub's namespace is exit 2
-            bind_namespace(client, hub_id, claim=False)
-        record = check_health(client, name)
-    except CREDENTIAL_ERRORS as exc:
-        # a wrong user or password is a refusal (exit 1), not an outage
-        raise credentials_refused(target, exc) from None
-    except UNREACHABLE_ERRORS:
-        click.echo(f"consumer {name}: cannot reach Redis", err=True)
-        return exit_codes.REDIS_UNREACHABLE
+        with reading_health(target, f"consumer {name}"):
+            if hub_id is not None:  # the same rule as at start: another hub's namespace is exit 2
+                bind_namespace(client, hub_id, claim=False)
+            record = check_health(client, name)
     except ConsumerUnhealthyError as exc:
         click.echo(str(exc), err=True)
         return exit_codes.FAILURE

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import shlex
 import shutil
 import tempfile
@@ -13,7 +12,8 @@ from typing import TYPE_CHECKING
 import click
 
 from hubsync.cli import exit_codes
-from hubsync.cli.options import env_option, options_from
+from hubsync.cli.options import env_option, json_option, options_from
+from hubsync.core import keys
 from hubsync.core.errors import ConfigError
 from hubsync.core.logs import configure_logging
 from hubsync.core.settings import DemoSettings
@@ -53,12 +53,7 @@ Examples:
     help="Keep the private Redis running and the work dir, to inspect them (no environment "
     "variable).",
 )
-@click.option(
-    "--json",
-    "as_json",
-    is_flag=True,
-    help="Print the summary as one JSON document (no environment variable).",
-)
+@json_option
 def demo(
     redis_url: str | None,
     embedded: str,
@@ -81,16 +76,12 @@ def demo(
     Redis are killed and the work dir removed (even with --keep), then it exits
     128 + the signal's number (130, 143, 129).
     """
-    # Imported here: rich and the demo are heavy, and other commands never need them.
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
+    # Imported here: the demo is heavy, and other commands never need it.
     from hubsync.demo.scenario import DemoScenario
     from hubsync.processes import ChildDied
 
     # the summary reports refusals itself; the daemons' own logs are in the work dir
     configure_logging("ERROR")
-    console = Console(stderr=True)
     server: EmbeddedRedis | None = None
     scenario: DemoScenario | None = None
     scenario_dir: Path | None = None
@@ -102,30 +93,13 @@ def demo(
                     server = _start_redis(embedded, keep)
                     redis_url = server.url
                 scenario_dir = Path(tempfile.mkdtemp(prefix="hubsync-demo-"))
-                with Progress(
-                    TextColumn("{task.description:<44}"), BarColumn(bar_width=16),
-                    MofNCompleteColumn(), TextColumn("acked {task.fields[acked]:>6}"),
-                    TimeElapsedColumn(), console=console, transient=as_json,
-                ) as bar:  # fmt: skip
-                    total = 3 * runs_per_runtime * events_per_run
-                    task = bar.add_task("starting", total=total, acked=0)
-
-                    def progress(step: str, in_hub: int, acked: int, total: int) -> None:
-                        bar.update(
-                            task, description=step, completed=in_hub, acked=acked, total=total
-                        )
-
-                    scenario = DemoScenario(
-                        redis_url,
-                        workdir=scenario_dir,
-                        runs_per_runtime=runs_per_runtime,
-                        events_per_run=events_per_run,
-                        progress=progress,
-                    )
-                    result = scenario.run()
-                    bar.update(
-                        task, description="done", completed=result.in_hub, acked=result.acked
-                    )
+                scenario = DemoScenario(
+                    redis_url,
+                    workdir=scenario_dir,
+                    runs_per_runtime=runs_per_runtime,
+                    events_per_run=events_per_run,
+                )
+                result = _run_with_progress(scenario, transient=as_json)
             except ChildDied:
                 keep_files = True  # the dead daemon's whole log stays where the error says
                 raise
@@ -151,6 +125,27 @@ def demo(
     raise SystemExit(exit_codes.OK if result.ok else exit_codes.FAILURE)
 
 
+def _run_with_progress(scenario: DemoScenario, transient: bool) -> DemoResult:
+    """Run ``scenario`` under a progress bar on stderr (``transient``: gone at the end)."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(
+        TextColumn("{task.description:<44}"), BarColumn(bar_width=16),
+        MofNCompleteColumn(), TextColumn("acked {task.fields[acked]:>6}"),
+        TimeElapsedColumn(), console=Console(stderr=True), transient=transient,
+    ) as bar:  # fmt: skip
+        task = bar.add_task("starting", total=scenario.total, acked=0)
+
+        def progress(step: str, in_hub: int, acked: int, total: int) -> None:
+            bar.update(task, description=step, completed=in_hub, acked=acked, total=total)
+
+        scenario.progress = progress
+        result = scenario.run()
+        bar.update(task, description="done", completed=result.in_hub, acked=result.acked)
+    return result
+
+
 def _start_redis(embedded: str, keep: bool) -> EmbeddedRedis:
     from hubsync.demo.embedded_redis import (
         FakeRedisTcpServer,
@@ -173,8 +168,6 @@ def _start_redis(embedded: str, keep: bool) -> EmbeddedRedis:
 def _print_summary(result: DemoResult, keep: bool, private: bool) -> None:
     from rich.console import Console
     from rich.table import Table
-
-    from hubsync.demo.scenario import HUB_PROJECT
 
     console = Console()
     lease = result.lease
@@ -204,7 +197,14 @@ def _print_summary(result: DemoResult, keep: bool, private: bool) -> None:
         mark = "[green]ok[/green]  " if check.held else "[red]FAIL[/red]"
         detail = f" ({check.detail})" if check.detail and not check.held else ""
         console.print(f"{mark} {check.name}{detail}")
-    url = result.redis_url
+    _print_where_to_look(result, keep, private)
+
+
+def _print_where_to_look(result: DemoResult, keep: bool, private: bool) -> None:
+    """The commands that show what the demo left, when its Redis still runs."""
+    from hubsync.demo.scenario import HUB_PROJECT
+
+    url, lease = result.redis_url, result.lease
     if private and not keep:
         # the private Redis is already stopped: commands against it would only fail
         click.echo(
@@ -212,21 +212,27 @@ def _print_summary(result: DemoResult, keep: bool, private: bool) -> None:
             "hubsync demo --keep (needs redis-server) and the redis-cli commands it prints."
         )
         return
-    console.print("\nLook at what it left:")
-    for command in (
-        f"redis-cli -u {url} XRANGE 'hubsync:{{{HUB_PROJECT}}}:events' - + COUNT 5",
-        f"redis-cli -u {url} XINFO GROUPS 'hubsync:{{{HUB_PROJECT}}}:events'",
-        f"redis-cli -u {url} XRANGE 'hubsync:{{{HUB_PROJECT}}}:alerts' - +",
-        f"redis-cli -u {url} XRANGE 'hubsync:{{{HUB_PROJECT}}}:dead' - +",
-        f"redis-cli -u {url} HGETALL 'hubsync:lease:{{{lease.get('resource', '...')}}}'",
-        f"redis-cli -u {url} XREVRANGE 'hubsync:lease:{{{lease.get('resource', '...')}}}:log' + -",
-    ):
-        click.echo(f"  {command}")
+    click.echo("\nLook at what it left:")
+    events = keys.events_stream(HUB_PROJECT)
+    commands = [
+        f"XRANGE '{events}' - + COUNT 5",
+        f"XINFO GROUPS '{events}'",
+        f"XRANGE '{keys.alerts_stream(HUB_PROJECT)}' - +",
+        f"XRANGE '{keys.dead_stream(HUB_PROJECT)}' - +",
+    ]
+    if "resource" in lease:
+        resource = lease["resource"]
+        commands += [f"HGETALL '{keys.lease(resource)}'",
+                     f"XREVRANGE '{keys.lease_log(resource)}' + -"]  # fmt: skip
+    for command in commands:
+        click.echo(f"  redis-cli -u {url} {command}")
     if keep:
         # click, not rich: a command to copy is one line, however narrow the terminal
         hub_db = shlex.quote(str(result.workdir / "hub.db"))
         click.echo(f"  hubsync status --redis-url {url} --hub-db {hub_db}")
         click.echo(f"  files: {result.workdir}")
         click.echo(f"  stop Redis: redis-cli -u {url} shutdown nosave")
-    if os.environ.get("HUBSYNC_REDIS_URL") and not private:
-        console.print("  (the demo's keys in that Redis are those with {demo} in their name)")
+    if not private:
+        click.echo(
+            f"  (the demo's keys in that Redis are those with {{{HUB_PROJECT}}} in their name)"
+        )

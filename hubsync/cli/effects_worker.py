@@ -8,12 +8,10 @@ import click
 import redis
 
 from hubsync.cli import exit_codes
+from hubsync.cli.health_checks import reading_health
 from hubsync.cli.options import build_settings, env_option, options_from, redis_target
 from hubsync.core.connections import (
-    CREDENTIAL_ERRORS,
-    UNREACHABLE_ERRORS,
     RedisTarget,
-    credentials_refused,
     ping,
 )
 from hubsync.core.keys import EFFECTS_QUEUE
@@ -88,14 +86,8 @@ def effects_worker(worker_name: str | None, burst: bool, check: bool, **options:
 def _check(client: redis.Redis, rq_redis: RedisTarget, queue: Any, name: str | None) -> int:
     from rq import Worker
 
-    try:
+    with reading_health(rq_redis, f"effects worker {name or '*'}"):
         workers = Worker.all(connection=client, queue=queue)
-    except CREDENTIAL_ERRORS as exc:
-        # a wrong user or password is a refusal (exit 1), not an outage
-        raise credentials_refused(rq_redis, exc) from None
-    except UNREACHABLE_ERRORS:
-        click.echo(f"effects worker {name or '*'}: cannot reach Redis", err=True)
-        return exit_codes.REDIS_UNREACHABLE
     names = sorted(worker.name for worker in workers)
     alive = name in names if name is not None else bool(names)
     label = name or "any"

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from hubstore.store import MAX_ROTATION_GRACE
 from hubsync.cli.options import duration_option, hub_options, json_option, open_hub_store
 from hubsync.core.clock import format_timestamp
 from hubsync.core.enrollment import encode_token, validate_hub_projects
@@ -76,7 +77,9 @@ Examples:
     "--rotation-grace",
     default="24h",
     show_default=True,
-    help="How long the runtime's previous key stays valid after a re-key (90s, 15m, 2h, 1d).",
+    at_most=MAX_ROTATION_GRACE.total_seconds(),
+    help="How long the runtime's previous key stays valid after a re-key (90s, 15m, 2h, 1d; "
+    "at most 30d). A runtime whose key leaked gets none: --revoke it, then enroll it.",
 )
 @click.option(
     "--output",

@@ -1,5 +1,6 @@
 """``hubsync hub``: the hub store itself (``hub migrate``: create or upgrade its schema and
-give a new hub its identity; ``hub init``: the same, printing the hub id).
+give a new hub its identity; ``hub init``: the same, printing the hub id; ``hub backup``:
+an online copy of a SQLite hub).
 
 Both give a hub without an id its id, so either one is the single step that
 makes a hub ready for ``hubsync enroll``.
@@ -8,13 +9,18 @@ makes a hub ready for ``hubsync enroll``.
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import click
 
 from hubsync.cli.options import hub_options, json_option, shown_store
+from hubsync.core.errors import ConfigError, HubsyncError
 from hubsync.core.migration import SchemaChange
 from hubsync.core.settings import hub_url_of
+
+PROGRESS_EVERY = 1.0
+"""Seconds between two progress lines of ``hub backup`` (a copy done sooner prints none)."""
 
 
 @click.group(
@@ -24,10 +30,11 @@ Examples:
   hubsync hub migrate --hub-db /var/lib/hubsync/hub.db
   hubsync hub migrate --hub-url sqlite:////var/lib/hubsync/hub.db --json
   hubsync hub migrate --hub-url postgresql://hubsync_admin@db.internal/hubsync
+  hubsync hub backup --hub-db /var/lib/hubsync/hub.db --to /backup/hub-$(date +%F).db
 """
 )
 def hub() -> None:
-    """The hub store itself: its schema (migrate) and its id (init)."""
+    """The hub store itself: its schema (migrate), its id (init) and its backup."""
 
 
 @hub.command(
@@ -104,6 +111,97 @@ def migrate(hub_url: str | None, hub_db: Path | None, as_json: bool) -> None:
     click.echo(_sentence(shown_store(url), change))
     if created:
         click.echo(f"hub store {shown_store(url)}: hub id {hub_id} (created)")
+
+
+@hub.command(
+    "backup",
+    epilog="""\b
+Examples:
+  hubsync hub backup --hub-db /var/lib/hubsync/hub.db --to /backup/hub-$(date +%F).db
+  hubsync hub backup --hub-db hub.db --to /backup/hub.db --force --json
+""",
+)
+@hub_options
+@click.option(
+    "--to",
+    "to",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="The file to write the copy to (mode 0600; no environment variable).",
+)
+@click.option("--force", is_flag=True, help="Replace --to if it exists (no environment variable).")
+@json_option
+def backup(hub_url: str | None, hub_db: Path | None, to: Path, force: bool, as_json: bool) -> None:
+    """Copy a SQLite hub store to --to while the consumers go on writing it.
+
+    The copy is consistent (the store as of one commit) and made with SQLite's
+    online backup API: a file mode 0600, written beside --to and renamed into
+    place when complete. An existing --to is refused unless --force. Progress
+    goes to stderr about once a second while the copy runs. A PostgreSQL hub
+    is backed up with PostgreSQL's own tools (pg_dump, or base backups with
+    WAL archiving: docs/deploy.md); this refuses it (exit 2). A store restored
+    from a copy is noticed by the consumers (docs/operations.md, "Backup and
+    restore").
+    """
+    from hubstore.factory import url_scheme
+    from hubstore.sqlite.store import SqliteHubStore, sqlite_path
+
+    url = _required_url(hub_url, hub_db)
+    scheme = url_scheme(url)
+    if scheme != "sqlite":
+        raise ConfigError(_not_copied_here(scheme, shown_store(url)))
+    path = sqlite_path(url)
+    SqliteHubStore(path, create_schema=False).close()  # a hub database, at this version
+    started = time.monotonic()
+    pages = _copy(path, to, force=force)
+    size = to.stat().st_size
+    elapsed = time.monotonic() - started
+    if as_json:
+        document = {"store": shown_store(url), "to": str(to), "pages": pages, "bytes": size}
+        click.echo(json.dumps(document | {"seconds": round(elapsed, 3)}, sort_keys=True))
+        return
+    click.echo(
+        f"hub store {shown_store(url)}: backed up to {to} ({size} bytes, {pages} pages, "
+        f"{elapsed:.1f}s)"
+    )
+
+
+def _not_copied_here(scheme: str, store: str) -> str:
+    if scheme == "memory":
+        return f"hub store {store} lives in one process's memory: there is nothing to back up"
+    return (
+        f"hub store {store} is a PostgreSQL database: back it up with PostgreSQL's tools "
+        "(pg_dump --format=custom, or pg_basebackup with WAL archiving; docs/deploy.md)"
+    )
+
+
+def _copy(path: Path, to: Path, *, force: bool) -> int:
+    """``copy_database`` with progress on stderr; its failures as one line each."""
+    import sqlite3
+
+    from hubsync.core.sqlite import copy_database
+
+    shown = [time.monotonic()]
+
+    def progress(copied: int, total: int) -> None:
+        now = time.monotonic()
+        if now - shown[0] >= PROGRESS_EVERY and copied < total:
+            shown[0] = now
+            click.echo(f"backing up {path}: {copied} of {total} pages", err=True)
+
+    try:
+        return copy_database(path, to, replace=force, progress=progress)
+    except FileExistsError as exc:
+        exists = Path(exc.filename or to)
+        raise ConfigError(
+            f"--to: {exists} exists; give --force to replace it"
+            if exists == to
+            else f"--to: {exists} exists (left by a backup that did not finish?); remove it"
+        ) from None
+    except OSError as exc:
+        raise HubsyncError(f"cannot write the backup {to}: {exc.strerror or exc}") from None
+    except sqlite3.Error as exc:
+        raise HubsyncError(f"backing up {path} to {to} failed: {exc}") from None
 
 
 def _give_id(url: str) -> tuple[str, bool]:

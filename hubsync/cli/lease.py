@@ -18,7 +18,12 @@ from hubstore.leases import (
     LeaseTransition,
 )
 from hubsync.cli import exit_codes
-from hubsync.cli.options import env_option, json_option, redis_url_option
+from hubsync.cli.options import (
+    env_option,
+    json_option,
+    redis_url_option,
+    secret_option_callback,
+)
 from hubsync.core.connections import RedisTarget, probe
 from hubsync.core.redis_values import printable
 
@@ -41,8 +46,9 @@ _ttl = env_option(
     help="Lease TTL in ms (50..86400000), counted on Redis's clock.",
 )  # fmt: skip
 _token = env_option("--token", type=int, required=True, help="The fencing token acquire returned.")
+_PROOF_ON_ARGV = ("the lease proof", "set HUBSYNC_PROOF instead")
 _proof = env_option(
-    "--proof", required=True,
+    "--proof", required=True, callback=secret_option_callback(*_PROOF_ON_ARGV),
     help="The proof secret acquire returned (prefer the env var: argv is visible to others).",
 )  # fmt: skip
 
@@ -127,7 +133,7 @@ def lease() -> None:
 @_holder
 @_ttl
 @env_option(
-    "--proof", default=None,
+    "--proof", default=None, callback=secret_option_callback(*_PROOF_ON_ARGV),
     help="Your proof, to renew your own live lease through acquire (same token).",
 )  # fmt: skip
 @_json

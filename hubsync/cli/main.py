@@ -36,6 +36,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "hubsync.cli.consume:consume",
         "Store every project's sync events in the hub database, exactly once.",
     ),
+    "consumers": (
+        "hubsync.cli.consumers:consumers",
+        "The consumers of group hub: list them, remove one that is gone.",
+    ),
     "dead": (
         "hubsync.cli.dead:dead",
         "Dead letters: entries the hub refused (bad bytes) or gave up on (max_deliveries).",
@@ -61,10 +65,17 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "hubsync.cli.events:events",
         "List the events the hub stored, as JSON lines, in order of run, project and sequence.",
     ),
-    "hub": ("hubsync.cli.hub:hub", "The hub store itself: its schema (migrate) and its id (init)."),
+    "hub": (
+        "hubsync.cli.hub:hub",
+        "The hub store itself: its schema (migrate), its id (init) and its backup.",
+    ),
     "lease": (
         "hubsync.cli.lease:lease",
         "Fenced leases: tokens only grow, deadlines follow Redis TIME, proof kept as SHA-256.",
+    ),
+    "outbox": (
+        "hubsync.cli.outbox:outbox",
+        "This runtime's outbox: put parked rows back to pending (retry).",
     ),
     "produce": (
         "hubsync.cli.produce:produce",

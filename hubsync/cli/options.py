@@ -36,6 +36,7 @@ from hubsync.core.connections import RedisTarget
 from hubsync.core.durations import is_duration, parse_duration
 from hubsync.core.errors import ConfigError
 from hubsync.core.names import validate_name
+from hubsync.core.redis_credentials import url_password
 from hubsync.core.settings import (
     SQLITE_URL_PREFIX,
     ClusterMode,
@@ -60,6 +61,31 @@ def duration_callback(
         return parse_duration(value)
     except ConfigError as exc:
         raise click.BadParameter(str(exc), ctx, param) from None
+
+
+def bounded_duration_callback(
+    at_most: float,
+) -> Callable[[click.Context, click.Parameter, str | float | None], float | None]:
+    """``duration_callback`` that also refuses more than ``at_most`` seconds (usage error)."""
+
+    def callback(
+        ctx: click.Context, param: click.Parameter, value: str | float | None
+    ) -> float | None:
+        seconds = duration_callback(ctx, param, value)
+        if seconds is not None and seconds > at_most:
+            raise click.BadParameter(
+                f"{str(value)[:40]!r} is longer than the most it may be, {_shown(at_most)}",
+                ctx,
+                param,
+            )
+        return seconds
+
+    return callback
+
+
+def _shown(seconds: float) -> str:
+    """A bound in the duration syntax: whole days as ``30d``, else seconds."""
+    return f"{seconds / 86400:g}d" if seconds % 86400 == 0 else f"{seconds:g}s"
 
 
 def _click_type(annotation: Any, metadata: list[Any]) -> Any:
@@ -175,12 +201,48 @@ def options_from(
     return decorate
 
 
+def given_on_command_line(name: str) -> bool:
+    """Whether the running command's parameter ``name`` was typed on its command line (not
+    taken from a variable, a file or a default): where every user of the machine can read it."""
+    context = click.get_current_context(silent=True)
+    return context is not None and context.get_parameter_source(name) is ParameterSource.COMMANDLINE
+
+
+def warn_secret_on_command_line(what: str, instead: str) -> None:
+    """The one warning of a command about a secret typed on its command line: a
+    ``warning:`` line on standard error, saying ``what`` it is and how to give it ``instead``
+    (never the secret). A daemon's Redis password says the same in its log
+    (``RedisTarget.of``), since a daemon's standard error is its log."""
+    click.echo(
+        f"warning: {what} on the command line can be read in the shell history and, while "
+        f"this runs, by every user of this machine in the process list; {instead}",
+        err=True,
+    )
+
+
+def secret_option_callback(
+    what: str, instead: str
+) -> Callable[[click.Context, click.Parameter, Any], Any]:
+    """A click callback for an option holding a secret: warns (``warn_secret_on_command_line``)
+    when the value was typed on the command line rather than read from its variable."""
+
+    def callback(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+        typed = param.name is not None and given_on_command_line(param.name)
+        if value is not None and typed:
+            warn_secret_on_command_line(what, instead)
+        return value
+
+    return callback
+
+
 def redis_url_option(command: F) -> F:
     """``--redis-url``, ``--redis-password-file`` and ``--redis-cluster`` of a command that
     takes no other setting.
 
     The three become one ``RedisTarget`` (the password file read once) just
-    before the command runs; the command gets it as ``redis``.
+    before the command runs; the command gets it as ``redis``. A URL typed on
+    the command line with a password in it is warned about
+    (``warn_secret_on_command_line``).
     """
 
     @functools.wraps(command)
@@ -195,6 +257,12 @@ def redis_url_option(command: F) -> F:
             "yes" if redis_cluster == "yes" else "no" if redis_cluster == "no" else "auto"
         )
         target = RedisTarget.of(redis_url, redis_password_file, mode)
+        if url_password(redis_url) and given_on_command_line("redis_url"):
+            warn_secret_on_command_line(
+                "the password in --redis-url",
+                "pass the URL in HUBSYNC_REDIS_URL, or the password in a file named by "
+                "--redis-password-file",
+            )
         return command(*args, redis=target, **kwargs)
 
     url_options = options_from(
@@ -224,9 +292,13 @@ def env_option(flag: str, *declarations: str, **attributes: Any) -> Callable[[F]
     return click.option(flag, *declarations, envvar=envvar, show_envvar=True, **attributes)
 
 
-def duration_option(flag: str, **attributes: Any) -> Callable[[F], F]:
-    """An ``env_option`` holding a duration (``90``, ``15m``, ``2h``, ``7d``), handed over in seconds."""
-    return env_option(flag, type=str, metavar="DURATION", callback=duration_callback, **attributes)
+def duration_option(
+    flag: str, *, at_most: float | None = None, **attributes: Any
+) -> Callable[[F], F]:
+    """An ``env_option`` holding a duration (``90``, ``15m``, ``2h``, ``7d``), handed over in
+    seconds; with ``at_most``, a longer one is a usage error."""
+    callback = duration_callback if at_most is None else bounded_duration_callback(at_most)
+    return env_option(flag, type=str, metavar="DURATION", callback=callback, **attributes)
 
 
 def count_option(listed: str) -> Callable[[F], F]:
@@ -302,12 +374,10 @@ def redis_target(settings: CommonSettings) -> RedisTarget:
     """A daemon's ``RedisTarget``: ``--redis-url`` with the password of
     ``--redis-password-file`` (read now, after its logging is set up) and ``--redis-cluster``.
 
-    Warns once if the URL given on this command line carries a password.
+    Warns once, in the daemon's log, if the URL given on this command line carries a password.
     """
-    context = click.get_current_context(silent=True)
-    source = None if context is None else context.get_parameter_source("redis_url")
     return RedisTarget.from_settings(
-        settings, url_on_command_line=source is ParameterSource.COMMANDLINE
+        settings, url_on_command_line=given_on_command_line("redis_url")
     )
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from hubsync.cli.options import env_option, options_from
+from hubsync.cli.options import env_option, json_option, options_from
 from hubsync.core.settings import ProduceSettings, RuntimeSettings
 from producers.errors import UnreadableStoreError
 from producers.registry import ProjectRegistration, RuntimeRegistry
@@ -52,12 +52,7 @@ Examples:
     "missing state dir is refused, so a mistyped path never becomes a new runtime (no "
     "environment variable).",
 )
-@click.option(
-    "--json",
-    "as_json",
-    is_flag=True,
-    help="Print one JSON document on stdout instead of the summary line (no environment variable).",
-)
+@json_option
 def produce(
     state_dir: Path,
     project_root: Path,

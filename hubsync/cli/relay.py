@@ -9,15 +9,13 @@ from typing import Any
 import click
 
 from hubsync.cli import exit_codes
+from hubsync.cli.health_checks import reading_health
 from hubsync.cli.options import build_settings, options_from, redis_target
 from hubsync.core import keys
 from hubsync.core.connections import (
-    CREDENTIAL_ERRORS,
-    UNREACHABLE_ERRORS,
     RedisTarget,
     Role,
     connect,
-    credentials_refused,
     probe,
 )
 from hubsync.core.logs import configure_logging
@@ -119,13 +117,8 @@ def _unreadable_line(unreadable: dict[str, str]) -> str:
 def _check(target: RedisTarget, runtime_id: str) -> int:
     client = connect(target, Role.PROBE)
     try:
-        record = client.get(keys.relay_health(runtime_id))
-    except CREDENTIAL_ERRORS as exc:
-        # a wrong user or password is a refusal (exit 1), not an outage
-        raise credentials_refused(target, exc) from None
-    except UNREACHABLE_ERRORS:
-        click.echo(f"relay {runtime_id}: cannot reach Redis", err=True)
-        return exit_codes.REDIS_UNREACHABLE
+        with reading_health(target, f"relay {runtime_id}"):
+            record = client.get(keys.relay_health(runtime_id))
     finally:
         client.close()
     if record is None:

@@ -10,13 +10,15 @@ by another hub (exit 2).
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
 import click
 
-from hubsync.cli.options import json_option, options_from
+from hubsync.cli.options import json_option, options_from, warn_secret_on_command_line
 from hubsync.core.enrollment import decode_token
+from hubsync.core.private_files import file_mode
 from hubsync.core.settings import RuntimeSettings
 from producers.registry import REGISTRY_FILE, JoinAction, RuntimeRegistry
 
@@ -47,7 +49,7 @@ Examples:
 @click.argument("token", metavar="TOKEN")
 @json_option
 def join(state_dir: Path, token: str, as_json: bool) -> None:
-    """Keep the enrollment token of this runtime in its registry (mode 0600).
+    """Keep the enrollment token of this runtime in its registry (a private file, mode 0600).
 
     TOKEN is the line `hubsync enroll` printed, or - to read it from standard
     input (piped, redirected from the file `enroll --output` wrote, or pasted
@@ -63,19 +65,19 @@ def join(state_dir: Path, token: str, as_json: bool) -> None:
     on_command_line = token != "-"  # noqa: S105 - "-" is standard input
     text = token if on_command_line else _read_stdin()
     enrollment = decode_token(text)
-    created = not (state_dir.expanduser() / REGISTRY_FILE).is_file()
+    created = not os.path.lexists(state_dir.expanduser() / REGISTRY_FILE)
     with RuntimeRegistry(
         state_dir, enrollment.runtime_id if created else None, create=created
     ) as registry:
         action = registry.join(enrollment)
         path = registry.path
+    mode = file_mode(path)  # the file's, as it is now: never a claimed one
     if on_command_line:
         # Once joined: a refused token's one line on stderr stays its error alone.
-        click.echo(
-            "warning: the enrollment token on the command line holds the runtime's key and can "
-            "be read in the shell history and, while this runs, the process list; pass - and "
-            "give it on standard input instead (hubsync runtime join --state-dir DIR - < FILE)",
-            err=True,
+        warn_secret_on_command_line(
+            "the enrollment token (it holds the runtime's key)",
+            "pass - and give it on standard input instead "
+            "(hubsync runtime join --state-dir DIR - < FILE)",
         )
     projects = ", ".join(enrollment.hub_projects)
     if as_json:
@@ -85,6 +87,7 @@ def join(state_dir: Path, token: str, as_json: bool) -> None:
             "hub_id": enrollment.hub_id,
             "hub_projects": list(enrollment.hub_projects),
             "registry": str(path),
+            "registry_mode": f"{mode:04o}",
             "runtime_id": enrollment.runtime_id,
         }
         click.echo(json.dumps(document, sort_keys=True))
@@ -98,7 +101,7 @@ def join(state_dir: Path, token: str, as_json: bool) -> None:
     }[action]
     click.echo(
         f"runtime {enrollment.runtime_id} {said} hub {enrollment.hub_id}, for hub projects {projects} "
-        f"(kept in {path}, mode 0600)"
+        f"(kept in {path}, mode {mode:04o})"
     )
 
 

@@ -9,9 +9,11 @@ What it holds, and what anything above may import from it:
 * settings (``settings``) and the one duration syntax (``durations``);
 * Redis: every client (``connections``), reads across streams (``stream_reads``), reply
   values (``redis_values``);
-* SQLite: the one database layer (``sqlite``) and numbered schema steps (``migration``);
+* SQLite: the one database layer (``sqlite``), its private files (``private_files``) and
+  numbered schema steps (``migration``);
 * small shared parts: errors (``errors``), clock (``clock``), retry delays (``backoff``),
-  closing (``closing``), logging (``logs``), metrics (``metrics``), daemon GC tuning
+  closing (``closing``), logging (``logs``), metrics (``metrics``) and their HTTP server
+  (``metrics_server``), daemon GC tuning
   (``gc_tuning``).
 
 ``producers``, ``consumers`` and ``hubstore`` build on it; the application (``hubsync.cli``,

@@ -220,14 +220,20 @@ def consumer_user(*, prefix: str = DEFAULT_USER_PREFIX) -> RedisUser:
     GROUPS, XPENDING; trim.py and reclaim.py run stream_trim_acked.lua (EXISTS,
     XINFO GROUPS, XPENDING, XTRIM) and stream_remove_idle_consumer.lua (XPENDING,
     XGROUP DELCONSUMER); health.py SETs, GETs and DELs its health key. It reads
-    and sets ``hubsync:hub``, the hub id that owns the namespace's group.
+    and sets ``hubsync:hub``, the hub id that owns the namespace's group, and reads and
+    raises (ZSCORE, ZADD) ``hubsync:hub:mark``, how far that hub's store has committed,
+    and reads and writes (HMGET, HSET) ``hubsync:revocations``, the revoked runtime keys;
+    ``hubsync consumers remove`` (XAUTOCLAIM, XGROUP DELCONSUMER) runs as this user too.
     """
     grants = (
         _connection("time", "script|load"),
         # the hub projects to read
         Grant(("smembers",), (glob_literal(keys.PROJECTS),)),
-        # the hub id owning group hub
+        # the hub id owning group hub, and how far its store has committed
         Grant(("get", "set"), (glob_literal(keys.HUB_IDENTITY),)),
+        Grant(("zadd", "zscore"), (glob_literal(keys.HUB_MARK),)),
+        # the revocations of runtime keys, kept beside the store
+        Grant(("hmget", "hset"), (glob_literal(keys.REVOCATIONS),)),
         # events streams: group hub, reclaim, lag, trim (and its scripts)
         Grant(
             (
@@ -276,10 +282,12 @@ _OPERATOR_READS = Grant(
         "get",
         "pttl",
         "hgetall",
+        "zscore",
     ),
     (
         glob_literal(keys.PROJECTS),
         glob_literal(keys.HUB_IDENTITY),
+        glob_literal(keys.HUB_MARK),
         _ANY_EVENTS,
         _ANY_DEAD,
         _ANY_ALERTS,
@@ -300,7 +308,7 @@ def operator_user(*, prefix: str = DEFAULT_USER_PREFIX) -> RedisUser:
     and GET/PTTL of the health keys, TIME; dead_letters.py: XLEN, XRANGE;
     alerts.py: XREVRANGE; hubstore/leases/client.py: HGETALL and TIME in
     MULTI/EXEC, SCAN, XREVRANGE of the log; doctor: INFO, SMEMBERS, XINFO
-    GROUPS, GET ``hubsync:hub``. CONFIG GET is not granted (it can read
+    GROUPS, GET ``hubsync:hub``, ZSCORE ``hubsync:hub:mark``. CONFIG GET is not granted (it can read
     ``requirepass``), so doctor states the AOF fsync policy as unknown. Ack
     streams are not readable: no operator command reads them.
     """

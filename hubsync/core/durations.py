@@ -18,6 +18,8 @@ from hubsync.core.errors import ConfigError
 
 _PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)([smhdw]?)")
 _UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+MAX_SECONDS = 100 * 365 * 86400.0
+"""No duration is longer (a date that far ahead is still a date); each option may set less."""
 SYNTAX = "seconds or a number with s, m, h, d or w (90, 15m, 2h, 7d, 1h30m)"
 """What a duration may look like, as error messages and help say it."""
 
@@ -34,6 +36,8 @@ def parse_duration(text: str) -> float:
         position = match.end()
     if not compact or position != len(compact):
         raise ConfigError(f"{text[:40]!r} is not a duration; use {SYNTAX}")
+    if total > MAX_SECONDS:
+        raise ConfigError(f"{text[:40]!r} is longer than any duration hubsync takes (100 years)")
     return total
 
 

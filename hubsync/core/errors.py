@@ -58,3 +58,11 @@ class SchemaVersionError(HubsyncError):
     Files are refused, never reshaped: the message says which version was found
     and what to do (use a matching hubsync, create the schema, or another path).
     """
+
+
+class UnsafeFileError(HubsyncError):
+    """A file hubsync keeps private (a key's, a store's) is a symbolic link, not a regular file,
+    or open to group or others and not this user's to tighten; nothing was opened or written.
+
+    The message names the path and its real mode or link target. Exit code 1 in the CLI.
+    """

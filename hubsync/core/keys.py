@@ -14,6 +14,13 @@ PROJECTS = f"{PREFIX}:projects"
 """Set of hub projects that have an events stream."""
 HUB_IDENTITY = f"{PREFIX}:hub"
 """String: the id of the hub that owns this namespace's consumer group (when one is bound)."""
+HUB_MARK = f"{HUB_IDENTITY}:mark"
+"""Sorted set: hub id -> the highest commit counter a consumer saw that hub's store commit
+(raised with ``ZADD GT`` only), so a store restored from a backup is noticed."""
+
+REVOCATIONS = f"{PREFIX}:revocations"
+"""Hash: key fingerprint -> the signed revocation of that runtime key (``hubstore.revocations``),
+published by the consumers so that a store restored from a backup cannot bring the key back."""
 
 CONSUMER_GROUP = "hub"
 """The consumer group every hub worker reads the events streams in."""

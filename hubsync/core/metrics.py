@@ -12,19 +12,16 @@ and no event byte ever reaches a scrape.
 from __future__ import annotations
 
 import logging
-import socket
-import threading
 from bisect import bisect_left
 from collections import Counter as _Tally
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client import Counter, Gauge, Histogram, make_wsgi_app
-from prometheus_client.exposition import ThreadingWSGIServer
 
 from hubsync.core.entries import ConflictReason, Outcome
 from hubsync.core.errors import HubsyncError
+from hubsync.core.metrics_server import MetricsServer, WsgiApp
 from hubsync.core.settings import DEFAULT_METRICS_HOST
 
 log = logging.getLogger(__name__)
@@ -173,9 +170,6 @@ def observe_many(histogram: Histogram, values: Sequence[float]) -> None:
             buckets[index].inc(count)
 
 
-WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], list[bytes]]
-
-
 def metrics_app() -> WsgiApp:
     """The WSGI app of the metrics server: ``/metrics``, ``/healthz``, and 404 for the rest.
 
@@ -199,27 +193,16 @@ def metrics_app() -> WsgiApp:
     return app
 
 
-class _QuietHandler(WSGIRequestHandler):
-    """A request handler that logs nothing (a scrape every few seconds is not news)."""
-
-    def log_message(self, format: str, *args: Any) -> None:
-        """Log nothing."""
-
-
-def serve_metrics(port: int, addr: str) -> WSGIServer:
-    """Serve ``metrics_app`` on ``addr:port`` in a daemon thread; returns the server (to stop it)."""
-    family = socket.getaddrinfo(addr, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0][0]
-
-    class _Server(ThreadingWSGIServer):
-        address_family = family
-
-    server = make_server(addr, port, metrics_app(), _Server, handler_class=_QuietHandler)
-    threading.Thread(target=server.serve_forever, name="metrics-http", daemon=True).start()
-    return server
+def serve_metrics(port: int, addr: str, **limits: Any) -> MetricsServer:
+    """Serve ``metrics_app`` on ``addr:port`` in one daemon thread, with bounded connections
+    (``MetricsServer``; ``limits`` are its ``max_connections`` and ``timeout``); returns the
+    server (to stop it)."""
+    return MetricsServer(addr, port, metrics_app(), **limits).start()
 
 
 def start_metrics_server(port: int | None, addr: str = DEFAULT_METRICS_ADDR) -> bool:
-    """Serve ``/metrics`` and ``/healthz`` on ``addr:port`` in a daemon thread; 0/None = off.
+    """Serve ``/metrics`` and ``/healthz`` on ``addr:port`` in a daemon thread (one, however
+    many connections: ``hubsync.core.metrics_server``); 0/None = off.
 
     Returns whether a server was started. A port that cannot be bound raises
     ``MetricsServerError`` naming it, so the daemon fails at start, not silently.

@@ -5,7 +5,10 @@ storage-side fence all go through ``Database``, so each of these is done one
 way only:
 
 * a new file is created private (mode 0600; SQLite gives its -wal and -shm the
-  same mode) in WAL mode;
+  same mode) in WAL mode; before any file is opened, it and its sidecars and
+  backups are looked at without following links: a symbolic link in the place of
+  one is refused, a mode open to group or others tightened
+  (``hubsync.core.private_files``);
 * a write is a callback run in one ``BEGIN IMMEDIATE`` transaction: the write
   lock is taken before the first read, so the transaction never fails half-way
   on a lock upgrade (which SQLite's busy handler cannot fix), and a busy
@@ -25,6 +28,7 @@ way only:
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import sqlite3
@@ -39,10 +43,20 @@ from hubsync.core.backoff import Backoff
 from hubsync.core.closing import ClosesOnExit
 from hubsync.core.errors import SchemaVersionError, StoreBusyError
 from hubsync.core.migration import Migration, SchemaChange, check_migrations, steps_from
+from hubsync.core.private_files import (
+    PRIVATE_DIR_MODE,
+    PRIVATE_FILE_MODE,
+    create_private_dirs,
+    create_private_file,
+    new_private_file,
+    secure_existing_files,
+)
 
 __all__ = [
     "DEFAULT_BUSY_BUDGET",
     "DEFAULT_BUSY_TIMEOUT",
+    "PRIVATE_DIR_MODE",
+    "PRIVATE_FILE_MODE",
     "Database",
     "Migration",
     "SchemaChange",
@@ -51,6 +65,7 @@ __all__ = [
     "create_private_dirs",
     "create_private_file",
     "damage_found",
+    "new_private_file",
     "run_transaction",
     "split_statements",
 ]
@@ -87,69 +102,85 @@ def is_busy(exc: sqlite3.Error) -> bool:
     return "locked" in text or "busy" in text
 
 
-PRIVATE_FILE_MODE = 0o600
-"""Mode of every file hubsync creates (SQLite gives a file's -wal and -shm the same mode)."""
-PRIVATE_DIR_MODE = 0o700
-"""Mode of every directory hubsync creates (a state dir, its stores/, a hub file's directory)."""
-
-
-def create_private_dirs(path: Path) -> None:
-    """Create ``path`` and its missing parents, each mode 0700 whatever the umask.
-
-    Directories that already exist are left as they are: they are the
-    operator's, and their mode is the operator's choice.
-    """
-    missing = []
-    for directory in (path, *path.parents):
-        if directory.exists():
-            break
-        missing.append(directory)
-    for directory in reversed(missing):
-        try:
-            directory.mkdir(mode=PRIVATE_DIR_MODE)
-        except FileExistsError:  # another process made it first: theirs to have set
-            continue
-        os.chmod(directory, PRIVATE_DIR_MODE)  # the umask may have taken bits off
-
-
-def create_private_file(path: Path) -> None:
-    """Create ``path`` (mode 0600) and its directories (0700) if missing; leave existing ones alone."""
-    create_private_dirs(path.parent)
-    try:
-        fd = new_private_file(path)
-    except FileExistsError:
-        return
-    os.close(fd)
-
-
-def new_private_file(path: Path) -> int:
-    """Create ``path``, which must not exist, mode 0600; return its descriptor, open for writing.
-
-    The file is created with that mode (``O_EXCL``: never an existing file or a
-    symlink's target), so no moment exists when another user could open it;
-    ``fchmod`` only restores bits a umask took off, before anything is written.
-    Raises ``FileExistsError`` if ``path`` exists, ``OSError`` if it cannot be made.
-    """
-    fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_CLOEXEC, PRIVATE_FILE_MODE)
-    try:
-        os.fchmod(fd, PRIVATE_FILE_MODE)  # exactly 0600, whatever the umask
-    except OSError:
-        os.close(fd)
-        raise
-    return fd
-
-
 def backup_path(path: Path, version: int) -> Path:
     """Where the copy of ``path`` taken before upgrading it from ``version`` goes."""
     return path.with_name(f"{path.name}.v{version}.bak")
 
 
+SIDECAR_SUFFIXES = ("-wal", "-shm", "-journal")
+"""The files SQLite keeps beside a database, named after it."""
+
+
 def companion_files(path: Path) -> list[Path]:
-    """``path`` and the files beside it that hold copies of its pages: its -wal and -shm, and
-    the copies taken before upgrades (``backup_path``), those that exist."""
-    siblings = [path.with_name(path.name + suffix) for suffix in ("-wal", "-shm")]
+    """``path`` and the files beside it that hold copies of its pages: its -wal, -shm and
+    -journal, and the copies taken before upgrades (``backup_path``), those that exist (a
+    symbolic link in one's place, dangling or not, included)."""
+    siblings = [path.with_name(path.name + suffix) for suffix in SIDECAR_SUFFIXES]
     backups = sorted(path.parent.glob(f"{_glob_literal(path.name)}.v*.bak"))
-    return [p for p in (path, *siblings, *backups) if p.is_file()]
+    return [p for p in (path, *siblings, *backups) if os.path.lexists(p)]
+
+
+BackupProgress = Callable[[int, int], None]
+"""Told ``(pages copied, pages in all)`` after each step of ``copy_database``."""
+
+BACKUP_STEP_PAGES = 4096
+"""Pages ``copy_database`` copies per step (16 MiB of 4 KiB pages) between progress reports."""
+
+
+def copy_database(
+    path: Path, to: Path, *, replace: bool = False, progress: BackupProgress | None = None
+) -> int:
+    """Copy the SQLite file ``path`` to ``to`` (mode 0600) while others may be writing it;
+    return the pages copied.
+
+    Online and consistent: one read transaction of a connection of its own
+    holds a snapshot of the last commit (WAL mode: writers go on meanwhile), and
+    the backup API copies that snapshot in steps of ``BACKUP_STEP_PAGES``, so a
+    write between steps neither restarts nor tears the copy. The copy is made
+    as ``<to>.partial``, then renamed: a crash mid-copy never leaves a half copy
+    under ``to``. ``FileExistsError`` if ``to`` exists (unless ``replace``) or the partial
+    one does.
+    """
+    partial = to.with_name(to.name + ".partial")
+    _refuse_existing(to, replace)
+    os.close(new_private_file(partial))
+    try:
+        source = sqlite3.connect(f"file:{quote(str(path))}?mode=ro", uri=True, isolation_level=None)
+        try:
+            source.execute("BEGIN")
+            source.execute("SELECT count(*) FROM sqlite_schema").fetchone()  # the snapshot
+            target = sqlite3.connect(partial)
+            try:
+                copied = _backup_steps(source, target, progress)
+            finally:
+                target.close()
+        finally:
+            source.close()
+        _refuse_existing(to, replace)  # made meanwhile
+        os.replace(partial, to)
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
+    return copied
+
+
+def _refuse_existing(path: Path, replace: bool) -> None:
+    if not replace and os.path.lexists(path):
+        raise FileExistsError(errno.EEXIST, "file exists", str(path))
+
+
+def _backup_steps(
+    source: sqlite3.Connection, target: sqlite3.Connection, progress: BackupProgress | None
+) -> int:
+    pages = [0]
+
+    def step(_status: int, remaining: int, total: int) -> None:
+        pages[0] = total
+        if progress is not None:
+            progress(total - remaining, total)
+
+    source.backup(target, pages=BACKUP_STEP_PAGES, progress=step)
+    return pages[0]
 
 
 def _glob_literal(name: str) -> str:
@@ -232,6 +263,8 @@ class Database(ClosesOnExit):
         self.mutex = threading.RLock()
         if create:
             create_private_file(path)
+        # SQLite opens by path and follows a link at the main file's: look first, never through one
+        secure_existing_files(companion_files(path))
         self.connection = sqlite3.connect(
             f"file:{quote(str(path))}?mode={'rwc' if create else 'rw'}",
             uri=True,
@@ -393,21 +426,8 @@ class Database(ClosesOnExit):
         return steps
 
     def _copy_to(self, backup: Path) -> None:
-        # A connection of its own: the backup API waits for ever on a source connection
-        # inside a write transaction. In WAL mode it reads the last commit meanwhile.
-        partial = backup.with_name(backup.name + ".partial")
-        partial.unlink(missing_ok=True)
-        create_private_file(partial)
-        source = sqlite3.connect(f"file:{quote(str(self.path))}?mode=ro", uri=True)
-        try:
-            target = sqlite3.connect(partial)
-            try:
-                source.backup(target)
-            finally:
-                target.close()
-        finally:
-            source.close()
-        os.replace(partial, backup)  # a crash mid-copy never leaves a half backup under its name
+        backup.with_name(backup.name + ".partial").unlink(missing_ok=True)
+        copy_database(self.path, backup, replace=True)
 
     def _refuse_foreign(self, connection: sqlite3.Connection, what: str) -> None:
         tables = sorted(

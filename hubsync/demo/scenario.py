@@ -5,16 +5,18 @@ secrets (an environment ``*_API_KEY`` value, a GitHub token, a registered
 secret); relays and consumers run as real processes; one consumer is killed
 with SIGKILL while it holds unacknowledged entries, which the other reclaims;
 each runtime is enrolled on the hub (its entries are signed), and a duplicate,
-a conflicting entry under a runtime's own key, an unsigned forgery of a new
-event and a garbage entry are injected; two boxes
+a conflicting entry under a runtime's own key, an unsigned forgery, a forged
+ack and a garbage entry are injected (``hubsync.faults.inject``); two boxes
 contend for one shared effect's lease and the stale one's commit is refused.
-Then it waits for the drain and checks every invariant.
+Then it waits for the drain and checks every invariant
+(``hubsync.faults.invariants``, the chaos soak's checks too).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import random
 import secrets
 import tempfile
 import threading
@@ -28,22 +30,19 @@ import redis
 
 from consumers.stream.hub_binding import bind_namespace, release_namespace
 from hubstore.factory import hub_url_from_path, open_store
-from hubstore.leases import LeaseClient
 from hubstore.store import HubStore
 from hubsync.core import keys
-from hubsync.core.canonical import content_hash
 from hubsync.core.connections import RedisTarget, connect
-from hubsync.core.entries import ConflictReason, SecurityReason, event_entry_fields
+from hubsync.core.entries import ConflictReason, SecurityReason
 from hubsync.core.settings import safe_url
-from hubsync.core.signing import SIGNATURE_FIELD, RuntimeKey, sign_event_entry
-from hubsync.core.wire import parse_sync_event
-from hubsync.demo.secrets_scan import files_containing, redis_keys_containing
+from hubsync.core.signing import RuntimeKey
+from hubsync.demo.lease_contention import lease_contention
+from hubsync.faults.inject import FaultInjector
+from hubsync.faults.invariants import Check, InvariantChecker, relay_told
+from hubsync.faults.records import InjectedOffer, RuntimeUnderTest
+from hubsync.faults.secrets import needles
 from hubsync.processes import PipelineProcesses
 from hubsync.provisioning import enroll_runtime
-from producers.effects.kinds import EffectKind
-from producers.effects.ledger import EffectsLedger
-from producers.effects.records import EffectClaim, EffectCommitted, EffectRefused, EffectSpec
-from producers.effects.shared import SharedEffects
 from producers.registry import RuntimeRegistry
 from producers.store.event_store import NewEvent, RunEventStore
 from producers.synthetic import run_events
@@ -51,9 +50,9 @@ from producers.synthetic import run_events
 HUB_PROJECT = "demo"
 RECLAIM_IDLE_S = 2.0
 PRODUCE_SECONDS = 2.0
+"""Appends are spread over about this long, so faults land while events flow."""
 DOOMED_BLOCK_MS = 1000
 """consumer-1's XREADGROUP block time: how long, frozen, it can still be handed entries."""
-"""Appends are spread over about this long, so faults land while events flow."""
 ENV_SECRET_NAME = "HUBSYNC_DEMO_DEPLOY_API_KEY"  # noqa: S105 - a name, not a value
 
 Progress = Callable[[str, int, int, int], None]
@@ -67,6 +66,12 @@ class Invariant:
     name: str
     held: bool
     detail: str = ""
+
+    @classmethod
+    def of(cls, check: Check) -> Invariant:
+        """A shared check's verdict: its failures, or its figures when it held."""
+        figures = ", ".join(f"{name} {value}" for name, value in check.figures.items())
+        return cls(check.name, check.held, "; ".join(check.failures) or figures)
 
 
 @dataclass
@@ -116,12 +121,13 @@ class DemoResult:
 
 @dataclass
 class Runtime:
-    """One demo runtime: its registry and its project's store."""
+    """One demo runtime: its registry, its project's store, and what the faults know of it."""
 
     name: str
     state_dir: Path
     registry: RuntimeRegistry
     store: RunEventStore
+    under_test: RuntimeUnderTest
 
 
 class DemoScenario:
@@ -176,14 +182,23 @@ class DemoScenario:
             self._open_runtimes(hub)
             self._start_daemons()
             self._wait_until_ready(hub)
+            injector = FaultInjector(
+                self.client, hub, hub_id, [r.under_test for r in self.runtimes], random.Random()
+            )
             producer.start()
+            # made of entries on the stream: while they flow, before the hub trims them
+            step = "injecting: a duplicate, a forged ack"
+            self._inject(hub, step, [lambda: injector.duplicates(1), injector.forged_ack])
             self._kill_one_consumer(hub)
-            self._inject_faults(hub)
-            self.result.lease = self._lease_contention()
+            step = "injecting: a conflict, a forgery, garbage"
+            self._inject(hub, step, [injector.conflict, lambda: injector.forgery("unsigned"),
+                                     lambda: injector.garbage("bad_json")])  # fmt: skip
+            self.result.lease = lease_contention(self.redis, self.workdir)
             producer.join()
-            self._wait_for_drain(hub)
-            self._stop_daemons()
+            self._wait_for_drain(hub, injector)
+            self.daemons.stop_all()
             self._collect(hub)
+            self._check(hub, injector)
         finally:
             self._stop_producing.set()  # a dead daemon ends the run early: stop appending first
             if producer.is_alive():
@@ -197,7 +212,7 @@ class DemoScenario:
             hub.close()
             os.environ.pop(ENV_SECRET_NAME, None)
         self.result.seconds = time.monotonic() - started
-        self._check_invariants()
+        self._check_lease()
         self.client.close()
         return self.result
 
@@ -231,8 +246,11 @@ class DemoScenario:
             store = registry.open_store(registration)
             store.redactor.register(self.secrets["registered"], "registered")
             # hub enroll + runtime join, as an operator would: the relay signs with this key
-            enroll_runtime(hub, registry, [HUB_PROJECT])
-            self.runtimes.append(Runtime(f"runtime-{index + 1}", state_dir, registry, store))
+            enrollment = enroll_runtime(hub, registry, [HUB_PROJECT])
+            under_test = RuntimeUnderTest(registry.runtime_id, store.project_id, HUB_PROJECT,
+                                          store.path, RuntimeKey(enrollment.key))  # fmt: skip
+            name = f"runtime-{index + 1}"
+            self.runtimes.append(Runtime(name, state_dir, registry, store, under_test))
 
     def _start_daemons(self) -> None:
         for index in (1, 2):
@@ -330,84 +348,22 @@ class DemoScenario:
         if doomed.alive:
             doomed.kill()
 
-    def _inject_faults(self, hub: HubStore) -> None:
-        runtime = self.runtimes[0]
-        genuine = runtime.store.outbox_for_run(f"run-{runtime.name}-1")[0]
-        self._wait(
-            "injecting: a duplicate, a forged conflict, a garbage entry",
-            lambda: hub.sync_cursor(runtime.store.project_id, genuine.run_id) >= genuine.sequence,
-            30,
-            hub,
-        )
-        event = parse_sync_event(genuine.sync_event, genuine.content_hash)
-        enrollment = runtime.registry.enrollment()
-        assert enrollment is not None  # enrolled in _open_runtimes
-        key = RuntimeKey(enrollment.key)
+    def _inject(self, hub: HubStore, step: str, faults: list[Callable[[], object]]) -> None:
+        """Each of ``faults`` in turn, each tried again until it finds something to be made of
+        (an entry on the stream, an event in the hub)."""
+
+        def injected() -> bool:
+            while faults and faults[0]():
+                faults.pop(0)
+            return not faults
+
+        self._wait(step, injected, 30, hub)
+
+    def _wait_for_drain(self, hub: HubStore, injector: FaultInjector) -> None:
         stream = keys.events_stream(HUB_PROJECT)
-
-        def signed(fields: dict[str, str | bytes]) -> Any:
-            fields[SIGNATURE_FIELD] = sign_event_entry(key, fields)
-            return fields
-
-        # the same bytes again: the hub must answer duplicate
-        self.client.xadd(
-            stream, signed(event_entry_fields(event, genuine.sync_event, genuine.content_hash))
-        )
-        # other bytes under a used key, signed by the runtime (a buggy twin holding its
-        # key): the hub must refuse, record and alert
-        twin = event.model_copy(update={"occurred_at": event.occurred_at.replace(year=2000)})
-        twin_bytes, twin_hash = twin.encoded()
-        self.client.xadd(stream, signed(event_entry_fields(twin, twin_bytes, twin_hash)))
-        # a new event no runtime signed (anyone with write access to Redis): the hub
-        # must refuse it unread, dead-letter it and raise a security alert
-        forged = event.model_copy(update={"sequence": 10_000_000, "data": {"forged": True}})
-        forged_bytes, forged_hash = forged.encoded()
-        unsigned: Any = event_entry_fields(forged, forged_bytes, forged_hash)
-        self.client.xadd(stream, unsigned)
-        # bytes that are not JSON: the hub must dead-letter them with the reason
-        garbage = b"{this is not json"
-        self.client.xadd(stream, signed(event_entry_fields(event, garbage, content_hash(garbage))))
-
-    def _lease_contention(self) -> dict[str, Any]:
-        leases = LeaseClient(connect(self.redis))
-        ledger_a = EffectsLedger(self.workdir / "box-a-effects.sqlite")
-        ledger_b = EffectsLedger(self.workdir / "box-b-effects.sqlite")
-        box_a = SharedEffects(ledger_a, leases, holder="box-a", lease_ttl_ms=300)
-        box_b = SharedEffects(ledger_b, leases, holder="box-b", lease_ttl_ms=5_000)
-        spec = dict(run_id="demo-run", step_id="push", kind=EffectKind.GIT_PUSH,
-                    target="refs/heads/main", payload={"sha": "0" * 40})  # fmt: skip
-        try:
-            claim_a = box_a.claim(EffectSpec(attempt_id="attempt-a", **spec))  # type: ignore[arg-type]
-            assert isinstance(claim_a, EffectClaim) and claim_a.lease is not None
-            refused_b = box_b.claim(EffectSpec(attempt_id="attempt-b0", **spec))  # type: ignore[arg-type]
-            # box A now stalls (a GC pause, a frozen VM) past its lease deadline
-            resource = claim_a.lease.resource
-            deadline = time.monotonic() + 10
-            while leases.show(resource).state.value != "expired" and time.monotonic() < deadline:
-                time.sleep(0.02)
-            claim_b = box_b.claim(EffectSpec(attempt_id="attempt-b", **spec))  # type: ignore[arg-type]
-            assert isinstance(claim_b, EffectClaim) and claim_b.lease is not None
-            committed_b = box_b.commit(claim_b, {"pushed": "refs/heads/main"})
-            stale_a = box_a.commit(claim_a, {"pushed": "refs/heads/main"})
-            return {
-                "resource": resource,
-                "token_a": claim_a.lease.token,
-                "token_b": claim_b.lease.token,
-                "b_refused_while_a_held": isinstance(refused_b, EffectRefused)
-                and refused_b.code.value == "effect_lease_held",
-                "b_committed": isinstance(committed_b, EffectCommitted),
-                "stale_commit_refused": isinstance(stale_a, EffectRefused),
-                "stale_commit_code": getattr(stale_a, "code", None) and stale_a.code.value,  # type: ignore[union-attr]
-                "stale_attempt_state": getattr(stale_a, "attempt_state", None)
-                and stale_a.attempt_state.value,  # type: ignore[union-attr]
-            }
-        finally:
-            ledger_a.close()
-            ledger_b.close()
-            leases.redis.close()
-
-    def _wait_for_drain(self, hub: HubStore) -> None:
-        stream = keys.events_stream(HUB_PROJECT)
+        done = injector.record
+        alerted = len(done.conflicts) + len(done.forgeries)
+        dead = len(done.garbage) + len(done.forgeries)
 
         def drained() -> bool:
             pending = int(self.client.xpending(stream, keys.CONSUMER_GROUP)["pending"])
@@ -415,14 +371,12 @@ class DemoScenario:
                 hub.count_events() == self.total
                 and self._acked() == self.total
                 and pending == 0
-                and self.client.xlen(keys.alerts_stream(HUB_PROJECT)) >= 2
-                and self.client.xlen(keys.dead_stream(HUB_PROJECT)) >= 2
+                and self.client.xlen(keys.alerts_stream(HUB_PROJECT)) >= alerted
+                and self.client.xlen(keys.dead_stream(HUB_PROJECT)) >= dead
+                and self._relays_told_of(injector.record.conflicts)
             )
 
         self._wait("draining: every event to the hub, every ack home", drained, 45, hub)
-
-    def _stop_daemons(self) -> None:
-        self.daemons.stop_all()
 
     def _collect(self, hub: HubStore) -> None:
         result = self.result
@@ -437,34 +391,43 @@ class DemoScenario:
             stats = _last_json(self.daemons[name].output())
             result.duplicates += int(stats.get("duplicate", 0))
             result.reclaimed += int(stats.get("reclaimed", 0))
+
+    def _relay_logs(self) -> dict[str, str]:
+        return {
+            r.under_test.runtime_id: self.daemons[f"relay-{r.name}"].log_text()
+            for r in self.runtimes
+        }
+
+    def _relays_told_of(self, conflicts: list[InjectedOffer]) -> bool:
+        """Whether the relays heard the hub's verdict on each conflicting offer (the checks
+        look for it, and the relays are stopped once the pipeline has drained)."""
+        logs = "\n".join(self._relay_logs().values())
+        return all(relay_told(logs, conflict.key) for conflict in conflicts)
+
+    def _check(self, hub: HubStore, injector: FaultInjector) -> None:
+        """The shared checks: the pipeline, every injected fault, and the secrets."""
+        runtimes = [r.under_test for r in self.runtimes]
+        checker = InvariantChecker(hub, self.client, runtimes, injector.record, self._relay_logs())
         places = [self.hub_db.parent / p for p in os.listdir(self.hub_db.parent)
                   if p.startswith("hub.db")]  # fmt: skip
         places += [r.state_dir for r in self.runtimes] + [self.logs]
-        values = list(self.secrets.values())
-        result.secrets_found = files_containing(places, values)
-        result.secrets_found += redis_keys_containing(self.client, values)
+        no_secret = checker.no_secret(needles(self.secrets.values()), places)
+        self.result.secrets_found = list(no_secret.failures)
+        checks = [*checker.standard(), no_secret]
+        self.result.invariants += [Invariant.of(check) for check in checks]
 
-    def _check_invariants(self) -> None:
-        result, lease = self.result, self.result.lease
+    def _check_lease(self) -> None:
+        """The lease's invariants (the pipeline's are ``_check``'s)."""
+        lease = self.result.lease
         checks = [
-            ("every produced event is in the hub, once", result.in_hub == result.produced == self.total,
-             f"{result.in_hub} of {result.produced}"),
-            ("every outbox row acknowledged", result.acked == result.produced,
-             f"{result.acked} acked"),
-            ("the conflicting entry was refused and alerted", result.conflicts == 1,
-             f"{result.conflicts} conflict alerts"),
-            ("the unsigned forgery was refused unread and alerted", result.refused == 1,
-             f"{result.refused} security alerts"),
-            ("the garbage and the forgery were dead-lettered", result.dead_letters == 2,
-             f"{result.dead_letters} dead letters"),
-            ("no secret in the hub, Redis, state dirs or logs", not result.secrets_found,
-             ", ".join(result.secrets_found[:3])),
             ("the stale lease holder's commit was refused", bool(lease.get("stale_commit_refused")),
              str(lease.get("stale_commit_code"))),
             ("fencing tokens grew on takeover", lease.get("token_b", 0) > lease.get("token_a", 0),
              f"{lease.get('token_a')} -> {lease.get('token_b')}"),
         ]  # fmt: skip
-        result.invariants += [Invariant(name, bool(held), detail) for name, held, detail in checks]
+        self.result.invariants += [
+            Invariant(name, bool(held), detail) for name, held, detail in checks
+        ]
 
     # -- helpers -----------------------------------------------------------------
 

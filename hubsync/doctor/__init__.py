@@ -16,6 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from hubsync.core.private_files import modes_left_alone
 from hubsync.doctor.check import Check, Status
 from hubsync.doctor.enrollment_checks import enrollment_check
 from hubsync.doctor.redis_checks import redis_checks
@@ -24,6 +25,7 @@ from hubsync.doctor.store_checks import (
     key_files_check,
     sqlite_path,
     state_dir_checks,
+    store_commit_counter,
     store_identity,
 )
 
@@ -37,13 +39,23 @@ def run_checks(
     redis: RedisTarget, hub_url: str | None, shown_hub: str, state_dir: Path | None
 ) -> list[Check]:
     """Every check, in report order: Redis, the hub store and its keys' file, the runtime's
-    state dir, its keys' file and its enrollment."""
+    state dir, its keys' file and its enrollment. Nothing is changed: a file open to others,
+    which the daemons would tighten, fails its check and is left as it is."""
+
+    with modes_left_alone():  # a file open to others fails its own check, and stays as it is
+        return _checks(redis, hub_url, shown_hub, state_dir)
+
+
+def _checks(
+    redis: RedisTarget, hub_url: str | None, shown_hub: str, state_dir: Path | None
+) -> list[Check]:
     from producers.registry import REGISTRY_FILE
 
     store = None if hub_url is None else store_identity(hub_url, shown_hub)
     hub_file = None if hub_url is None else sqlite_path(hub_url)
+    counter = None if hub_url is None else lambda: store_commit_counter(hub_url)
     return [
-        *redis_checks(redis, store),
+        *redis_checks(redis, store, counter),
         hub_store_check(hub_url, shown_hub),
         key_files_check(
             "hub-keys",

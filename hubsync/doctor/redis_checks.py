@@ -32,11 +32,16 @@ T = TypeVar("T")
 _VERSION = re.compile(r"(\d+)\.(\d+)")
 
 
-def redis_checks(redis: RedisTarget, store: tuple[str, str | None] | None = None) -> list[Check]:
-    """Reachability, version, eviction policy, AOF, consumer groups and hub identity.
+def redis_checks(
+    redis: RedisTarget,
+    store: tuple[str, str | None] | None = None,
+    commit_counter: Callable[[], int | None] | None = None,
+) -> list[Check]:
+    """Reachability, version, eviction policy, AOF, consumer groups, hub identity and mark.
 
     ``store``: the hub store given (as shown, and its hub id), compared with
-    ``hubsync:hub``.
+    ``hubsync:hub``; ``commit_counter`` reads its commit counter (None if it
+    cannot), compared with ``hubsync:hub:mark``.
 
     A malformed URL raises ``ConfigError`` (a usage error, before any check).
     """
@@ -61,7 +66,8 @@ def redis_checks(redis: RedisTarget, store: tuple[str, str | None] | None = None
             _guarded("consumer-group", lambda: consumer_group_check(client)),
         ]
         identity = _guarded("hub-identity", lambda: hub_identity_check(client, store))
-        return checks if identity is None else [*checks, identity]
+        mark = _guarded("hub-mark", lambda: hub_mark_check(client, store, commit_counter))
+        return [*checks, *(c for c in (identity, mark) if c is not None)]
     finally:
         client.close()
 
@@ -279,3 +285,39 @@ def hub_identity_check(
             "give the store of the hub that owns this Redis, or use another Redis or database",
         )
     return Check("hub-identity", Status.OK, f"{keys.HUB_IDENTITY} = {shown}")
+
+
+def hub_mark_check(
+    client: RedisClient,
+    store: tuple[str, str | None] | None,
+    commit_counter: Callable[[], int | None] | None,
+) -> Check | None:
+    """The store's commit counter against ``hubsync:hub:mark``: FAIL when the store is behind
+    (restored from a backup, or a copy), which its consumers refuse; None (no line) without
+    a store, a hub id, a mark or a readable counter.
+
+    The mark is read first: a store that committed what the mark says holds at least as
+    much when read after it, so a running consumer's commits cannot fail the check.
+    """
+    shown, hub_id = store or ("", None)
+    if hub_id is None or commit_counter is None:
+        return None
+    mark = client.zscore(keys.HUB_MARK, hub_id)
+    counter = None if mark is None else commit_counter()
+    if mark is None or counter is None:
+        return None
+    if counter < int(mark):
+        return Check(
+            "hub-mark",
+            Status.FAIL,
+            f"{shown} has committed {counter} ingest batches, but this Redis saw hub {hub_id} "
+            f"commit {int(mark)} ({keys.HUB_MARK}): it was restored from a backup or is a copy, "
+            "and its consumers refuse to start",
+            "point the consumers at the hub's newest store; if this is it, start one consumer "
+            'with --accept-restore (docs/operations.md, "Backup and restore")',
+        )
+    return Check(
+        "hub-mark",
+        Status.OK,
+        f"{shown} has committed {counter} ingest batches, this Redis saw {int(mark)}",
+    )

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import os
 import sqlite3
-import stat
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hubsync.core.errors import ConfigError, HubsyncError, SchemaVersionError
+from hubsync.core.private_files import exposure
 from hubsync.core.sqlite import companion_files, damage_found
 from hubsync.doctor.check import Check, Status, counted, from_error
 
@@ -88,37 +88,44 @@ def _damage_check(name: str, path: Path) -> Check | None:
     )
 
 
-def key_files_check(name: str, path: Path | None, holds: str, skipped: str) -> Check:
-    """``path`` (a SQLite file holding keys) and its -wal, -shm and backups are private: FAIL
-    when group or others have any access to one, saying ``chmod 600`` on it.
+KEY_RISK = "who reads a key can sign events as its runtime"
 
-    ``holds`` says what keys, for the message. Who can read the file can sign
-    events as the runtimes whose keys it holds: hubsync creates them 0600, so
-    another mode is an operator's copy or chmod. ``skipped`` says why there is
-    nothing to check when ``path`` is None.
+
+def key_files_check(
+    name: str, path: Path | None, holds: str, skipped: str, risk: str = KEY_RISK
+) -> Check:
+    """``path`` (a SQLite file holding keys) and its -wal, -shm, -journal and backups are
+    private regular files: FAIL on a symbolic link in the place of one (which hubsync refuses
+    to open), or on one group or others have any access to, saying ``chmod 600`` on it.
+
+    ``holds`` says what keys, for the message, and ``risk`` what reading them allows.
+    Who can read the file can sign events as the runtimes whose keys it holds
+    (a project's store: read its events): hubsync creates them 0600 and
+    tightens a wider mode when it opens one, so another mode is an operator's
+    copy or chmod since. ``skipped`` says why there is nothing to check when
+    ``path`` is None. Looks with ``lstat`` only: nothing is followed or changed.
     """
     if path is None:
         return Check(name, Status.SKIP, skipped)
-    if not path.is_file():
+    if not os.path.lexists(path):
         return Check(name, Status.SKIP, f"no file {path}")
-    exposed = []
-    for file in companion_files(path):
-        try:
-            mode = stat.S_IMODE(os.stat(file).st_mode)
-        except OSError:
-            continue  # gone meanwhile (a -wal at checkpoint)
-        if mode & 0o077:
-            exposed.append((file, mode))
-    if not exposed:
+    found = [problem for file in companion_files(path) if (problem := exposure(file))]
+    if not found:
         return Check(name, Status.OK, f"{path} is private (no access for group or others)")
-    shown = ", ".join(f"{file} is mode {mode:04o}" for file, mode in exposed)
-    files = " ".join(str(file) for file, _ in exposed)
+    shown = ", ".join(str(problem) for problem in found)
+    links = [problem.path for problem in found if problem.kind != "mode"]
+    if links:
+        return Check(
+            name,
+            Status.FAIL,
+            f"{shown}: hubsync never opens {holds} through a link",
+            f"put the file itself in place of {' '.join(str(p) for p in links)}",
+        )
     return Check(
         name,
         Status.FAIL,
-        f"{shown}: group or others may read {holds} (who reads a key can sign events "
-        "as its runtime)",
-        f"chmod 600 {files}",
+        f"{shown}: group or others may read {holds} ({risk})",
+        f"chmod 600 {' '.join(str(problem.path) for problem in found)}",
     )
 
 
@@ -130,6 +137,18 @@ def store_identity(hub_url: str, shown: str) -> tuple[str, str | None] | None:
     try:
         with open_store(hub_url, create_schema=False, busy_budget=STORE_BUSY_BUDGET) as store:
             return shown, store.hub_id()
+    except _OPEN_ERRORS:
+        return None
+
+
+def store_commit_counter(hub_url: str) -> int | None:
+    """The commit counter of the store ``hub_url`` names; None if it cannot be read
+    (``hub_store_check`` reports why)."""
+    from hubstore import open_store
+
+    try:
+        with open_store(hub_url, create_schema=False, busy_budget=STORE_BUSY_BUDGET) as store:
+            return store.commit_counter()
     except _OPEN_ERRORS:
         return None
 
@@ -167,7 +186,7 @@ _ACCESS_FIX = (
 def _project_check(registry: RuntimeRegistry, project: ProjectRegistration) -> Check:
     name = f"project {project.project_id}"
     where = f"hub project {project.hub_project}, store {project.store_path}"
-    if not project.store_path.is_file():
+    if not os.path.lexists(project.store_path):
         # Opening would create it; a project with nothing appended has no store yet.
         return Check(name, Status.OK, f"{where}: no store yet (nothing appended)")
     try:
@@ -178,6 +197,11 @@ def _project_check(registry: RuntimeRegistry, project: ProjectRegistration) -> C
     damaged = _damage_check(name, project.store_path)
     if damaged is not None:
         return damaged
+    private = key_files_check(
+        name, project.store_path, "its events", "", "with anything redaction missed in them"
+    )
+    if private.failed:
+        return private
     states = ", ".join(f"{counts[s]} {s}" for s in ("pending", "acked", "conflict", "rejected"))
     return Check(name, Status.OK, f"{where}: opens; outbox {states}")
 

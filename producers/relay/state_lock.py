@@ -34,7 +34,9 @@ class StateDirLock(ClosesOnExit):
         """Take the lock, or raise ``RelayAlreadyRunningError`` naming the relay that holds it."""
         self.path = state_dir / LOCK_FILE
         try:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, PRIVATE_FILE_MODE)
+            # O_NOFOLLOW: a link in its place is refused, never a file made where it points
+            flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+            fd = os.open(self.path, flags, PRIVATE_FILE_MODE)
         except OSError as exc:
             raise StateDirAccessError(
                 f"cannot open the relay's lock file {self.path} ({exc.strerror}); the relay "

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from hubsync.core.closing import ClosesOnExit
+from hubsync.core.entries import Outcome
 from hubsync.core.sqlite import (
     DEFAULT_BUSY_BUDGET,
     DEFAULT_BUSY_TIMEOUT,
@@ -48,6 +49,7 @@ from producers.store.outbox import (
     OutboxRow,
 )
 from producers.store.outbox_outcomes import OutcomeApplication
+from producers.store.outbox_retry import RetryCounts, retry_parked
 from producers.store.retention import RetentionQueries
 
 EVENT_STORE_SCHEMA_VERSION = 2
@@ -237,6 +239,15 @@ class RunEventStore(ClosesOnExit, OutboxQueries, RetentionQueries):
         if self.redactor.secret_count == known:
             return prepared
         return self._deriver.prepare(*event)
+
+    def retry_parked(
+        self, now: float, *, run_id: str | None = None, outcome: Outcome | None = None
+    ) -> RetryCounts:
+        """Put parked rows (of one run, of one outcome) back to pending, due for a resend at
+        ``now``; rows whose bytes hold a secret this store's redactor knows stay parked
+        (``producers.store.outbox_retry``)."""
+        self._check_open()
+        return retry_parked(self._db, self.redactor, now, run_id=run_id, outcome=outcome)
 
     def _scrub_late_secret(self, value: str) -> None:
         if self._db.closed:

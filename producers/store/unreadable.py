@@ -3,7 +3,8 @@
 A store can be unreadable while every other project of the runtime is fine: a
 file of another schema version, one that is not a database (corrupt, truncated,
 overwritten), a directory where the file should be, a permission or disk error,
-a file bound to another project, or one locked past its busy budget. The relay
+a file bound to another project, one locked past its busy budget, or a symbolic link
+in its place. The relay
 and ``hubsync status`` treat each of these as the state of that one project,
 never as an error of the runtime.
 """
@@ -13,13 +14,19 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from hubsync.core.errors import HubsyncError, SchemaVersionError, StoreBusyError
+from hubsync.core.errors import (
+    HubsyncError,
+    SchemaVersionError,
+    StoreBusyError,
+    UnsafeFileError,
+)
 from producers.errors import RebindError
 
 UNREADABLE_STORE_ERRORS: tuple[type[BaseException], ...] = (
     SchemaVersionError,
     RebindError,
     StoreBusyError,
+    UnsafeFileError,  # a link in the file's place, or another user's file open to others
     sqlite3.DatabaseError,  # also OperationalError: "unable to open", "disk I/O error"
     OSError,  # a permission error, a directory in the file's place
 )

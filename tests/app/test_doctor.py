@@ -33,6 +33,7 @@ from hubsync.provisioning import enroll_state_dir
 from producers.registry import RuntimeRegistry
 from tests.helpers.broken_stores import corrupt_middle_page
 from tests.helpers.operator_support import CliRun, run_cli
+from tests.helpers.relay_player import event_entry, sync_event
 
 HUB_PROJECT = "shop"
 
@@ -318,6 +319,7 @@ def test_a_damaged_registry_fails_the_state_dir_line_and_is_left_untouched(
     registry = tmp_path / "runtime" / "registry.sqlite"
     registry.parent.mkdir()
     registry.write_text("not a database\n")
+    registry.chmod(0o600)  # private, as hubsync makes it: its bytes are what is wrong
     url = redis_url if reachable else "redis://127.0.0.1:1/0"
 
     result = doctor(capsys, url, "--state-dir", str(registry.parent))
@@ -447,6 +449,31 @@ def test_a_hub_store_of_another_hub_than_the_namespace_owner_fails_hub_identity(
     assert "hub-identity" in without_store.out and without_store.code == 0, without_store.out
 
 
+def test_a_hub_store_behind_what_redis_saw_it_commit_fails_hub_mark(
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    private_redis: RedisServerProcess,
+    good_redis: redis.Redis,
+) -> None:
+    hub_db = make_hub_db(tmp_path / "hub.db")
+    with open_store(hub_url_from_path(hub_db), create_schema=False) as store:
+        hub_id = store.init_hub()
+        store.ingest([event_entry(sync_event(1))])
+        store.ingest([event_entry(sync_event(2))])
+    good_redis.set(keys.HUB_IDENTITY, hub_id)
+    good_redis.zadd(keys.HUB_MARK, {hub_id: 2})
+    level = doctor(capsys, private_redis.url, "--hub-db", str(hub_db))
+    assert level.code == 0 and "committed 2 ingest batches, this Redis saw 2" in level.out
+
+    good_redis.zadd(keys.HUB_MARK, {hub_id: 7})  # what the hub committed after the backup
+    behind = doctor(capsys, private_redis.url, "--hub-db", str(hub_db))
+    assert behind.code == 1, behind.out + behind.err
+    line = next(line for line in behind.out.splitlines() if "hub-mark" in line)
+    assert line.startswith("FAIL hub-mark: ") and "committed 2" in line and "commit 7" in line
+    assert "--accept-restore" in line
+    assert "hub-mark" not in doctor(capsys, private_redis.url).out  # no store: no line
+
+
 # ----- what opening a file does not show: malformed pages, keys others can read -----
 
 
@@ -478,6 +505,14 @@ def expose(path: Path) -> list[str]:
     return [f"{path} is mode 0644", f"chmod 600 {path}"]
 
 
+def link(path: Path) -> list[str]:
+    """Put a symbolic link in the file's place, to the file moved aside: what doctor says of it."""
+    moved = path.with_name(path.name + ".moved")
+    path.rename(moved)
+    path.symlink_to(moved)
+    return [f"{path} is a symbolic link (to {moved})", "put the file itself in"]
+
+
 @pytest.mark.parametrize(
     ("damage", "which"),
     [
@@ -486,6 +521,10 @@ def expose(path: Path) -> list[str]:
         (malform, "project store"),
         (expose, "registry"),
         (expose, "hub db"),
+        (expose, "project store"),
+        (link, "registry"),
+        (link, "hub db"),
+        (link, "project store"),
     ],
     ids=lambda value: value if isinstance(value, str) else value.__name__,
 )
@@ -506,5 +545,11 @@ def test_a_malformed_or_readable_file_fails_naming_the_file_and_the_fix(
     result = doctor(capsys, private_redis.url, *args)
 
     assert result.code == 1, result.out
-    [failed] = failed_lines(result)
+    [failed, *also] = failed_lines(result)
     assert all(text in failed for text in says), failed
+    # a link fails the open as well as the file check; anything else fails one line only
+    assert len(also) == (1 if damage is link and which != "project store" else 0), also
+    if damage is expose:
+        assert files[which].stat().st_mode & 0o777 == 0o644, "doctor changes nothing"
+    if damage is link:
+        assert files[which].is_symlink(), "doctor changes nothing"

@@ -334,10 +334,12 @@ def test_join_with_the_token_as_argument_then_a_rotated_one_replaces_the_key(
     joined = json.loads(by_argument.out)
     assert (joined["action"], joined["created_state_dir"]) == ("joined", False)
     assert by_argument.err == (
-        "warning: the enrollment token on the command line holds the runtime's key and can be "
-        "read in the shell history and, while this runs, the process list; pass - and give it "
-        "on standard input instead (hubsync runtime join --state-dir DIR - < FILE)\n"
+        "warning: the enrollment token (it holds the runtime's key) on the command line can be "
+        "read in the shell history and, while this runs, by every user of this machine in the "
+        "process list; pass - and give it on standard input instead (hubsync runtime join "
+        "--state-dir DIR - < FILE)\n"
     )
+    assert token.strip() not in by_argument.err
     by_stdin = ok(cli(*join, "-", "--json", stdin=token))
     assert json.loads(by_stdin.out)["action"] == "unchanged"
     assert by_stdin.err == "", "no warning for a token on standard input"

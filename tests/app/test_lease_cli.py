@@ -137,3 +137,18 @@ def test_the_proof_is_printed_by_the_acquire_that_made_it_and_by_nothing_after(
     for _, printed, errors in outputs:
         assert proof not in printed and proof not in errors
         assert "proof" not in printed
+
+
+def test_a_proof_on_the_command_line_is_warned_about_and_one_from_its_variable_is_not(
+    capsys: pytest.CaptureFixture[str], redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, granted = acquire(capsys, redis_url, "box-a")
+    proof = granted["proof"]
+    mine = ["--holder", "box-a", "--token", str(granted["token"]), "--redis-url", redis_url]
+    code, _, err = run(capsys, "lease", "renew", "repo/main", *mine, "--proof", proof)
+    assert code == 0
+    assert err.startswith("warning: the lease proof on the command line can be read")
+    assert err.endswith("set HUBSYNC_PROOF instead\n") and proof not in err
+    monkeypatch.setenv("HUBSYNC_PROOF", proof)
+    code, _, err = run(capsys, "lease", "renew", "repo/main", *mine)
+    assert (code, err) == (0, "")

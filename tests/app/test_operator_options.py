@@ -36,6 +36,13 @@ def test_malformed_durations_are_refused_with_the_accepted_forms(text: str) -> N
         parse_duration(text)
 
 
+@pytest.mark.parametrize("text", ["36501d", "999999999d", "9" * 400, "5300w"])
+def test_durations_beyond_a_century_are_refused_in_one_line(text: str) -> None:
+    with pytest.raises(ConfigError, match="longer than any duration hubsync takes"):
+        parse_duration(text)
+    assert parse_duration("36500d") == 36500 * 86400
+
+
 @pytest.mark.parametrize("text", ["1-0", "1764431934123-0", "1764431934123-17"])
 def test_full_stream_ids_are_dead_letter_ids(text: str) -> None:
     assert validate_entry_id(text) == text

@@ -115,7 +115,10 @@ def test_a_wrong_password_is_a_refusal_not_an_unreachable_redis(
     capsys: pytest.CaptureFixture[str], locked_redis: str
 ) -> None:
     wrong = locked_redis.replace("redis://", "redis://default:not-the-password@", 1)
-    result = run_cli(capsys, "dead", "list", "--hub-project", "shop", "--redis-url", wrong)
+    # in the environment: typed on the command line, it would also be warned about
+    result = run_cli(
+        capsys, "dead", "list", "--hub-project", "shop", env={"HUBSYNC_REDIS_URL": wrong}
+    )
     assert result.code == 1, result.err
     assert result.err == (
         f"error: Redis refused the password for user default at {locked_redis} (invalid "
@@ -218,6 +221,21 @@ def test_every_command_that_talks_to_redis_takes_the_password_from_a_file(
                 assert result.code == 2 and "unknown hub project" in result.err, result.err
             else:
                 assert result.code == 0, (command, result.err)
+
+
+def test_every_operator_command_warns_once_of_a_password_typed_in_its_redis_url(
+    capsys: pytest.CaptureFixture[str], locked_redis: str, tmp_path: Path
+) -> None:
+    with_password = locked_redis.replace("redis://", f"redis://default:{PASSWORD}@")
+    commands = operator_commands(tmp_path)
+    for command in ("status", "doctor", "alerts list", "lease show", "lease list"):
+        typed = run_cli(capsys, *commands[command], "--redis-url", with_password)
+        warnings = [line for line in typed.err.splitlines() if "process list" in line]
+        assert len(warnings) == 1, (command, typed.err)
+        assert warnings[0].startswith("warning: the password in --redis-url on the command line")
+        assert "HUBSYNC_REDIS_URL" in warnings[0] and PASSWORD not in typed.err + typed.out
+        from_env = run_cli(capsys, *commands[command], env={"HUBSYNC_REDIS_URL": with_password})
+        assert "process list" not in from_env.err, (command, from_env.err)
 
 
 def test_an_acl_user_with_a_wrong_password_is_named_in_the_refusal(

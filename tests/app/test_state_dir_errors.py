@@ -93,6 +93,7 @@ def damaged_state_dir(tmp_path: Path) -> Path:
     state_dir = tmp_path / "state"
     state_dir.mkdir()
     (state_dir / REGISTRY_FILE).write_text("not a database\n")
+    (state_dir / REGISTRY_FILE).chmod(0o600)  # private, as hubsync makes it: its bytes are bad
     return state_dir
 
 

@@ -25,6 +25,7 @@ from hubstore.errors import HubNotInitializedError, RuntimeNotEnrolledError
 from hubstore.sqlite.store import SqliteHubStore
 from hubstore.store import (
     DEFAULT_ROTATION_GRACE,
+    MAX_ROTATION_GRACE,
     EventPosition,
     HubStore,
     RunPosition,
@@ -36,6 +37,7 @@ from hubsync.core.canonical import content_hash
 from hubsync.core.clock import utc_now
 from hubsync.core.entries import ConflictReason, EventEntry, Outcome, PresenceBeat, SecurityReason
 from hubsync.core.errors import ConfigError
+from hubsync.core.signing import RuntimeKey
 from hubsync.core.wire import CheckedEvent, parse_sync_event
 from tests.helpers.relay_player import event_entry, sync_event
 from tests.helpers.support import start_python
@@ -534,6 +536,19 @@ class HubStoreContract:
         assert record is not None and record.previous_valid_until == T0 + DEFAULT_ROTATION_GRACE
         assert record.previous_valid_until - T0 == timedelta(hours=24)
 
+    def test_a_grace_beyond_the_maximum_is_refused_and_changes_nothing(
+        self, store: HubStore
+    ) -> None:
+        store.init_hub()
+        first = store.enroll("rt-a", ["acme"], now=T0)
+        store.enroll("rt-a", ["acme"], now=T0, rotation_grace=MAX_ROTATION_GRACE)  # the most
+        before = store.enrolled_runtime("rt-a")
+        for grace in (MAX_ROTATION_GRACE + timedelta(seconds=1), timedelta(days=999_999_999)):
+            with pytest.raises(ValueError, match="between 0 and 30 days"):
+                store.enroll("rt-a", ["acme"], now=T0, rotation_grace=grace)
+        assert store.enrolled_runtime("rt-a") == before
+        assert before is not None and first.key in before.keys_at(T0)
+
     def test_enrolling_again_replaces_the_hub_projects(self, store: HubStore) -> None:
         store.init_hub()
         store.enroll("rt-a", ["acme", "beta"], now=T0)
@@ -581,6 +596,30 @@ class HubStoreContract:
         )
         assert record.keys_at(later) == (new.key,) and old.key not in record.keys_at(later)
 
+    def test_every_retired_key_leaves_a_revocation_signed_with_it(self, store: HubStore) -> None:
+        store.init_hub()
+        first = store.enroll("rt-a", ["acme"], now=T0)
+        assert store.key_revocations() == []
+        second = store.enroll("rt-a", ["acme"], now=T0 + timedelta(minutes=1))
+        [rotated] = store.key_revocations()  # the first key: at the end of its grace
+        assert rotated.runtime_id == "rt-a" and rotated.verifies(RuntimeKey(first.key))
+        assert not rotated.verifies(RuntimeKey(second.key))
+        grace_end = T0 + timedelta(minutes=1) + DEFAULT_ROTATION_GRACE
+        assert not rotated.in_effect(grace_end - timedelta(seconds=1))
+        assert rotated.in_effect(grace_end)
+
+        revoked_at = T0 + timedelta(minutes=2)
+        store.revoke("rt-a", now=revoked_at)
+        records = {r.fingerprint: r for r in store.key_revocations()}
+        for key in (first.key, second.key):  # both retired now, the first one sooner than planned
+            record = records[RuntimeKey(key).fingerprint]
+            assert record.verifies(RuntimeKey(key)) and record.in_effect(revoked_at)
+        third = store.enroll("rt-a", ["acme"], now=T0 + timedelta(minutes=3))
+        assert RuntimeKey(third.key).fingerprint not in {
+            r.fingerprint for r in store.key_revocations()
+        }
+        assert len(store.key_revocations()) == 2
+
     @pytest.mark.parametrize(
         ("runtime_id", "hub_projects"),
         [("", ["acme"]), ("rt a", ["acme"]), ("rt-a", []), ("rt-a", ["ac{me}"])],
@@ -616,6 +655,31 @@ class HubStoreContract:
             assert reopened.init_hub() == hub_id
             assert reopened.enrolled_runtime("rt-a") == written
             assert written is not None and written.keys_at(T0) == (enrollment.key,)
+
+    def test_each_ingest_batch_raises_the_commit_counter_by_one(self, store: HubStore) -> None:
+        assert store.commit_counter() == 0 and store.committed == 0
+        store.ingest([])  # nothing to commit: nothing raised
+        assert store.commit_counter() == 0
+        store.ingest(EVENTS[:3])
+        assert store.commit_counter() == store.committed == 1
+        store.ingest(EVENTS[:3])  # duplicates only, yet a committed batch
+        store.ingest(EVENTS[3:])
+        assert store.commit_counter() == store.committed == 3
+
+    def test_the_commit_counter_is_shared_by_every_writer_and_outlives_the_process(
+        self, tmp_path: Path
+    ) -> None:
+        url = self.shared_url(tmp_path)
+        if url is None:
+            pytest.skip("this backend lives inside one process; nothing outlives it")
+        with self.open_new(tmp_path) as first, open_store(url, create_schema=False) as second:
+            first.ingest(EVENTS[:2])
+            second.ingest(EVENTS[2:4])
+            assert second.committed == 2 and first.committed == 1
+            first.ingest(EVENTS[4:6])
+            assert first.committed == 3
+        with open_store(url, create_schema=False) as reopened:
+            assert reopened.commit_counter() == 3
 
     # One copy of this test runs per backend subclass (differing executors, on
     # purpose); each example opens fresh stores, so no state crosses examples.

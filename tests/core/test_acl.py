@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import redis
 
+from consumers.stream.consumer_admin import list_consumers, remove_consumer
 from hubstore import hub_url_from_path, open_store
 from hubstore.leases import LeaseClient
 from hubsync.core import keys
@@ -262,3 +263,29 @@ def test_the_consumer_may_not_append_events_or_delete_entries(
     assert refused(lambda: client.sadd(keys.PROJECTS, "squatted"))
     assert refused(lambda: client.keys("*"))
     client.close()
+
+
+def test_the_consumer_admin_runs_as_the_consumer_and_lists_as_the_operator(
+    redis_client: redis.Redis, log_in: Callable[[RedisUser], redis.Redis]
+) -> None:
+    events = keys.events_stream(HUB_PROJECT)
+    redis_client.sadd(keys.PROJECTS, HUB_PROJECT)
+    redis_client.xadd(events, {"kind": "event"})
+    redis_client.xgroup_create(events, keys.CONSUMER_GROUP, id="0")
+    redis_client.xreadgroup(keys.CONSUMER_GROUP, "ghost", {events: ">"})
+    operator = log_in(operator_user(prefix=PREFIX))
+    consumer = log_in(consumer_user(prefix=PREFIX))
+
+    assert [c.name for c in list_consumers(operator)] == ["ghost"]
+    assert refused(lambda: remove_consumer(operator, "ghost", to="hub-1"))
+    assert remove_consumer(consumer, "ghost", to="hub-1").moved == 1
+    # the mark and the revocations: the consumer reads and writes them, the operator reads
+    # the mark only
+    consumer.zadd(keys.HUB_MARK, {"hub-00000000000000aa": 3}, gt=True)
+    consumer.hset(keys.REVOCATIONS, "0" * 16, "{}")
+    assert consumer.hmget(keys.REVOCATIONS, ["0" * 16]) == [b"{}"]
+    assert operator.zscore(keys.HUB_MARK, "hub-00000000000000aa") == 3
+    assert refused(lambda: operator.zadd(keys.HUB_MARK, {"hub-00000000000000aa": 1}))
+    assert refused(lambda: consumer.delete(keys.REVOCATIONS))
+    operator.close()
+    consumer.close()

@@ -2,8 +2,9 @@
 
 ``hubsync.core`` (the kernel) imports nothing outside itself; ``hubstore`` builds on the
 kernel; ``producers`` on the kernel and ``hubstore`` (the fence of its effects ledger);
-``consumers`` on all three. The application (``hubsync.cli`` and the rest of ``hubsync``)
-may import anything, and nothing below it imports it. Every import counts, a function's
+``consumers`` on all three. The application (``hubsync.cli``, ``hubsync.demo``, the fault
+injector and invariant checker ``hubsync.faults`` and the rest of ``hubsync``) may import
+anything but the tests, and nothing below it imports it. Every import counts, a function's
 deferred one too.
 """
 
@@ -50,6 +51,18 @@ def test_a_floor_imports_only_itself_and_the_floors_below(floor: str) -> None:
         for path in (REPO_ROOT / floor).rglob("*.py")
         for module in imported_modules(path)
         if module.split(".")[0] in TOP and not _inside(module, ALLOWED[floor])
+    )
+    assert wrong == []
+
+
+@pytest.mark.parametrize("package", TOP)
+def test_no_package_imports_the_tests(package: str) -> None:
+    # the demo and the chaos soak share hubsync.faults: it must stand without tests/
+    wrong = sorted(
+        f"{path.relative_to(REPO_ROOT)} -> {module}"
+        for path in (REPO_ROOT / package).rglob("*.py")
+        for module in imported_modules(path)
+        if module.split(".")[0] == "tests"
     )
     assert wrong == []
 

@@ -7,8 +7,10 @@ each test reads a counter before acting and checks the difference.
 from __future__ import annotations
 
 import os
+import resource
 import socket
 import subprocess
+import threading
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -24,6 +26,7 @@ from hubstore.leases import LeaseClient
 from hubstore.sqlite.store import SqliteHubStore
 from hubsync.core import keys, metrics
 from hubsync.core.canonical import content_hash
+from hubsync.core.metrics_server import MetricsServer
 from hubsync.core.settings import ConsumerSettings
 from hubsync.core.signing import SIGNATURE_FIELD
 from hubsync.processes import Child, hubsync_command, run_hubsync
@@ -336,3 +339,151 @@ def test_a_taken_metrics_port_stops_the_daemon_at_start(redis_url: str, tmp_path
     assert result.returncode == 1
     assert f"cannot serve metrics on 127.0.0.1:{port}" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+# ----- the server's bounds: one thread, so many connections, each for so long -----
+
+
+def many(wanted: int) -> int:
+    """``wanted`` sockets, or as many as this process may open with room to spare (its soft
+    limit raised to the hard one first)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if resource.RLIM_INFINITY not in (soft, hard) and hard > soft:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        soft = hard
+    return wanted if soft == resource.RLIM_INFINITY else min(wanted, soft - 256)
+
+
+def idle_sockets(port: int, count: int, first_bytes: bytes = b"") -> list[socket.socket]:
+    """``count`` connections to the metrics port that send ``first_bytes`` and then nothing."""
+    opened = []
+    for _ in range(count):
+        sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+        if first_bytes:
+            sock.sendall(first_bytes)
+        opened.append(sock)
+    return opened
+
+
+def closed_by_server(sock: socket.socket) -> bool:
+    """Whether the server closed ``sock`` (a read sees the end, or a reset)."""
+    sock.setblocking(False)
+    try:
+        return sock.recv(1) == b""
+    except BlockingIOError:
+        return False
+    except ConnectionResetError:
+        return True
+
+
+def http(port: int, request: bytes) -> bytes:
+    """The whole answer of the server to ``request``, read until it closes the connection."""
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+        sock.sendall(request)
+        chunks = []
+        while chunk := sock.recv(65536):
+            chunks.append(chunk)
+    return b"".join(chunks)
+
+
+@pytest.fixture
+def server_clock() -> FakeClock:
+    """The monotonic clock of ``bounded_server``, moved by the test."""
+    return FakeClock(0.0)
+
+
+@pytest.fixture
+def bounded_server(server_clock: FakeClock) -> Iterator[MetricsServer]:
+    """A metrics server of at most 32 connections, each given 10 s of ``server_clock``."""
+    server = metrics.serve_metrics(
+        0, "127.0.0.1", max_connections=32, timeout=10.0, clock=server_clock
+    )
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+def test_many_idle_connections_take_no_thread_and_metrics_still_answer(
+    bounded_server: MetricsServer,
+) -> None:
+    port = bounded_server.address[1]
+    threads = threading.active_count()
+    idle = idle_sockets(port, many(1500) - 200)
+    idle += idle_sockets(port, 200, b"GET /metrics HTTP/1.1\r\n")
+    try:
+        wait_until(lambda: closed_by_server(idle[-33]), what="the oldest connections closed")
+        assert threading.active_count() <= threads
+        assert bounded_server.open_connections <= 32
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+            assert response.status == 200
+            assert b"# TYPE hubsync_events_ingested_total counter" in response.read()
+        assert threading.active_count() <= threads
+    finally:
+        for sock in idle:
+            sock.close()
+
+
+def test_an_idle_connection_is_closed_at_its_deadline_only(
+    bounded_server: MetricsServer, server_clock: FakeClock
+) -> None:
+    port = bounded_server.address[1]
+    clock = server_clock
+    [silent, halfway] = idle_sockets(port, 1) + idle_sockets(port, 1, b"GET /metr")
+    try:
+        wait_until(lambda: bounded_server.open_connections == 2, what="both connections open")
+        clock.advance(9.9)
+        assert http(port, b"GET /healthz HTTP/1.1\r\n\r\n").endswith(b"\r\n\r\nok\n")
+        assert not closed_by_server(silent) and not closed_by_server(halfway)
+        clock.advance(0.2)
+        wait_until(lambda: closed_by_server(silent) and closed_by_server(halfway), what="closed")
+        assert bounded_server.open_connections == 0
+    finally:
+        silent.close()
+        halfway.close()
+
+
+def test_the_server_answers_head_refuses_other_methods_and_an_endless_head(
+    bounded_server: MetricsServer,
+) -> None:
+    port = bounded_server.address[1]
+    head = http(port, b"HEAD /metrics HTTP/1.1\r\nAccept: text/plain\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200 OK\r\n") and head.endswith(b"\r\n\r\n")
+    assert b"Content-Length: 0\r\n" not in head
+    assert http(port, b"POST /metrics HTTP/1.1\r\n\r\n").startswith(b"HTTP/1.1 405 ")
+    assert http(port, b"nonsense\r\n\r\n").startswith(b"HTTP/1.1 400 ")
+    endless = b"GET /metrics HTTP/1.1\r\n" + b"X-Filler: " + b"a" * 10_000
+    assert http(port, endless).startswith(b"HTTP/1.1 431 ")
+    assert bounded_server.open_connections == 0
+
+
+def test_a_daemon_serving_metrics_keeps_its_threads_under_many_idle_connections(
+    redis_url: str, tmp_path: Path
+) -> None:
+    port = free_port()
+    child = Child(
+        "consumer",
+        hubsync_command(
+            "consume", "--hub-db", str(tmp_path / "hub.db"), "--metrics-port", str(port)
+        ),
+        tmp_path / "consume.log",
+        env={"HUBSYNC_REDIS_URL": redis_url},
+    ).start()
+    idle: list[socket.socket] = []
+    try:
+        wait_until(lambda: _answers(f"http://127.0.0.1:{port}/healthz"), timeout=30)
+        threads = _threads(child.pid)
+        idle = idle_sockets(port, many(1500))
+        assert _answers(f"http://127.0.0.1:{port}/metrics")
+        assert _threads(child.pid) <= threads
+        child.check()
+    finally:
+        for sock in idle:
+            sock.close()
+        child.stop()
+
+
+def _threads(pid: int) -> int:
+    """The number of threads of process ``pid`` (from /proc)."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(next(line for line in status.splitlines() if line.startswith("Threads:")).split()[1])

@@ -39,12 +39,12 @@ from hubsync.core.signing import (
     sign_event_entry,
 )
 from hubsync.core.wire import SyncEvent
+from hubsync.faults.inject import outcomes_signed_by_a_stranger
 from hubsync.processes import run_hubsync
 from producers.registry import RuntimeRegistry
 from producers.store.event_store import RunEventStore
 from tests.helpers.relay_player import sync_event
 from tests.helpers.relay_support import append_many, make_runtime
-from tests.helpers.trust import outcomes_signed_by_a_stranger
 
 HUB_PROJECT = "acme"
 OTHER_PROJECT = "other"

@@ -168,6 +168,19 @@ def test_demo_on_a_given_redis_keeps_its_password_out_of_output_and_command_line
     assert not redis.Redis.from_url(url).exists(keys.HUB_IDENTITY)  # the demo gave it back
 
 
+def test_demo_on_a_redis_given_by_option_says_which_keys_are_its_own(
+    private_redis: RedisServerProcess,
+) -> None:
+    result = run_hubsync(
+        ["demo", "--runs-per-runtime", "1", "--events-per-run", "30",
+         "--redis-url", private_redis.url],
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    events = keys.events_stream("demo")
+    assert f"redis-cli -u {private_redis.url} XRANGE '{events}' - + COUNT 5" in result.stdout
+    assert "(the demo's keys in that Redis are those with {demo} in their name)" in result.stdout
+
+
 def test_demo_refuses_a_given_redis_that_another_hub_owns_and_touches_nothing(
     private_redis: RedisServerProcess,
 ) -> None:

@@ -2,7 +2,7 @@
 
 Each breaker works as root too (a ``chmod 000`` would not stop root, so none
 relies on permissions): another schema version, garbage bytes in place of the
-database, a directory where the file should be.
+database, a directory or a symbolic link where the file should be.
 """
 
 from __future__ import annotations
@@ -59,10 +59,18 @@ def corrupt_middle_page(path: Path, rows: int = 2000) -> None:
         file.write(bytes((n * 7 + 13) % 256 for n in range(page_size)))
 
 
+def link_in_place(path: Path) -> None:
+    """Move the file aside and put a symbolic link to it in its place (refused, never followed)."""
+    moved = path.with_name(path.name + ".moved")
+    path.rename(moved)
+    path.symlink_to(moved)
+
+
 BREAKERS: dict[str, Callable[[Path], None]] = {
     "other_schema_version": other_schema_version,
     "garbage_bytes": garbage_bytes,
     "directory_in_place": directory_in_place,
+    "link_in_place": link_in_place,
 }
 
 
@@ -80,6 +88,8 @@ class BrokenStore:
 
     def restore(self) -> None:
         """Put the original file back, as an operator restoring it would."""
-        if self.path.is_dir():
+        if self.path.is_symlink():
+            self.path.unlink()
+        elif self.path.is_dir():
             self.path.rmdir()
         shutil.copyfile(self.backup, self.path)

@@ -10,12 +10,13 @@ names. ``FaultScheduler`` then, at seeded random times, kill -9s a relay or a
 consumer and restarts it, SIGSTOPs one for longer than the reclaim time,
 restarts redis-server (on a cluster: kill -9s a master that has a replica in
 sync, waits until the replica serves its slots, and starts it again, back as
-a replica), and injects duplicates, conflicting bytes signed with a runtime's
-key, unsigned or badly signed forgeries and garbage entries
-(``tests.helpers.chaos_inject``). Every runtime is enrolled on the hub store
-(``hubsync.provisioning``, what ``hubsync hub init``, ``enroll`` and ``runtime
-join`` do) before any relay starts. The end checks live in
-``tests.helpers.chaos_checks``.
+a replica), and has ``hubsync.faults.inject.FaultInjector`` (the demo's
+injector too) write duplicates, conflicting bytes signed with a runtime's key,
+unsigned or badly signed forgeries, forged acks and garbage entries. Every
+runtime is enrolled on the hub store (``hubsync.provisioning``, what ``hubsync
+hub init``, ``enroll`` and ``runtime join`` do) before any relay starts. The
+end checks are ``hubsync.faults.invariants``' (``tests.helpers.chaos_checks``
+gives them the soak's processes and files).
 """
 
 from __future__ import annotations
@@ -37,11 +38,13 @@ from typing import Protocol
 from hubstore import hub_url_from_path, open_store
 from hubsync.core.signing import RuntimeKey
 from hubsync.demo.embedded_redis import RedisServerProcess
+from hubsync.faults.inject import FaultInjector
+from hubsync.faults.records import RuntimeUnderTest
+from hubsync.faults.secrets import needles
 from hubsync.processes import Child, PipelineProcesses, hubsync_command, python_command
 from hubsync.provisioning import enroll_runtime
 from hubsync.servers.redis_cluster import RedisClusterProcesses
 from producers.registry import RuntimeRegistry
-from tests.helpers.chaos_inject import GARBAGE_KINDS, Injector
 from tests.helpers.support import wait_until
 
 HUB_PROJECTS = ("chaos-a", "chaos-a", "chaos-b")
@@ -71,25 +74,15 @@ class PlantedSecrets:
 
     def needles(self) -> list[bytes]:
         """Byte strings none of which may appear anywhere: each secret and its random tail."""
-        out = []
-        for value in (self.api_key, self.github_token):
-            out.append(value.encode())
-            out.append(value[-20:].encode())
-        return out
+        return needles([self.api_key, self.github_token])
 
 
 @dataclass
-class Runtime:
-    """One runtime of the soak: its state dir, project, hub project and the key the hub
-    enrolled it with (for injections that sign as the runtime on purpose)."""
+class Runtime(RuntimeUnderTest):
+    """One runtime of the soak: what the faults know of it, its index and its state dir."""
 
     index: int
     state_dir: Path
-    runtime_id: str
-    project_id: str
-    hub_project: str
-    store_path: Path
-    key: RuntimeKey = field(repr=False)
 
 
 class SoakRedis(Protocol):
@@ -269,15 +262,25 @@ class SoakCluster:
                     self.hub_id = enrollment.hub_id
                 self.runtimes.append(
                     Runtime(
-                        index,
-                        state_dir,
                         registry.runtime_id,
                         registration.project_id,
                         hub_project,
                         registration.store_path,
                         RuntimeKey(enrollment.key),
+                        index=index,
+                        state_dir=state_dir,
                     )
                 )
+
+    def relay_logs(self) -> dict[str, str]:
+        """Each runtime's relay's log text, by runtime id."""
+        return {r.runtime_id: self.processes[f"relay-{r.index}"].log_text() for r in self.runtimes}
+
+    def secret_places(self) -> list[Path]:
+        """Where no planted secret may be while Redis runs: the hub's files, the logs and the
+        runtimes' state dirs (the Redis files are read once it stopped)."""
+        state_dirs = [r.state_dir for r in self.runtimes]
+        return [self.base / "hub", *self.hub_directories, self.logs, *state_dirs]
 
     def summary_path(self, index: int) -> Path:
         """Where appender ``index`` writes its JSON summary when it stops."""
@@ -310,17 +313,12 @@ class SoakCluster:
         self.redis.stop()
 
 
-FAULT_KINDS = (
-    "kill_relay",
-    "kill_consumer",
-    "pause",
-    "restart_redis",
-    "duplicates",
-    "conflict",
-    "forgery",
-    "forged_ack",
-    "garbage",
-)
+PROCESS_FAULTS = ("kill_relay", "kill_consumer", "pause", "restart_redis")
+"""The soak's own faults, each a ``_fault_KIND`` method of the scheduler; the others are
+``FaultInjector.KINDS``."""
+FAULT_KINDS = PROCESS_FAULTS + FaultInjector.KINDS
+LATE_KINDS = ("conflict", "forgery", "forged_ack")
+"""Faults made of what the hub or the streams hold: first tried last, and made sure of."""
 _WEIGHTS = {
     "kill_relay": 3,
     "kill_consumer": 3,
@@ -339,7 +337,7 @@ REDIS_RESTART_SPACING = 10.0
 class FaultScheduler:
     """Injects faults at seeded random times; restores (restart, SIGCONT) later on a timeline."""
 
-    def __init__(self, cluster: SoakCluster, injector: Injector, rng: random.Random) -> None:
+    def __init__(self, cluster: SoakCluster, injector: FaultInjector, rng: random.Random) -> None:
         self.cluster = cluster
         self.injector = injector
         self.rng = rng
@@ -355,7 +353,7 @@ class FaultScheduler:
         """Inject faults for ``seconds``: every kind once first (seeded order), then at random."""
         first = list(FAULT_KINDS)
         self.rng.shuffle(first)
-        for late in ("conflict", "forgery", "forged_ack"):
+        for late in LATE_KINDS:
             first.remove(late)
             first.append(late)  # the hub has rows to forge by then
         deadline = time.monotonic() + seconds
@@ -366,12 +364,9 @@ class FaultScheduler:
             while time.monotonic() < min(next_at, deadline):
                 self._restore_due()
                 self._pace.wait(0.05)
-        if not self.injector.conflicts:
-            self._inject("conflict")
-        if not self.injector.forgeries:
-            self._inject("forgery")
-        if not self.injector.forged_acks:
-            self._inject("forged_ack")
+        for late in LATE_KINDS:
+            if not self.counts[late]:
+                self._inject(late)
 
     def finish(self) -> None:
         """Do every pending restore now (restart the killed, continue the stopped)."""
@@ -398,7 +393,10 @@ class FaultScheduler:
         return self.rng.choice(ready) if ready else None
 
     def _inject(self, kind: str) -> None:
-        done = getattr(self, f"_fault_{kind}")()
+        if kind in PROCESS_FAULTS:
+            done = getattr(self, f"_fault_{kind}")()
+        else:
+            done = self.injector.inject(kind)
         if done:
             self.counts[kind] += 1
             self.log.append(f"{time.strftime('%H:%M:%S')} {kind}: {done}")
@@ -447,38 +445,6 @@ class FaultScheduler:
         done = self.cluster.redis.fault(self.rng)
         self._last_redis_restart = time.monotonic()
         return done
-
-    def _fault_duplicates(self) -> str | None:
-        count = self.injector.duplicates(self.rng.randint(5, 60))
-        return f"{count} entries re-added" if count else None
-
-    def _fault_conflict(self) -> str | None:
-        forged = self.injector.conflict()
-        return None if forged is None else f"{forged.key} offered {forged.forged_hash[:12]}"
-
-    def _fault_forged_ack(self) -> str | None:
-        forged = self.injector.forged_ack(self.cluster.hub_id)
-        if forged is None:
-            return None
-        return (
-            f"{forged.runtime_id}: {len(forged.deleted)} deleted and acked, "
-            f"{len(forged.parked)} claimed parked ({forged.how})"
-        )
-
-    def _fault_forgery(self) -> str | None:
-        forged = self.injector.forgery()
-        if forged is None:
-            return None
-        return f"{forged.key} offered {forged.forged_hash[:12]} ({forged.how})"
-
-    def _fault_garbage(self) -> str | None:
-        kinds = list(GARBAGE_KINDS)
-        if self.counts["garbage"] == 0:
-            chosen = kinds  # every kind at least once
-        else:
-            chosen = self.rng.sample(kinds, self.rng.randint(1, 3))
-        injected = [self.injector.garbage(kind) for kind in chosen]
-        return ", ".join(g.kind for g in injected)
 
 
 def wait_for(condition: Callable[[], object], timeout: float, what: str) -> None:

@@ -88,18 +88,6 @@ def signed_presence(fields: dict[str, Any]) -> dict[str, Any]:
     return fields
 
 
-def outcomes_signed_by_a_stranger(
-    runtime_id: str, hub_id: str | None, fields: dict[str, Any]
-) -> dict[str, Any]:
-    """An outcomes entry for ``runtime_id`` under hub id ``hub_id``, signed with a key of the
-    forger's own (not the hub's): what an attacker who can write to Redis could offer."""
-    fields[HUB_ID_FIELD] = hub_id
-    fields[SIGNATURE_FIELD] = sign_outcomes_entry(
-        RuntimeKey.generate(), fields, runtime_id=runtime_id
-    )
-    return fields
-
-
 def signed_outcomes(runtime_id: str, fields: dict[str, Any]) -> dict[str, Any]:
     """An outcomes entry for ``runtime_id`` as its hub signs it (unchanged if not enrolled)."""
     enrollment = _enrolled.get(runtime_id)

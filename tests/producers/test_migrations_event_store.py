@@ -111,6 +111,7 @@ def rewrite_as_v1(path: Path) -> None:
     source = path.with_name(path.name + ".v2-source")
     os.replace(path, source)
     conn = sqlite3.connect(path, isolation_level=None)
+    path.chmod(0o600)  # private, as every hubsync made it
     conn.execute("PRAGMA journal_mode = WAL")
     conn.execute("ATTACH DATABASE ? AS source", (str(source),))
     conn.execute("BEGIN")

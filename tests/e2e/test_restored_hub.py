@@ -1,0 +1,128 @@
+"""A hub store that went back in time, with ``hubsync`` as real processes: a store restored
+from a backup, or a second copy of the hub's store, is refused (and doctor FAILs it) until an
+operator accepts it; a running consumer whose store falls behind the namespace stops; a
+runtime revoked after the backup stays revoked in the restored store."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import redis
+
+from consumers.stream.hub_binding import namespace_mark
+from hubstore.sqlite.store import SqliteHubStore
+from hubsync.core import keys
+from hubsync.processes import PipelineProcesses, run_hubsync
+from tests.helpers.consumer_support import count_rows, enroll_on, hub_id_of, run_consume
+from tests.helpers.relay_player import RUNTIME, send, sync_event
+from tests.helpers.support import wait_until
+
+
+def consume_once(redis_url: str, hub_db: Path, *extra: str) -> dict[str, int]:
+    run = run_consume(redis_url, hub_db, "--once", "--json", *extra)
+    assert run.returncode == 0, run.stderr
+    counts: dict[str, int] = json.loads(run.stdout)
+    return counts
+
+
+def restore(backup: Path, hub_db: Path) -> None:
+    """Put ``backup`` in place of ``hub_db``, as an operator restoring a file does."""
+    for companion in (hub_db.with_name(hub_db.name + s) for s in ("-wal", "-shm")):
+        companion.unlink(missing_ok=True)
+    shutil.copyfile(backup, hub_db)
+
+
+def test_a_hub_restored_from_a_backup_is_refused_until_the_operator_accepts_it(
+    redis_client: redis.Redis, redis_url: str, tmp_path: Path
+) -> None:
+    hub_db, backup = tmp_path / "hub.db", tmp_path / "nightly.db"
+    enroll_on(hub_db)
+    for s in range(1, 6):
+        send(redis_client, sync_event(s))
+    assert consume_once(redis_url, hub_db)["accepted"] == 5
+    made = run_hubsync(["hub", "backup", "--hub-db", str(hub_db), "--to", str(backup)])
+    assert made.returncode == 0, made.stderr
+    for s in range(6, 11):
+        send(redis_client, sync_event(s))
+    assert consume_once(redis_url, hub_db)["accepted"] == 5
+    hub_id = hub_id_of(hub_db)
+    assert namespace_mark(redis_client, hub_id) == 2
+
+    restore(backup, hub_db)
+    refused = run_consume(redis_url, hub_db, "--once", "--json")
+    assert refused.returncode == 2, refused.stderr
+    [line] = refused.stderr.strip().splitlines()
+    assert "older than this Redis namespace" in line and "--accept-restore" in line
+    assert refused.stdout == "" and count_rows(hub_db) == 5
+    doctor = run_hubsync(["doctor", "--redis-url", redis_url, "--hub-db", str(hub_db)])
+    assert doctor.returncode == 1 and "FAIL hub-mark: " in doctor.stdout, doctor.stdout
+
+    send(redis_client, sync_event(11))
+    accepted = run_consume(redis_url, hub_db, "--once", "--json", "--accept-restore")
+    assert accepted.returncode == 0, accepted.stderr
+    assert json.loads(accepted.stdout)["accepted"] == 1
+    assert "lowered from 2 to 1 commits" in accepted.stderr
+    assert namespace_mark(redis_client, hub_id) == 2  # the restored store's 1, and one batch
+    assert count_rows(hub_db) == 6  # 6 to 10 were acked before the restore: not in it
+
+
+def test_of_two_copies_of_one_hub_the_one_behind_is_refused(
+    redis_client: redis.Redis, redis_url: str, tmp_path: Path
+) -> None:
+    first, copy = tmp_path / "hub.db", tmp_path / "copy.db"
+    enroll_on(first)
+    send(redis_client, sync_event(1))
+    consume_once(redis_url, first)
+    made = run_hubsync(["hub", "backup", "--hub-db", str(first), "--to", str(copy)])
+    assert made.returncode == 0, made.stderr
+    assert hub_id_of(copy) == hub_id_of(first)
+
+    send(redis_client, sync_event(2))
+    assert consume_once(redis_url, copy)["accepted"] == 1  # the copy moves on first
+    send(redis_client, sync_event(3))
+    refused = run_consume(redis_url, first, "--once")
+    assert refused.returncode == 2 and "older than this Redis namespace" in refused.stderr
+    assert count_rows(first) == 1 and redis_client.xlen(keys.events_stream("acme")) >= 1
+
+
+def test_a_running_consumer_stops_once_its_store_falls_behind_the_namespace(
+    redis_client: redis.Redis, redis_url: str, tmp_path: Path
+) -> None:
+    hub_db = tmp_path / "hub.db"
+    enroll_on(hub_db)
+    hub_id = hub_id_of(hub_db)
+    with PipelineProcesses(redis_url, tmp_path / "logs") as pipeline:
+        worker = pipeline.consumer("w1", hub_db, "--block-ms", "100")
+        send(redis_client, sync_event(1))
+        wait_until(lambda: count_rows(hub_db) == 1, timeout=30, what="the event stored")
+        wait_until(
+            lambda: namespace_mark(redis_client, hub_id) == 1, timeout=10, what="the mark raised"
+        )
+        redis_client.zadd(keys.HUB_MARK, {hub_id: 5})  # a copy of this store got further
+        assert worker.wait(timeout=20) == 2
+        assert "older than this Redis namespace" in worker.log_text()
+
+
+def test_a_runtime_revoked_after_the_backup_stays_revoked_once_it_is_restored(
+    redis_client: redis.Redis, redis_url: str, tmp_path: Path
+) -> None:
+    hub_db, backup = tmp_path / "hub.db", tmp_path / "nightly.db"
+    enroll_on(hub_db)
+    send(redis_client, sync_event(1))
+    consume_once(redis_url, hub_db)
+    made = run_hubsync(["hub", "backup", "--hub-db", str(hub_db), "--to", str(backup)])
+    assert made.returncode == 0, made.stderr
+    with SqliteHubStore(hub_db) as store:
+        store.revoke(RUNTIME)  # its key leaked: revoked on the hub
+    consume_once(redis_url, hub_db)  # a worker's maintenance publishes the revocation
+    assert redis_client.hlen(keys.REVOCATIONS) == 1
+
+    restore(backup, hub_db)  # the runtime is enrolled, its key valid, in the restored store
+    send(redis_client, sync_event(2))  # signed with the revoked key
+    counts = consume_once(redis_url, hub_db, "--accept-restore")
+    assert counts["accepted"] == 0 and counts["dead"] == 1
+    [(_, letter)] = redis_client.xrange(keys.dead_stream("acme"))
+    assert letter[b"reason"] == b"unauthenticated" and b"revoked" in letter[b"detail"]
+    assert count_rows(hub_db) == 1
