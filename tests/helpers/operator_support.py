@@ -109,7 +109,7 @@ class LivePipeline(ClosesOnExit):
             project_id=self.registration.project_id,
             hub_project=HUB_PROJECT,
             runtime_id=self.runtime_id,
-            data={"forged": True},
+            data={"status": "forged"},
         )
         return send(self.client, forged)
 
