@@ -220,9 +220,7 @@ def _event_body(values: Sequence[str | bytes | int]) -> bytes:
     integers (``_as_bytes``); ``ConfigError`` for another count of values."""
     if len(values) != len(EVENT_SIGNED_FIELDS):
         raise ConfigError(f"cannot sign: an event signs {len(EVENT_SIGNED_FIELDS)} fields")
-    return event_signed_body(
-        *(_as_bytes(name, value) for name, value in zip(EVENT_SIGNED_FIELDS, values, strict=True))
-    )
+    return event_signed_body(*map(_as_bytes, EVENT_SIGNED_FIELDS, values))
 
 
 def _presence_body(fields: Mapping[str, str | bytes | int]) -> bytes:
