@@ -5,8 +5,9 @@
   the statements of ``sql_statements``). A batch is ingested in one
   transaction; the dedupe key is ``(project_id, run_id, sequence)``; the same bytes again are a
   ``duplicate``, other bytes under a used key a ``conflict`` that is recorded
-  and never overwritten. Verdicts are reached in ``decide``, apart from SQL,
-  so every backend judges alike.
+  and never overwritten; a project belongs to the runtime that first wrote it,
+  and another runtime's events for it are a ``not_owner`` conflict. Verdicts
+  are reached in ``decide``, apart from SQL, so every backend judges alike.
 * ``leases``: fenced leases in Redis, each operation decided inside one Lua
   script, deadlines on Redis's own clock, fencing tokens that only grow per
   resource; ``leases.fence`` makes a store refuse, at commit, a write under a token

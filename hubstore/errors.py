@@ -81,11 +81,13 @@ class LeaseLostError(LeaseRefusedError):
 
 
 class FencedWriteRefusedError(HubstoreError):
-    """A write under a fencing token was refused because a newer token has been seen."""
+    """A write under a fencing token was refused: a newer token has been seen (``stale``), or
+    this token with another holder (``not_holder``)."""
 
     def __init__(self, resource: str, token: int, highest: int, reason: str) -> None:
+        why = "is not current" if reason == "stale" else "was written under by another holder"
         super().__init__(
-            f"fenced write to {resource!r} refused ({reason}): token {token} is not current; "
+            f"fenced write to {resource!r} refused ({reason}): token {token} {why}; "
             f"the highest token seen is {highest}. The lease was lost: stop and let the new "
             "holder act."
         )
@@ -113,6 +115,10 @@ class HubNotInitializedError(StoreError):
 
 class RuntimeNotEnrolledError(StoreError, ConfigError):
     """The runtime named was never enrolled on this hub."""
+
+
+class ProjectMoveRefusedError(StoreError, ConfigError):
+    """A project cannot be moved to the runtime named (see ``HubStore.move_project``)."""
 
 
 class LeaseStateCorruptError(HubstoreError):

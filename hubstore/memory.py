@@ -13,8 +13,8 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from urllib.parse import urlsplit
 
-from hubstore.decide import EventKey, Known, RunKey, decide, warn_conflicts
-from hubstore.enrollments import enrolled, revoked
+from hubstore.decide import EventKey, Known, ProjectOwner, RunKey, decide, warn_conflicts
+from hubstore.enrollments import check_move, enrolled, log_move, revoked
 from hubstore.errors import HubNotInitializedError
 from hubstore.revocations import KeyRevocation, retired_keys
 from hubstore.store import (
@@ -25,6 +25,7 @@ from hubstore.store import (
     EventPosition,
     HubStore,
     PresenceRecord,
+    ProjectMove,
     PurgeResult,
     RunPosition,
     RunSummary,
@@ -33,12 +34,19 @@ from hubstore.store import (
 )
 from hubsync.core.clock import format_timestamp, utc_now, utc_now_iso
 from hubsync.core.enrollment import Enrollment, new_hub_id
-from hubsync.core.entries import AlertReason, EventEntry, OutcomeRecord, PresenceBeat
+from hubsync.core.entries import (
+    AlertReason,
+    EventEntry,
+    OutcomeRecord,
+    PresenceBeat,
+    SecurityReason,
+)
 from hubsync.core.errors import ConfigError
 from hubsync.core.migration import SchemaChange
 
-AlertKey = tuple[str, str, int, AlertReason, str]
-"""What makes two alerts one: the key, the reason and the offered hash."""
+AlertKey = tuple[str | int, ...]
+"""What makes two alerts one: for a conflict the key, the reason and the offered hash; for a
+refused entry the hub project, the claimed runtime and the reason."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,7 +62,8 @@ class MemoryHubStore(HubStore):
     def __init__(self) -> None:
         self._lock = threading.RLock()
         self._events: dict[EventKey, StoredEvent] = {}
-        self._project_owners: dict[str, str] = {}
+        self._project_owners: dict[str, ProjectOwner] = {}
+        self._moves: list[ProjectMove] = []
         self._run_homes: dict[RunKey, str] = {}
         self._presence: dict[tuple[str, str], _Presence] = {}
         self._alerts: dict[AlertKey, AlertRecord] = {}
@@ -132,16 +141,27 @@ class MemoryHubStore(HubStore):
         now: str,
         existing_hash: str | None = None,
     ) -> None:
-        """A new alert gets the next id; a repeat (same key, reason and offered hash) counts
-        an occurrence of the one kept."""
-        alert_key: AlertKey = (*key, reason, offered_hash)
+        """A new alert gets the next id; a repeat counts an occurrence of the one kept (a
+        refused entry's makes its key, offered hash and detail the latest ones)."""
+        project_id, run_id, sequence = key
+        folded = isinstance(reason, SecurityReason)
+        alert_key: AlertKey = (
+            (hub_project, runtime_id, reason) if folded else (*key, reason, offered_hash)
+        )
         seen = self._alerts.get(alert_key)
         if seen is not None:
-            self._alerts[alert_key] = replace(
-                seen, last_detected_at=now, occurrences=seen.occurrences + 1
-            )
+            seen = replace(seen, last_detected_at=now, occurrences=seen.occurrences + 1)
+            if folded:
+                seen = replace(
+                    seen,
+                    project_id=project_id,
+                    run_id=run_id,
+                    sequence=sequence,
+                    offered_hash=offered_hash,
+                    detail=detail,
+                )
+            self._alerts[alert_key] = seen
             return
-        project_id, run_id, sequence = key
         self._alerts[alert_key] = AlertRecord(
             alert_id=self._next_alert_id,
             reason=reason,
@@ -158,6 +178,36 @@ class MemoryHubStore(HubStore):
             occurrences=1,
         )
         self._next_alert_id += 1
+
+    def move_project(
+        self, project_id: str, runtime_id: str, *, now: datetime | None = None
+    ) -> ProjectMove:
+        """Give ``project_id`` and its runs to ``runtime_id`` (see ``HubStore.move_project``)."""
+        moment = now or utc_now()
+        with self._lock:
+            owner = self._project_owners.get(project_id)
+            before = check_move(project_id, owner, runtime_id, self._enrolled.get(runtime_id))
+            self._project_owners[project_id] = ProjectOwner(before.hub_project, runtime_id)
+            runs = [run for run in self._run_homes if run[0] == project_id]
+            for run in runs:
+                self._run_homes[run] = runtime_id
+            move = ProjectMove(
+                len(self._moves) + 1,
+                project_id,
+                before.hub_project,
+                before.runtime_id,
+                runtime_id,
+                len(runs),
+                moment,
+            )
+            self._moves.append(move)
+        log_move(move)
+        return move
+
+    def project_moves(self, project_id: str | None = None) -> list[ProjectMove]:
+        """Every move recorded (of one project, if given), oldest first."""
+        with self._lock:
+            return [m for m in self._moves if project_id in (None, m.project_id)]
 
     def sync_cursor(self, project_id: str, run_id: str) -> int:
         """The run's highest sequence with no gap below it."""

@@ -19,6 +19,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 
+from hubsync.core.entries import SecurityReason
+
 Query = tuple[str, list[object]]
 """A statement and its arguments."""
 
@@ -63,6 +65,14 @@ ENROLLED_COLUMNS = (
     "runtime_id, state, hub_projects, enrolled_at, rotated_at, revoked_at, "
     "previous_valid_until, key, previous_key"
 )
+
+FOLDED_BY_SENDER = "reason IN ({})".format(", ".join(f"'{r.value}'" for r in SecurityReason))
+"""The alerts kept one per (hub project, claimed runtime, reason): refused entries. The condition
+of the partial unique index ``sync_alerts_per_sender`` (and of its upserts, which must name it)."""
+
+KEPT_PER_OFFENCE = f"NOT ({FOLDED_BY_SENDER})"
+"""The alerts kept one per (key, reason, offered hash): conflicts. The condition of the partial
+unique index ``sync_alerts_per_offence``."""
 
 EVENT_ORDER = ("run_id", "project_id", "sequence")
 """How events are listed (``EventPosition``)."""
@@ -299,3 +309,62 @@ def upsert_enrolled(dialect: Dialect) -> str:
             revoked_at = excluded.revoked_at, previous_valid_until = excluded.previous_valid_until,
             key = excluded.key, previous_key = excluded.previous_key
     """
+
+
+# ----- alerts -----
+
+
+INSERTED_ALERT_COLUMNS = (
+    "reason, hub_project, runtime_id, project_id, run_id, sequence, existing_hash, "
+    "offered_hash, detail, detected_at, last_detected_at"
+)
+"""The columns an alert upsert writes: all but the id and ``occurrences``."""
+
+
+PER_OFFENCE_CONFLICT = (
+    f"ON CONFLICT (project_id, run_id, sequence, reason, offered_hash) WHERE {KEPT_PER_OFFENCE}"
+)
+"""The conflict target of a conflict's alert: the same key, reason and offered bytes."""
+
+PER_SENDER_CONFLICT = f"ON CONFLICT (hub_project, runtime_id, reason) WHERE {FOLDED_BY_SENDER}"
+"""The conflict target of a refused entry's alert: the same hub project, runtime and reason."""
+
+LATEST_EXAMPLE = (
+    "project_id = excluded.project_id, run_id = excluded.run_id, "
+    "sequence = excluded.sequence, offered_hash = excluded.offered_hash, detail = excluded.detail"
+)
+"""What a folded alert about refused entries takes from the latest one."""
+
+
+# ----- project ownership and moves -----
+
+MOVE_COLUMNS = "move_id, project_id, hub_project, from_runtime_id, to_runtime_id, runs, moved_at"
+
+
+@cache
+def project_owner(dialect: Dialect) -> str:
+    """The hub project and runtime one project belongs to."""
+    return f"SELECT hub_project, runtime_id FROM sync_projects WHERE project_id = {dialect.mark}"
+
+
+@cache
+def move_project(dialect: Dialect) -> tuple[str, str, str]:
+    """A move's writes: the project's new runtime and its runs' (each taking the runtime, then
+    the project), and its record (project, hub project, from, to, runs, when), returning its id."""
+    mark = dialect.mark
+    return (
+        f"UPDATE sync_projects SET runtime_id = {mark} WHERE project_id = {mark}",
+        f"UPDATE sync_runs SET home_runtime_id = {mark} WHERE project_id = {mark}",
+        f"""
+        INSERT INTO sync_project_moves
+            (project_id, hub_project, from_runtime_id, to_runtime_id, runs, moved_at)
+        VALUES ({", ".join([mark] * 6)}) RETURNING move_id
+        """,
+    )
+
+
+def project_moves(dialect: Dialect, project_id: str | None) -> Query:
+    """The moves recorded, of one project or all, oldest first (``HubStore.project_moves``)."""
+    where, args = equal_filters(dialect, (("project_id", project_id),))
+    condition = f" WHERE {where[0]}" if where else ""
+    return f"SELECT {MOVE_COLUMNS} FROM sync_project_moves{condition} ORDER BY move_id", args

@@ -22,7 +22,8 @@ from typing import Any, ClassVar, Protocol, TypeVar
 import orjson
 
 from hubstore import sql_statements as statements
-from hubstore.enrollments import enrolled, revoked
+from hubstore.decide import ProjectOwner
+from hubstore.enrollments import check_move, enrolled, log_move, revoked
 from hubstore.errors import HubNotInitializedError
 from hubstore.revocations import KeyRevocation, decoded, retired_keys
 from hubstore.sql_statements import Dialect
@@ -34,6 +35,7 @@ from hubstore.store import (
     EventPosition,
     HubStore,
     PresenceRecord,
+    ProjectMove,
     PurgeResult,
     RunPosition,
     RunSummary,
@@ -142,6 +144,9 @@ class SqlHubStore(HubStore):
 
     def _lock_enrollments(self, conn: Connection) -> None:
         """Make enroll and revoke one at a time, if the write transaction does not already."""
+
+    def _lock_owners(self, conn: Connection) -> None:
+        """Keep every ingest out while a project moves, if the write transaction does not."""
 
     # ----- reads -----
 
@@ -361,6 +366,40 @@ class SqlHubStore(HubStore):
             conn.execute(
                 statement, (statements.REVOCATION_PREFIX + record.fingerprint, record.encoded())
             )
+
+    # ----- project ownership -----
+
+    def move_project(
+        self, project_id: str, runtime_id: str, *, now: datetime | None = None
+    ) -> ProjectMove:
+        """Give ``project_id`` and its runs to ``runtime_id`` (see ``HubStore.move_project``)."""
+        moment = now or utc_now()
+        set_owner, rehome_runs, record = statements.move_project(self.dialect)
+
+        def work(conn: Connection) -> ProjectMove:
+            self._lock_owners(conn)
+            row = conn.execute(statements.project_owner(self.dialect), (project_id,)).fetchone()
+            owner = None if row is None else ProjectOwner(str(row[0]), str(row[1]))
+            target = self._enrolled(conn, runtime_id)
+            before = check_move(project_id, owner, runtime_id, target)
+            conn.execute(set_owner, (runtime_id, project_id))
+            runs = conn.execute(rehome_runs, (runtime_id, project_id)).rowcount
+            args = (project_id, before.hub_project, before.runtime_id, runtime_id, runs)
+            move_id = one(conn, record, (*args, self._moment(moment)))
+            return ProjectMove(int(move_id), *args, moment)
+
+        move = self._write(work)
+        log_move(move)
+        return move
+
+    def project_moves(self, project_id: str | None = None) -> list[ProjectMove]:
+        """Every move recorded (of one project, if given), oldest first."""
+        statement, args = statements.project_moves(self.dialect, project_id)
+        rows = self._read(lambda conn: conn.execute(statement, args).fetchall())
+        return [
+            ProjectMove(int(r[0]), r[1], r[2], r[3], r[4], int(r[5]), self._as_moment(r[6]))
+            for r in rows
+        ]
 
     def _enrolled(self, conn: Connection, runtime_id: str) -> EnrolledRuntime | None:
         row = conn.execute(statements.enrolled(self.dialect), (runtime_id,)).fetchone()

@@ -2,7 +2,9 @@
 
 A store keeps three things: the sync events of every hub project (one row per
 ``(project_id, run_id, sequence)``, never overwritten), the latest presence beat
-of every runtime, and the conflicts it refused (security alerts). It also holds
+of every runtime, and the conflicts it refused (security alerts). Each project
+id belongs to one hub project and one runtime, the first to write it, until an
+operator moves it (``move_project``, recorded in ``project_moves``). It also holds
 the hub's identity (its hub id, made once by ``init_hub``) and the runtimes it
 enrolled, each with the key its entries are to be verified with. Its one hot
 operation is ``ingest``: a whole batch decided in one transaction, so a crash
@@ -84,8 +86,11 @@ class PresenceRecord:
 class AlertRecord:
     """One alert from ``sync_alerts``: a refused conflict, or an entry that did not authenticate.
 
-    Repeats of the same offence (same key, reason and offered bytes, e.g. a
-    redelivery) are one alert whose ``occurrences`` grows.
+    Repeats of the same conflict (same key, reason and offered bytes, e.g. a
+    redelivery) are one alert whose ``occurrences`` grows. Refused entries are
+    folded harder: one alert per hub project, claimed runtime and reason, whose
+    key, offered hash and detail are those of the latest one
+    (``detected_at`` is the first, ``last_detected_at`` the latest).
     """
 
     alert_id: int
@@ -120,6 +125,22 @@ class SecurityAlert:
     sequence: int
     offered_hash: str
     detail: str
+
+
+@dataclass(frozen=True, slots=True)
+class ProjectMove:
+    """One move of a project to another runtime, as kept in ``sync_project_moves``.
+
+    ``runs`` is how many of the project's runs were re-homed on the new runtime.
+    """
+
+    move_id: int
+    project_id: str
+    hub_project: str
+    from_runtime_id: str
+    to_runtime_id: str
+    runs: int
+    moved_at: datetime
 
 
 @dataclass(frozen=True, slots=True)
@@ -245,12 +266,16 @@ class HubStore(ClosesOnExit, ABC):
     def ingest(self, batch: Sequence[EventEntry]) -> list[OutcomeRecord]:
         """Decide every event of ``batch`` in one transaction; one outcome per entry, in order.
 
-        ``accepted``: stored. ``duplicate``: the same bytes are already stored
-        (earlier, or earlier in this batch). ``conflict``: refused and recorded
-        in the alerts with reason ``sequence_reused`` (other bytes hold the key),
-        ``project_mismatch`` (the project belongs to another hub project) or
-        ``home_runtime_mismatch`` (the run's first event came from another
-        runtime). A stored row is never changed.
+        Every entry is authenticated: its ``runtime_id`` signed it.
+        ``accepted``: stored; a project id not seen before now belongs to the
+        entry's hub project and runtime. ``duplicate``: the same bytes are
+        already stored (earlier, or earlier in this batch). ``conflict``:
+        refused and recorded in the alerts with reason ``not_owner`` (the
+        project belongs to another runtime), ``sequence_reused`` (other bytes
+        hold the key), ``project_mismatch`` (the project belongs to another hub
+        project) or ``home_runtime_mismatch`` (the run is homed on another
+        runtime: only runs stored before projects had owners). The verdicts are
+        ``hubstore.decide``'s. A stored row is never changed.
 
         The same transaction raises the commit counter by one (one statement
         per batch); ``committed`` is then the value this batch committed.
@@ -329,15 +354,36 @@ class HubStore(ClosesOnExit, ABC):
 
     @abstractmethod
     def alerts(self, hub_project: str | None = None, limit: int = 100) -> list[AlertRecord]:
-        """Recorded alerts (conflicts and refused entries), newest first."""
+        """Recorded alerts (conflicts and refused entries), newest first (by when each was first
+        recorded: a repeat counted into an alert does not move it)."""
 
     @abstractmethod
     def record_security_alerts(self, alerts: Sequence[SecurityAlert]) -> None:
         """Keep alerts about entries that did not authenticate, in one transaction.
 
-        A repeat (same key, reason and offered hash: a redelivery) counts as an
-        occurrence of the alert already kept, as repeated conflicts do.
+        One alert per (hub project, claimed runtime, reason): a repeat, whatever
+        key and bytes it claims, counts an occurrence of the alert already kept
+        and makes its key, offered hash and detail the latest ones, so a flood
+        of forgeries stays one row.
         """
+
+    @abstractmethod
+    def move_project(
+        self, project_id: str, runtime_id: str, *, now: datetime | None = None
+    ) -> ProjectMove:
+        """Give ``project_id`` and all its runs to ``runtime_id``, in one transaction; the move.
+
+        From then on only ``runtime_id`` may write the project; the runtime it
+        had is refused ``not_owner``. Stored events are not changed. The move
+        is recorded (``project_moves``). Raises ``ProjectMoveRefusedError`` for
+        a project the hub never stored, a runtime never enrolled, revoked, or
+        not enrolled for the project's hub project, or the runtime the project
+        already belongs to; nothing changes then.
+        """
+
+    @abstractmethod
+    def project_moves(self, project_id: str | None = None) -> list[ProjectMove]:
+        """Every move recorded (of one project, if given), oldest first; never purged."""
 
     @abstractmethod
     def purge(self, retention: timedelta, now: datetime | None = None) -> PurgeResult:

@@ -127,13 +127,11 @@ def postgres_urls(hub_url: str | None) -> Iterator[Callable[[], str]]:
         import psycopg
 
         from hubstore.postgres.connection import postgres_target
+        from hubstore.postgres.schema import TABLES, VERSION_TABLE
 
         def fresh() -> str:  # the same database, emptied
             with psycopg.connect(postgres_target(hub_url).conninfo, autocommit=True) as conn:
-                conn.execute(
-                    "DROP TABLE IF EXISTS sync_events, runtime_presence, sync_alerts, "
-                    "sync_projects, sync_runs, hub_meta, enrolled_runtimes, hub_schema_versions"
-                )
+                conn.execute(f"DROP TABLE IF EXISTS {', '.join((*TABLES, VERSION_TABLE))}")
             return hub_url
 
         yield fresh

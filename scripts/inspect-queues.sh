@@ -8,7 +8,8 @@
 # Read-only. Prints, for hubsync:{HUB_PROJECT}:events: XINFO STREAM, XINFO GROUPS (lag,
 # entries-read, pending), XINFO CONSUMERS of group hub (idle times), the XPENDING summary and the
 # oldest pending entry (id, consumer, idle ms, deliveries), then XRANGE of the dead letters and
-# alerts (first 10), and with LEASE_RESOURCE the lease's HGETALL and its audit log (newest 10).
+# alerts (first 10), and with LEASE_RESOURCE the lease's HGETALL, its audit log (newest 10) and
+# its token counter.
 # Every command is echoed with its -u URL (password masked) before its output, so it can be
 # copied and rerun by hand.
 set -euo pipefail
@@ -89,4 +90,5 @@ if [[ -n "$resource" ]]; then
   show HGETALL "$lease"
   show PTTL "$lease"
   show XREVRANGE "$lease:log" + - COUNT 10
+  show GET "$lease:counter"
 fi

@@ -33,6 +33,7 @@ import fakeredis
 import pytest
 import redis
 
+from hubstore.redis_functions import load_library
 from hubsync.demo.embedded_redis import RedisServerProcess
 from hubsync.servers.redis_cluster import RedisClusterProcesses
 from tests.helpers.support import require_redis_server
@@ -106,10 +107,12 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServ
 
 @pytest.fixture
 def redis_url(redis_server: RedisServerProcess) -> Iterator[str]:
-    """URL of a flushed database on the session's private redis-server."""
+    """URL of a flushed database on the session's private redis-server, with hubsync's
+    functions loaded (whatever an earlier test did to them)."""
     client = redis.Redis.from_url(redis_server.url)
     client.flushall()
     client.script_flush()
+    load_library(client)
     yield redis_server.url
     client.close()
 

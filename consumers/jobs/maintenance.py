@@ -26,7 +26,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from consumers.jobs.job_connection import job_connection
 from consumers.stream.reclaim import remove_idle_consumers
 from hubstore.factory import open_store
-from hubstore.lua_scripts import scripts_for
+from hubstore.redis_functions import functions_for
 from hubsync.core import keys
 from hubsync.core.redis_values import as_text
 from hubsync.core.settings import hub_url_of
@@ -95,13 +95,13 @@ def run_maintenance(
         finally:
             ledger.close()
     client = job_connection(redis_url, "run_maintenance")
-    scripts = scripts_for(client)
+    functions = functions_for(client)
     for raw in sorted(client.smembers(keys.PROJECTS)):
         project = as_text(raw)
         stream = keys.events_stream(project)
         try:
             removed = remove_idle_consumers(
-                client, scripts, stream, me="", idle_ms=int(dead_consumer_idle * 1000)
+                client, functions, stream, me="", idle_ms=int(dead_consumer_idle * 1000)
             )
         except redis.ResponseError as exc:  # no stream or no group yet
             log.debug("maintenance: %s skipped: %s", stream, exc)

@@ -22,7 +22,7 @@ from typing import Any
 
 from consumers.errors import ConsumerError
 from consumers.views.projects import known_hub_projects
-from hubstore.lua_scripts import scripts_for
+from hubstore.redis_functions import functions_for
 from hubsync.core import keys
 from hubsync.core.clock import parse_timestamp
 from hubsync.core.connections import RedisClient
@@ -131,14 +131,16 @@ def remove_consumer(
     target = to if to is not None else _freshest_healthy(consumers, name, gone.pending)
     if target == name:
         raise ConsumerAdminError(f"--to: {name!r} is the consumer being removed; name another")
-    scripts = scripts_for(client)
+    functions = functions_for(client)
     moved = streams = 0
     for stream in group_streams(client):
         if not any(as_text(i["name"]) == name for i in _members(client, stream)):
             continue
         for _ in range(MAX_HAND_OVER_ROUNDS):
             moved += _hand_over(client, stream, name, target)
-            if scripts.stream_remove_idle_consumer(keys=[stream], args=[keys.CONSUMER_GROUP, name]):
+            if functions.stream_remove_idle_consumer(
+                keys=[stream], args=[keys.CONSUMER_GROUP, name]
+            ):
                 streams += 1
                 break
         else:

@@ -21,7 +21,7 @@ until an operator accepts it (``accept_restore``). See docs/operations.md,
 from __future__ import annotations
 
 from consumers.errors import ConsumerError
-from hubstore.lua_scripts import scripts_for
+from hubstore.redis_functions import functions_for
 from hubstore.store import HubStore
 from hubsync.core import keys
 from hubsync.core.connections import RedisClient, RedisPipeline
@@ -126,10 +126,10 @@ def release_namespace(client: RedisClient, hub_id: str) -> bool:
     """Delete ``hubsync:hub`` if (and only if) it still names ``hub_id``; True if deleted.
 
     For a short-lived hub (the demo, a benchmark stage) that is done with the
-    namespace: another hub's binding is never removed (one script, so no
+    namespace: another hub's binding is never removed (one Redis function, so no
     binding made between a read and the delete is lost).
     """
-    released = scripts_for(client).hub_release(keys=[keys.HUB_IDENTITY], args=[hub_id])
+    released = functions_for(client).hub_release(keys=[keys.HUB_IDENTITY], args=[hub_id])
     if released:
         client.zrem(keys.HUB_MARK, hub_id)  # the mark of a hub gone from here means nothing
     return bool(released)

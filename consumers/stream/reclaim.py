@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from hubstore.lua_scripts import RedisScripts
+from hubstore.redis_functions import RedisFunctions
 from hubsync.core import keys
 from hubsync.core.connections import RedisClient
 from hubsync.core.redis_values import RawEntry, as_text, stream_entries
@@ -89,7 +89,7 @@ def reclaim_stream(
 
 
 def remove_idle_consumers(
-    client: RedisClient, scripts: RedisScripts, stream: str, me: str, idle_ms: int
+    client: RedisClient, functions: RedisFunctions, stream: str, me: str, idle_ms: int
 ) -> list[str]:
     """Remove consumers idle at least ``idle_ms`` that own no pending entry; their names."""
     removed: list[str] = []
@@ -98,7 +98,7 @@ def remove_idle_consumers(
         if name == me or int(info["pending"]) > 0 or int(info["idle"]) < idle_ms:
             continue
         if (
-            scripts.stream_remove_idle_consumer(keys=[stream], args=[keys.CONSUMER_GROUP, name])
+            functions.stream_remove_idle_consumer(keys=[stream], args=[keys.CONSUMER_GROUP, name])
             == 1
         ):
             removed.append(name)

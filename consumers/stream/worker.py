@@ -33,7 +33,7 @@ from consumers.stream.reclaim import reclaim_stream, remove_idle_consumers
 from consumers.stream.revocation_check import RevocationCheck
 from consumers.stream.trim import trim_acknowledged
 from hubstore.errors import StoreError
-from hubstore.lua_scripts import scripts_for
+from hubstore.redis_functions import functions_for
 from hubstore.store import HubStore
 from hubsync.core import keys, metrics
 from hubsync.core.backoff import Backoff
@@ -86,7 +86,7 @@ class HubConsumer(Daemon):
         self.name = validate_name(name or settings.name or default_consumer_name(), "consumer name")
         super().__init__(f"consumer {self.name}", handle_signals=handle_signals)
         self.stats = ConsumerStats()
-        self.scripts = scripts_for(client)
+        self.functions = functions_for(client)
         self.streams: list[str] = []
         self._invalid_projects: set[str] = set()
         self._projects_bound_logged = False
@@ -371,10 +371,10 @@ class HubConsumer(Daemon):
         idle_ms = int(self.settings.reclaim_idle * 10 * 1000)
         for stream in self.streams:
             for name in remove_idle_consumers(
-                self.client, self.scripts, stream, self.name, idle_ms
+                self.client, self.functions, stream, self.name, idle_ms
             ):
                 log.info("removed idle consumer %s from %s (nothing pending)", name, stream)
-            self.stats.trimmed += trim_acknowledged(self.scripts, stream).removed
+            self.stats.trimmed += trim_acknowledged(self.functions, stream).removed
 
     def _handle_reclaimed(
         self,

@@ -2,7 +2,7 @@
 
 A dead letter keeps its entry's original fields as ``field.<name>`` (see
 ``consumers.stream.publishing``). Replay puts exactly those fields back on
-``hubsync:{P}:events`` and deletes the letter, both inside one Lua script
+``hubsync:{P}:events`` and deletes the letter, both inside one Redis function
 (``dead_replay.lua``), so a letter is replayed at most once even when two
 operators replay it at the same time. A letter whose fields were cut to a
 preview when it was recorded (listed in its ``truncated`` field) can never be
@@ -22,7 +22,7 @@ from typing import Any
 from consumers.errors import DeadLetterNotFoundError, DeadLetterNotReplayableError
 from consumers.stream.publishing import DeadLetter, parse_dead_letter
 from consumers.views.projects import require_hub_project
-from hubstore.lua_scripts import scripts_for
+from hubstore.redis_functions import functions_for
 from hubsync.core import keys
 from hubsync.core.connections import RedisClient
 from hubsync.core.entries import decode_fields
@@ -119,7 +119,7 @@ class DeadLetters:
         self.hub_project = require_hub_project(client, hub_project)
         self.stream = keys.dead_stream(self.hub_project)
         self.events_stream = keys.events_stream(self.hub_project)
-        self._replay = scripts_for(client).dead_replay
+        self._replay = functions_for(client).dead_replay
 
     def count(self) -> int:
         """How many dead letters the project has."""

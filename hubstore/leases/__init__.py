@@ -1,6 +1,6 @@
 """Fenced leases in Redis: the client, the auto-renewing holder and the typed results.
 
-``LeaseClient`` decides every operation inside one Lua script; refusals come
+``LeaseClient`` decides every operation inside one Redis function; refusals come
 back as ``LeaseRefused`` values (or raise with the ``*_or_raise`` variants).
 ``AutoRenewingLease`` keeps a granted lease alive from a thread and tells its
 owner at once when it is lost. ``hubstore.leases.args`` validates what callers

@@ -8,7 +8,6 @@ every id in a lease reads the same way everywhere), within a bounded length.
 
 from __future__ import annotations
 
-import hashlib
 import re
 
 from hubstore.errors import InvalidLeaseArgumentError
@@ -21,7 +20,7 @@ MAX_TTL_MS = 24 * 60 * 60 * 1000
 """Longest lease (one day): a crashed holder blocks the resource at most this long."""
 MAX_HOLDER_LENGTH = 128
 MAX_TOKEN = 2**53 - 1
-"""Tokens are Lua numbers (doubles) inside the scripts: exact up to 2**53."""
+"""Tokens are Lua numbers (doubles) inside the functions: exact up to 2**53."""
 MAX_PROOF_LENGTH = 256
 _PROOF = re.compile(r"[A-Za-z0-9_-]+")
 
@@ -81,8 +80,3 @@ def validate_proof(proof: str) -> str:
             "proof may hold only letters, digits, '-' and '_' (as acquire returned it)"
         )
     return proof
-
-
-def proof_hash(proof: str) -> str:
-    """SHA-256 hex of a proof secret: the only form Redis ever sees."""
-    return hashlib.sha256(proof.encode("utf-8")).hexdigest()

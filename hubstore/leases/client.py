@@ -1,18 +1,22 @@
-"""``LeaseClient``: fenced leases in Redis, each operation decided inside one Lua script.
+"""``LeaseClient``: fenced leases in Redis, each operation decided inside one function of
+hubsync's Redis Functions library (``hubstore.redis_functions``).
 
 Semantics (docs/contract.md, "Lease semantics"):
 
-* acquire: a free resource gets a new token (``fence + 1``); the holder's own live
+* acquire: a free resource gets a new token (INCR of its counter); the holder's own live
   lease, presented with its proof, is renewed under the same token; an expired
   lease (anyone's, or one whose deadline cannot be read) is taken over with a new
   token; any other live lease refuses ``held``.
 * renew / release / check: only the holder, with its proof and the current token.
   Renewal never changes the token and never resurrects an expired lease.
-* Tokens strictly increase per resource for the life of the dataset: the fence
-  stays in the hash when the lease is released.
+* Tokens strictly increase per resource for the life of the dataset: the counter
+  is apart from the hash and only ever INCRed.
 * Deadlines are Redis ``TIME`` + TTL, so a client's clock never matters.
-* The proof secret is generated here and only its SHA-256 reaches Redis.
-* Every transition is appended to ``hubsync:lease:{RES}:log`` in the same script.
+* The proof secret is generated here; the library's functions keep only its SHA-1,
+  computed inside Redis from the secret presented, so a digest read from Redis proves
+  nothing.
+* Tokens come from ``hubsync:lease:{RES}:counter``, a string the functions only INCR.
+* Every transition is appended to ``hubsync:lease:{RES}:log`` in the same function.
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ from hubstore.errors import (
     LeaseUnavailableError,
 )
 from hubstore.leases import args as lease_args
-from hubstore.leases.replication import ReplicatedScripts
+from hubstore.leases.replication import ReplicatedCalls
 from hubstore.leases.types import (
     FencedWrite,
     Lease,
@@ -52,7 +56,7 @@ from hubstore.leases.types import (
     LeaseState,
     LeaseTransition,
 )
-from hubstore.lua_scripts import scripts_for
+from hubstore.redis_functions import functions_for
 from hubsync.core import keys, metrics
 from hubsync.core.connections import CLUSTER_UNAVAILABLE_ERRORS, RedisClient, is_cluster
 from hubsync.core.redis_values import as_text, redis_now_ms
@@ -106,9 +110,15 @@ def _redis_errors(resource: str) -> Iterator[None]:
     except redis.ResponseError as exc:
         if "hubsync corrupt fence" in str(exc):
             raise LeaseStateCorruptError(
-                f"lease {resource!r} has an unreadable fence field (not an integer of at most "
-                f"{lease_args.MAX_TOKEN}); restore it from the highest token in "
-                f"{keys.lease_log(resource)} before using the resource"
+                f"lease {resource!r} has an unreadable token counter (not an integer of at most "
+                f"{lease_args.MAX_TOKEN}); restore {keys.lease_counter(resource)} from the "
+                f"highest token in {keys.lease_log(resource)} before using the resource"
+            ) from exc
+        if "hubsync unmigrated fence" in str(exc):
+            raise LeaseStateCorruptError(
+                f"lease {resource!r} keeps its fence the way an older hubsync did; run "
+                "`hubsync hub migrate --hub-url URL --redis-url REDIS_URL` (it moves every "
+                "fence into its token counter) before using the resource"
             ) from exc
         if "hubsync tokens exhausted" in str(exc):
             raise LeaseStateCorruptError(
@@ -116,6 +126,11 @@ def _redis_errors(resource: str) -> Iterator[None]:
                 "that stays exact; no larger token is granted. Use a resource of another name"
             ) from exc
         raise
+
+
+def _lease_keys(resource: str) -> list[str]:
+    """KEYS of the granting and releasing functions: the hash, its audit log, its counter."""
+    return [keys.lease(resource), keys.lease_log(resource), keys.lease_counter(resource)]
 
 
 def _counted(refused: LeaseRefused) -> LeaseRefused:
@@ -169,8 +184,8 @@ class LeaseClient:
         self.redis = redis_client
         self.log_maxlen = log_maxlen
         self.replica_wait_ms = replica_wait_ms
-        self._scripts = scripts_for(redis_client)
-        self._replication = ReplicatedScripts(redis_client, replica_wait_ms)
+        self._functions = functions_for(redis_client)
+        self._replication = ReplicatedCalls(redis_client, replica_wait_ms)
 
     # -- operations ---------------------------------------------------------------------
 
@@ -186,13 +201,13 @@ class LeaseClient:
         lease_args.validate_resource(resource)
         lease_args.validate_holder(holder)
         lease_args.validate_ttl_ms(ttl_ms)
-        presented = "" if proof is None else lease_args.proof_hash(lease_args.validate_proof(proof))
+        presented = "" if proof is None else lease_args.validate_proof(proof)
         secret = secrets.token_urlsafe(PROOF_BYTES)
         with _redis_errors(resource):
             reply, replicated = self._replication.run(
-                self._scripts.lease_acquire,
-                [keys.lease(resource), keys.lease_log(resource)],
-                [holder, lease_args.proof_hash(secret), ttl_ms, presented, self.log_maxlen],
+                self._functions.lease_acquire,
+                _lease_keys(resource),
+                [holder, secret, ttl_ms, presented, self.log_maxlen],
                 ttl_ms,
             )
         status, token, deadline, now, current_holder = self._parse(reply)
@@ -214,15 +229,9 @@ class LeaseClient:
         ttl = lease_args.validate_ttl_ms(ttl_ms if ttl_ms is not None else lease.ttl_ms)
         with _redis_errors(lease.resource):
             reply, replicated = self._replication.run(
-                self._scripts.lease_renew,
-                [keys.lease(lease.resource), keys.lease_log(lease.resource)],
-                [
-                    lease.holder,
-                    lease.token,
-                    lease_args.proof_hash(lease.proof),
-                    ttl,
-                    self.log_maxlen,
-                ],
+                self._functions.lease_renew,
+                _lease_keys(lease.resource),
+                [lease.holder, lease.token, lease.proof, ttl, self.log_maxlen],
                 ttl,
             )
         status, token, deadline, now, holder = self._parse(reply)
@@ -234,17 +243,12 @@ class LeaseClient:
         return LeaseGranted(renewed, LeaseTransition.RENEWED, now)
 
     def release(self, lease: Lease) -> LeaseReleased | LeaseRefused:
-        """Give ``lease`` back; the fence stays, so later tokens are still larger."""
+        """Give ``lease`` back; the counter stays, so later tokens are still larger."""
         self._validate_lease(lease)
         with _redis_errors(lease.resource):
-            reply = self._scripts.lease_release(
-                keys=[keys.lease(lease.resource), keys.lease_log(lease.resource)],
-                args=[
-                    lease.holder,
-                    lease.token,
-                    lease_args.proof_hash(lease.proof),
-                    self.log_maxlen,
-                ],
+            reply = self._functions.lease_release(
+                keys=_lease_keys(lease.resource),
+                args=[lease.holder, lease.token, lease.proof, self.log_maxlen],
             )
         status, token, deadline, now, holder = self._parse(reply)
         if status != "released":
@@ -256,9 +260,9 @@ class LeaseClient:
         """Is ``lease`` live under exactly its token, holder and proof, on Redis's clock now?"""
         self._validate_lease(lease)
         with _redis_errors(lease.resource):
-            reply = self._scripts.lease_check(
-                keys=[keys.lease(lease.resource)],
-                args=[lease.holder, lease.token, lease_args.proof_hash(lease.proof)],
+            reply = self._functions.lease_check(
+                keys=[keys.lease(lease.resource), keys.lease_counter(lease.resource)],
+                args=[lease.holder, lease.token, lease.proof],
             )
         status, token, deadline, now, holder = self._parse(reply)
         if status != "current":
@@ -292,14 +296,15 @@ class LeaseClient:
         already written under a larger token, a larger token has been issued on
         the lease, or the token was never issued; ``not_holder`` when the token is
         current but the holder or proof are not its holder's (the token alone is
-        public: ``lease show`` prints it).
+        public: ``lease show`` prints it), or another holder already wrote the
+        value under this token.
         """
         self._validate_lease(lease)
         key = keys.fenced_resource(lease.resource, name)
         with _redis_errors(lease.resource):
-            reply = self._scripts.fenced_write(
-                keys=[keys.lease(lease.resource), key],
-                args=[lease.token, value, lease.holder, lease_args.proof_hash(lease.proof)],
+            reply = self._functions.fenced_write(
+                keys=[keys.lease(lease.resource), key, keys.lease_counter(lease.resource)],
+                args=[lease.token, value, lease.holder, lease.proof],
             )
         written = FencedWrite(lease.resource, name, lease.token, as_text(reply[0]), int(reply[1]))
         if not written.ok:
@@ -324,21 +329,23 @@ class LeaseClient:
         """The lease on ``resource`` as Redis sees it now (free, live or expired)."""
         lease_args.validate_resource(resource)
         with _redis_errors(resource):
-            (fields,), now = self._read_hashes([keys.lease(resource)])
-        return self._info(resource, fields, now)
+            ((fields, counter),), now = self._read_leases([resource])
+        return self._info(resource, fields, counter, now)
 
     def list(self, *, limit: int = 10_000) -> builtins.list[LeaseInfo]:
         """Every lease hash (up to ``limit``), sorted by resource; SCAN, never KEYS."""
         found: builtins.list[str] = []
         with _redis_errors("*"):
             for key in self.redis.scan_iter(match=keys.LEASE_SCAN_PATTERN, count=500):
-                found.append(as_text(key))
+                resource = keys.hub_project_of(as_text(key))
+                with contextlib.suppress(InvalidLeaseArgumentError):  # not a name hubsync made
+                    found.append(lease_args.validate_resource(resource))
                 if len(found) >= limit:
                     break
-            replies, now = self._read_hashes(found)
+            replies, now = self._read_leases(found)
         infos = [
-            self._info(keys.hub_project_of(key), fields, now)
-            for key, fields in zip(found, replies, strict=True)
+            self._info(resource, fields, counter, now)
+            for resource, (fields, counter) in zip(found, replies, strict=True)
             if fields
         ]
         return sorted(infos, key=lambda info: info.resource)
@@ -355,26 +362,28 @@ class LeaseClient:
 
     # -- helpers -------------------------------------------------------------------------
 
-    def _read_hashes(self, hashes: Sequence[str]) -> tuple[builtins.list[Any], int]:
-        """HGETALL of each of ``hashes`` and Redis's clock (ms), in one round trip.
+    def _read_leases(self, resources: Sequence[str]) -> tuple[builtins.list[Any], int]:
+        """(HGETALL of the hash, GET of the counter) of each lease and Redis's clock (ms), in one
+        round trip.
 
-        On one server, in one MULTI: every hash as of the same instant. A cluster
+        On one server, in one MULTI: every lease as of the same instant. A cluster
         refuses a MULTI over keys of several slots (each resource has its own), so
-        there the HGETALLs go in a plain pipeline (one round trip per node) and the
+        there the reads go in a plain pipeline (one round trip per node) and the
         clock is one node's ``TIME``, read after them.
         """
-        if is_cluster(self.redis):
-            pipe = self.redis.pipeline(transaction=False)
-            for key in hashes:
-                pipe.hgetall(key)
-            replies = pipe.execute()
-            return replies, redis_now_ms(self.redis)  # a cluster pipeline refuses TIME
-        pipe = self.redis.pipeline(transaction=True)
-        for key in hashes:
-            pipe.hgetall(key)
-        pipe.time()
-        *replies, (seconds, micros) = pipe.execute()
-        return replies, int(seconds) * 1000 + int(micros) // 1000
+        transaction = not is_cluster(self.redis)
+        pipe = self.redis.pipeline(transaction=transaction)
+        for resource in resources:
+            pipe.hgetall(keys.lease(resource))
+            pipe.get(keys.lease_counter(resource))
+        if transaction:
+            pipe.time()
+        replies = pipe.execute()
+        pairs = [(replies[i], replies[i + 1]) for i in range(0, 2 * len(resources), 2)]
+        if not transaction:
+            return pairs, redis_now_ms(self.redis)  # a cluster pipeline refuses TIME
+        seconds, micros = replies[-1]
+        return pairs, int(seconds) * 1000 + int(micros) // 1000
 
     def _not_replicated(self, lease: Lease, now: int) -> LeaseRefused:
         """A grant no replica confirmed: give it back if Redis lets us, and refuse it."""
@@ -412,16 +421,21 @@ class LeaseClient:
         return as_text(status), int(token), int(deadline), int(now), as_text(holder)
 
     @staticmethod
-    def _info(resource: str, raw: dict[Any, Any], now: int) -> LeaseInfo:
+    def _info(resource: str, raw: dict[Any, Any], counter: Any, now: int) -> LeaseInfo:
         fields = {as_text(k): as_text(v) for k, v in raw.items()}
         holder = fields.get("holder")
         token = _int_or_none(fields.get("token"))
         deadline = _int_or_none(fields.get("deadline_ms"))
-        fence = max(_int_or_none(fields.get("fence")) or 0, token or 0)
+        # the counter; before `hub migrate` moved it there, the fence an older hubsync kept
+        fence = _int_or_none(counter)
+        if fence is None:
+            fence = _int_or_none(fields.get("fence")) or 0
+        if token is not None and token > fence:
+            token = None  # never issued: the functions count it as no lease
         if holder is None or token is None:
             state = LeaseState.FREE
         elif deadline is None or deadline <= now:
-            state = LeaseState.EXPIRED  # unreadable deadline = expired, as in the scripts
+            state = LeaseState.EXPIRED  # unreadable deadline = expired, as in the functions
         else:
             state = LeaseState.LIVE
         return LeaseInfo(

@@ -1,8 +1,8 @@
-"""Grants that a replica confirms: a lease script and ``WAIT 1`` down one connection.
+"""Grants that a replica confirms: a lease function and ``WAIT 1`` down one connection.
 
 A lease granted on a master that fails over before a replica has it could be granted
 again by the promoted replica: two holders, and a fencing token issued twice. So where a
-lease's master has (or ever had) replicas, each granting script is followed by ``WAIT 1``
+lease's master has (or ever had) replicas, each granting function is followed by ``WAIT 1``
 on the same connection, and a grant no replica confirmed in time is refused by the
 caller (``LeaseClient``) and given back.
 """
@@ -17,6 +17,7 @@ from typing import Any
 
 import redis
 
+from hubstore.redis_functions import RedisFunction, missing_function_error
 from hubsync.core.connections import RedisClient, is_cluster
 
 log = logging.getLogger(__name__)
@@ -25,8 +26,8 @@ REPLICA_RECHECK_SECONDS = 5.0
 """How often a master's connected replicas (``INFO replication``) are counted again."""
 
 
-class ReplicatedScripts:
-    """Runs granting scripts on the master of their lease's slot and waits for one replica."""
+class ReplicatedCalls:
+    """Runs granting functions on the master of their lease's slot and waits for one replica."""
 
     def __init__(self, client: RedisClient, replica_wait_ms: int) -> None:
         self.client = client
@@ -35,35 +36,32 @@ class ReplicatedScripts:
         self._replicas_lock = threading.Lock()
 
     def run(
-        self, script: Any, lease_keys: list[str], args: list[Any], ttl_ms: int
+        self, function: RedisFunction, lease_keys: list[str], args: list[Any], ttl_ms: int
     ) -> tuple[Any, bool]:
-        """Run a granting script; then, where the lease's master has replicas, ``WAIT 1``.
+        """Run a granting function; then, where the lease's master has replicas, ``WAIT 1``.
 
-        Returns the script's reply and whether one replica confirmed it in time
+        Returns the function's reply and whether one replica confirmed it in time
         (True where there is no replica to wait for). WAIT counts the writes of
-        its own connection, so the script (EVALSHA) and the WAIT go down one
-        connection to the master of the lease's slot, in one pipeline: the
-        single server's client, or on a cluster the client of the node redis-py's
-        slot table names. A script the node does not know (NOSCRIPT) or a node
-        that no longer serves the slot (MOVED) ran nothing: the script is loaded,
-        or the slot table read again, and the call made once more.
+        its own connection, so the FCALL and the WAIT go down one connection to
+        the master of the lease's slot, in one pipeline: the single server's
+        client, or on a cluster the client of the node redis-py's slot table
+        names. A node that no longer serves the slot (MOVED) ran nothing: the
+        slot table is read again and the call made once more.
         """
         for attempt in (1, 2, 3):
             node, name = self._master_of(lease_keys[0])
             try:
                 replicas = self._replica_count(node, name)
-                if replicas == 0:  # nothing to wait for (the client routes the script itself)
-                    return script(keys=lease_keys, args=args), True
+                if replicas == 0:  # nothing to wait for (the client routes the call itself)
+                    return function(keys=lease_keys, args=args), True
                 pipe = node.pipeline(transaction=False)
-                pipe.evalsha(script.sha, len(lease_keys), *lease_keys, *args)
+                function.queue(pipe, lease_keys, args)
                 pipe.execute_command("WAIT", 1, max(1, min(self.replica_wait_ms, ttl_ms // 2)))
                 reply, acked = pipe.execute(raise_on_error=False)
-                if isinstance(reply, redis.exceptions.NoScriptError) and attempt < 3:
-                    node.script_load(script.script)
-                    continue
-                for failed in (reply, acked):
-                    if isinstance(failed, Exception):
-                        raise failed
+                if isinstance(reply, redis.ResponseError):
+                    raise missing_function_error(reply, function.redis_name)
+                if isinstance(acked, Exception):
+                    raise acked
             except redis.exceptions.MovedError:
                 if attempt == 3:
                     raise
@@ -76,7 +74,7 @@ class ReplicatedScripts:
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _master_of(self, key: str) -> tuple[Any, str]:
-        """The single-server client to run ``key``'s scripts on, and a name for it."""
+        """The single-server client to run ``key``'s functions on, and a name for it."""
         if not is_cluster(self.client):
             return self.client, ""
         cluster: Any = self.client  # redis-py leaves RedisCluster's methods untyped

@@ -49,7 +49,7 @@ class LeaseState(StrEnum):
 class Lease:
     """What a holder keeps to act under a lease: who, which resource, which token, the proof.
 
-    ``proof`` is the secret only this holder knows (Redis keeps its SHA-256); it is
+    ``proof`` is the secret only this holder knows (Redis keeps its SHA-1); it is
     left out of ``repr`` so it never lands in a log line by accident.
     """
 

@@ -1,5 +1,5 @@
 -- dead_replay.lua: move dead letters back onto their project's events stream, each exactly once.
--- Decided in one script so a letter is re-added and deleted together: two operators replaying
+-- Decided in one function so a letter is re-added and deleted together: two operators replaying
 -- the same id (or a replay racing a purge) put it back at most once, and a crash between the
 -- XADD and the XDEL cannot leave it both replayed and still listed as dead.
 -- The original fields are read here from the letter itself (its `field.<name>` fields), so what

@@ -1,10 +1,11 @@
 -- lease_renew.lua: extend a live lease under the token it was granted with.
 --
--- KEYS[1]  hubsync:lease:{RES}       hash (see lease_acquire.lua)
--- KEYS[2]  hubsync:lease:{RES}:log   stream: audit log (capped)
+-- KEYS[1]  hubsync:lease:{RES}          hash (see lease_acquire.lua)
+-- KEYS[2]  hubsync:lease:{RES}:log      stream: audit log (capped)
+-- KEYS[3]  hubsync:lease:{RES}:counter  the highest token ever issued
 -- ARGV[1]  holder id
 -- ARGV[2]  fencing token the holder was granted
--- ARGV[3]  SHA-256 hex of the holder's proof secret
+-- ARGV[3]  the holder's proof secret
 -- ARGV[4]  TTL in milliseconds (the new deadline is Redis TIME + TTL)
 -- ARGV[5]  approximate cap of the audit stream (MAXLEN ~)
 --
@@ -16,10 +17,8 @@
 --   "held"        the token is current but holder or proof do not match
 --   "expired"     the deadline has passed (or cannot be read); never resurrected
 
---! include lease_common
-
 local now = redis_now_ms()
-local lease = read_lease(KEYS[1])
+local lease = read_lease(KEYS[1], KEYS[3])
 local refused = refusal(lease, tonumber(ARGV[2]), ARGV[1], ARGV[3], now, true)
 if refused then return refused end
 local holder, token = lease.holder, lease.token

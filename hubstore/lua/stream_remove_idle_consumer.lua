@@ -1,6 +1,6 @@
 -- stream_remove_idle_consumer.lua: delete a consumer from a group only if it owns no pending entry.
 -- XGROUP DELCONSUMER drops the consumer's pending entries with it, and an entry dropped from
--- the pending list is never reclaimed; checking and deleting in one script closes the window
+-- the pending list is never reclaimed; checking and deleting in one function closes the window
 -- in which the consumer could read new entries between the check and the delete.
 --
 -- KEYS[1]  hubsync:{P}:events   the stream

@@ -1,5 +1,5 @@
 -- stream_trim_acked.lua: trim an events stream below what consumer group GROUP still needs.
--- Decided in one script so no entry can be delivered (and become pending) between reading the
+-- Decided in one function so no entry can be delivered (and become pending) between reading the
 -- group's state and trimming: an entry is removed only if it is older than the oldest entry
 -- still pending for GROUP and not newer than GROUP's last-delivered id (so it was acked).
 --

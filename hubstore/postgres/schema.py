@@ -27,10 +27,11 @@ from typing import Any
 
 import psycopg
 
+from hubstore.sql_statements import FOLDED_BY_SENDER, KEPT_PER_OFFENCE
 from hubsync.core.errors import SchemaVersionError
 from hubsync.core.migration import Migration, SchemaChange, check_migrations, steps_from
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 VERSION_TABLE = "hub_schema_versions"
 
@@ -40,6 +41,7 @@ TABLES = (
     "sync_alerts",
     "sync_projects",
     "sync_runs",
+    "sync_project_moves",
     "hub_meta",
     "enrolled_runtimes",
 )
@@ -47,6 +49,64 @@ TABLES = (
 
 MIGRATION_LOCK = 0x6875_6273_796E_6301
 """The ``pg_advisory_xact_lock`` key a migration holds ("hubsync" and 1, as a bigint)."""
+
+ALERT_INDEXES = (
+    # One row per distinct conflict: a redelivered conflicting entry bumps
+    # occurrences instead of flooding the table, yet nothing is ever dropped.
+    f"""
+    CREATE UNIQUE INDEX sync_alerts_per_offence
+        ON sync_alerts (project_id, run_id, sequence, reason, offered_hash)
+        WHERE {KEPT_PER_OFFENCE}
+    """,
+    # One row per sender of refused entries: forgeries under any number of keys
+    # are one row counting them.
+    f"""
+    CREATE UNIQUE INDEX sync_alerts_per_sender
+        ON sync_alerts (hub_project, runtime_id, reason) WHERE {FOLDED_BY_SENDER}
+    """,
+)
+"""The unique indexes of ``sync_alerts``, as of version 2."""
+
+MOVES_TABLE = """
+    CREATE TABLE sync_project_moves (
+        move_id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        project_id text COLLATE "C" NOT NULL,
+        hub_project text COLLATE "C" NOT NULL,
+        from_runtime_id text COLLATE "C" NOT NULL,
+        to_runtime_id text COLLATE "C" NOT NULL,
+        runs integer NOT NULL,
+        moved_at timestamptz NOT NULL
+    )
+"""
+"""The record of project moves, as of version 2."""
+
+# Version 1's alerts about refused entries, one per (hub project, claimed
+# runtime, reason): the latest one keeps its key and hashes, and takes the
+# first detection and the sum of occurrences; the others go.
+_FOLD_REFUSED_ALERTS = (
+    f"""
+    UPDATE sync_alerts AS a SET detected_at = f.first_detected_at, occurrences = f.total
+    FROM (
+        SELECT alert_id, min(detected_at) OVER sender AS first_detected_at,
+               sum(occurrences) OVER sender AS total,
+               row_number() OVER (
+                   PARTITION BY hub_project, runtime_id, reason
+                   ORDER BY last_detected_at DESC, alert_id DESC
+               ) AS n
+        FROM sync_alerts WHERE {FOLDED_BY_SENDER}
+        WINDOW sender AS (PARTITION BY hub_project, runtime_id, reason)
+    ) AS f
+    WHERE a.alert_id = f.alert_id AND f.n = 1
+    """,
+    f"""
+    DELETE FROM sync_alerts AS a WHERE {FOLDED_BY_SENDER} AND EXISTS (
+        SELECT 1 FROM sync_alerts AS b
+        WHERE b.hub_project = a.hub_project AND b.runtime_id = a.runtime_id
+          AND b.reason = a.reason
+          AND (b.last_detected_at, b.alert_id) > (a.last_detected_at, a.alert_id)
+    )
+    """,
+)
 
 SCHEMA_STATEMENTS = (
     f"""
@@ -86,8 +146,6 @@ SCHEMA_STATEMENTS = (
         PRIMARY KEY (hub_project, runtime_id)
     )
     """,
-    # One row per distinct offence: a redelivered conflicting entry bumps
-    # occurrences instead of flooding the table, yet nothing is ever dropped.
     """
     CREATE TABLE sync_alerts (
         alert_id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
@@ -102,20 +160,24 @@ SCHEMA_STATEMENTS = (
         detail text COLLATE "C" NOT NULL,
         detected_at timestamptz NOT NULL,
         last_detected_at timestamptz NOT NULL,
-        occurrences integer NOT NULL DEFAULT 1,
-        UNIQUE (project_id, run_id, sequence, reason, offered_hash)
+        occurrences integer NOT NULL DEFAULT 1
     )
     """,
+    *ALERT_INDEXES,
     "CREATE INDEX sync_alerts_by_last_detected ON sync_alerts (last_detected_at)",
     "CREATE INDEX sync_alerts_by_hub_project ON sync_alerts (hub_project, alert_id)",
     "CREATE INDEX runtime_presence_by_heartbeat ON runtime_presence (heartbeat)",
+    # runtime_id: the runtime the project belongs to (the first to write it, or
+    # the one an operator moved it to); only it may write the project.
     """
     CREATE TABLE sync_projects (
         project_id text COLLATE "C" PRIMARY KEY,
         hub_project text COLLATE "C" NOT NULL,
-        first_seen_at timestamptz NOT NULL
+        first_seen_at timestamptz NOT NULL,
+        runtime_id text COLLATE "C" NOT NULL
     )
     """,
+    MOVES_TABLE,
     """
     CREATE TABLE sync_runs (
         project_id text COLLATE "C" NOT NULL,
@@ -150,8 +212,29 @@ SCHEMA_STATEMENTS = (
 )
 """The latest schema, what a new hub store gets (the version table first)."""
 
-MIGRATIONS: tuple[Migration, ...] = ()
-"""Version N -> N+1 steps, oldest first (``hubsync.core.migration.Migration``); none yet."""
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(
+        from_version=1,
+        summary="a project belongs to a runtime (sync_projects.runtime_id, filled from the "
+        "runtime of its earliest run); add sync_project_moves; fold the alerts about refused "
+        "entries into one per hub project, claimed runtime and reason",
+        change=(
+            'ALTER TABLE sync_projects ADD COLUMN runtime_id text COLLATE "C"',
+            """
+            UPDATE sync_projects AS p SET runtime_id = coalesce(
+                (SELECT r.home_runtime_id FROM sync_runs AS r WHERE r.project_id = p.project_id
+                 ORDER BY r.first_seen_at, r.run_id LIMIT 1), '')
+            """,
+            "ALTER TABLE sync_projects ALTER COLUMN runtime_id SET NOT NULL",
+            MOVES_TABLE,
+            "ALTER TABLE sync_alerts DROP CONSTRAINT "
+            "sync_alerts_project_id_run_id_sequence_reason_offered_hash_key",
+            *_FOLD_REFUSED_ALERTS,
+            *ALERT_INDEXES,
+        ),
+    ),
+)
+"""Version N -> N+1 steps, oldest first (``hubsync.core.migration.Migration``)."""
 
 Connection = psycopg.Connection[Any]
 

@@ -29,7 +29,8 @@ POSTGRES = Dialect(
 the reads and small writes are those, the batch writes of ingest are below."""
 
 # What the store holds for a batch: hashes of its keys (kind 0), owners of its
-# projects (1), homes of its runs (2); one statement, one round trip. Each key
+# projects (1: the runtime in the third column, the hub project in the last),
+# homes of its runs (2); one statement, one round trip. Each key
 # is one primary-key probe however large the table grows: the LATERAL
 # subqueries (LIMIT 1 keeps the planner from flattening them into a hash join
 # that would read the whole table) run once per key of the batch.
@@ -42,7 +43,7 @@ KNOWN = """
         LIMIT 1
     ) AS e
     UNION ALL
-    SELECT 1, o.project_id, NULL, NULL, o.hub_project
+    SELECT 1, o.project_id, o.runtime_id, NULL, o.hub_project
     FROM sync_projects AS o WHERE o.project_id = ANY(%b::text[])
     UNION ALL
     SELECT 2, k.project_id, k.run_id, NULL, h.home_runtime_id
@@ -56,9 +57,9 @@ KNOWN = """
 
 INSERT_PROJECTS = """
     WITH inserted AS (
-        INSERT INTO sync_projects (project_id, hub_project, first_seen_at)
-        SELECT k.project_id, k.hub_project, %b
-        FROM unnest(%b::text[], %b::text[]) AS k(project_id, hub_project)
+        INSERT INTO sync_projects (project_id, hub_project, first_seen_at, runtime_id)
+        SELECT k.project_id, k.hub_project, %b, k.runtime_id
+        FROM unnest(%b::text[], %b::text[], %b::text[]) AS k(project_id, hub_project, runtime_id)
         ON CONFLICT DO NOTHING
         RETURNING 1
     )
@@ -91,22 +92,34 @@ INSERT_EVENTS = f"""
     SELECT count(*) FROM inserted
 """
 
-# One row per (key, reason, offered hash): the batch's repeats of one offence
-# arrive counted (occurrences), as one upsert cannot touch a row twice.
-UPSERT_ALERTS = """
-    INSERT INTO sync_alerts (reason, hub_project, runtime_id, project_id, run_id, sequence,
-                             existing_hash, offered_hash, detail, detected_at,
-                             last_detected_at, occurrences)
+# The alerts of a batch, each counted (occurrences): one upsert cannot touch a
+# row twice, so the batch's repeats of one alert arrive as one row.
+_ALERTS = f"""
+    INSERT INTO sync_alerts ({statements.INSERTED_ALERT_COLUMNS}, occurrences)
     SELECT k.reason, k.hub_project, k.runtime_id, k.project_id, k.run_id, k.sequence,
            k.existing_hash, k.offered_hash, k.detail, %b, %b, k.occurrences
     FROM unnest(%b::text[], %b::text[], %b::text[], %b::text[], %b::text[], %b::bigint[],
                 %b::text[], %b::text[], %b::text[], %b::integer[])
          AS k(reason, hub_project, runtime_id, project_id, run_id, sequence, existing_hash,
               offered_hash, detail, occurrences)
-    ON CONFLICT (project_id, run_id, sequence, reason, offered_hash) DO UPDATE SET
+"""
+
+UPSERT_CONFLICT_ALERTS = f"""
+    {_ALERTS}
+    {statements.PER_OFFENCE_CONFLICT} DO UPDATE SET
         last_detected_at = excluded.last_detected_at,
         occurrences = sync_alerts.occurrences + excluded.occurrences
 """
+"""Conflicts: one row per (key, reason, offered hash)."""
+
+UPSERT_SECURITY_ALERTS = f"""
+    {_ALERTS}
+    {statements.PER_SENDER_CONFLICT} DO UPDATE SET
+        {statements.LATEST_EXAMPLE},
+        last_detected_at = excluded.last_detected_at,
+        occurrences = sync_alerts.occurrences + excluded.occurrences
+"""
+"""Refused entries: one row per (hub project, claimed runtime, reason)."""
 
 UPSERT_PRESENCE = """
     INSERT INTO runtime_presence (runtime_id, hub_project, host, heartbeat, record)
@@ -128,6 +141,11 @@ CURSOR = f"""
         0
     )
 """
+
+OWNERS_LOCK = 0x6875_6273_796E_6303
+"""The ``pg_advisory_xact_lock`` key ("hubsync" and 3) that keeps ingest and project moves
+apart: every ingest holds it shared, a move alone. Ingest trusts the owners it read, and a
+move is the one write that changes a project's or a run's runtime."""
 
 ENROLLMENT_LOCK = 0x6875_6273_796E_6302
 """The ``pg_advisory_xact_lock`` key that makes enroll and revoke one at a time per hub

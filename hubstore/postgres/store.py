@@ -25,9 +25,11 @@ nothing. Fewer rows inserted than decided means another writer committed one
 of these keys since the read; the transaction is rolled back and the batch
 read and judged again, now against the rows that won. So each key is accepted
 exactly once, and every later copy of it is a duplicate or a recorded conflict
-(the same goes for a project's hub project and a run's home runtime). Rows of
-these three tables are never updated or deleted, so nothing read can change
-under the decision except by such an insert, which the count catches.
+(the same goes for a project's hub project and runtime, and a run's home
+runtime). Rows of these three tables are never deleted, and only a project
+move updates any (a project's runtime and its runs' homes); every ingest holds
+``sql.OWNERS_LOCK`` shared and a move holds it alone, so nothing read can
+change under the decision except by an insert, which the count catches.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from hubstore import sql_statements as statements
-from hubstore.decide import Conflict, Known, decide, warn_conflicts
+from hubstore.decide import Conflict, Known, ProjectOwner, decide, warn_conflicts
 from hubstore.errors import HubNotInitializedError
 from hubstore.postgres import sql
 from hubstore.postgres.connection import (
@@ -164,8 +166,8 @@ class PostgresHubStore(SqlHubStore):
         if not alerts:
             return
         rows = [security_alert_row(a) for a in alerts]
-        args = _alert_arguments(rows, utc_now())
-        self._db.write(lambda conn: conn.execute(sql.UPSERT_ALERTS, args))
+        args = _alert_arguments(rows, utc_now(), _sender)
+        self._db.write(lambda conn: conn.execute(sql.UPSERT_SECURITY_ALERTS, args))
 
     def close(self) -> None:
         """Close the pool's connections (idempotent)."""
@@ -180,6 +182,10 @@ class PostgresHubStore(SqlHubStore):
 
     def _write(self, work: Callable[[Connection], T]) -> T:
         return self._db.write(work)
+
+    def _lock_owners(self, conn: SqlConnection) -> None:
+        # a move changes what an ingest may have read: none runs while it does
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (sql.OWNERS_LOCK,))
 
     def _lock_enrollments(self, conn: SqlConnection) -> None:
         # enroll and revoke read a record, then write the next one: one at a time per hub
@@ -236,12 +242,13 @@ def lookup_arguments(batch: Sequence[EventEntry]) -> Lookup:
 
 def _ingest(conn: Connection, batch: Sequence[EventEntry], lookup: Lookup) -> _Ingested:
     """One attempt: read, decide, insert what was decided; ``LostRace`` if a key was taken."""
+    conn.execute("SELECT pg_advisory_xact_lock_shared(%s)", (sql.OWNERS_LOCK,))
     known = Known()
     for kind, project, run, sequence, value in conn.execute(sql.KNOWN, lookup).fetchall():
         if kind == 0:
             known.hashes[(project, run, sequence)] = value
         elif kind == 1:
-            known.project_owners[project] = value
+            known.project_owners[project] = ProjectOwner(value, run)
         else:
             known.run_homes[(project, run)] = value
     decisions = decide(batch, known)
@@ -249,7 +256,12 @@ def _ingest(conn: Connection, batch: Sequence[EventEntry], lookup: Lookup) -> _I
     counted = []  # (cursor, rows it must have inserted); read once all are sent
     if decisions.new_projects:
         projects = sorted(decisions.new_projects.items())
-        args: tuple[object, ...] = (now, [p for p, _ in projects], [h for _, h in projects])
+        args: tuple[object, ...] = (
+            now,
+            [p for p, _ in projects],
+            [o.hub_project for _, o in projects],
+            [o.runtime_id for _, o in projects],
+        )
         counted.append((conn.execute(sql.INSERT_PROJECTS, args), len(projects)))
     if decisions.new_runs:
         runs = sorted(decisions.new_runs.items())
@@ -271,7 +283,7 @@ def _ingest(conn: Connection, batch: Sequence[EventEntry], lookup: Lookup) -> _I
         counted.append((conn.execute(sql.INSERT_EVENTS, args), len(accepted)))
     if decisions.conflicts:
         rows = [_conflict_row(c) for c in decisions.conflicts]
-        conn.execute(sql.UPSERT_ALERTS, _alert_arguments(rows, now))
+        conn.execute(sql.UPSERT_CONFLICT_ALERTS, _alert_arguments(rows, now, _offence))
     # last: the counter's row lock is held only from here to the commit
     counter = conn.execute(statements.BUMP_COMMIT_COUNTER)
     for cursor, expected in counted:
@@ -298,17 +310,32 @@ def _conflict_row(c: Conflict) -> AlertRow:
     )
 
 
-def _alert_arguments(rows: Sequence[AlertRow], now: datetime) -> tuple[object, ...]:
-    """``sql.UPSERT_ALERTS``'s arguments: one row per distinct offence (key, reason, offered
-    hash), the first of its kind, counted, in key order."""
-    firsts: dict[tuple[str, str, int, str, str], AlertRow] = {}
-    counts: dict[tuple[str, str, int, str, str], int] = {}
+AlertKey = tuple[str | int, ...]
+
+
+def _offence(row: AlertRow) -> AlertKey:
+    """What makes two conflicts one alert: key, reason and offered hash."""
+    return (row[3], row[4], row[5], row[0], row[7])
+
+
+def _sender(row: AlertRow) -> AlertKey:
+    """What makes two refused entries one alert: hub project, claimed runtime and reason."""
+    return (row[1], row[2], row[0])
+
+
+def _alert_arguments(
+    rows: Sequence[AlertRow], now: datetime, key_of: Callable[[AlertRow], AlertKey]
+) -> tuple[object, ...]:
+    """An alert upsert's arguments: one row per alert ``key_of`` names (the latest of the
+    rows it folds), counted, in key order."""
+    kept: dict[AlertKey, AlertRow] = {}
+    counts: dict[AlertKey, int] = {}
     for row in rows:
-        key = (row[3], row[4], row[5], row[0], row[7])
-        firsts.setdefault(key, row)
+        key = key_of(row)
+        kept[key] = row
         counts[key] = counts.get(key, 0) + 1
-    keys = sorted(firsts)
-    columns = list(zip(*(firsts[k] for k in keys), strict=True))
+    keys = sorted(kept)
+    columns = list(zip(*(kept[k] for k in keys), strict=True))
     return (now, now, *(list(column) for column in columns), [counts[k] for k in keys])
 
 

@@ -29,7 +29,7 @@ from typing import Any, TypeVar
 import orjson
 
 from hubstore import sql_statements as statements
-from hubstore.decide import Known, decide, warn_conflicts
+from hubstore.decide import Known, ProjectOwner, decide, warn_conflicts
 from hubstore.errors import HubNotInitializedError, StoreError, StoreOpenError
 from hubstore.sql_statements import EVENT_COLUMNS, Dialect
 from hubstore.sql_store import SqlHubStore, no_hub_id, security_alert_row
@@ -78,7 +78,7 @@ _KNOWN_HASHES = """
        AND e.sequence = json_extract(k.value, '$[2]')
 """
 _KNOWN_OWNERS = """
-    SELECT p.project_id, p.hub_project
+    SELECT p.project_id, p.hub_project, p.runtime_id
     FROM json_each(?) AS k CROSS JOIN sync_projects AS p ON p.project_id = k.value
 """
 _KNOWN_HOMES = """
@@ -86,13 +86,20 @@ _KNOWN_HOMES = """
     FROM json_each(?) AS k CROSS JOIN sync_runs AS r
     ON r.project_id = json_extract(k.value, '$[0]') AND r.run_id = json_extract(k.value, '$[1]')
 """
-_UPSERT_ALERT = """
-    INSERT INTO sync_alerts (reason, hub_project, runtime_id, project_id, run_id, sequence,
-                             existing_hash, offered_hash, detail, detected_at, last_detected_at)
-    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-    ON CONFLICT (project_id, run_id, sequence, reason, offered_hash) DO UPDATE SET
-        last_detected_at = excluded.last_detected_at,
-        occurrences = occurrences + 1
+_INSERT_ALERT = (
+    f"INSERT INTO sync_alerts ({statements.INSERTED_ALERT_COLUMNS}) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_UPSERT_CONFLICT_ALERT = f"""
+    {_INSERT_ALERT}
+    {statements.PER_OFFENCE_CONFLICT} DO UPDATE SET
+        last_detected_at = excluded.last_detected_at, occurrences = occurrences + 1
+"""
+_UPSERT_SECURITY_ALERT = f"""
+    {_INSERT_ALERT}
+    {statements.PER_SENDER_CONFLICT} DO UPDATE SET
+        {statements.LATEST_EXAMPLE},
+        last_detected_at = excluded.last_detected_at, occurrences = occurrences + 1
 """
 _UPSERT_PRESENCE = """
     INSERT INTO runtime_presence (runtime_id, hub_project, host, heartbeat, record)
@@ -213,7 +220,7 @@ class SqliteHubStore(SqlHubStore):
             return
         now = utc_now_iso()
         rows = [(*security_alert_row(a), now, now) for a in alerts]
-        self._write(lambda conn: conn.executemany(_UPSERT_ALERT, rows))
+        self._write(lambda conn: conn.executemany(_UPSERT_SECURITY_ALERT, rows))
 
     def close(self) -> None:
         """Close the connection (idempotent)."""
@@ -277,8 +284,9 @@ class SqliteHubStore(SqlHubStore):
             )
         if decisions.new_projects:
             conn.executemany(
-                "INSERT INTO sync_projects (project_id, hub_project, first_seen_at) VALUES (?, ?, ?)",
-                [(p, h, now) for p, h in decisions.new_projects.items()],
+                "INSERT INTO sync_projects (project_id, hub_project, first_seen_at, runtime_id) "
+                "VALUES (?, ?, ?, ?)",
+                [(p, o.hub_project, now, o.runtime_id) for p, o in decisions.new_projects.items()],
             )
         if decisions.new_runs:
             conn.executemany(
@@ -288,7 +296,7 @@ class SqliteHubStore(SqlHubStore):
             )
         if decisions.conflicts:
             conn.executemany(
-                _UPSERT_ALERT,
+                _UPSERT_CONFLICT_ALERT,
                 [
                     (
                         c.reason.value,
@@ -320,8 +328,8 @@ class SqliteHubStore(SqlHubStore):
         # text: SQLite 3.45+ would read a BLOB as its binary JSON)
         for p, r, s, h in conn.execute(_KNOWN_HASHES, (orjson.dumps(keys).decode(),)):
             known.hashes[(p, r, s)] = h
-        for p, h in conn.execute(_KNOWN_OWNERS, (orjson.dumps(projects).decode(),)):
-            known.project_owners[p] = h
+        for p, h, r in conn.execute(_KNOWN_OWNERS, (orjson.dumps(projects).decode(),)):
+            known.project_owners[p] = ProjectOwner(h, r)
         for p, r, home in conn.execute(_KNOWN_HOMES, (orjson.dumps(runs).decode(),)):
             known.run_homes[(p, r)] = home
         return known

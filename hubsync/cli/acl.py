@@ -92,7 +92,7 @@ def _users(
 Examples:
   hubsync acl --hub-db hub.db --runtime build-box-1 --password-file relay.pw | redis-cli
   hubsync acl --runtime build-box-1 --hub-project acme --password-file relay.pw | redis-cli
-  hubsync acl --runtime build-box-1 --hub-project acme --effects 'effect:*'
+  hubsync acl --runtime build-box-1 --hub-project acme --effects 'effect:webhook:*'
   hubsync acl --consumer --password-file consumer.pw | redis-cli --user admin
   hubsync acl --consumer --operator --replayer        # review the rules; sets no password
 """
@@ -111,8 +111,9 @@ Examples:
     "--effects",
     multiple=True,
     metavar="PATTERN",
-    help="Let the runtime take leases on the resources matching PATTERN ('effect:*'), as "
-    "its shared effects need (repeatable).",
+    help="Let the runtime take leases on the resources matching PATTERN ('effect:webhook:*', "
+    "or one resource), as its shared effects need (repeatable). Grant each runtime only the "
+    "resources it contends for: whoever may take a lease may also hold it up.",
 )
 @click.option("--consumer", is_flag=True, help="Print the hub consumers' user.")
 @click.option("--operator", is_flag=True, help="Print the read-only operator user.")
@@ -176,6 +177,14 @@ def acl(
     for user in users:
         for line in user.setuser_lines(password):
             click.echo(line)
+    for pattern in effects:
+        if pattern.rstrip("*") in ("", "effect:"):
+            click.echo(
+                f"note: --effects {pattern!r} lets runtime {runtime} hold up or break the lease "
+                "of every shared effect; grant each runtime only the resources it shares "
+                "('effect:pr-create:*', or one resource)",
+                err=True,
+            )
     if password is None:
         click.echo(
             "note: no --password-file, so these lines set rules only: an existing user keeps "

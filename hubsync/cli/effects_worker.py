@@ -13,6 +13,7 @@ from hubsync.cli.options import build_settings, env_option, options_from, redis_
 from hubsync.core.connections import (
     RedisTarget,
     ping,
+    probe,
 )
 from hubsync.core.keys import EFFECTS_QUEUE
 from hubsync.core.logs import configure_logging
@@ -75,10 +76,23 @@ def effects_worker(worker_name: str | None, burst: bool, check: bool, **options:
         if check:
             raise SystemExit(_check(client, rq_redis, queue, name))
         ping(client, rq_redis)
+        _require_functions(pipeline)
         worker = PipelineWorker(
             [queue], connection=client, name=name, pipeline=pipeline, rq=rq_redis
         )
         worker.work(with_scheduler=True, burst=burst, logging_level=settings.log_level)
+    finally:
+        client.close()
+
+
+def _require_functions(pipeline: RedisTarget) -> None:
+    """Stop with one line now, not in every job, when the pipeline's Redis lacks hubsync's
+    functions (the jobs' leases run them)."""
+    from hubstore.redis_functions import require_library
+
+    client = probe(pipeline)
+    try:
+        require_library(client)
     finally:
         client.close()
 

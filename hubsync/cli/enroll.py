@@ -19,23 +19,21 @@ from typing import TYPE_CHECKING
 import click
 
 from hubstore.store import MAX_ROTATION_GRACE
-from hubsync.cli.options import duration_option, hub_options, json_option, open_hub_store
+from hubsync.cli.options import (
+    duration_option,
+    hub_options,
+    json_option,
+    open_hub_store,
+    valid_name,
+)
 from hubsync.core.clock import format_timestamp
 from hubsync.core.enrollment import encode_token, validate_hub_projects
 from hubsync.core.errors import ConfigError
-from hubsync.core.names import validate_name
 from hubsync.core.settings import hub_url_of
 from hubsync.core.sqlite import new_private_file
 
 if TYPE_CHECKING:
     from hubstore.store import HubStore
-
-
-def _valid_runtime_id(ctx: click.Context, param: click.Parameter, value: str) -> str:
-    try:
-        return validate_name(value, "runtime id")
-    except ConfigError as exc:
-        raise click.BadParameter(str(exc), ctx, param) from None
 
 
 def _valid_hub_projects(
@@ -58,7 +56,7 @@ Examples:
   hubsync enroll --revoke rt-build-1 --hub-db hub.db
 """
 )
-@click.argument("runtime_id", callback=_valid_runtime_id)
+@click.argument("runtime_id", callback=valid_name("runtime id"))
 @hub_options
 @click.option(
     "--hub-project",

@@ -1,23 +1,75 @@
 """``hubsync hub``: the hub store itself (``hub migrate``: create or upgrade its schema and
 give a new hub its identity; ``hub init``: the same, printing the hub id; ``hub backup``:
-an online copy of a SQLite hub).
+an online copy of a SQLite hub; ``hub move-project``: give a project to another runtime).
 
-Both give a hub without an id its id, so either one is the single step that
-makes a hub ready for ``hubsync enroll``.
+Both migrate and init give a hub without an id its id, so either one is the single step
+that makes a hub ready for ``hubsync enroll``. Given ``--redis-url`` (as the Redis
+administrator), both also load hubsync's Redis functions there and move the
+fences an older hubsync kept in lease hashes into their token counters
+(``hubstore.redis_setup``).
 """
 
 from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeVar
 
 import click
 
-from hubsync.cli.options import hub_options, json_option, shown_store
+from hubsync.cli.options import hub_options, json_option, open_hub_store, shown_store, valid_name
+from hubsync.core.clock import format_timestamp
 from hubsync.core.errors import ConfigError, HubsyncError
 from hubsync.core.migration import SchemaChange
-from hubsync.core.settings import hub_url_of
+from hubsync.core.settings import hub_url_of, safe_url
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _admin_redis_options(command: F) -> F:
+    """``--redis-url`` and ``--redis-password-file`` of the Redis to prepare; no environment
+    variable, since the pipeline's own (HUBSYNC_REDIS_URL) is not the administrator's."""
+    command = click.option(
+        "--redis-password-file",
+        type=click.Path(exists=True, dir_okay=False, path_type=Path),
+        help="File holding the Redis administrator's password, for a URL without one.",
+    )(command)
+    return click.option(
+        "--redis-url",
+        default=None,
+        metavar="URL",
+        help="Also prepare this Redis (every master of a cluster): load hubsync's functions "
+        "and move old lease fences into their counters. Log in as a user allowed FUNCTION "
+        "LOAD, SCAN, GET, SET, HGET and HDEL on hubsync:lease:* (the administrator).",
+    )(command)
+
+
+def _prepare_redis(url: str | None, password_file: Path | None) -> dict[str, object] | None:
+    """Run the Redis setup step when a URL was given; what it did, or None."""
+    if url is None:
+        return None
+    from hubstore.redis_setup import prepare_redis
+    from hubsync.core.connections import RedisTarget, probe
+
+    client = probe(RedisTarget.of(url, password_file))
+    try:
+        return prepare_redis(client).as_dict()
+    finally:
+        client.close()
+
+
+def _redis_sentence(url: str, done: dict[str, object]) -> str:
+    line = (
+        f"redis {safe_url(url)}: functions library {done['library']} version "
+        f"{done['version']} loaded; {done['fences_moved']} old lease fence(s) moved into counters"
+    )
+    unreadable = done["unreadable"]
+    if isinstance(unreadable, list) and unreadable:
+        line += f"; unreadable fence or counter, left as is: {', '.join(unreadable)}"
+    return line
+
 
 PROGRESS_EVERY = 1.0
 """Seconds between two progress lines of ``hub backup`` (a copy done sooner prints none)."""
@@ -30,11 +82,14 @@ Examples:
   hubsync hub migrate --hub-db /var/lib/hubsync/hub.db
   hubsync hub migrate --hub-url sqlite:////var/lib/hubsync/hub.db --json
   hubsync hub migrate --hub-url postgresql://hubsync_admin@db.internal/hubsync
+  hubsync hub migrate --hub-db hub.db --redis-url redis://admin@redis.internal:6379/0 \\
+      --redis-password-file admin.pw
   hubsync hub backup --hub-db /var/lib/hubsync/hub.db --to /backup/hub-$(date +%F).db
+  hubsync hub move-project shop-48ee17a7 --to rt-build-2 --hub-db /var/lib/hubsync/hub.db
 """
 )
 def hub() -> None:
-    """The hub store itself: its schema (migrate), its id (init) and its backup."""
+    """The hub store itself: its schema (migrate), its id (init), its backup, who owns a project."""
 
 
 @hub.command(
@@ -46,28 +101,41 @@ Examples:
 """,
 )
 @hub_options
+@_admin_redis_options
 @json_option
-def init(hub_url: str | None, hub_db: Path | None, as_json: bool) -> None:
+def init(
+    hub_url: str | None,
+    hub_db: Path | None,
+    redis_url: str | None,
+    redis_password_file: Path | None,
+    as_json: bool,
+) -> None:
     """Give the hub its identity, a hub id made once; print it.
 
     Creates or upgrades the schema first, as `hubsync hub migrate` does. The
     id (hub-<16 hex>) never changes: running it again prints the same id.
-    Runtimes are enrolled on the hub afterwards (hubsync enroll).
+    Runtimes are enrolled on the hub afterwards (hubsync enroll). With
+    --redis-url it prepares that Redis as `hubsync hub migrate` does.
     """
     from hubstore import migrate_store
 
     url = _required_url(hub_url, hub_db)
     change = migrate_store(url)
     hub_id, created = _give_id(url)
+    redis_done = _prepare_redis(redis_url, redis_password_file)
     store_shown = shown_store(url)
     if as_json:
         document = {"hub_id": hub_id, "created": created, "schema": _document(store_shown, change)}
+        if redis_done is not None:
+            document["redis"] = redis_done
         click.echo(json.dumps(document, sort_keys=True))
         return
     if change.action == "upgraded":
         click.echo(_sentence(store_shown, change))
     state = "created" if created else "already set; unchanged"
     click.echo(f"hub store {store_shown}: hub id {hub_id} ({state})")
+    if redis_url is not None and redis_done is not None:
+        click.echo(_redis_sentence(redis_url, redis_done))
 
 
 @hub.command(
@@ -77,11 +145,20 @@ Examples:
   hubsync hub migrate --hub-db /var/lib/hubsync/hub.db
   HUBSYNC_HUB_URL=sqlite:////var/lib/hubsync/hub.db hubsync hub migrate --json
   HUBSYNC_HUB_URL=postgresql://hubsync_admin@db.internal/hubsync hubsync hub migrate
+  hubsync hub migrate --hub-db hub.db --redis-url redis://admin@redis.internal:6379/0 \\
+      --redis-password-file admin.pw
 """,
 )
 @hub_options
+@_admin_redis_options
 @json_option
-def migrate(hub_url: str | None, hub_db: Path | None, as_json: bool) -> None:
+def migrate(
+    hub_url: str | None,
+    hub_db: Path | None,
+    redis_url: str | None,
+    redis_password_file: Path | None,
+    as_json: bool,
+) -> None:
     """Create or upgrade the hub store's schema, and give a new hub its id.
 
     Prints what was done: created, upgraded from version X to Y (and each
@@ -95,22 +172,33 @@ def migrate(hub_url: str | None, hub_db: Path | None, as_json: bool) -> None:
     Running it again does nothing. A newer version is refused and left
     untouched (exit 1). Stop the consumers first on a large database: they
     wait for the upgrade.
+
+    With --redis-url (as the Redis administrator) it also loads hubsync's
+    functions library there, on every master of a cluster (the runtimes' and
+    consumers' users may not load it; Redis keeps it in its RDB and AOF), and
+    moves the fence an older hubsync kept in each lease hash into the lease's
+    token counter, never lowering it. Run it on every upgrade of hubsync.
     """
     from hubstore import migrate_store
 
     url = _required_url(hub_url, hub_db)
     change = migrate_store(url)
     hub_id, created = _give_id(url)
+    redis_done = _prepare_redis(redis_url, redis_password_file)
     if as_json:
         document = _document(shown_store(url), change) | {
             "hub_id": hub_id,
             "hub_id_created": created,
         }
+        if redis_done is not None:
+            document["redis"] = redis_done
         click.echo(json.dumps(document, sort_keys=True))
         return
     click.echo(_sentence(shown_store(url), change))
     if created:
         click.echo(f"hub store {shown_store(url)}: hub id {hub_id} (created)")
+    if redis_url is not None and redis_done is not None:
+        click.echo(_redis_sentence(redis_url, redis_done))
 
 
 @hub.command(
@@ -202,6 +290,62 @@ def _copy(path: Path, to: Path, *, force: bool) -> int:
         raise HubsyncError(f"cannot write the backup {to}: {exc.strerror or exc}") from None
     except sqlite3.Error as exc:
         raise HubsyncError(f"backing up {path} to {to} failed: {exc}") from None
+
+
+@hub.command(
+    "move-project",
+    epilog="""\b
+Examples:
+  hubsync hub move-project shop-48ee17a7 --to rt-build-2 --hub-db /var/lib/hubsync/hub.db
+  hubsync hub move-project shop-48ee17a7 --to rt-build-2 --hub-url sqlite:////var/lib/hubsync/hub.db --json
+""",
+)
+@click.argument("project_id", callback=valid_name("project id"))
+@click.option(
+    "--to",
+    "runtime_id",
+    required=True,
+    metavar="RUNTIME",
+    callback=valid_name("runtime id"),
+    help="The runtime the project is given to (no environment variable).",
+)
+@hub_options
+@json_option
+def move_project(
+    project_id: str, runtime_id: str, hub_url: str | None, hub_db: Path | None, as_json: bool
+) -> None:
+    """Give a project, and every run of it, to another runtime (a machine replaced).
+
+    A project belongs to the runtime that first wrote it: only that runtime's
+    key may add events to it; another runtime's are refused (conflict
+    not_owner). After this, only the runtime named by --to may, and the one it
+    had is refused. Stored events are never changed. The runtime must be
+    enrolled, not revoked, and enrolled for the project's hub project; an
+    unknown project, or one that already belongs to it, is refused (exit 2)
+    and nothing changes. The move is recorded in the hub store
+    (sync_project_moves) and logged.
+    """
+    url = _required_url(hub_url, hub_db)
+    with open_hub_store(url) as store:
+        move = store.move_project(project_id, runtime_id)
+    if as_json:
+        document = {
+            "action": "moved",
+            "move_id": move.move_id,
+            "project_id": move.project_id,
+            "hub_project": move.hub_project,
+            "from_runtime_id": move.from_runtime_id,
+            "to_runtime_id": move.to_runtime_id,
+            "runs": move.runs,
+            "moved_at": format_timestamp(move.moved_at),
+        }
+        click.echo(json.dumps(document, sort_keys=True))
+        return
+    click.echo(
+        f"moved project {move.project_id} (hub project {move.hub_project}) from runtime "
+        f"{move.from_runtime_id} to runtime {move.to_runtime_id}: {move.runs} runs re-homed "
+        f"(move {move.move_id}); only {move.to_runtime_id}'s key may write it now"
+    )
 
 
 def _give_id(url: str) -> tuple[str, bool]:

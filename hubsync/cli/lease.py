@@ -125,7 +125,7 @@ Examples:
 """
 )
 def lease() -> None:
-    """Fenced leases: tokens only grow, deadlines follow Redis TIME, proof kept as SHA-256."""
+    """Fenced leases: tokens only grow, deadlines follow Redis TIME, Redis keeps a proof digest."""
 
 
 @lease.command()

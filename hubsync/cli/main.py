@@ -67,11 +67,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "hub": (
         "hubsync.cli.hub:hub",
-        "The hub store itself: its schema (migrate), its id (init) and its backup.",
+        "The hub store itself: its schema (migrate), its id (init), its backup, who owns a project.",
     ),
     "lease": (
         "hubsync.cli.lease:lease",
-        "Fenced leases: tokens only grow, deadlines follow Redis TIME, proof kept as SHA-256.",
+        "Fenced leases: tokens only grow, deadlines follow Redis TIME, Redis keeps a proof digest.",
     ),
     "outbox": (
         "hubsync.cli.outbox:outbox",

@@ -320,13 +320,21 @@ json_option = click.option(
 )
 
 
-def _valid_hub_project(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    if value is None:
-        return None
-    try:
-        return validate_name(value, "hub project")
-    except ConfigError as exc:
-        raise click.BadParameter(str(exc), ctx, param) from None
+def valid_name(what: str) -> Callable[[click.Context, click.Parameter, Any], Any]:
+    """A click callback checking a parameter's value (if given) as a ``what`` (an id)."""
+
+    def check(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+        if value is None:
+            return None
+        try:
+            return validate_name(value, what)
+        except ConfigError as exc:
+            raise click.BadParameter(str(exc), ctx, param) from None
+
+    return check
+
+
+_valid_hub_project = valid_name("hub project")
 
 
 # An operator command's hub project picks what this one call looks at, so it

@@ -15,10 +15,14 @@ Each role's user gets exactly the commands its code sends, on the keys
 
 How Redis checks these (7.0+): a command passes if the user's root rules or
 one of its selectors ``(...)`` allow the command *and every key it names*. A
-Lua script is checked twice: EVALSHA against the keys passed in KEYS, then
-every command the script runs, against the same user. So whoever may run a
-script may also run its commands directly: the replayer's ``dead_replay.lua``
-XADDs to events streams, hence a separate role from the read-only operator.
+function of hubsync's library (``hubstore/redis_functions.py``) is checked
+twice: FCALL against the keys passed in KEYS, then every command the function
+runs, against the same user. So whoever may run a function may also run its
+commands directly: the replayer's ``dead_replay`` XADDs to events streams,
+hence a separate role from the read-only operator. No user here may run EVAL,
+EVALSHA, SCRIPT LOAD or FUNCTION LOAD (the library is loaded once by the
+administrator: ``hubsync hub migrate --redis-url``), nor SELECT another
+database.
 
 Key patterns are Redis globs: ``{`` and ``}`` are literal there, ``* ? [ ] \\``
 are not, so every id placed in a pattern goes through ``glob_literal``.
@@ -40,11 +44,12 @@ from hubsync.core.names import validate_name
 DEFAULT_USER_PREFIX = "hubsync-"
 """What every user name starts with unless ``--user-prefix`` says otherwise."""
 
-CONNECTION_COMMANDS = ("ping", "hello", "select", "info", "cluster|slots", "command")
+CONNECTION_COMMANDS = ("ping", "hello", "info", "cluster|slots", "command")
 """What redis-py may send on a connection of its own: PING (health checks, probes), HELLO (a
-``protocol=3`` URL), SELECT (a URL naming a database other than 0); and what a Redis Cluster
-client needs: INFO (``--redis-cluster auto`` asks ``INFO cluster``), CLUSTER SLOTS (redis-py's
-slot table) and COMMAND (redis-py's key positions). AUTH is always allowed."""
+``protocol=3`` URL); and what a Redis Cluster client needs: INFO (``--redis-cluster auto``
+asks ``INFO cluster``), CLUSTER SLOTS (redis-py's slot table) and COMMAND (redis-py's key
+positions). AUTH is always allowed. Not SELECT: ACLs cannot limit a user to one database, so
+hubsync's users work in database 0 (a URL naming another one is refused at connect)."""
 
 CLIENT_SETINFO = "client|setinfo"
 """redis-py 5+ sends CLIENT SETINFO on connect and ignores a refusal; allowed on a line of its
@@ -154,11 +159,14 @@ def runtime_user(
     ``hubsync:health:relay:R``. It never touches another runtime's acks, never
     trims or deletes from an events stream, never reads one.
 
-    ``effects`` are lease-resource patterns (``effect:*``) this runtime's
-    shared-effect holders take leases on: the lease scripts (hubstore/lua/
-    lease_*.lua, fenced_write.lua) run HMGET, HGET, HSET, HDEL, TIME and XADD
-    on ``hubsync:lease:{RES}``, its ``:log`` and its ``:fenced:*`` values; a
-    grant then waits for a replica (INFO replication, WAIT).
+    ``effects`` are lease-resource patterns (``effect:webhook:*``, or one
+    resource) this runtime's shared-effect holders take leases on, given per
+    runtime: FCALL of the lease functions (hubstore/lua/lease_*.lua,
+    fenced_write.lua), which run TIME, HMGET, HSET and HDEL on
+    ``hubsync:lease:{RES}`` and its ``:fenced:*`` values, XADD on its ``:log``,
+    and only GET and INCR on its ``:counter``, so rewriting or deleting a lease
+    hash never lowers the next token; a grant then waits for a replica (INFO
+    replication, WAIT).
 
     The hub projects are the caller's: given on the command line today, and
     read from the hub's enrolled runtimes when the hub store can say them.
@@ -168,8 +176,8 @@ def runtime_user(
     if not projects:
         raise ConfigError(f"runtime {runtime} needs at least one hub project to write to")
     grants = [
-        # leases: Redis's clock, their scripts, and WAIT for a replica after a grant
-        _connection(*(("time", "script|load", "wait") if effects else ())),
+        # leases: Redis's clock, and WAIT for a replica after a grant
+        _connection(*(("time", "wait") if effects else ())),
         # its events streams: events and presence beats
         Grant(
             ("xadd",),
@@ -189,20 +197,20 @@ def runtime_user(
         ),
     ]
     if effects:
-        resources = sorted({resource_glob(p) for p in effects})
-        lease_keys = [f"{keys.PREFIX}:lease:{{{r}}}" for r in resources]
-        grants.append(
-            # leases of its shared effects (the lease scripts and their commands)
-            Grant(
-                ("evalsha", "hmget", "hget", "hset", "hdel", "xadd"),
-                tuple(
-                    pattern
-                    for lease in lease_keys
-                    for pattern in (lease, f"{lease}:log", f"{lease}:fenced:*")
-                ),
-            )
-        )
+        grants += _lease_grants(sorted({resource_glob(p) for p in effects}))
     return RedisUser(f"{user_prefix(prefix)}runtime-{runtime}", tuple(grants))
+
+
+def _lease_grants(resources: Sequence[str]) -> list[Grant]:
+    """The leases on ``resources``: their functions, and what those run on each key."""
+    globs = [keys.lease_globs(r) for r in resources]
+    return [
+        Grant(("fcall", "fcall_ro"), tuple(p for g in globs for p in g)),
+        Grant(("hmget", "hset", "hdel"), tuple(p for g in globs for p in (g.lease, g.fenced))),
+        Grant(("xadd",), tuple(g.log for g in globs)),
+        # the counter only goes up: no SET, DEL, DECR, INCRBY, RENAME, RESTORE or EXPIRE
+        Grant(("get", "incr"), tuple(g.counter for g in globs)),
+    ]
 
 
 _ANY_EVENTS = f"{keys.PREFIX}:{{*}}:events"
@@ -217,8 +225,8 @@ def consumer_user(*, prefix: str = DEFAULT_USER_PREFIX) -> RedisUser:
     consumers/stream/worker.py: SMEMBERS ``hubsync:projects``, XGROUP CREATE (MKSTREAM),
     XREADGROUP; reclaim.py: XPENDING, XCLAIM, XAUTOCLAIM, XINFO CONSUMERS;
     publishing.py: XADD to acks, dead and alerts, XACK; lag.py: TIME, XINFO
-    GROUPS, XPENDING; trim.py and reclaim.py run stream_trim_acked.lua (EXISTS,
-    XINFO GROUPS, XPENDING, XTRIM) and stream_remove_idle_consumer.lua (XPENDING,
+    GROUPS, XPENDING; trim.py and reclaim.py FCALL stream_trim_acked (EXISTS,
+    XINFO GROUPS, XPENDING, XTRIM) and stream_remove_idle_consumer (XPENDING,
     XGROUP DELCONSUMER); health.py SETs, GETs and DELs its health key. It reads
     and sets ``hubsync:hub``, the hub id that owns the namespace's group, and reads and
     raises (ZSCORE, ZADD) ``hubsync:hub:mark``, how far that hub's store has committed,
@@ -226,7 +234,7 @@ def consumer_user(*, prefix: str = DEFAULT_USER_PREFIX) -> RedisUser:
     ``hubsync consumers remove`` (XAUTOCLAIM, XGROUP DELCONSUMER) runs as this user too.
     """
     grants = (
-        _connection("time", "script|load"),
+        _connection("time"),
         # the hub projects to read
         Grant(("smembers",), (glob_literal(keys.PROJECTS),)),
         # the hub id owning group hub, and how far its store has committed
@@ -234,7 +242,7 @@ def consumer_user(*, prefix: str = DEFAULT_USER_PREFIX) -> RedisUser:
         Grant(("zadd", "zscore"), (glob_literal(keys.HUB_MARK),)),
         # the revocations of runtime keys, kept beside the store
         Grant(("hmget", "hset"), (glob_literal(keys.REVOCATIONS),)),
-        # events streams: group hub, reclaim, lag, trim (and its scripts)
+        # events streams: group hub, reclaim, lag, trim (and its functions)
         Grant(
             (
                 "xgroup|create",
@@ -248,7 +256,7 @@ def consumer_user(*, prefix: str = DEFAULT_USER_PREFIX) -> RedisUser:
                 "xinfo|consumers",
                 "exists",
                 "xtrim",
-                "evalsha",
+                "fcall",
             ),
             (_ANY_EVENTS,),
         ),
@@ -263,9 +271,11 @@ def consumer_user(*, prefix: str = DEFAULT_USER_PREFIX) -> RedisUser:
     return RedisUser(f"{user_prefix(prefix)}consumer", grants)
 
 
-_OPERATOR_ROOT = ("time", "scan", "info", "multi", "exec")
+_OPERATOR_ROOT = ("time", "scan", "info", "multi", "exec", "fcall_ro")
 """Keyless commands of the operator tools: Redis's clock, SCAN of health and lease keys, INFO
-for doctor, and MULTI/EXEC around a lease read."""
+for doctor, MULTI/EXEC around a lease read, and FCALL_RO of hubsync's keyless
+``library_version`` (doctor: is the library loaded?). In the root rules, which name no key,
+FCALL_RO can call no function with a key."""
 
 _OPERATOR_READS = Grant(
     (
@@ -306,7 +316,7 @@ def operator_user(*, prefix: str = DEFAULT_USER_PREFIX) -> RedisUser:
     consumers/views/queue_status.py and projects.py: SMEMBERS, SISMEMBER, EXISTS,
     XLEN, XINFO STREAM|GROUPS|CONSUMERS, XPENDING, XREVRANGE (presence), SCAN
     and GET/PTTL of the health keys, TIME; dead_letters.py: XLEN, XRANGE;
-    alerts.py: XREVRANGE; hubstore/leases/client.py: HGETALL and TIME in
+    alerts.py: XREVRANGE; hubstore/leases/client.py: HGETALL, GET (the counter) and TIME in
     MULTI/EXEC, SCAN, XREVRANGE of the log; doctor: INFO, SMEMBERS, XINFO
     GROUPS, GET ``hubsync:hub``, ZSCORE ``hubsync:hub:mark``. CONFIG GET is not granted (it can read
     ``requirepass``), so doctor states the AOF fsync policy as unknown. Ack
@@ -317,19 +327,19 @@ def operator_user(*, prefix: str = DEFAULT_USER_PREFIX) -> RedisUser:
 
 
 def replayer_user(*, prefix: str = DEFAULT_USER_PREFIX) -> RedisUser:
-    """The operator's reads plus ``dead replay``: dead_replay.lua XRANGEs and XDELs a letter
-    on ``hubsync:{P}:dead`` and XADDs it to ``hubsync:{P}:events``.
+    """The operator's reads plus ``dead replay``: the dead_replay function XRANGEs and XDELs a
+    letter on ``hubsync:{P}:dead`` and XADDs it to ``hubsync:{P}:events``.
 
-    Redis checks a script's commands against its caller, so this user may also
+    Redis checks a function's commands against its caller, so this user may also
     XADD to any events stream and XDEL dead letters directly; that is why replay
     is a user of its own and the operator stays read-only.
     """
     grants = (
-        _connection(*_OPERATOR_ROOT, "script|load"),
+        _connection(*_OPERATOR_ROOT),
         _OPERATOR_READS,
-        # dead replay (dead_replay.lua and its commands)
+        # dead replay (the dead_replay function and its commands)
         Grant(
-            ("evalsha", "xrange", "xadd", "xdel"),
+            ("fcall", "xrange", "xadd", "xdel"),
             (_ANY_DEAD, _ANY_EVENTS),
         ),
     )

@@ -88,6 +88,8 @@ class ConflictReason(StrEnum):
     SEQUENCE_REUSED = "sequence_reused"
     PROJECT_MISMATCH = "project_mismatch"
     HOME_RUNTIME_MISMATCH = "home_runtime_mismatch"
+    NOT_OWNER = "not_owner"
+    """The project belongs to another runtime (the first to write it, or the one it was moved to)."""
 
 
 class SecurityReason(StrEnum):

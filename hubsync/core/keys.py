@@ -1,11 +1,13 @@
 """Every Redis key name hubsync uses, built in one place (docs/contract.md).
 
 ``{...}`` is a Redis Cluster hash tag: all keys of one hub project share a slot,
-and a lease's hash and its audit log share one, so a Lua script may touch them
+and a lease's hash and its audit log share one, so one Redis function may touch them
 together. Names are validated before they are placed inside a tag.
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 from hubsync.core.names import validate_name
 
@@ -60,6 +62,16 @@ def lease_log(resource: str) -> str:
     return f"{lease(resource)}:log"
 
 
+def lease_counter(resource: str) -> str:
+    """``hubsync:lease:{RES}:counter``: the highest fencing token ever issued on the resource.
+
+    A string the lease functions only INCR, apart from the lease hash, so a user
+    who may rewrite or delete the hash (and may only INCR and GET this key) can
+    never make a token be issued twice.
+    """
+    return f"{lease(resource)}:counter"
+
+
 def fenced_resource(resource: str, name: str) -> str:
     """``hubsync:lease:{RES}:fenced:NAME``: a value written only under a current fencing token.
 
@@ -67,6 +79,24 @@ def fenced_resource(resource: str, name: str) -> str:
     lease's fence and the value's own highest token.
     """
     return f"{lease(resource)}:fenced:{validate_name(name, 'fenced resource name')}"
+
+
+class LeaseGlobs(NamedTuple):
+    """The key patterns (Redis globs) of the leases whose resources match one resource glob."""
+
+    lease: str
+    log: str
+    counter: str
+    fenced: str
+
+
+def lease_globs(resource_glob: str) -> LeaseGlobs:
+    """The patterns of ``lease``, ``lease_log``, ``lease_counter`` and every ``fenced_resource``
+    of the resources matching ``resource_glob`` (validated by the caller: ACL rules)."""
+    lease_glob = f"{PREFIX}:lease:{{{resource_glob}}}"
+    return LeaseGlobs(
+        lease_glob, f"{lease_glob}:log", f"{lease_glob}:counter", f"{lease_glob}:fenced:*"
+    )
 
 
 LEASE_SCAN_PATTERN = f"{PREFIX}:lease:{{*}}"

@@ -1,13 +1,14 @@
 """A private Redis for the demo and the tests: never the machine's own on 6379.
 
 ``RedisServerProcess`` runs ``redis-server`` on a free loopback port in its own
-directory (optionally with AOF, so a restart keeps the data) and can stop,
-kill -9 and restart it on the same port. ``FakeRedisTcpServer`` is the fallback
+directory (optionally with AOF, so a restart keeps the data), loads hubsync's
+functions library on it, and can stop, kill -9 and restart it on the same port. ``FakeRedisTcpServer`` is the fallback
 for machines without the binary: fakeredis speaking RESP over TCP, in-process.
 """
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import signal
 import socket
@@ -21,6 +22,7 @@ from typing import Protocol, Self
 
 import redis
 
+from hubstore.redis_functions import load_library
 from hubsync.core.closing import ClosesOnExit
 from hubsync.core.connections import RedisTarget, Role, connect
 from hubsync.core.errors import HubsyncError
@@ -112,6 +114,9 @@ class RedisServerProcess(ClosesOnExit):
                     )
                 try:
                     if client.ping():
+                        # as the hub's setup step would; a replica has its master's
+                        with contextlib.suppress(redis.ReadOnlyError):
+                            load_library(client)
                         started = True
                         return self
                 except (redis.ConnectionError, redis.BusyLoadingError, redis.TimeoutError):

@@ -30,6 +30,7 @@ import redis
 
 from consumers.stream.hub_binding import bind_namespace, release_namespace
 from hubstore.factory import hub_url_from_path, open_store
+from hubstore.redis_functions import load_library
 from hubstore.store import HubStore
 from hubsync.core import keys
 from hubsync.core.connections import RedisTarget, connect
@@ -176,6 +177,7 @@ class DemoScenario:
         try:
             # Before any key is touched: a Redis whose consumer group another hub
             # owns is refused (exit 2), or the demo's consumers would take its events.
+            load_library(self.client)  # the hub's setup step (hub migrate --redis-url)
             bind_namespace(self.client, hub_id)
             bound = True
             self._clean_redis()

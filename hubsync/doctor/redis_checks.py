@@ -1,4 +1,5 @@
-"""The Redis checks: reachable, version 7.0 or later, noeviction, AOF, group ``hub``, hub id.
+"""The Redis checks: reachable, version 7.0 or later, noeviction, AOF, hubsync's functions,
+group ``hub``, hub id.
 
 Settings are read from INFO where INFO has them (managed Redis services often
 refuse CONFIG); only the fsync policy needs CONFIG GET, and a refusal makes it
@@ -15,6 +16,13 @@ from typing import Any, TypeVar
 import redis
 
 from consumers.views.projects import known_hub_projects
+from hubstore.redis_functions import (
+    LIBRARY_NAME,
+    LIBRARY_VERSION,
+    LOAD_COMMAND,
+    FunctionsMissingError,
+    require_library,
+)
 from hubsync.core import keys
 from hubsync.core.connections import RedisClient, RedisTarget, Role, connect, ping
 from hubsync.core.errors import RedisCredentialsError, RedisUnavailableError
@@ -25,7 +33,7 @@ MIN_REDIS_VERSION = (7, 0)
 """Reclaim relies on XAUTOCLAIM reporting entries deleted while pending, and lag on
 XINFO GROUPS ``lag``: both Redis 7.0."""
 
-REDIS_CHECKS = ("redis-version", "maxmemory-policy", "aof", "consumer-group")
+REDIS_CHECKS = ("redis-version", "maxmemory-policy", "aof", "functions", "consumer-group")
 """The checks that need Redis, skipped when it cannot be reached."""
 
 T = TypeVar("T")
@@ -63,6 +71,7 @@ def redis_checks(
             ),
             _guarded("maxmemory-policy", lambda: judge_eviction(_eviction_policy(client))),
             _guarded("aof", lambda: _aof(client)),
+            _guarded("functions", lambda: functions_check(client)),
             _guarded("consumer-group", lambda: consumer_group_check(client)),
         ]
         identity = _guarded("hub-identity", lambda: hub_identity_check(client, store))
@@ -100,7 +109,8 @@ def _guarded(name: str, check: Callable[[], T]) -> T | Check:
 
 
 _PERMISSIONS_FIX = (
-    "if it is NOPERM, let doctor's Redis user run INFO, CONFIG GET, SMEMBERS, XINFO and GET"
+    "if it is NOPERM, let doctor's Redis user run INFO, CONFIG GET, FCALL_RO, SMEMBERS, XINFO "
+    "and GET"
 )
 _RETRY_FIX = "check that Redis is up and answering, then run hubsync doctor again"
 
@@ -126,6 +136,21 @@ def _aof(client: RedisClient) -> Check:
         fsync,
         str(persistence.get("aof_last_write_status", "ok")),
     )
+
+
+def functions_check(client: RedisClient) -> Check:
+    """Does this Redis hold the version of hubsync's functions library this hubsync calls?"""
+    try:
+        require_library(client)
+    except FunctionsMissingError:
+        return Check(
+            "functions",
+            Status.FAIL,
+            f"Redis has no functions library {LIBRARY_NAME} version {LIBRARY_VERSION} (leases, "
+            "trimming and dead replay refuse to run)",
+            f"load it: {LOAD_COMMAND}, as a Redis user allowed FUNCTION LOAD",
+        )
+    return Check("functions", Status.OK, f"library {LIBRARY_NAME} version {LIBRARY_VERSION}")
 
 
 def judge_version(version: str) -> Check:

@@ -24,6 +24,7 @@ from typing import Self
 import redis
 from redis.crc import key_slot
 
+from hubstore.redis_functions import load_library
 from hubsync.core.connections import RedisTarget, Role, connect
 from hubsync.demo.embedded_redis import RedisServerProcess, free_port
 
@@ -227,11 +228,13 @@ class RedisClusterProcesses:
         return {node.port: node.process.pid for node in self.nodes if node.process is not None}
 
     def flush(self) -> None:
-        """Empty every master (replicas follow) and every node's script cache."""
+        """Empty every master (replicas follow) and every node's script cache; every master
+        has hubsync's functions again (whatever was done to them)."""
         for node in self.live_nodes():
             with self.node_client(node) as client:
                 if node in self.masters_now():
                     client.flushall()
+                    load_library(client)
                 client.script_flush()
 
     def close(self) -> None:

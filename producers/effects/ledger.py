@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from hubstore.errors import FencedWriteRefusedError
-from hubstore.leases.fence import FENCE_DDL, advance_fence
+from hubstore.leases.fence import FENCE_DDL, FENCE_HOLDER_COLUMN, advance_fence
 from hubsync.core.canonical import canonical_json, content_hash
 from hubsync.core.clock import format_timestamp, parse_timestamp, utc_now, utc_now_iso
 from hubsync.core.errors import WireError
@@ -36,11 +36,17 @@ from producers.effects.records import (
     EffectStatus,
 )
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 """``PRAGMA user_version`` of the ledger (``resource_fences`` included): an older file is
 migrated at open (after a backup), a newer one refused."""
-MIGRATIONS: tuple[Migration, ...] = ()
-"""Version N -> N+1 steps, oldest first (``hubsync.core.sqlite.Migration``); none yet."""
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(
+        1,
+        "resource_fences keeps the holder of each resource's highest token",
+        (FENCE_HOLDER_COLUMN,),
+    ),
+)
+"""Version N -> N+1 steps, oldest first (``hubsync.core.sqlite.Migration``)."""
 MAX_TARGET_LENGTH = 2048
 ATTEMPT_STALE_AFTER = 120.0
 """An in-flight row not heartbeated for this long belongs to a dead attempt and may be
@@ -149,16 +155,24 @@ class EffectsLedger:
     # -- transitions ---------------------------------------------------------------------
 
     def claim(
-        self, spec: EffectSpec, *, lease_resource: str | None = None, token: int | None = None
+        self,
+        spec: EffectSpec,
+        *,
+        lease_resource: str | None = None,
+        token: int | None = None,
+        holder: str | None = None,
     ) -> str | EffectRefused:
         """Write the in-flight row of ``spec``'s attempt; return its effect key or a refusal.
 
         Refused when the effect is committed, parked blocked_uncertain, or in-flight
         under a live attempt. A dead attempt (no heartbeat for ``stale_after``) is
         replaced. A fenced claim whose token is smaller than one already seen on
-        this ledger is refused ``effect_lease_superseded``.
+        this ledger, or as large but from another holder, is refused
+        ``effect_lease_superseded``.
         """
         validate_spec(spec)
+        if token is not None and holder is None:
+            raise InvalidEffectError("a fenced claim names the holder of its token")
         key = effect_key(spec.run_id, spec.step_id, spec.kind, spec.target)
         payload_hash = content_hash(canonical_json(spec.payload))
 
@@ -170,7 +184,7 @@ class EffectsLedger:
                     return refused
             if lease_resource is not None and token is not None:
                 try:
-                    advance_fence(conn, lease_resource, token)
+                    advance_fence(conn, lease_resource, token, str(holder))
                 except FencedWriteRefusedError as exc:
                     return EffectRefused(EffectRefusalCode.LEASE_SUPERSEDED, str(exc))
             now = utc_now_iso()
@@ -221,10 +235,19 @@ class EffectsLedger:
         return self.db.write(work)
 
     def commit(
-        self, key: str, attempt_id: str, receipt: dict[str, Any], *, token: int | None = None
+        self,
+        key: str,
+        attempt_id: str,
+        receipt: dict[str, Any],
+        *,
+        token: int | None = None,
+        holder: str | None = None,
     ) -> EffectRecord | EffectRefused:
-        """Mark the row committed with ``receipt``; a fenced row advances its fence first."""
+        """Mark the row committed with ``receipt``; a fenced row advances its fence first
+        (``token`` and ``holder``: the lease it was committed under)."""
         receipt_text = canonical_json(receipt).decode("utf-8")
+        if token is not None and holder is None:
+            raise InvalidEffectError("a fenced commit names the holder of its token")
 
         def work(conn: sqlite3.Connection) -> EffectRecord | EffectRefused:
             existing = self._get(conn, key)
@@ -240,7 +263,7 @@ class EffectsLedger:
                 return self._blocked(existing)
             if existing.lease_resource is not None:
                 try:
-                    advance_fence(conn, existing.lease_resource, token or 0)
+                    advance_fence(conn, existing.lease_resource, token or 0, holder or "-")
                 except FencedWriteRefusedError as exc:
                     return EffectRefused(EffectRefusalCode.LEASE_SUPERSEDED, str(exc))
             conn.execute(

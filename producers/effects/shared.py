@@ -97,7 +97,9 @@ class SharedEffects:
                 f"effect_lease_held: {resource} is held by {granted.holder!r}; nothing executed",
             )
         lease = granted.lease
-        key = self.ledger.claim(spec, lease_resource=resource, token=lease.token)
+        key = self.ledger.claim(
+            spec, lease_resource=resource, token=lease.token, holder=lease.holder
+        )
         if isinstance(key, EffectRefused):
             # The ledger refused after the lease was taken: give it back now rather
             # than parking the resource until its TTL runs out.
@@ -166,8 +168,10 @@ class SharedEffects:
             refused = self._confirm_token(claim, lost)
             if refused is not None:
                 return refused
-        token = claim.lease.token if claim.lease is not None else None
-        record = self.ledger.commit(claim.effect_key, claim.spec.attempt_id, receipt, token=token)
+        token, holder = (claim.lease.token, claim.lease.holder) if claim.lease else (None, None)
+        record = self.ledger.commit(
+            claim.effect_key, claim.spec.attempt_id, receipt, token=token, holder=holder
+        )
         if isinstance(record, EffectRefused):
             if record.code is EffectRefusalCode.LEASE_SUPERSEDED:
                 return self._park(claim, record.code, record.message)

@@ -70,7 +70,7 @@ def test_the_services_are_redis_postgres_a_relay_two_consumers_and_the_effects_w
     assert sorted(programs.values()).count(["hubsync", "consume"]) >= 2
     assert ["hubsync", "relay"] in programs.values()
     assert ["rq", "worker"] in programs.values()
-    assert [argv(SERVICES[name]["command"]) for name in OURS if name not in DAEMONS] == [
+    assert [argv(SERVICES[name]["command"])[:3] for name in OURS if name not in DAEMONS] == [
         ["hubsync", "hub", "migrate"]
     ]
 
@@ -144,8 +144,11 @@ def test_the_schema_is_migrated_once_before_the_consumers_start() -> None:
     context = resolve(argv(migrate["command"]), "hub-migrate")
     consumer_url = SERVICES[CONSUMERS[0]]["environment"]["HUBSYNC_HUB_URL"]
     assert context.params["hub_url"] == consumer_url
+    # and hubsync's functions go into the pipeline's Redis, before any consumer calls one
+    assert context.params["redis_url"] == SERVICES[CONSUMERS[0]]["environment"]["HUBSYNC_REDIS_URL"]
     assert migrate["restart"] == "no"
     assert migrate["depends_on"]["postgres"]["condition"] == "service_healthy"
+    assert migrate["depends_on"]["redis"]["condition"] == "service_healthy"
     for name in CONSUMERS:
         depends = SERVICES[name]["depends_on"]
         assert depends["hub-migrate"]["condition"] == "service_completed_successfully"

@@ -237,6 +237,22 @@ def test_a_project_without_the_consumer_group_fails_and_names_it(
     assert "(unread)" in line and "hubsync consume" in line
 
 
+def test_a_redis_without_hubsyncs_functions_fails_naming_the_command_that_loads_them(
+    capsys: pytest.CaptureFixture[str], redis_url: str
+) -> None:
+    assert lines_by_check(doctor(capsys, redis_url).out)["functions"].startswith(
+        "ok   functions: library hubsync version"
+    )
+    redis.Redis.from_url(redis_url).function_flush()
+
+    result = doctor(capsys, redis_url)
+
+    line = lines_by_check(result.out)["functions"]
+    assert result.code == 1
+    assert line.startswith("FAIL functions: Redis has no functions library hubsync")
+    assert "hubsync hub migrate" in line and "--redis-url" in line
+
+
 def test_no_projects_yet_is_not_a_failure(
     capsys: pytest.CaptureFixture[str], redis_url: str
 ) -> None:

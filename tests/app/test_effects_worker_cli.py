@@ -7,7 +7,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import redis
 
+from hubstore.redis_functions import load_library
 from hubsync.core.keys import EFFECTS_QUEUE
 from hubsync.processes import Child, run_hubsync
 from tests.helpers.operator_support import CliRun, run_cli
@@ -61,3 +63,15 @@ def test_a_burst_worker_logs_json_lines_and_exits_0(redis_url: str) -> None:
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert lines
     assert all(json.loads(line)["logger"].startswith("rq") for line in lines)
+
+
+def test_a_worker_on_a_redis_without_hubsyncs_functions_stops_at_once_with_one_line(
+    redis_url: str, redis_client: redis.Redis
+) -> None:
+    redis_client.function_flush()
+    done = run_hubsync(["effects-worker", "--redis-url", redis_url, "--burst"], timeout=60)
+    assert done.returncode == 1 and done.stdout == ""
+    (line,) = done.stderr.strip().splitlines()
+    assert "hubsync hub migrate" in line and "--redis-url" in line
+    assert not redis_client.keys("rq:worker*")  # it never registered
+    load_library(redis_client)

@@ -99,7 +99,7 @@ def test_hub_migrate_gives_a_new_hub_its_id_once_so_enroll_follows_it(
     path = tmp_path / "hub.db"
     first = ok(cli("hub", "migrate", "--hub-db", str(path)))
     created, made = first.out.splitlines()
-    assert created == f"hub store {path}: created at schema version 3"
+    assert created == f"hub store {path}: created at schema version 4"
     hub_id = made.removeprefix(f"hub store {path}: hub id ").removesuffix(" (created)")
     assert hub_id.startswith("hub-") and len(hub_id) == 20
     again = json.loads(ok(cli("hub", "migrate", "--hub-db", str(path), "--json")).out)

@@ -39,6 +39,7 @@ from hubsync.core.entries import ConflictReason, EventEntry, Outcome, PresenceBe
 from hubsync.core.errors import ConfigError
 from hubsync.core.signing import RuntimeKey
 from hubsync.core.wire import CheckedEvent, parse_sync_event
+from tests.contract.ownership_contract import OwnershipContract
 from tests.helpers.relay_player import event_entry, sync_event
 from tests.helpers.support import start_python
 
@@ -50,7 +51,7 @@ EVENTS: list[EventEntry] = [
     event_entry(sync_event(seq, run_id=run, project_id=project, runtime_id=runtime))
     for project, run, runtime in (
         ("proj-1", "run-1", "rt-1"),
-        ("proj-1", "run-2", "rt-2"),
+        ("proj-3", "run-2", "rt-2"),
         ("proj-2", "run-1", "rt-1"),
     )
     for seq in range(1, 6)
@@ -147,7 +148,7 @@ def hub_state(store: HubStore) -> tuple[object, ...]:
     return tuple(events), tuple(cursors), len(store.alerts())
 
 
-class HubStoreContract:
+class HubStoreContract(OwnershipContract):
     """The contract tests; subclass once per backend (pytest collects only the subclasses)."""
 
     def open_new(self, directory: Path) -> HubStore:
@@ -238,14 +239,6 @@ class HubStoreContract:
         assert outcome.reason == ConflictReason.PROJECT_MISMATCH
         assert store.count_events(hub_project="other") == 0
         assert store.alerts(hub_project="other")[0].reason is ConflictReason.PROJECT_MISMATCH
-
-    def test_a_run_from_another_home_runtime_is_a_conflict(self, store: HubStore) -> None:
-        store.ingest([event_entry(sync_event(1, runtime_id="rt-1"))])
-        [outcome] = store.ingest([event_entry(sync_event(2, runtime_id="rt-2"))])
-        assert outcome.outcome is Outcome.CONFLICT
-        assert outcome.reason == ConflictReason.HOME_RUNTIME_MISMATCH
-        assert store.count_events() == 1
-        assert store.alerts()[0].runtime_id == "rt-2"
 
     def test_a_repeated_offence_is_one_alert_counting_occurrences(self, store: HubStore) -> None:
         store.ingest([event_entry(sync_event(1))])

@@ -31,6 +31,7 @@ from hubsync.core.entries import ConflictReason, EventEntry, Outcome
 from hubsync.core.errors import ConfigError, SchemaVersionError
 from hubsync.processes import child_environment, run_hubsync
 from tests.helpers.operator_support import run_cli
+from tests.helpers.postgres_races import Ingesting, blocked_sessions
 from tests.helpers.postgres_server import PostgresCluster
 from tests.helpers.relay_player import event_entry, send, sync_event
 from tests.helpers.support import REPO_ROOT, start_python, wait_until
@@ -190,7 +191,7 @@ def test_opening_without_creating_refuses_an_empty_database_and_creates_nothing(
 
 def test_migrate_creates_the_schema_then_finds_it_current(postgres_url: str) -> None:
     change = migrate_store(postgres_url)
-    assert (change.action, change.from_version, change.to_version) == ("created", 0, 1)
+    assert (change.action, change.from_version, change.to_version) == ("created", 0, 2)
     assert change.backup is None
     assert migrate_store(postgres_url).action == "current"
     assert "sync_events" in tables(postgres_url)
@@ -225,7 +226,7 @@ def test_the_cli_migrates_and_initialises_and_never_prints_the_password(
     assert document["store"].startswith("postgresql://hubsync:***@127.0.0.1:")
     again = run_cli(capsys, "hub", "migrate", env={"HUBSYNC_HUB_URL": postgres_url})
     assert again.code == 0, again.err
-    assert "already at schema version 1" in again.out
+    assert f"already at schema version {SCHEMA_VERSION}" in again.out
     init = run_cli(capsys, "hub", "init", "--hub-url", postgres_url)
     assert init.code == 0, init.err
     assert "hub id hub-" in init.out
@@ -320,23 +321,13 @@ def test_once_migrated_a_role_without_ddl_rights_runs_the_whole_store(
         assert store.alerts()[0].existing_hash == original.content_hash
         store.init_hub()
         store.enroll("rt-a", ["acme"])
+        assert store.move_project("proj-1", "rt-a").runs == 1
         store.revoke("rt-a")
         assert store.purge(retention=timedelta(days=1)).alerts == 0
         assert store.count_events() == 2
 
 
 # ----- ingest racing other writers -----
-
-
-def blocked_sessions(url: str) -> int:
-    """How many sessions of ``url``'s database wait for a lock."""
-    with psycopg.connect(url, autocommit=True) as conn:
-        row = conn.execute(
-            "SELECT count(*) FROM pg_stat_activity "
-            "WHERE datname = current_database() AND wait_event_type = 'Lock'",
-        ).fetchone()
-    assert row is not None
-    return int(row[0])
 
 
 def insert_uncommitted(conn: psycopg.Connection[tuple[object, ...]], entry: EventEntry) -> None:
@@ -353,20 +344,6 @@ def insert_uncommitted(conn: psycopg.Connection[tuple[object, ...]], entry: Even
             entry.data.decode(),
         ),
     )
-
-
-class Ingesting:
-    """``store.ingest(batch)`` in a thread, its outcomes kept."""
-
-    def __init__(self, store: HubStore, batch: list[EventEntry]) -> None:
-        self.outcomes: list[object] = []
-        self.thread = threading.Thread(target=lambda: self.outcomes.extend(store.ingest(batch)))
-        self.thread.start()
-
-    def result(self) -> list[object]:
-        self.thread.join(timeout=60)
-        assert not self.thread.is_alive()
-        return self.outcomes
 
 
 @pytest.mark.parametrize("other_commits", [True, False])
@@ -402,7 +379,7 @@ def test_a_project_another_writer_claims_uncommitted_is_a_mismatch_once_it_commi
     store: HubStore, postgres_url: str
 ) -> None:
     with psycopg.connect(postgres_url) as other:
-        other.execute("INSERT INTO sync_projects VALUES ('proj-1', 'other', now())")
+        other.execute("INSERT INTO sync_projects VALUES ('proj-1', 'other', now(), 'rt-1')")
         ingesting = Ingesting(store, [event_entry(sync_event(1))])
         wait_until(
             lambda: blocked_sessions(postgres_url) == 1, what="ingest waiting on the project"

@@ -19,6 +19,7 @@ import redis
 from consumers.stream.consumer_admin import list_consumers, remove_consumer
 from hubstore import hub_url_from_path, open_store
 from hubstore.leases import LeaseClient
+from hubstore.redis_functions import function_name
 from hubsync.core import keys
 from hubsync.core.acl_rules import (
     RedisUser,
@@ -86,7 +87,9 @@ def test_a_runtime_user_names_only_its_own_keys() -> None:
     ):
         assert f"~{key} " in line
     assert "*" not in line.split("-@all", 1)[1]  # no wildcard key, no category
-    assert "xdel" not in line and "xreadgroup" not in line and "evalsha" not in line
+    assert "xdel" not in line and "xreadgroup" not in line
+    for word in ("eval", "script", "function", "+select"):
+        assert word not in line, word
 
 
 def test_a_password_is_printed_only_as_its_sha256(tmp_path: Path) -> None:
@@ -131,6 +134,18 @@ def test_a_bad_call_is_one_usage_line(
     assert len(error_lines(err)) == 1 and says in error_lines(err)[0]
 
 
+def test_effects_on_every_resource_are_printed_with_a_note_and_a_narrow_pattern_without(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    runtime = ("--runtime", "box-1", "--hub-project", "acme")
+    code, out, err = run_cli(capsys, "acl", *runtime, "--effects", "effect:*")
+    assert code == 0 and "~hubsync:lease:{effect:*}" in out
+    assert "every shared effect" in err
+    code, out, err = run_cli(capsys, "acl", *runtime, "--effects", "effect:pr-create:*")
+    assert code == 0 and "~hubsync:lease:{effect:pr-create:*}:counter" in out
+    assert "every shared effect" not in err
+
+
 def test_with_the_hub_a_runtime_user_grants_exactly_its_enrolled_hub_projects(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
@@ -173,7 +188,7 @@ def test_every_line_is_accepted_by_redis_cli(redis_url: str, users: list[str]) -
     if cli is None:
         pytest.skip("redis-cli is not installed")
     lines = [
-        *runtime_user("box-1", ["acme"], effects=["effect:*"], prefix=PREFIX).setuser_lines(),
+        *runtime_user("box-1", ["acme"], effects=["effect:pr:*"], prefix=PREFIX).setuser_lines(),
         *consumer_user(prefix=PREFIX).setuser_lines(),
         *operator_user(prefix=PREFIX).setuser_lines(),
         *replayer_user(prefix=PREFIX).setuser_lines(),
@@ -217,11 +232,11 @@ def test_the_runtime_user_appends_and_reads_its_acks_but_may_not_delete_trim_or_
     client.close()
 
 
-def test_effects_grant_the_lease_scripts_on_matching_resources_only(
+def test_effects_grant_the_lease_functions_on_matching_resources_only(
     log_in: Callable[[RedisUser], redis.Redis],
 ) -> None:
-    client = log_in(runtime_user("box-1", [HUB_PROJECT], effects=["effect:*"], prefix=PREFIX))
-    leases = LeaseClient(client)  # the script cache is empty: NOSCRIPT, then SCRIPT LOAD
+    client = log_in(runtime_user("box-1", [HUB_PROJECT], effects=["effect:pr:*"], prefix=PREFIX))
+    leases = LeaseClient(client)
 
     granted = leases.acquire_or_raise("effect:pr:abc", "box-1:1", 5_000)
     assert leases.check_or_raise(granted.lease).token == granted.lease.token
@@ -229,7 +244,43 @@ def test_effects_grant_the_lease_scripts_on_matching_resources_only(
     assert leases.release_or_raise(granted.lease).token == granted.lease.token
 
     assert refused(lambda: leases.acquire("deploy:prod", "box-1:1", 5_000))
+    assert refused(lambda: leases.acquire("effect:webhook:abc", "box-1:1", 5_000))
     assert refused(lambda: client.xadd(keys.events_stream("other"), {"kind": "event"}))
+    counter = keys.lease_counter("effect:pr:abc")
+    for lower in (
+        lambda: client.set(counter, 0),
+        lambda: client.delete(counter),
+        lambda: client.decr(counter),
+        lambda: client.incrby(counter, -5),
+        lambda: client.expire(counter, 1),
+        lambda: client.rename(counter, keys.lease_counter("effect:pr:other")),
+        lambda: client.unlink(counter),
+    ):
+        assert refused(lower)
+    client.close()
+
+
+@pytest.mark.parametrize("role", ["runtime", "consumer", "replayer", "operator"])
+def test_no_user_may_run_its_own_lua_or_reach_another_database(
+    log_in: Callable[[RedisUser], redis.Redis], role: str
+) -> None:
+    user = {
+        "runtime": runtime_user("box-1", [HUB_PROJECT], effects=["effect:pr:*"], prefix=PREFIX),
+        "consumer": consumer_user(prefix=PREFIX),
+        "replayer": replayer_user(prefix=PREFIX),
+        "operator": operator_user(prefix=PREFIX),
+    }[role]
+    client = log_in(user)
+    lease = keys.lease("effect:pr:abc")
+    assert refused(lambda: client.eval("return 1", 1, lease))
+    assert refused(lambda: client.evalsha("0" * 40, 1, lease))
+    assert refused(lambda: client.script_load("return 1"))
+    assert refused(
+        lambda: client.function_load(
+            "#!lua name=mine\nredis.register_function('f', function() return 1 end)"
+        )
+    )
+    assert refused(lambda: client.execute_command("SELECT", 1))
     client.close()
 
 
@@ -248,6 +299,13 @@ def test_the_operator_reads_but_may_not_write_or_replay(
     assert refused(lambda: client.xread({keys.acks_stream(HUB_PROJECT, "box-1"): "0-0"}))
     assert refused(lambda: client.xgroup_create(events, keys.CONSUMER_GROUP, id="0"))
     assert refused(lambda: client.config_get("requirepass"))
+    # doctor asks whether hubsync's library is loaded; no function with a key runs
+    assert client.fcall_ro(function_name("library_version"), 0) == b"hubsync"
+    assert refused(
+        lambda: client.fcall_ro(
+            function_name("lease_check"), 2, keys.lease("r"), keys.lease_counter("r"), "h", 1, "p"
+        )
+    )
     client.close()
 
 

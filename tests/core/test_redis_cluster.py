@@ -21,6 +21,7 @@ from consumers.jobs.maintenance import run_maintenance
 from hubstore.errors import FencedWriteRefusedError
 from hubstore.leases import LeaseClient, LeaseGranted, LeaseRefusal, LeaseRefused
 from hubstore.leases.fence import advance_fence, ensure_fence_table
+from hubstore.redis_functions import library_loaded
 from hubsync.core import keys
 from hubsync.core.connections import RedisTarget, connect, is_cluster
 from hubsync.core.errors import ConfigError, RedisUnavailableError
@@ -157,7 +158,7 @@ def test_no_token_is_granted_twice_across_a_failover_and_the_store_refuses_a_los
     reported.append(("box-a", first.lease.token))
     ledger = Database(tmp_path / "ledger.db")  # a store written under the lease (hubstore/fence)
     ledger.write(ensure_fence_table)
-    ledger.write(lambda conn: advance_fence(conn, resource, first.lease.token))
+    ledger.write(lambda conn: advance_fence(conn, resource, first.lease.token, first.lease.holder))
     leases.release_or_raise(first.lease)
 
     # The replica stops acknowledging: the next grant stays on the master alone.
@@ -183,9 +184,11 @@ def test_no_token_is_granted_twice_across_a_failover_and_the_store_refuses_a_los
 
     # Had the new master's counter fallen behind a token a store has seen, the store
     # refuses the smaller one: the fence in the store covers a lost counter.
-    ledger.write(lambda conn: advance_fence(conn, resource, after.lease.token))
+    ledger.write(lambda conn: advance_fence(conn, resource, after.lease.token, after.lease.holder))
     with pytest.raises(FencedWriteRefusedError):
-        ledger.write(lambda conn: advance_fence(conn, resource, first.lease.token))
+        ledger.write(
+            lambda conn: advance_fence(conn, resource, first.lease.token, first.lease.holder)
+        )
     ledger.close()
 
 
@@ -247,3 +250,24 @@ def test_rq_jobs_queue_on_their_own_redis_and_work_on_the_cluster(
     assert cluster.xinfo_consumers(stream, keys.CONSUMER_GROUP) == []
     assert not redis_client.exists(stream), "nothing of the pipeline landed on RQ's Redis"
     cluster.close()
+
+
+def test_hub_migrate_loads_the_functions_on_every_master_and_leases_work_on_each_slot(
+    redis_cluster: RedisClusterProcesses, cluster_url: str, tmp_path: Path
+) -> None:
+    masters = redis_cluster.masters_now()
+    for node in masters:
+        with redis_cluster.node_client(node) as client:
+            client.function_flush()
+            assert not library_loaded(client)
+    done = run_hubsync(
+        ["hub", "migrate", "--hub-db", str(tmp_path / "hub.db"), "--redis-url", cluster_url]
+    )
+    assert done.returncode == 0, done.stderr
+    assert "functions library hubsync version" in done.stdout
+    for node in masters:
+        with redis_cluster.node_client(node) as client:
+            assert library_loaded(client)
+    leases = LeaseClient(cluster_client(cluster_url))
+    tokens = [leases.acquire_or_raise(f"r-{n}", "box-a", 30_000).lease.token for n in range(12)]
+    assert tokens == [1] * 12  # twelve resources, spread over the three masters' slots

@@ -1,7 +1,8 @@
 """Four processes ingest overlapping batches into one PostgreSQL hub store at the same time.
 
 Each process sends every entry of ``tests.helpers.postgres_ingest_worker.universe()``
-(genuine runs, and rivals for some keys, one project and one run's home) in its
+(genuine runs, and rivals for some keys, for one project's hub project and for another's
+runtime) in its
 own random order and batch sizes, some twice. Which rival wins depends on
 timing; what must hold whatever the timing:
 
@@ -98,5 +99,5 @@ def test_four_processes_ingesting_overlapping_batches_agree_with_one(
     assert {reason for *_, reason, _ in alerts} == {
         "sequence_reused",
         "project_mismatch",
-        "home_runtime_mismatch",
+        "not_owner",
     }

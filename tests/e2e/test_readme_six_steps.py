@@ -14,6 +14,8 @@ import shlex
 import subprocess
 from pathlib import Path
 
+import redis
+
 from hubstore import hub_url_from_path, open_store
 from hubsync.demo.embedded_redis import RedisServerProcess
 from tests.helpers.deployment_docs import readme_commands, run_documented
@@ -27,7 +29,7 @@ def test_the_six_steps_run_in_order_and_every_event_reaches_the_hub(
     background: list[list[str]] = []
 
     def words(command: str) -> list[str]:
-        parts = shlex.split(command)
+        parts = shlex.split(command.replace("$HUBSYNC_REDIS_URL", private_redis.url))
         for i, part in enumerate(parts):
             for inside, outside in moved.items():
                 if part == inside or part.startswith(inside + "/"):
@@ -37,6 +39,9 @@ def test_the_six_steps_run_in_order_and_every_event_reaches_the_hub(
     def run(args: list[str], stdin: str = "") -> subprocess.CompletedProcess[str]:
         return run_documented(args, environment, stdin, cwd=tmp_path)
 
+    # a Redis as step 1 starts it: without hubsync's functions, which step 2 loads
+    with redis.Redis.from_url(private_redis.url) as admin:
+        admin.function_flush()
     commands = readme_commands()
     for command in commands[2:-1]:
         for part in command.split(" && "):

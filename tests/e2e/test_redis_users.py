@@ -29,15 +29,7 @@ from tests.helpers.relay_support import make_runtime
 @pytest.fixture
 def acl_redis(private_redis: RedisServerProcess) -> Iterator[tuple[str, redis.Redis]]:
     """The private server with the default user switched off: (its URL, an admin client)."""
-    admin_password = "admin-" + acl.PASSWORD
-    setup = redis.Redis.from_url(private_redis.url)
-    setup.execute_command(
-        "ACL", "SETUSER", "admin", "on", f">{admin_password}", "~*", "&*", "+@all"
-    )
-    setup.execute_command("ACL", "SETUSER", "default", "off")
-    setup.close()
-    admin = redis.Redis.from_url(acl.user_url(private_redis.url, "admin", admin_password))
-    admin.execute_command("ACL", "LOG", "RESET")
+    admin = acl.admin_only(private_redis.url)
     yield private_redis.url, admin
     admin.close()
 

@@ -1,5 +1,5 @@
-"""What the tests of ``hubsync acl`` share: the lines applied as an administrator would, and
-a URL that logs in as a user."""
+"""What the tests of ``hubsync acl`` share: a server whose only open user is its admin, the
+lines applied as an administrator would, and a URL that logs in as a user."""
 
 from __future__ import annotations
 
@@ -13,7 +13,22 @@ from hubsync.processes import run_hubsync
 
 HUB_PROJECT = "acme"
 PASSWORD = "s3cret-Password-for-tests"
+ADMIN_PASSWORD = "admin-" + PASSWORD
 PREFIX = "t-"
+
+
+def admin_only(server_url: str) -> redis.Redis:
+    """Switch the server's default user off, leaving a user ``admin`` with every right; its
+    client (the caller closes it). The server is then ACL-enabled as a deployment's is."""
+    setup = redis.Redis.from_url(server_url)
+    setup.execute_command(
+        "ACL", "SETUSER", "admin", "on", f">{ADMIN_PASSWORD}", "~*", "&*", "+@all"
+    )
+    setup.execute_command("ACL", "SETUSER", "default", "off")
+    setup.close()
+    admin = redis.Redis.from_url(user_url(server_url, "admin", ADMIN_PASSWORD))
+    admin.execute_command("ACL", "LOG", "RESET")
+    return admin
 
 
 def apply_lines(admin: redis.Redis, lines: list[str]) -> None:

@@ -1,7 +1,7 @@
 """Test helpers for leases: moving a lease's deadline instead of Redis's clock.
 
 Redis TIME cannot be advanced, so "time passes by D ms" is modelled by moving
-the stored deadline D ms into the past. The scripts under test run unchanged and
+the stored deadline D ms into the past. The functions under test run unchanged and
 still compare against the real Redis TIME.
 """
 

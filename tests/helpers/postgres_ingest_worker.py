@@ -2,7 +2,7 @@
 
 ``universe()`` is the same list of entries in every process: genuine runs, and
 rivals for some of their keys (other bytes), for one project (another hub
-project) and for one run (another home runtime), so that which copy wins
+project) and for another project (another runtime), so that which copy wins
 depends on timing. ``ingest_shuffled`` is what one of several processes does:
 open the store, wait for the start signal, ingest the whole universe once
 (plus some repeats) in its own random order and batch sizes, and hand back
@@ -27,7 +27,7 @@ def universe() -> list[EventEntry]:
     entries = [
         event_entry(
             sync_event(
-                seq, run_id=f"run-{run}", project_id=f"p{project}", runtime_id=f"rt-{run % 2}"
+                seq, run_id=f"run-{run}", project_id=f"p{project}", runtime_id=f"rt-{project % 2}"
             )
         )
         for project in range(4)
@@ -45,12 +45,12 @@ def universe() -> list[EventEntry]:
                     seq,
                     run_id=f"run-{run}",
                     project_id=f"p{project}",
-                    runtime_id=f"rt-{run % 2}",
+                    runtime_id=f"rt-{project % 2}",
                     data={"forged": True},
                 )
             )
         )
-    # two hub projects race for one project; two runtimes for one run's home
+    # two hub projects race for one project; two runtimes for another
     for seq in range(1, 21):
         entries.append(event_entry(sync_event(seq, run_id="c-0", project_id="p-contested")))
         entries.append(
@@ -58,11 +58,13 @@ def universe() -> list[EventEntry]:
                 sync_event(seq, run_id="c-1", project_id="p-contested", hub_project="other")
             )
         )
-        entries.append(
-            event_entry(
-                sync_event(seq, run_id="r-contested", project_id="p1", runtime_id=f"rt-{seq % 2}")
-            )
-        )
+        for runtime_id in ("rt-0", "rt-1"):
+            entries.append(
+                event_entry(
+                    sync_event(seq, run_id=f"r-{runtime_id}", project_id="p-owned",
+                               runtime_id=runtime_id)
+                )
+            )  # fmt: skip
     return entries
 
 

@@ -2,7 +2,7 @@
 run against the real Lua scripts on a real Redis and compared with a reference model.
 
 Redis TIME cannot be advanced, so a clock advance of D ms moves the stored deadline D ms
-into the past (``tests.helpers.lease_support.age_lease``); the scripts still compare with the
+into the past (``tests.helpers.lease_support.age_lease``); the functions still compare with the
 real TIME. TTLs and advances are multiples of 5 s, so the few milliseconds an example
 really takes never move a deadline across "now".
 """

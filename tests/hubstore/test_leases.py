@@ -32,6 +32,7 @@ from hubstore.leases import (
     LeaseTransition,
 )
 from hubstore.leases.client import refusal_error
+from hubstore.redis_setup import prepare_redis
 from hubsync.core import keys
 from hubsync.demo.embedded_redis import RedisServerProcess
 from tests.helpers.lease_support import expire_lease
@@ -197,26 +198,50 @@ def test_missing_deadline_counts_as_expired(leases: LeaseClient, redis_client: r
     assert granted(leases.acquire("r", "box-b", TTL)).token == 2
 
 
-def test_an_unreadable_fence_refuses_rather_than_risk_a_repeated_token(
+def test_an_unreadable_counter_refuses_rather_than_risk_a_repeated_token(
     leases: LeaseClient, redis_client: redis.Redis
 ) -> None:
     lease = granted(leases.acquire("r", "box-a", TTL))
     leases.release_or_raise(lease)
-    redis_client.hset(keys.lease("r"), "fence", "garbage")
-    with pytest.raises(LeaseStateCorruptError, match="fence"):
+    redis_client.set(keys.lease_counter("r"), "garbage")
+    with pytest.raises(LeaseStateCorruptError, match="unreadable token counter"):
         leases.acquire("r", "box-b", TTL)
 
 
-def test_redis_keeps_only_the_sha256_of_the_proof(
+def test_rewriting_or_deleting_the_lease_hash_never_lowers_the_next_token(
+    leases: LeaseClient, redis_client: redis.Redis
+) -> None:
+    first = granted(leases.acquire("r", "box-a", TTL))
+    redis_client.delete(keys.lease("r"))
+    assert granted(leases.acquire("r", "box-b", TTL)).token == first.token + 1
+    redis_client.hset(keys.lease("r"), mapping={"token": 1, "fence": 1, "deadline_ms": 1})
+    assert granted(leases.acquire("r", "box-c", TTL)).token == first.token + 2
+
+
+def test_a_fence_of_an_older_hubsync_refuses_until_hub_migrate_moves_it(
+    leases: LeaseClient, redis_client: redis.Redis
+) -> None:
+    redis_client.hset(keys.lease("old"), mapping={"fence": 41, "released_ms": 1})
+    with pytest.raises(LeaseStateCorruptError, match="hubsync hub migrate"):
+        leases.acquire("old", "box-a", TTL)
+    assert leases.show("old").fence == 41
+    assert prepare_redis(redis_client).fences_moved == 1
+    assert granted(leases.acquire("old", "box-a", TTL)).token == 42
+    assert prepare_redis(redis_client).fences_moved == 0  # nothing left to move
+
+
+def test_redis_keeps_only_the_sha1_of_the_proof_computed_from_the_secret(
     leases: LeaseClient, redis_client: redis.Redis
 ) -> None:
     lease = granted(leases.acquire("r", "box-a", TTL))
     stored = redis_client.hgetall(keys.lease("r"))
-    assert stored[b"proof"] == hashlib.sha256(lease.proof.encode()).hexdigest().encode()
+    assert stored[b"proof"] == hashlib.sha1(lease.proof.encode()).hexdigest().encode()
     everything = b"".join(
         b"".join(k + v for k, v in redis_client.hgetall(key).items())
         if redis_client.type(key) == b"hash"
         else repr(redis_client.xrange(key)).encode()
+        if redis_client.type(key) == b"stream"
+        else redis_client.get(key) or b""
         for key in redis_client.keys("*")
     )
     assert lease.proof.encode() not in everything
@@ -351,7 +376,7 @@ def test_a_fence_at_2_53_minus_1_grants_no_further_token(
     leases: LeaseClient, redis_client: redis.Redis
 ) -> None:
     last = 2**53 - 1
-    redis_client.hset(keys.lease("edge"), "fence", last - 1)
+    redis_client.set(keys.lease_counter("edge"), last - 1)
     assert granted(leases.acquire("edge", "box-a", TTL)).token == last
     redis_client.hset(keys.lease("edge"), "deadline_ms", 1)  # box-a's lease expires
     for holder in ("box-b", "box-c"):  # before: both were handed 2^53
@@ -361,11 +386,11 @@ def test_a_fence_at_2_53_minus_1_grants_no_further_token(
 
 
 @pytest.mark.parametrize("fence", ["100000000000000000000", "9007199254740992", "1e20"])
-def test_an_oversized_fence_is_refused_as_corrupt_not_wrapped_to_a_negative_token(
+def test_an_oversized_counter_is_refused_as_corrupt_not_wrapped_to_a_negative_token(
     leases: LeaseClient, redis_client: redis.Redis, fence: str
 ) -> None:
-    redis_client.hset(keys.lease("huge"), "fence", fence)
-    with pytest.raises(LeaseStateCorruptError, match="unreadable fence"):
+    redis_client.set(keys.lease_counter("huge"), fence)
+    with pytest.raises(LeaseStateCorruptError, match="unreadable token counter"):
         leases.acquire("huge", "box-a", TTL)
     assert redis_client.hget(keys.lease("huge"), "token") is None
 

@@ -117,6 +117,35 @@ HUB_SCHEMA_V2 = (
     *HUB_SCHEMA_V1[2:],
 )
 
+# The hub database's schema as shipped at version 3 (before projects had owning runtimes):
+# version 2 with the hub id and the enrolled runtimes. Never edit.
+HUB_SCHEMA_V3 = (
+    *HUB_SCHEMA_V2,
+    # name -> value; 'hub_id' is written once by init_hub and never changed.
+    """
+    CREATE TABLE IF NOT EXISTS hub_meta (
+        name TEXT PRIMARY KEY,
+        value TEXT NOT NULL
+    ) STRICT
+    """,
+    # The keys are stored as they are: the hub verifies entries with them, so it
+    # must hold them (a revoked runtime's are deleted). hub_projects is a sorted
+    # JSON array of names.
+    """
+    CREATE TABLE IF NOT EXISTS enrolled_runtimes (
+        runtime_id TEXT PRIMARY KEY,
+        state TEXT NOT NULL CHECK (state IN ('active', 'revoked')),
+        hub_projects TEXT NOT NULL,
+        key BLOB,
+        previous_key BLOB,
+        previous_valid_until TEXT,
+        enrolled_at TEXT NOT NULL,
+        rotated_at TEXT,
+        revoked_at TEXT
+    ) STRICT
+    """,
+)
+
 
 V1_EVENTS = [
     # Two projects of one hub project sharing a run id: the case the v2 index orders.
@@ -141,6 +170,13 @@ def make_v2_hub(path: Path) -> Path:
     """A hub database as hubsync version-2 code made it (WAL, version 2), holding rows,
     at ``path``."""
     make_hub(path, HUB_SCHEMA_V2, 2)
+    return path
+
+
+def make_v3_hub(path: Path) -> Path:
+    """A hub database as hubsync version-3 code made it (WAL, version 3), holding rows,
+    at ``path``."""
+    make_hub(path, HUB_SCHEMA_V3, 3)
     return path
 
 
@@ -220,6 +256,19 @@ def assert_shaped_as_a_new_hub(path: Path, tmp_path: Path) -> None:
     assert shape_of(path) == shape_of(fresh), "a migrated file has the shape of a new one"
 
 
+def assert_rows_kept(path: Path, before: dict[str, list[tuple[Any, ...]]]) -> None:
+    """Every row of an upgraded hub file is kept byte for byte; each project gains the runtime of
+    its earliest run (p1: rt-a, p2: rt-b in every fixture)."""
+    after = rows_of(path)
+    assert {t: r for t, r in after.items() if t != "sync_projects"} == {
+        t: r for t, r in before.items() if t != "sync_projects"
+    }
+    owners = [("text", "X'72742D61'"), ("text", "X'72742D62'")]  # rt-a, rt-b
+    assert after["sync_projects"] == [
+        (*row, *owner) for row, owner in zip(before["sync_projects"], owners, strict=True)
+    ]
+
+
 def assert_backup_of(
     backup: Path, version: int, rows: dict[str, list[tuple[Any, ...]]], shape: dict[str, Any]
 ) -> None:
@@ -238,16 +287,68 @@ def test_a_v1_hub_database_is_upgraded_at_open_keeping_every_row_byte_for_byte(
     before = rows_of(path)
     with SqliteHubStore(path, create_schema=True) as store:
         assert store.schema_change.action == "upgraded"
-        assert (store.schema_change.from_version, store.schema_change.to_version) == (1, 3)
+        assert (store.schema_change.from_version, store.schema_change.to_version) == (1, 4)
         assert store.schema_change.backup == tmp_path / "hub.db.v1.bak"
-    assert version_of(path) == sqlite_schema.SCHEMA_VERSION == 3
-    assert rows_of(path) == before
+    assert version_of(path) == sqlite_schema.SCHEMA_VERSION == 4
+    assert_rows_kept(path, before)
     assert_shaped_as_a_new_hub(path, tmp_path)
     assert shape_of(path)["sync_events.sync_events_by_position"] == (
         0,
         ["hub_project", "run_id", "project_id", "sequence"],
     )
     assert "sync_events.sync_events_by_hub_project" not in shape_of(path)
+
+
+# ----- the hub database: version 3 -> 4 -----
+
+
+def test_a_v3_hub_database_gives_each_project_to_its_earliest_runs_runtime_and_folds_alerts(
+    tmp_path: Path,
+) -> None:
+    path = make_v3_hub(tmp_path / "hub.db")
+    conn = sqlite3.connect(path)
+    # p1's earliest run is rt-b's (first seen before rt-a's run-1); p2 gets a later run of rt-a
+    conn.executemany(
+        "INSERT INTO sync_runs VALUES (?, ?, ?, ?)",
+        [("p1", "run-0", "rt-b", "2023-12-31T23:59:59Z"), ("p2", "run-2", "rt-a", "2025-01-01Z")],
+    )
+    forged = [("run-5", "2024-02-01T00:00:00Z", 2), ("run-6", "2024-03-01T00:00:00Z", 1),
+              ("run-7", "2024-01-15T00:00:00Z", 5)]  # fmt: skip
+    for run, seen, occurrences in forged:
+        conn.execute(
+            "INSERT INTO sync_alerts (reason, hub_project, runtime_id, project_id, run_id, "
+            "sequence, offered_hash, detail, detected_at, last_detected_at, occurrences) "
+            "VALUES ('unauthenticated', 'acme', 'rt-x', 'p1', ?, 1, ?, 'forged', ?, ?, ?)",
+            (run, run * 10, seen, seen, occurrences),
+        )
+    conn.commit()
+    conn.close()
+    with SqliteHubStore(path, create_schema=True) as store:
+        change = store.schema_change
+        assert (change.from_version, change.to_version, change.backup) == (
+            3, 4, backup_path(path, 3),
+        )  # fmt: skip
+        assert change.steps == (sqlite_schema.MIGRATIONS[2].summary,)
+        [folded] = [a for a in store.alerts() if a.reason.value == "unauthenticated"]
+        assert (folded.run_id, folded.occurrences) == ("run-6", 8)  # the latest, all counted
+        assert (folded.detected_at, folded.last_detected_at) == (
+            "2024-01-15T00:00:00Z", "2024-03-01T00:00:00Z",
+        )  # fmt: skip
+        [conflict] = [a for a in store.alerts() if a.reason.value == "sequence_reused"]
+        assert conflict.occurrences == 3
+        outcomes = store.ingest(
+            [
+                event_entry(sync_event(1, run_id="run-8", project_id="p1", runtime_id="rt-b")),
+                event_entry(sync_event(1, run_id="run-8", project_id="p2", runtime_id="rt-b")),
+                event_entry(sync_event(1, run_id="run-9", project_id="p1", runtime_id="rt-a")),
+            ]
+        )
+        assert [o.reason for o in outcomes] == [None, None, "not_owner"]
+    conn = sqlite3.connect(path)
+    owners = conn.execute("SELECT project_id, runtime_id FROM sync_projects ORDER BY 1").fetchall()
+    conn.close()
+    assert owners == [("p1", "rt-b"), ("p2", "rt-b")]
+    assert_shaped_as_a_new_hub(path, tmp_path)
 
 
 # ----- the hub database: version 2 -> 3 -----
@@ -260,18 +361,13 @@ def test_a_v2_hub_database_is_upgraded_at_open_keeping_every_row_byte_for_byte(
     before, v2_shape = rows_of(path), shape_of(path)
     with SqliteHubStore(path, create_schema=True) as store:
         change = store.schema_change
-        assert (change.action, change.from_version, change.to_version) == ("upgraded", 2, 3)
+        assert (change.action, change.from_version, change.to_version) == ("upgraded", 2, 4)
         assert change.backup == backup_path(path, 2)
-        assert change.steps == (sqlite_schema.MIGRATIONS[1].summary,)
-    assert version_of(path) == 3
-    assert rows_of(path) == before
+        assert change.steps == tuple(m.summary for m in sqlite_schema.MIGRATIONS[1:])
+    assert version_of(path) == 4
+    assert_rows_kept(path, before)
     assert_shaped_as_a_new_hub(path, tmp_path)
-    assert set(shape_of(path)) - set(v2_shape) == {
-        "hub_meta",
-        "hub_meta.sqlite_autoindex_hub_meta_1",
-        "enrolled_runtimes",
-        "enrolled_runtimes.sqlite_autoindex_enrolled_runtimes_1",
-    }
+    assert {"hub_meta", "enrolled_runtimes"} <= set(shape_of(path)) - set(v2_shape)
     assert_backup_of(backup_path(path, 2), 2, before, v2_shape)
 
 
@@ -293,7 +389,7 @@ def test_an_upgraded_v2_hub_database_has_no_hub_id_until_init_then_enrolls(
 def test_reading_a_v2_hub_database_without_creating_is_refused_untouched(tmp_path: Path) -> None:
     path = make_v2_hub(tmp_path / "hub.db")
     image = path.read_bytes()
-    with pytest.raises(SchemaVersionError, match="schema version 2; this hubsync needs version 3"):
+    with pytest.raises(SchemaVersionError, match="schema version 2; this hubsync needs version 4"):
         open_store(hub_url_from_path(path), create_schema=False)
     assert path.read_bytes() == image
 
@@ -319,8 +415,10 @@ def test_an_upgraded_hub_database_keeps_its_verdicts_and_pages(tmp_path: Path) -
     with open_store(url, create_schema=True) as store:
         assert store.count_events(hub_project="acme") == 3
         assert [(e.project_id, e.sequence) for e in store.events("acme", run_id="run-1")] != []
-        new = event_entry(sync_event(1, run_id="run-2", project_id="p1", hub_project="acme"))
+        new = event_entry(sync_event(1, run_id="run-2", project_id="p1", runtime_id="rt-a"))
         assert store.ingest([new])[0].outcome is Outcome.ACCEPTED
+        squat = event_entry(sync_event(1, run_id="run-3", project_id="p1", runtime_id="rt-b"))
+        assert store.ingest([squat])[0].reason == "not_owner"
     with open_store(url, create_schema=False) as store:
         assert store.count_events(hub_project="acme") == 4
 
@@ -333,7 +431,7 @@ def test_reading_a_v1_hub_database_without_creating_is_refused_naming_hub_migrat
     with pytest.raises(SchemaVersionError) as info:
         open_store(hub_url_from_path(path), create_schema=False)
     message = str(info.value)
-    assert "schema version 1" in message and "needs version 3" in message
+    assert "schema version 1" in message and "needs version 4" in message
     assert f"hubsync hub migrate --hub-url {hub_url_from_path(path)}" in message
     assert path.read_bytes() == image
     assert not backup_path(path, 1).exists()
@@ -347,9 +445,10 @@ def test_hub_migrate_upgrades_then_finds_the_database_current(
     path = make_v1_hub(tmp_path / "hub.db")
     code, out, _ = run_cli(capsys, "hub", "migrate", "--hub-url", hub_url_from_path(path))
     assert code == 0
-    assert out.startswith(f"hub store {path}: upgraded from schema version 1 to 3; ")
+    assert out.startswith(f"hub store {path}: upgraded from schema version 1 to 4; ")
     assert f"kept at {path}.v1.bak" in out and "1 -> 2: index sync_events" in out
     assert "2 -> 3: add hub_meta (the hub id) and enrolled_runtimes" in out
+    assert "3 -> 4: a project belongs to a runtime" in out
     code, out, _ = run_cli(capsys, "hub", "migrate", "--hub-db", str(path), "--json")
     assert code == 0
     document = json.loads(out)
@@ -357,8 +456,8 @@ def test_hub_migrate_upgrades_then_finds_the_database_current(
     assert document == {
         "store": str(path),
         "action": "current",
-        "from_version": 3,
-        "to_version": 3,
+        "from_version": 4,
+        "to_version": 4,
         "backup": None,
         "steps": [],
         "hub_id_created": False,
@@ -377,7 +476,7 @@ def test_hub_migrate_creates_a_missing_database(
     assert (document["action"], document["from_version"], document["to_version"]) == (
         "created",
         0,
-        3,
+        4,
     )
     with open_store(hub_url_from_path(path), create_schema=False) as store:
         assert store.count_events() == 0
@@ -390,11 +489,11 @@ def test_hub_migrate_refuses_a_newer_database_untouched_with_exit_1(
         monkeypatch.delenv(name, raising=False)
     path = tmp_path / "hub.db"
     SqliteHubStore(path).close()
-    set_version(path, 4)
+    set_version(path, 5)
     image = path.read_bytes()
     code, out, err = run_cli(capsys, "hub", "migrate", "--hub-db", str(path))
     assert (code, out) == (1, "")
-    assert "schema version 4, newer than this hubsync knows" in err
+    assert "schema version 5, newer than this hubsync knows" in err
     assert "Traceback" not in err
     assert path.read_bytes() == image
 

@@ -3,6 +3,7 @@ under real Redis leases, and blocked_uncertain parking."""
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -28,6 +29,7 @@ from producers.effects import (
     lease_resource_for,
     requires_lease,
 )
+from producers.effects import ledger as ledger_module
 from producers.effects.errors import InvalidEffectError
 from tests.helpers.lease_support import expire_lease
 
@@ -281,3 +283,43 @@ def test_a_stale_token_is_refused_by_the_ledger_fence_even_if_redis_forgot(
     redis_client.flushall()
     third = refused(effects.claim(spec(attempt="a3")))
     assert third.code is EffectRefusalCode.LEASE_SUPERSEDED
+
+
+def test_the_ledger_fence_refuses_the_same_token_from_another_holder(
+    ledger: EffectsLedger,
+) -> None:
+    # Two holders under one token means the lease hash was rewritten: the first one stays.
+    resource = "effect:webhook:abc"
+    key = ledger.claim(spec(), lease_resource=resource, token=5, holder="box-a")
+    assert isinstance(key, str)
+    other = refused(
+        ledger.claim(spec(target=HOOK + "&b"), lease_resource=resource, token=5, holder="box-b")
+    )
+    assert other.code is EffectRefusalCode.LEASE_SUPERSEDED and "not_holder" in other.message
+    stolen = refused(ledger.commit(key, "a1", {"ok": True}, token=5, holder="box-b"))
+    assert stolen.code is EffectRefusalCode.LEASE_SUPERSEDED
+    record = ledger.commit(key, "a1", {"ok": True}, token=5, holder="box-a")
+    assert not isinstance(record, EffectRefused) and record.status is EffectStatus.COMMITTED
+    with pytest.raises(InvalidEffectError, match="holder"):
+        ledger.claim(spec(attempt="a9"), lease_resource=resource, token=6)
+
+
+def test_a_ledger_of_the_first_version_gains_the_fence_holder_and_keeps_its_fences(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "effects.db"
+    conn = sqlite3.connect(path)
+    conn.executescript(ledger_module.LEDGER_DDL.replace("    holder TEXT,\n", ""))
+    conn.execute("INSERT INTO resource_fences VALUES ('effect:webhook:abc', 7, 'then')")
+    conn.execute("PRAGMA user_version = 1")
+    conn.commit()
+    conn.close()
+    upgraded = EffectsLedger(path)
+    try:
+        late = upgraded.claim(spec(), lease_resource="effect:webhook:abc", token=6, holder="b")
+        assert refused(late).code is EffectRefusalCode.LEASE_SUPERSEDED
+        assert isinstance(
+            upgraded.claim(spec(), lease_resource="effect:webhook:abc", token=7, holder="b"), str
+        )
+    finally:
+        upgraded.close()

@@ -1,0 +1,218 @@
+"""Attacks by the holder of one runtime's key on another runtime's project, replayed as the Redis
+users ``hubsync acl`` prints, on a private ACL-enabled redis-server, against the real
+``hubsync relay --once`` and ``hubsync consume --once``.
+
+rt-a and rt-b are both enrolled for hub project acme; rt-b's project is rt-b's
+since its first event. The attacker has rt-a's key and rt-a's Redis user: it
+writes a fake ``approval.granted`` run into rt-b's project, squats the run id
+rt-b will use next, and floods the stream with forgeries under thousands of
+keys. None of it lands; rt-b hears nothing of it; rt-b's own events are
+accepted and acknowledged and nothing of rt-b is parked.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from hubstore.sqlite.store import SqliteHubStore
+from hubsync.core import keys
+from hubsync.core.entries import (
+    ConflictReason,
+    Outcome,
+    OutcomeRecord,
+    SecurityReason,
+    decode_fields,
+    event_entry_fields,
+    parse_outcomes_entry,
+)
+from hubsync.core.wire import SyncEvent
+from hubsync.demo.embedded_redis import RedisServerProcess
+from hubsync.processes import run_hubsync
+from producers.registry import RuntimeRegistry
+from producers.store.event_store import RunEventStore
+from tests.helpers import acl_support as acl
+from tests.helpers.relay_player import entry_fields, sync_event
+from tests.helpers.relay_support import make_runtime
+
+HUB_PROJECT = acl.HUB_PROJECT
+EVENTS = keys.events_stream(HUB_PROJECT)
+SQUATTED = "nightly-2026-12-02"
+
+
+@dataclass
+class Runtime:
+    """One runtime: its registry, its one project's store, and the Redis URL of its user."""
+
+    registry: RuntimeRegistry
+    store: RunEventStore
+    redis_url: str
+
+    @property
+    def runtime_id(self) -> str:
+        return self.registry.runtime_id
+
+    @property
+    def project_id(self) -> str:
+        return self.store.project_id
+
+    def relay_once(self) -> dict[str, Any]:
+        done = run_hubsync(
+            ["relay", "--state-dir", str(self.registry.state_dir), "--redis-url", self.redis_url,
+             "--once", "--json"]
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        return dict(json.loads(done.stdout))
+
+
+@dataclass
+class Deployment:
+    """The hub, its consumer's Redis user, an admin client, and the two runtimes."""
+
+    hub_db: Path
+    consumer_url: str
+    admin: redis.Redis
+    rt_a: Runtime
+    rt_b: Runtime
+
+    def consume_once(self) -> dict[str, Any]:
+        done = run_hubsync(
+            ["consume", "--hub-db", str(self.hub_db), "--redis-url", self.consumer_url,
+             "--once", "--json"]
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        return dict(json.loads(done.stdout))
+
+    def outcomes_for(self, runtime: Runtime) -> list[OutcomeRecord]:
+        """Every outcome the hub sent ``runtime``, oldest first."""
+        stream = keys.acks_stream(HUB_PROJECT, runtime.runtime_id)
+        return [
+            record
+            for _, raw in self.admin.xrange(stream)
+            for record in parse_outcomes_entry(decode_fields(raw))
+        ]
+
+
+@pytest.fixture
+def deployment(private_redis: RedisServerProcess, tmp_path: Path) -> Iterator[Deployment]:
+    admin = acl.admin_only(private_redis.url)
+    hub_db = tmp_path / "hub.db"
+    runtimes = []
+    for name in ("a", "b"):
+        registry, (store,) = make_runtime(tmp_path / f"rt-{name}" / "state", [HUB_PROJECT], hub_db)
+        argv = ["--runtime", registry.runtime_id, "--hub-project", HUB_PROJECT]
+        acl.apply_lines(admin, acl.hubsync_acl(tmp_path, *argv))
+        user = f"{acl.PREFIX}runtime-{registry.runtime_id}"
+        runtimes.append(Runtime(registry, store, acl.user_url(private_redis.url, user)))
+    acl.apply_lines(admin, acl.hubsync_acl(tmp_path, "--consumer"))
+    consumer_url = acl.user_url(private_redis.url, f"{acl.PREFIX}consumer")
+    try:
+        yield Deployment(hub_db, consumer_url, admin, *runtimes)
+    finally:
+        admin.close()
+        for runtime in runtimes:
+            runtime.store.close()
+            runtime.registry.close()
+
+
+def forged_by(runtime: Runtime, project_id: str, run_id: str, event_type: str) -> dict[str, Any]:
+    """An event entry of ``project_id`` signed with ``runtime``'s genuine key (so it calls
+    ``runtime`` its home, as a signed entry must)."""
+    event = sync_event(1, run_id=run_id, project_id=project_id, runtime_id=runtime.runtime_id)
+    event = event.model_copy(update={"event_type": event_type})
+    return dict(entry_fields(SyncEvent.model_validate(event.model_dump())))
+
+
+def test_one_runtimes_key_cannot_write_squat_or_park_another_runtimes_project(
+    deployment: Deployment,
+) -> None:
+    rt_a, rt_b = deployment.rt_a, deployment.rt_b
+    rt_b.store.append_event("run-0", "step.completed", {"step": "s0"})
+    rt_b.relay_once()
+    assert deployment.consume_once()["accepted"] == 1  # rt-b's project is rt-b's from now on
+
+    # As rt-a's Redis user, with rt-a's key: a fake approval in rt-b's project, and the run id
+    # rt-b will use next, taken first.
+    attacker = redis.Redis.from_url(rt_a.redis_url)
+    for run_id, event_type in (("run-fake", "approval.granted"), (SQUATTED, "step.completed")):
+        attacker.xadd(EVENTS, forged_by(rt_a, rt_b.project_id, run_id, event_type))
+    attacker.close()
+    stats = deployment.consume_once()
+    assert (stats["accepted"], stats["refused"]) == (0, 0)
+
+    with SqliteHubStore(deployment.hub_db) as hub:
+        assert hub.count_events(project_id=rt_b.project_id) == 1
+        assert hub.count_events(run_id="run-fake") == hub.count_events(run_id=SQUATTED) == 0
+        refused = hub.alerts()
+        assert {(a.reason, a.runtime_id, a.run_id) for a in refused} == {
+            (ConflictReason.NOT_OWNER, rt_a.runtime_id, "run-fake"),
+            (ConflictReason.NOT_OWNER, rt_a.runtime_id, SQUATTED),
+        }
+    # the sender hears of its own rows; the owner hears nothing of them
+    assert {(o.run_id, o.outcome, o.reason) for o in deployment.outcomes_for(rt_a)} == {
+        ("run-fake", Outcome.CONFLICT, "not_owner"),
+        (SQUATTED, Outcome.CONFLICT, "not_owner"),
+    }
+    assert [(o.run_id, o.outcome) for o in deployment.outcomes_for(rt_b)] == [
+        ("run-0", Outcome.ACCEPTED)
+    ]
+    streamed = deployment.admin.xrange(keys.alerts_stream(HUB_PROJECT))
+    assert [decode_fields(raw)["reason"] for _, raw in streamed] == [b"not_owner"] * 2
+
+    # rt-b runs the squatted run id as its own: accepted, acknowledged, nothing parked
+    for step in range(3):
+        rt_b.store.append_event(SQUATTED, "step.completed", {"step": f"s{step}"})
+    rt_b.relay_once()
+    assert deployment.consume_once()["accepted"] == 3
+    assert rt_b.relay_once()["acked"] == 3
+    assert rt_b.store.outbox_counts() == {
+        "pending": 0, "attempted": 0, "acked": 4, "conflict": 0, "rejected": 0, "total": 4,
+    }  # fmt: skip
+    with SqliteHubStore(deployment.hub_db) as hub:
+        assert hub.sync_cursor(rt_b.project_id, SQUATTED) == 3
+        [run] = [r for r in hub.runs(HUB_PROJECT) if r.run_id == SQUATTED]
+        assert (run.project_id, run.home_runtime_id) == (rt_b.project_id, rt_b.runtime_id)
+
+
+def test_forgeries_under_thousands_of_keys_are_one_alert(deployment: Deployment) -> None:
+    rt_a, rt_b = deployment.rt_a, deployment.rt_b
+    rt_b.store.append_event("run-0", "step.completed", {"step": "s0"})
+    rt_b.relay_once()
+    assert deployment.consume_once()["accepted"] == 1
+    forgeries = 3000
+    attacker = redis.Redis.from_url(rt_a.redis_url)
+    with attacker.pipeline(transaction=False) as pipe:
+        for n in range(1, forgeries + 1):
+            # unsigned, each under another key, each claiming to be rt-b
+            event = sync_event(n, run_id=f"run-{n}", project_id=rt_b.project_id,
+                               runtime_id=rt_b.runtime_id)  # fmt: skip
+            data, digest = event.encoded()
+            pipe.xadd(EVENTS, event_entry_fields(event, data, digest))  # type: ignore[arg-type]
+        pipe.execute()
+    attacker.close()
+    assert deployment.consume_once()["refused"] == forgeries
+
+    with SqliteHubStore(deployment.hub_db) as hub:
+        [alert] = hub.alerts(limit=10_000)
+        assert (alert.reason, alert.hub_project, alert.runtime_id, alert.occurrences) == (
+            SecurityReason.UNAUTHENTICATED,
+            HUB_PROJECT,
+            rt_b.runtime_id,
+            forgeries,
+        )
+        assert hub.count_events() == 1
+    # nobody is told anything about a forgery
+    assert [o.run_id for o in deployment.outcomes_for(rt_b)] == ["run-0"]
+
+    rt_b.store.append_event("run-1", "step.completed", {"step": "s0"})
+    rt_b.relay_once()
+    assert deployment.consume_once()["accepted"] == 1
+    rt_b.relay_once()
+    counts = rt_b.store.outbox_counts()
+    assert (counts["acked"], counts["conflict"], counts["rejected"]) == (2, 0, 0)
