@@ -1,11 +1,13 @@
 """Derivation: which fields of a local run event cross to the hub, and in what bytes.
 
-A per-event-type allowlist decides. Each entry is a field name or a dotted path
-into a nested object (``error.message`` lets ``error.message`` cross but not
-``error.stack``); a field named whole crosses with everything beneath it. An
-event type the allowlist does not know crosses with an empty ``data`` object,
-so a new local event type never leaks by default. Extend it at runtime with
-``Allowlist.extend``.
+A per-event-type allowlist decides (the table and its rules are the kernel's,
+``hubsync.core.allowlist``, which the hub enforces too). Each entry is a field
+name or a dotted path into a nested object (``error.message`` lets
+``error.message`` cross but not ``error.stack``); a field named whole crosses
+with everything beneath it. An event type the allowlist does not know crosses
+with an empty ``data`` object, so a new local event type never leaks by
+default. Extend it at runtime with ``Allowlist.extend`` (the hub checks only the
+types of the table: one a runtime adds is its own).
 
 Derivation runs on the redacted payload, and the sync event's canonical bytes
 and content hash are computed here, once, on the runtime (``hubsync.core.wire``).
@@ -19,6 +21,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from hubsync.core.allowlist import DEFAULT_ALLOWLIST, Tree, compile_paths, select
 from hubsync.core.canonical import canonical_json, content_hash
 from hubsync.core.clock import format_timestamp
 from hubsync.core.errors import ConfigError, WireError
@@ -26,57 +29,6 @@ from hubsync.core.names import validate_event_type, validate_name
 from hubsync.core.wire import MAX_EVENT_BYTES, SYNC_EVENT_SCHEMA, SyncEvent, parse_sync_event
 from producers.errors import DerivationError, EventTooLargeError, SecretInIdError
 from producers.redaction import Redactor
-
-DEFAULT_ALLOWLIST: Mapping[str, tuple[str, ...]] = {
-    "run.started": ("workflow_id", "workflow_name", "trigger", "attempt", "labels"),
-    "run.completed": ("status", "duration_ms", "summary", "outputs"),
-    "run.failed": ("status", "duration_ms", "failed_step", "error.type", "error.message"),
-    "run.cancelled": ("reason", "cancelled_by"),
-    "step.started": ("step_id", "step_name", "attempt", "executor"),
-    "step.completed": ("step_id", "step_name", "status", "duration_ms", "outputs", "metrics"),
-    "step.failed": ("step_id", "step_name", "attempt", "retryable", "error.type", "error.message"),
-    "artifact.created": ("artifact_id", "name", "media_type", "size_bytes", "sha256", "uri"),
-    "approval.requested": ("approval_id", "step_id", "title", "approvers", "expires_at"),
-    "approval.granted": ("approval_id", "decided_by", "comment"),
-    "approval.denied": ("approval_id", "decided_by", "comment"),
-}
-"""Event types and the fields of each that cross to the hub (documented in docs/redaction.md)."""
-
-# A compiled allowlist entry: field -> None (the whole value crosses) or a subtree.
-_Tree = dict[str, "_Tree | None"]
-
-
-def _compile(paths: Iterable[str]) -> _Tree:
-    tree: _Tree = {}
-    for path in sorted(paths, key=lambda p: p.count(".")):
-        node = tree
-        parts = path.split(".")
-        for depth, part in enumerate(parts):
-            if part in node and node[part] is None:
-                break  # an ancestor already crosses whole
-            if depth == len(parts) - 1:
-                node[part] = None
-            else:
-                child = node.get(part)
-                if child is None:
-                    child = node[part] = {}
-                node = child
-    return tree
-
-
-def _select(tree: _Tree, payload: Mapping[str, Any]) -> dict[str, Any]:
-    data: dict[str, Any] = {}
-    for field, subtree in tree.items():
-        if field not in payload:
-            continue
-        value = payload[field]
-        if subtree is None:
-            data[field] = value
-        elif isinstance(value, Mapping):
-            nested = _select(subtree, value)
-            if nested:
-                data[field] = nested
-    return data
 
 
 def _check_field_path(path: str) -> str:
@@ -93,7 +45,7 @@ class Allowlist:
 
     def __init__(self, table: Mapping[str, Iterable[str]] = DEFAULT_ALLOWLIST) -> None:
         self._paths: dict[str, frozenset[str]] = {}
-        self._trees: dict[str, _Tree] = {}
+        self._trees: dict[str, Tree] = {}
         self._lock = threading.Lock()
         for event_type, fields in table.items():
             self.extend(event_type, fields)
@@ -105,7 +57,7 @@ class Allowlist:
         with self._lock:
             paths = self._paths.get(event_type, frozenset()) | new
             self._paths[event_type] = paths
-            self._trees[event_type] = _compile(paths)
+            self._trees[event_type] = compile_paths(paths)
 
     def fields(self, event_type: str) -> frozenset[str]:
         """The allowlisted paths of ``event_type`` (empty for an unknown type)."""
@@ -118,7 +70,7 @@ class Allowlist:
     def select(self, event_type: str, payload: Mapping[str, Any]) -> dict[str, Any]:
         """The allowlisted part of ``payload`` (shares nested values, does not copy)."""
         tree = self._trees.get(event_type)
-        return _select(tree, payload) if tree else {}
+        return select(tree, payload) if tree else {}
 
 
 @dataclass(frozen=True, slots=True)

@@ -330,7 +330,11 @@ class RuntimeRegistry(ClosesOnExit):
         return self._db.read(self._enrollment)
 
     def open_store(self, registration: ProjectRegistration, **options: Any) -> RunEventStore:
-        """Open (creating if needed) the project's event store; ``options`` go to the store."""
+        """Open (creating if needed) the project's event store; ``options`` go to the store.
+
+        Paths in payloads are made relative to the registered project root (unless
+        ``options`` bring a ``redactor``, which carries its own).
+        """
         if registration.home_runtime_id != self._runtime_id:
             raise RebindError(
                 f"project {registration.project_id} calls runtime {registration.home_runtime_id} "
@@ -338,6 +342,8 @@ class RuntimeRegistry(ClosesOnExit):
             )
         from producers.store.event_store import RunEventStore
 
+        if "redactor" not in options:
+            options.setdefault("project_root", registration.project_root)
         return RunEventStore(registration.store_path, registration.identity, **options)
 
     def _bind_runtime(self, wanted: str | None) -> str:

@@ -79,7 +79,7 @@ def make_entries(
                 "sequence": (i // runtimes) % 100 + 1,
                 "event_type": "step.completed",
                 "occurred_at": "2026-11-29T16:38:54.123456Z",
-                "data": {"output": "x" * payload_bytes, "index": i},
+                "data": {"outputs": "x" * payload_bytes, "step_id": f"step-{i}"},
             }
         )
         data, digest = event.encoded()

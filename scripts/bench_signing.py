@@ -37,6 +37,8 @@ from hubsync.core.entries import (
     raw_event_entry_fields,
 )
 from hubsync.core.signing import (
+    EVENT_KIND,
+    EVENT_SIGNED_FIELDS,
     EVENT_TAG,
     HUB_ID_FIELD,
     SIGNATURE_FIELD,
@@ -61,16 +63,17 @@ DIGEST = hashlib.sha256(b"bench").hexdigest()
 
 
 class EventIds(NamedTuple):
-    """An event's signed values but its hash, in ``event_message``'s order."""
+    """An event's signed values but its kind and hash, in ``event_message``'s order."""
 
     project_id: str
+    hub_project: str
     run_id: str
     sequence: int
-    hub_project: str
+    event_type: str
     runtime_id: str
 
 
-IDS = EventIds("shop-48ee17a7", "run-2026-0001", 123456, "shop", RUNTIME)
+IDS = EventIds("shop-48ee17a7", "shop", "run-2026-0001", 123456, "run.started", RUNTIME)
 """The benchmark event's (its hash is ``DIGEST``)."""
 
 
@@ -98,9 +101,7 @@ def _timed(actions: Timed, repeat: int) -> dict[str, dict[str, float]]:
 
 def _event_entry(key: RuntimeKey) -> tuple[dict[str, str | bytes], dict[str, bytes]]:
     """The relay's fields of a 540-byte event, and the consumer's (signed) view of them."""
-    fields = raw_event_entry_fields(
-        **IDS._asdict(), event_type="run.started", digest=DIGEST, data=b"x" * 540
-    )
+    fields = raw_event_entry_fields(**IDS._asdict(), digest=DIGEST, data=b"x" * 540)
     signed: dict[str | bytes, str | bytes] = {name: value for name, value in fields.items()}
     signed[SIGNATURE_FIELD] = sign_event_entry(key, fields)
     return fields, decode_fields(signed)
@@ -128,7 +129,7 @@ def run(number: int, repeat: int) -> dict[str, object]:
     secret = key.reveal()
     relay_fields, read_event = _event_entry(key)
     event_ids = IDS._asdict()  # made once: a call's keyword arguments, not part of the timing
-    event_bytes = event_message(*IDS, DIGEST)
+    event_bytes = event_message(EVENT_KIND, *IDS, DIGEST)
     beat = PresenceBeat(RUNTIME, "shop", "build-3", 4242, "0.4.0", 17, "2026-12-01T00:03:51Z")
     beat_fields = beat.to_fields()
     read_beat = decode_fields(
@@ -211,14 +212,18 @@ def _raw_digest(secret: bytes, message: bytes) -> Callable[[], object]:
 def _alternatives(secret: bytes, fields: dict[str, bytes], number: int) -> Timed:
     """Event verification (fields to a compared signature) computed the standard-library ways."""
     tag = b"%d:%b," % (len(EVENT_TAG), EVENT_TAG)
-    body = b"%d:%b," * 6
+    body = b"%d:%b," * len(EVENT_SIGNED_FIELDS)
     base = hmac.new(secret, tag, "sha256")
 
     def encoded() -> bytes:
         # the same one-format encoding as verify_event_entry, so only the MAC differs
-        p, r, q = fields["project_id"], fields["run_id"], fields["sequence"]
-        h, t, c = fields["hub_project"], fields["runtime_id"], fields["content_hash"]
-        return body % (len(p), p, len(r), r, len(q), q, len(h), h, len(t), t, len(c), c)
+        k, p, h, r = fields["kind"], fields["project_id"], fields["hub_project"], fields["run_id"]
+        q, e, t = fields["sequence"], fields["event_type"], fields["runtime_id"]
+        c = fields["content_hash"]
+        return body % (
+            len(k), k, len(p), p, len(h), h, len(r), r,
+            len(q), q, len(e), e, len(t), t, len(c), c,
+        )  # fmt: skip
 
     def one_shot() -> bool:
         mac = hmac.digest(secret, tag + encoded(), "sha256").hex()

@@ -1,11 +1,16 @@
 """Who wrote an entry: a hub worker's check of every event and presence beat before use.
 
-An entry is authenticated when its ``sig`` verifies under a key the hub
-enrolled for the runtime it names (``hubsync.core.signing``), and authorised when
-that runtime is enrolled for the hub project whose stream carried it. Nothing
-else about an entry is looked at before that: an entry that fails is
-dead-lettered with the reason below, raises a security alert, and its runtime
-is told nothing (a forged copy must not be able to park a genuine outbox row).
+An entry is authenticated when it has exactly its kind's fields
+(``hubsync.core.entries.EVENT_ENTRY_FIELDS``, ``PRESENCE_ENTRY_FIELDS``) and its
+``sig`` verifies under a key the hub enrolled for the runtime it names
+(``hubsync.core.signing``), and authorised when that runtime is enrolled for the
+hub project whose stream carried it. An event is authentic only as a whole:
+besides, the hub project it signed is that stream's, and its ``event`` bytes are
+the signed content (at most ``MAX_FIELD_BYTES``, their SHA-256 the signed
+``content_hash``). Nothing else about an entry is looked at before that: an
+entry that fails is dead-lettered with the reason below, raises a security
+alert, and its runtime is told nothing (a forged or tampered copy must not be
+able to park a genuine outbox row).
 
 Keys come from the hub store's enrolled-runtimes table and are kept for
 ``ttl`` seconds, so verifying costs no store read per batch. A revocation
@@ -26,8 +31,15 @@ from datetime import datetime
 
 from consumers.stream.revocation_check import RevocationCheck
 from hubstore.store import EnrolledRuntime, HubStore
+from hubsync.core.canonical import content_hash
 from hubsync.core.clock import utc_now
-from hubsync.core.entries import SecurityReason
+from hubsync.core.entries import (
+    EVENT_ENTRY_FIELDS,
+    MAX_FIELD_BYTES,
+    PRESENCE_ENTRY_FIELDS,
+    SecurityReason,
+    field_set_problem,
+)
 from hubsync.core.names import validate_name
 from hubsync.core.redis_values import printable
 from hubsync.core.signing import (
@@ -80,11 +92,21 @@ class RuntimeAuthenticator:
         self._names: dict[bytes, str] = {}  # runtime ids as read -> validated, as in _runtime_id
 
     def event(self, fields: Mapping[str, bytes], hub_project: str) -> RuntimeKey | Refusal:
-        """The key that signed this event entry, or why it is refused."""
-        return self._check(fields, hub_project, verify_event_entry)
+        """The key that signed this event entry, bytes and all, or why it is refused."""
+        problem = field_set_problem(fields, EVENT_ENTRY_FIELDS)
+        if problem is not None:
+            return _unauthenticated(problem, fields)
+        key = self._check(fields, hub_project, verify_event_entry)
+        if isinstance(key, Refusal):
+            return key
+        problem = _unsigned_content(fields, hub_project)
+        return key if problem is None else _unauthenticated(problem, fields)
 
     def presence(self, fields: Mapping[str, bytes], hub_project: str) -> RuntimeKey | Refusal:
         """The key that signed this presence beat, or why it is refused."""
+        problem = field_set_problem(fields, PRESENCE_ENTRY_FIELDS)
+        if problem is not None:
+            return _unauthenticated(problem, fields)
         return self._check(fields, hub_project, verify_presence_entry)
 
     def cached_keys(self, hub_project: str, raw_runtime_id: bytes) -> list[RuntimeKey] | None:
@@ -193,6 +215,25 @@ def _runtime_id(raw: bytes | None) -> str | None:
         return validate_name(raw.decode("utf-8"), "runtime id")
     except (UnicodeDecodeError, ValueError):
         return None
+
+
+def _unsigned_content(fields: Mapping[str, bytes], hub_project: str) -> str | None:
+    """Why a validly signed event entry is still not authentic as a whole, or None: it was
+    signed for another hub project's stream, or its bytes are not the signed content."""
+    if fields["hub_project"] != hub_project.encode():
+        return f"it was signed for another hub project than {hub_project}'s stream"
+    data = fields["event"]
+    if len(data) > MAX_FIELD_BYTES:
+        # a relay never sends such bytes: not worth hashing to tell
+        return f"its event bytes are {len(data)} bytes, over {MAX_FIELD_BYTES}"
+    if content_hash(data).encode() != fields["content_hash"]:
+        return "its event bytes are not the signed content (their hash is not content_hash)"
+    return None
+
+
+def _unauthenticated(problem: str, fields: Mapping[str, bytes]) -> Refusal:
+    claimed = printable(fields.get("runtime_id", b"")[:200].decode("utf-8", "replace"))
+    return Refusal(SecurityReason.UNAUTHENTICATED, f"{problem} (claims runtime {claimed!r})")
 
 
 def _why_not(record: EnrolledRuntime | None, runtime_id: str) -> str:

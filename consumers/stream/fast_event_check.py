@@ -19,11 +19,12 @@ verdict and dead-letter reason of any entry are the reference's own.
   and flat fields when they can be proven valid at once; None otherwise.
 * ``check_event_entry``: ``parse_event_entry``'s verdict (an entry or its ``WireError``):
   the proof above, else the reference itself. The consumer's general path runs it.
-* ``FastEventCheck.prove``: an entry as redis-py read it (bytes names and values), its
-  signature verified first under the runtime's cached keys, then proven as above; None for
-  anything else (another kind, a missing or oversized field, a runtime id not yet seen, a
-  rotation's grace, a signature, hash or flat field that disagrees, another hub project's
-  event), which the general path then judges, with its reason.
+* ``FastEventCheck.prove``: an entry as redis-py read it (bytes names and values), exactly
+  an event entry's fields, its signature verified first under the runtime's cached keys,
+  then proven as above; None for anything else (another kind or field set, an oversized
+  field, a runtime id not yet seen, a rotation's grace, a signature, hash or flat field
+  that disagrees, another hub project's event), which the general path then judges, with
+  its reason.
 
 ``tests/consumers/test_fast_event_check_differential.py`` runs each against its reference over
 generated entries, valid, re-encoded and broken.
@@ -40,6 +41,7 @@ import orjson
 from consumers.stream.authentication import RuntimeAuthenticator
 from hubsync.core.canonical import content_hash
 from hubsync.core.entries import (
+    EVENT_ENTRY_FIELDS,
     MAX_FIELD_BYTES,
     EventEntry,
     flat_fields_of,
@@ -47,10 +49,11 @@ from hubsync.core.entries import (
     parse_event_entry,
 )
 from hubsync.core.names import EVENT_TYPE_PATTERN, MAX_NAME_LENGTH, NAME_PATTERN
-from hubsync.core.signing import RuntimeKey, verify_event_values
+from hubsync.core.signing import EVENT_KIND, RuntimeKey, verify_event_values
 from hubsync.core.wire import MAX_EVENT_BYTES, MAX_SEQUENCE, SYNC_EVENT_SCHEMA, CheckedEvent
 
-_KIND_EVENT = b"event"
+_KIND_EVENT = EVENT_KIND
+_EVENT_ENTRY_FIELD_COUNT = len(EVENT_ENTRY_FIELDS)
 
 _QUICK_MAX_BRACKETS = 128
 """Bytes with more ``{`` and ``[`` than this (inside strings too) go to the model: they could
@@ -193,17 +196,17 @@ class FastEventCheck:
         than ``MAX_FIELD_BYTES``, so no field can be over the limit.
         """
         try:
-            kind = raw.get(b"kind")
-            if kind is not None and kind != _KIND_EVENT:
+            # exactly the ten fields of a signed event entry: ten names, each read below
+            if len(raw) != _EVENT_ENTRY_FIELD_COUNT or raw[b"kind"] != _KIND_EVENT:
                 return None
             signature = raw[b"sig"]
             project_id = raw[b"project_id"]
+            claimed_project = raw[b"hub_project"]
             run_id = raw[b"run_id"]
             sequence = raw[b"sequence"]
-            claimed_project = raw[b"hub_project"]
+            event_type = raw[b"event_type"]
             runtime_id = raw[b"runtime_id"]
             digest = raw[b"content_hash"]
-            event_type = raw[b"event_type"]
             data = raw[b"event"]
             if not sized and max(map(len, raw.values())) > MAX_FIELD_BYTES:
                 return None
@@ -212,7 +215,16 @@ class FastEventCheck:
             if keys is None:
                 return None
             key = verify_event_values(
-                keys, project_id, run_id, sequence, claimed_project, runtime_id, digest, signature
+                keys,
+                _KIND_EVENT,
+                project_id,
+                claimed_project,
+                run_id,
+                sequence,
+                event_type,
+                runtime_id,
+                digest,
+                signature,
             )
             if key is None:
                 return None

@@ -7,9 +7,14 @@ takes the general path, whose verdict and dead-letter reason are the answer:
 ``decode_fields``, then by kind
 
 * ``event``: ``RuntimeAuthenticator.event`` (a refusal is dead-lettered with its
-  ``SecurityReason`` and raises a security alert), then ``check_event_entry``
-  (a ``WireError`` is dead-lettered with its reason), then ``wrong_stream`` for
-  an event of another hub project;
+  ``SecurityReason`` and raises a security alert), then ``check_event_entry``:
+  a flat field that disagrees with the signed bytes (``field_mismatch``) is
+  refused ``unauthenticated`` likewise; any other ``WireError`` is dead-lettered
+  with its reason, and answered ``rejected``: the bytes are the runtime's own;
+* then, on either path, a valid event whose ``data`` holds a field its type's
+  allowlist does not let cross (``hubsync.core.allowlist.not_allowlisted``) is
+  refused ``not_allowlisted``: dead letter, security alert, and ``rejected`` to
+  its runtime;
 * ``presence``: ``RuntimeAuthenticator.presence``, then ``parse_presence_entry``
   and ``wrong_stream`` likewise; a valid beat is acknowledged at once;
 * anything else: ``unknown_kind``; and a ``ValueError``, ``TypeError``,
@@ -30,12 +35,15 @@ from consumers.stream.authentication import Refusal, RuntimeAuthenticator
 from consumers.stream.fast_event_check import FastEventCheck, check_event_entry
 from consumers.stream.publishing import AnswerTo, Publication
 from hubsync.core import keys
+from hubsync.core.allowlist import not_allowlisted
 from hubsync.core.entries import (
+    FIELD_MISMATCH,
     KIND_EVENT,
     KIND_PRESENCE,
     MAX_FIELD_BYTES,
     EventEntry,
     PresenceBeat,
+    SecurityReason,
     decode_fields,
     entry_kind,
     parse_presence_entry,
@@ -97,6 +105,8 @@ class EntryJudge:
                 proven = fast.prove(raw, project, sized)
                 if proven is not None:  # valid and signed, proven on the fields as read
                     entry, key = proven
+                    if _outside_allowlist(pub, stream, entry_id, raw, entry, key):
+                        continue
                     valid.append(entry)
                     answer_to.append((project, entry.runtime_id, key))
                     ids.append(entry_id)
@@ -123,9 +133,17 @@ class EntryJudge:
                 if isinstance(key, Refusal):
                     _refuse(pub, stream, entry_id, fields, key)
                     return
-                entry = check_event_entry(fields)
-                if entry.event.hub_project != project:
-                    _same_project(entry.event.hub_project, project)
+                try:
+                    entry = check_event_entry(fields)
+                except WireError as exc:
+                    if exc.reason != FIELD_MISMATCH:
+                        raise
+                    # every flat field is signed: the entry is not what its signer wrote
+                    why = Refusal(SecurityReason.UNAUTHENTICATED, exc.detail)
+                    _refuse(pub, stream, entry_id, fields, why)
+                    return
+                if _outside_allowlist(pub, stream, entry_id, raw, entry, key):
+                    return
                 verdicts.valid.append(entry)
                 verdicts.answer_to.append((project, entry.runtime_id, key))
                 verdicts.valid_ids[stream].append(entry_id)
@@ -153,12 +171,37 @@ class EntryJudge:
 
 
 def _refuse(
-    pub: Publication, stream: str, entry_id: str, fields: dict[str, bytes], why: Refusal
+    pub: Publication,
+    stream: str,
+    entry_id: str,
+    fields: dict[str, bytes],
+    why: Refusal,
+    key: RuntimeKey | None = None,
 ) -> None:
     log.warning(
         "security: refusing entry %s of %s (%s): %s", entry_id, stream, why.reason, why.detail
     )
-    pub.refused(stream, entry_id, fields, why.reason, why.detail)
+    pub.refused(stream, entry_id, fields, why.reason, why.detail, key=key)
+
+
+def _outside_allowlist(
+    pub: Publication,
+    stream: str,
+    entry_id: str,
+    raw: Mapping[bytes, bytes],
+    entry: EventEntry,
+    key: RuntimeKey,
+) -> bool:
+    """Refuse a valid, signed event whose data its type's allowlist does not let cross (a
+    security alert, and ``rejected`` to its runtime: the content is its own); whether it was."""
+    event = entry.event
+    outside = not_allowlisted(event.event_type, event.data)
+    if outside is None:
+        return False
+    detail = f"data field {outside[:80]!r} is not allowlisted for {event.event_type} events"
+    why = Refusal(SecurityReason.NOT_ALLOWLISTED, detail)
+    _refuse(pub, stream, entry_id, decode_fields(raw), why, key)
+    return True
 
 
 def _dead_letter(

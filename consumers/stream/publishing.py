@@ -6,7 +6,8 @@ outcomes entry names this hub (``hub_id``) and is signed with the runtime key
 the events it answers were signed with (during a rotation's grace period that
 may be the previous one: the relay that sent them holds it). Only entries that
 authenticated as a runtime's get outcomes: a refused entry's runtime is told
-nothing, so a forged copy can never park the genuine outbox row.
+nothing, so a forged or tampered copy can never park the genuine outbox row; and
+a ``rejected`` names only bytes the runtime signed (``rejected_outcome``).
 
 Everything is published in one pipeline, and only once that pipeline was
 answered are the entries XACKed in a second one: an entry is never
@@ -169,11 +170,12 @@ def _truncated_sizes(text: str) -> dict[str, int]:
 def rejected_outcome(fields: Mapping[str, bytes], reason: str) -> tuple[str, OutcomeRecord] | None:
     """``(runtime_id, outcome)`` telling a runtime its entry was refused, when the entry says whose.
 
-    Only for an entry that authenticated as that runtime's. The outcome carries
-    the hash of the bytes the hub actually received, not the hash the entry
-    claimed: a relay applies it only to the outbox row whose own bytes those
-    are. Returns None when the entry does not name a runtime, a key and event
-    bytes.
+    Only for an entry that authenticated as that runtime's (the caller holds the key its
+    signature verified under), and only for its signed content: the outcome carries the
+    hash of the bytes the hub received, and that must be the ``content_hash`` the runtime
+    signed, so a relay applies it to the outbox row whose own bytes those are and to no
+    other. Returns None when the entry does not name a runtime, a key and event bytes, or
+    when its bytes are not its signed hash's.
     """
     if entry_kind(fields) != KIND_EVENT or "event" not in fields:
         return None
@@ -182,16 +184,18 @@ def rejected_outcome(fields: Mapping[str, bytes], reason: str) -> tuple[str, Out
         project_id = validate_name(fields["project_id"].decode("utf-8"), "project id")
         run_id = validate_name(fields["run_id"].decode("utf-8"), "run id")
         sequence = int(fields["sequence"].decode("ascii"))
+        signed_hash = fields["content_hash"].decode("ascii")
     except (KeyError, UnicodeDecodeError, ValueError, ConfigError):
         return None
-    if sequence < 1:
+    received = content_hash(fields["event"])
+    if sequence < 1 or received != signed_hash:
         return None
     return runtime_id, OutcomeRecord(
         project_id=project_id,
         run_id=run_id,
         sequence=sequence,
         outcome=Outcome.REJECTED,
-        content_hash=content_hash(fields["event"]),
+        content_hash=received,
         reason=reason,
     )
 
@@ -327,10 +331,12 @@ class Publication:
         fields: Mapping[str, bytes],
         reason: SecurityReason,
         detail: str,
+        key: RuntimeKey | None = None,
     ) -> None:
-        """Dead-letter an entry that did not authenticate and raise a security alert about it.
+        """Dead-letter a refused entry and raise a security alert about it.
 
-        Its runtime (whoever it claims to be) is told nothing.
+        Its runtime (whoever it claims to be) is told nothing, unless ``key`` says the
+        entry is its signed content (``rejected``, as ``dead`` does).
         """
         hub_project = keys.hub_project_of(stream)
         alert = security_alert(hub_project, fields, reason, detail)
@@ -338,7 +344,7 @@ class Publication:
         self.alerts.append(
             (keys.alerts_stream(hub_project), security_alert_fields(alert, utc_now_iso()))
         )
-        self.dead(stream, entry_id, fields, reason.value, detail)
+        self.dead(stream, entry_id, fields, reason.value, detail, key=key)
 
     def outcome(
         self, hub_project: str, runtime_id: str, record: OutcomeRecord, key: RuntimeKey

@@ -6,11 +6,13 @@ reader of outcomes) and the hub consumers (the reverse) cannot drift apart.
 Events stream ``hubsync:{P}:events`` carries two kinds of entry:
 
 * ``kind=event``: ``project_id``, ``hub_project``, ``run_id``, ``sequence``,
-  ``event_type``, ``runtime_id``, ``content_hash`` and ``event`` (the canonical
-  JSON bytes). The flat fields are a readable index; the hub trusts only the
-  bytes and checks that the flat fields agree with them.
+  ``event_type``, ``runtime_id``, ``content_hash``, ``event`` (the canonical
+  JSON bytes) and ``sig``, and nothing else (``EVENT_ENTRY_FIELDS``). The flat
+  fields are a readable index; the signature covers them and, through
+  ``content_hash``, the bytes, and the hub checks that they agree.
 * ``kind=presence``: a runtime's heartbeat (``runtime_id``, ``hub_project``,
-  ``host``, ``pid``, ``version``, ``backlog``, ``heartbeat``).
+  ``host``, ``pid``, ``version``, ``backlog``, ``heartbeat``, ``sig``, and nothing
+  else: ``PRESENCE_ENTRY_FIELDS``).
 
 Acks stream ``hubsync:{P}:acks:{R}`` carries ``kind=outcomes`` entries, each a
 batch of outcomes for runtime R (one entry per ingested batch, not per event,
@@ -31,6 +33,7 @@ import orjson
 from hubsync.core.canonical import canonical_json, content_hash
 from hubsync.core.errors import WireError
 from hubsync.core.names import validate_name
+from hubsync.core.signing import PRESENCE_SIGNED_FIELDS, SIGNATURE_FIELD
 from hubsync.core.wire import (
     MAX_EVENT_BYTES,
     CheckedEvent,
@@ -54,8 +57,17 @@ EVENT_FIELDS = (
     "event",
 )
 
+EVENT_ENTRY_FIELDS = frozenset((*EVENT_FIELDS, SIGNATURE_FIELD))
+"""Exactly the fields of a signed event entry: one more, or one less, and it is refused."""
+
+PRESENCE_ENTRY_FIELDS = frozenset(("kind", *PRESENCE_SIGNED_FIELDS, SIGNATURE_FIELD))
+"""Exactly the fields of a signed presence beat."""
+
 _SHA256_HEX = re.compile(r"[0-9a-f]{64}")
 _FLAT_FIELDS = ("project_id", "hub_project", "run_id", "sequence", "event_type", "runtime_id")
+
+FIELD_MISMATCH = "field_mismatch"
+"""``parse_event_entry``'s reason for a flat field that disagrees with the event bytes."""
 
 MAX_FIELD_BYTES = MAX_EVENT_BYTES + 1024
 """No single field of an entry may exceed this; a larger one is dead-lettered."""
@@ -81,13 +93,18 @@ class ConflictReason(StrEnum):
 
 
 class SecurityReason(StrEnum):
-    """Why an entry was refused before it was judged: it did not authenticate (see
-    docs/contract.md, trust). Dead letters and security alerts carry these."""
+    """Why an entry was refused before it was judged: it did not authenticate, or its data
+    is not allowlisted (see docs/contract.md, trust). Dead letters and security alerts
+    carry these."""
 
     UNAUTHENTICATED = "unauthenticated"
     """Unsigned, badly signed, or naming a runtime the hub never enrolled or revoked."""
     NOT_ENROLLED = "not_enrolled"
     """Signed by an enrolled runtime, for a hub project it is not enrolled for."""
+    NOT_ALLOWLISTED = "not_allowlisted"
+    """A signed event whose ``data`` holds a field its type's allowlist does not let cross
+    (``hubsync.core.allowlist``): its runtime derived it wrongly. Unlike the others, its
+    runtime is told (``rejected``): the content is its own."""
 
 
 AlertReason = ConflictReason | SecurityReason
@@ -185,6 +202,19 @@ def decode_fields(raw: RawFields) -> dict[str, bytes]:
     return out
 
 
+def field_set_problem(fields: Mapping[str, object], expected: frozenset[str]) -> str | None:
+    """Why an entry's field names are not exactly ``expected`` (a missing or an extra one,
+    named safely), or None when they are."""
+    if fields.keys() == expected:
+        return None
+    missing = sorted(expected.difference(fields))
+    if missing:
+        return f"the entry has no {missing[0]!r} field"
+    extra = sorted(set(fields).difference(expected))
+    # repr: the name is the writer's choice, control characters and all
+    return f"the entry has a field {extra[0][:40]!r} its kind does not have"
+
+
 def entry_kind(fields: Mapping[str, bytes]) -> str:
     """The ``kind`` field, ``event`` when absent (plain producers may omit it)."""
     return fields.get("kind", KIND_EVENT.encode()).decode("utf-8", "replace")
@@ -226,7 +256,7 @@ def parse_event_entry(fields: Mapping[str, bytes]) -> EventEntry:
     expected = flat_fields_of(event)
     if flat != expected:
         name = next(n for n, a, b in zip(_FLAT_FIELDS, flat, expected, strict=True) if a != b)
-        raise WireError("field_mismatch", f"field {name!r} disagrees with the event bytes")
+        raise WireError(FIELD_MISMATCH, f"field {name!r} disagrees with the event bytes")
     return EventEntry(event, data, digest, runtime_id)
 
 
@@ -424,9 +454,12 @@ def parse_presence_entry(fields: Mapping[str, bytes]) -> PresenceBeat:
 
 
 __all__ = [
+    "EVENT_ENTRY_FIELDS",
+    "FIELD_MISMATCH",
     "KIND_EVENT",
     "KIND_OUTCOMES",
     "KIND_PRESENCE",
+    "PRESENCE_ENTRY_FIELDS",
     "AlertReason",
     "ConflictReason",
     "EventEntry",
@@ -439,6 +472,7 @@ __all__ = [
     "decode_fields",
     "entry_kind",
     "event_entry_fields",
+    "field_set_problem",
     "flat_fields_of",
     "outcomes_entry_fields",
     "parse_event_entry",

@@ -156,7 +156,7 @@ def _initialise_label_sets() -> None:
     """Export zero for every known label value, so a rate() works from the first scrape."""
     for kind in ("new", "resend"):
         EVENTS_SENT.labels(kind)
-    for applied in ("acked", "conflict", "rejected", "foreign", "unverified"):
+    for applied in ("acked", "conflict", "rejected", "foreign", "contradicted", "unverified"):
         RELAY_OUTCOMES.labels(applied)
     for table in ("outbox", "run_events"):
         PRUNED_ROWS.labels(table)

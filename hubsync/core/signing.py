@@ -7,15 +7,19 @@ lowercase hex digits. The exact bytes signed are specified in docs/contract.md
 (signed encodings) so that another implementation can sign compatibly:
 
 * the message is a sequence of netstrings, ``<decimal length>:<bytes>,``, the
-  first one the kind's domain tag (``hubsync/event/v1``, ``hubsync/presence/v1``,
+  first one the kind's domain tag (``hubsync/event/v2``, ``hubsync/presence/v1``,
   ``hubsync/outcomes/v1``), then the kind's fields in a fixed order. A length
   in front of every field means no byte can move across a field boundary, and
   the leading tag means a signature made for one kind never verifies as
   another, whatever the field values;
 * integers (``sequence``, ``pid``, ``backlog``) are their decimal ASCII form,
   text is UTF-8, and a verifier signs the field bytes exactly as they came
-  off the stream (the hub checks separately that they agree with the event
-  bytes).
+  off the stream;
+* an event signature covers every field of the entry but ``event`` itself, whose
+  bytes it covers through ``content_hash`` (their SHA-256). What else makes an
+  entry authentic (exactly these fields, bytes that hash to the signed hash and
+  agree with the flat fields) the hub checks beside the signature
+  (``consumers.stream.authentication``).
 
 Verification takes every key a runtime currently has (the current one and,
 during a rotation's grace period, the previous one) and returns the key that
@@ -51,20 +55,26 @@ HUB_ID_FIELD: Final = "hub_id"
 SIGNATURE_HEX_CHARS: Final = 64
 """A signature is HMAC-SHA256 as lowercase hex."""
 
-EVENT_TAG: Final = b"hubsync/event/v1"
+EVENT_TAG: Final = b"hubsync/event/v2"
 PRESENCE_TAG: Final = b"hubsync/presence/v1"
 OUTCOMES_TAG: Final = b"hubsync/outcomes/v1"
 FINGERPRINT_TAG: Final = b"hubsync/key-fingerprint/v1"
 
 EVENT_SIGNED_FIELDS: Final = (
+    "kind",
     "project_id",
+    "hub_project",
     "run_id",
     "sequence",
-    "hub_project",
+    "event_type",
     "runtime_id",
     "content_hash",
 )
-"""The event entry fields an event signature covers, in the order they are encoded."""
+"""The event entry fields an event signature covers, in the order they are encoded: every
+field of the entry but ``event`` (covered by ``content_hash``) and ``sig``."""
+
+EVENT_KIND: Final = b"event"
+"""The ``kind`` of an event entry, the first field an event signature covers."""
 
 PRESENCE_SIGNED_FIELDS: Final = (
     "runtime_id",
@@ -93,10 +103,12 @@ _OUTCOMES_BODY = b"%d:%b," * len(OUTCOMES_SIGNED_FIELDS)
 
 
 def event_signed_body(
+    kind: bytes,
     project_id: bytes,
+    hub_project: bytes,
     run_id: bytes,
     sequence: bytes,
-    hub_project: bytes,
+    event_type: bytes,
     runtime_id: bytes,
     content_hash: bytes,
 ) -> bytes:
@@ -109,20 +121,12 @@ def event_signed_body(
     it here, from each field's bytes exactly as the entry carries them. Anything but
     ``bytes`` raises ``TypeError``.
     """
+    # one flat tuple (no unpacking): this runs for every event sent and received
     return _EVENT_BODY % (
-        len(project_id),
-        project_id,
-        len(run_id),
-        run_id,
-        len(sequence),
-        sequence,
-        len(hub_project),
-        hub_project,
-        len(runtime_id),
-        runtime_id,
-        len(content_hash),
-        content_hash,
-    )
+        len(kind), kind, len(project_id), project_id, len(hub_project), hub_project,
+        len(run_id), run_id, len(sequence), sequence, len(event_type), event_type,
+        len(runtime_id), runtime_id, len(content_hash), content_hash,
+    )  # fmt: skip
 
 
 class RuntimeKey:
@@ -192,19 +196,11 @@ def _mac(tagged: hmac.HMAC, body: bytes) -> str:
 # ----- encodings (the bytes signed, without the key) -----
 
 
-def event_message(
-    project_id: str | bytes,
-    run_id: str | bytes,
-    sequence: int | str | bytes,
-    hub_project: str | bytes,
-    runtime_id: str | bytes,
-    content_hash: str | bytes,
-) -> bytes:
+def event_message(*fields: str | bytes | int) -> bytes:
     """The exact bytes an event signature is the HMAC of: the tag's netstring, then
-    ``event_signed_body`` of the fields."""
-    return _netstring(EVENT_TAG) + _event_body(
-        project_id, run_id, sequence, hub_project, runtime_id, content_hash
-    )
+    ``event_signed_body`` of ``fields`` (``EVENT_SIGNED_FIELDS``, in order, as text, bytes
+    or integers)."""
+    return _netstring(EVENT_TAG) + _event_body(fields)
 
 
 def presence_message(fields: Mapping[str, str | bytes | int]) -> bytes:
@@ -219,23 +215,12 @@ def outcomes_message(
     return _netstring(OUTCOMES_TAG) + _outcomes_body(hub_id, hub_project, runtime_id, outcomes)
 
 
-def _event_body(
-    project_id: str | bytes | int,
-    run_id: str | bytes | int,
-    sequence: str | bytes | int,
-    hub_project: str | bytes | int,
-    runtime_id: str | bytes | int,
-    content_hash: str | bytes | int,
-) -> bytes:
-    """``event_signed_body`` of fields given as text, bytes or integers (``_as_bytes``)."""
-    return event_signed_body(
-        _as_bytes("project_id", project_id),
-        _as_bytes("run_id", run_id),
-        _as_bytes("sequence", sequence),
-        _as_bytes("hub_project", hub_project),
-        _as_bytes("runtime_id", runtime_id),
-        _as_bytes("content_hash", content_hash),
-    )
+def _event_body(values: Sequence[str | bytes | int]) -> bytes:
+    """``event_signed_body`` of ``EVENT_SIGNED_FIELDS``' values given as text, bytes or
+    integers (``_as_bytes``); ``ConfigError`` for another count of values."""
+    if len(values) != len(EVENT_SIGNED_FIELDS):
+        raise ConfigError(f"cannot sign: an event signs {len(EVENT_SIGNED_FIELDS)} fields")
+    return event_signed_body(*map(_as_bytes, EVENT_SIGNED_FIELDS, values))
 
 
 def _presence_body(fields: Mapping[str, str | bytes | int]) -> bytes:
@@ -293,20 +278,33 @@ def sign_event(
     key: RuntimeKey,
     *,
     project_id: str | bytes,
+    hub_project: str | bytes,
     run_id: str | bytes,
     sequence: int | str | bytes,
-    hub_project: str | bytes,
+    event_type: str | bytes,
     runtime_id: str | bytes,
     content_hash: str | bytes,
 ) -> str:
-    """The ``sig`` of one event entry; raises ``ConfigError`` naming a field it cannot encode."""
-    body = _event_body(project_id, run_id, sequence, hub_project, runtime_id, content_hash)
+    """The ``sig`` of one event entry (``kind`` ``event``); raises ``ConfigError`` naming a
+    field it cannot encode."""
+    body = _event_body(
+        (
+            EVENT_KIND,
+            project_id,
+            hub_project,
+            run_id,
+            sequence,
+            event_type,
+            runtime_id,
+            content_hash,
+        )
+    )
     return _mac(key._event, body)
 
 
 class EventSigner:
     """Signs the events of one project: ``sign_event`` with the fields that never change
-    between its events (project, hub project, runtime) encoded once.
+    between its events (kind, project, hub project, runtime) encoded once.
 
     The relay signs every event it sends, so the per-event part is
     ``event_signed_body`` of bytes already encoded and one HMAC; ``sign`` gives
@@ -324,14 +322,16 @@ class EventSigner:
         self._hub_project = _as_bytes("hub_project", hub_project)
         self._runtime_id = _as_bytes("runtime_id", runtime_id)
 
-    def sign(self, run_id: bytes, sequence: bytes, content_hash: bytes) -> str:
-        """The ``sig`` of this project's event ``(run_id, sequence)`` with that hash, each
-        given as the bytes the entry carries."""
+    def sign(self, run_id: bytes, sequence: bytes, event_type: bytes, content_hash: bytes) -> str:
+        """The ``sig`` of this project's event ``(run_id, sequence)`` of that type and hash,
+        each given as the bytes the entry carries."""
         body = event_signed_body(
+            EVENT_KIND,
             self._project_id,
+            self._hub_project,
             run_id,
             sequence,
-            self._hub_project,
+            event_type,
             self._runtime_id,
             content_hash,
         )
@@ -340,7 +340,7 @@ class EventSigner:
 
 def sign_event_entry(key: RuntimeKey, fields: Mapping[str, str | bytes]) -> str:
     """The ``sig`` of an event entry's fields (``hubsync.core.entries.raw_event_entry_fields``)."""
-    body = _event_body(*(_field(fields, name) for name in EVENT_SIGNED_FIELDS))
+    body = _event_body([_field(fields, name) for name in EVENT_SIGNED_FIELDS])
     return _mac(key._event, body)
 
 
@@ -351,15 +351,18 @@ def verify_event_entry(
 
     ``fields`` is the entry as read (``hubsync.core.entries.decode_fields``: bytes
     values); str values are accepted too. Never raises: a missing field or a
-    malformed ``sig`` is "not verified".
+    malformed ``sig`` is "not verified". Only the signature: the entry's other
+    conditions (exactly its fields, its bytes' hash) are the caller's.
     """
     try:
         signature = fields[SIGNATURE_FIELD]
         values = (
+            fields["kind"],
             fields["project_id"],
+            fields["hub_project"],
             fields["run_id"],
             fields["sequence"],
-            fields["hub_project"],
+            fields["event_type"],
             fields["runtime_id"],
             fields["content_hash"],
         )  # EVENT_SIGNED_FIELDS
@@ -369,7 +372,7 @@ def verify_event_entry(
         body = event_signed_body(*cast("tuple[bytes, ...]", values))
     except TypeError:  # str values (or worse): encode each as a signer does
         try:
-            body = _event_body(*values)
+            body = _event_body(values)
         except ConfigError:
             return None
     return _first_match(keys, "_event", body, signature)
@@ -377,22 +380,27 @@ def verify_event_entry(
 
 def verify_event_values(
     keys: Sequence[RuntimeKey],
+    kind: bytes,
     project_id: bytes,
+    hub_project: bytes,
     run_id: bytes,
     sequence: bytes,
-    hub_project: bytes,
+    event_type: bytes,
     runtime_id: bytes,
     content_hash: bytes,
     signature: bytes,
 ) -> RuntimeKey | None:
-    """``verify_event_entry`` for the signed fields and ``sig`` as read off the stream.
+    """``verify_event_entry`` for the signed fields (``EVENT_SIGNED_FIELDS``, in order) and
+    ``sig`` as read off the stream.
 
     The consumer's fast path (``consumers.stream.fast_event_check``): every value must be
     ``bytes`` (anything else raises ``TypeError``, and the caller takes the
     general path). A ``sig`` matches exactly when it is the 64 lowercase hex
     digits of the HMAC, as ``verify_event_entry`` decides.
     """
-    body = event_signed_body(project_id, run_id, sequence, hub_project, runtime_id, content_hash)
+    body = event_signed_body(
+        kind, project_id, hub_project, run_id, sequence, event_type, runtime_id, content_hash
+    )
     return _first_match(keys, "_event", body, signature)
 
 
@@ -479,6 +487,7 @@ def _first_match(
 
 
 __all__ = [
+    "EVENT_KIND",
     "EVENT_SIGNED_FIELDS",
     "EVENT_TAG",
     "HUB_ID_FIELD",

@@ -1,6 +1,11 @@
 """The kinds of garbage entry, each a way to spoil an event entry's fields and the
 dead-letter reason the hub must give the result.
 
+Two sorts: bad content a runtime's key signed (the hub judges it, dead-letters it with
+its reason and answers ``rejected``), and entries that are not exactly what a key signed
+(a field dropped or added, a hash or a flat field changed, bytes over the limit): the hub
+refuses those ``unauthenticated``, with a security alert, and answers nobody.
+
 A new kind is one spoiling function and one line of ``GARBAGE``.
 """
 
@@ -18,6 +23,9 @@ Fields = dict[str, Any]
 OVERSIZED_PADDING = 300 * 1024
 """Bytes added to an oversized entry's event: past the hub's field limit."""
 
+JUNK_BYTES = 2 * 1024 * 1024
+"""The size of the field a junk copy adds to a genuine entry."""
+
 
 @dataclass(frozen=True)
 class GarbageKind:
@@ -27,6 +35,13 @@ class GarbageKind:
     spoil: Callable[[Fields], None]
     copies_genuine: bool = False
     """Spoil a copy of a genuine entry of the stream rather than a made-up event."""
+    keyless: bool = False
+    """Spoiled after it was signed, as someone without the key would (else signed after)."""
+
+    @property
+    def refused(self) -> bool:
+        """Whether the hub must refuse it (a security alert, no outcome) rather than judge it."""
+        return self.reason == "unauthenticated"
 
 
 def _bad_json(fields: Fields) -> None:
@@ -43,9 +58,17 @@ def _hash_mismatch(fields: Fields) -> None:
 
 
 def _corrupted_copy(fields: Fields) -> None:
-    # Genuine bytes under a wrong hash: the hub's "rejected" names the hash of those
-    # bytes, i.e. the genuine row's own, which must still end acked (or be explained).
+    # Genuine bytes under a wrong hash, signed: not the signed content, refused, and the
+    # genuine row is answered through its own entry.
     fields["content_hash"] = content_hash(fields["event"] + b"corrupted")
+
+
+def _retyped(fields: Fields) -> None:
+    fields["event_type"] = b"run.cancelled"
+
+
+def _junk_field(fields: Fields) -> None:
+    fields["junk"] = b"x" * JUNK_BYTES
 
 
 def _oversized(fields: Fields) -> None:
@@ -57,12 +80,16 @@ def _not_canonical(fields: Fields) -> None:
     fields["event"], fields["content_hash"] = loose, content_hash(loose)
 
 
+_REFUSED = "unauthenticated"
+
 GARBAGE: dict[str, GarbageKind] = {
     "bad_json": GarbageKind("bad_json", _bad_json),
-    "missing_field": GarbageKind("missing_field", _missing_field),
-    "hash_mismatch": GarbageKind("hash_mismatch", _hash_mismatch),
-    "corrupted_copy": GarbageKind("hash_mismatch", _corrupted_copy, copies_genuine=True),
-    "oversized": GarbageKind("field_too_large", _oversized),
+    "missing_field": GarbageKind(_REFUSED, _missing_field, keyless=True),
+    "hash_mismatch": GarbageKind(_REFUSED, _hash_mismatch),
+    "corrupted_copy": GarbageKind(_REFUSED, _corrupted_copy, copies_genuine=True),
+    "oversized": GarbageKind(_REFUSED, _oversized),  # too large to be hashed, so unproven
     "not_canonical": GarbageKind("not_canonical", _not_canonical),
+    "retyped_copy": GarbageKind(_REFUSED, _retyped, copies_genuine=True, keyless=True),
+    "junk_copy": GarbageKind(_REFUSED, _junk_field, copies_genuine=True, keyless=True),
 }
 """Garbage kind -> how it is made and the dead-letter reason the hub must give it."""

@@ -27,6 +27,7 @@ from typing import Any
 
 from hubstore.store import HubStore
 from hubsync.core import keys
+from hubsync.core.canonical import content_hash
 from hubsync.core.connections import RedisClient
 from hubsync.core.entries import (
     Outcome,
@@ -167,14 +168,16 @@ class FaultInjector:
         return SyncEvent.model_validate(json.loads(stored.record)), stored.content_hash
 
     def _forged_offer(self) -> tuple[SyncEvent, str, str, Fields] | None:
-        """Other data under a key the hub holds: the event, the genuine hash, the forged
+        """Other bytes under a key the hub holds: the event, the genuine hash, the forged
         hash and the entry's fields (unsigned); None while the hub holds nothing."""
         stored = self._stored_event()
         if stored is None:
             return None
         genuine, genuine_hash = stored
-        data = {"forged": "by a fault injector", "nonce": self.rng.getrandbits(64)}
-        event = genuine.model_copy(update={"data": data})
+        # other bytes within the allowlist (the hub refuses data outside it before it looks
+        # for a conflict): another moment, to the microsecond
+        moment = genuine.occurred_at.replace(year=2000, microsecond=self.rng.randrange(10**6))
+        event = genuine.model_copy(update={"occurred_at": moment})
         encoded, digest = event.encoded()
         return event, genuine_hash, digest, dict(event_entry_fields(event, encoded, digest))
 
@@ -250,8 +253,8 @@ class FaultInjector:
     # ----- garbage -----
 
     def garbage(self, kind: str) -> InjectedGarbage:
-        """XADD one garbage entry of ``kind`` (see ``garbage.GARBAGE``), signed with its
-        runtime's key once spoiled: the hub judges what it holds, not who sent it."""
+        """XADD one garbage entry of ``kind`` (see ``garbage.GARBAGE``): spoiled content
+        signed with its runtime's key, or an entry that is not what the key signed."""
         made = GARBAGE.get(kind)
         if made is None:
             raise ValueError(f"unknown garbage kind {kind!r}")
@@ -264,9 +267,14 @@ class FaultInjector:
                 fields = copied[0][1]
                 key = _entry_key(fields)
             fields.pop(SIGNATURE_FIELD, None)
-        made.spoil(fields)
-        entry_id = self._xadd(runtime, self._signed(runtime.key, fields))
-        injected = InjectedGarbage(runtime.hub_project, kind, made.reason, entry_id, key)
+        if made.keyless:
+            made.spoil(self._signed(runtime.key, fields))
+        else:
+            made.spoil(fields)
+            self._signed(runtime.key, fields)
+        entry_id = self._xadd(runtime, fields)
+        alert = _refusal_alert(fields) if made.refused else None
+        injected = InjectedGarbage(runtime.hub_project, kind, made.reason, entry_id, key, alert)
         self.record.garbage.append(injected)
         return injected
 
@@ -303,6 +311,14 @@ def outcomes_signed_by_a_stranger(
 
 def _event_key(event: SyncEvent) -> Key:
     return (event.project_id, event.run_id, event.sequence)
+
+
+def _refusal_alert(fields: Fields) -> tuple[str, str, int, str]:
+    """The security alert a refused entry raises: the key it claims (fields as text or
+    bytes) and the hash of the bytes it carried."""
+    text = {n: v.decode() if isinstance(v, bytes) else str(v) for n, v in fields.items()}
+    key = (text["project_id"], text["run_id"], int(text["sequence"]))
+    return (*key, content_hash(fields["event"]))
 
 
 def _entry_key(fields: Fields) -> Key:

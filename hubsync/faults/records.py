@@ -82,6 +82,9 @@ class InjectedGarbage:
     expected_reason: str
     entry_id: str
     key: Key | None
+    alert: tuple[str, str, int, str] | None = None
+    """``(*claimed key, hash of the bytes it carried)`` of the security alert it must raise,
+    when the hub must refuse it ``unauthenticated``."""
 
 
 @dataclass
@@ -104,4 +107,5 @@ class Injections:
     def alerted_keys(self) -> set[tuple[str, str, int, str]]:
         """``(*key, offered_hash)`` of every injection the hub must alert on."""
         conflicts = {(*c.key, c.forged_hash) for c in self.conflicts}
-        return conflicts | {(*f.key, f.forged_hash) for f in self.forgeries}
+        refused = {g.alert for g in self.garbage if g.alert is not None}
+        return conflicts | refused | {(*f.key, f.forged_hash) for f in self.forgeries}

@@ -1,7 +1,8 @@
 """Looking for planted secrets everywhere they must never be: files and every Redis key.
 
 What is found is named by place (a file's path, a key's name), never by the bytes around
-it. A needle is each secret whole and its random tail, so a secret cut short is found too.
+it. A needle is each secret whole and its random tail, so a secret cut short is found too,
+and each base64 form of it (redaction removes those as well: docs/redaction.md).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 
 from hubsync.core.connections import RedisClient
 from hubsync.core.redis_values import as_text
+from producers.redaction import base64_forms
 
 TAIL = 20
 """Characters of a secret's end that are searched for on their own."""
@@ -30,10 +32,12 @@ class Scan:
 
 
 def needles(secrets: Iterable[str]) -> list[bytes]:
-    """Byte strings none of which may appear anywhere: each secret and its random tail."""
+    """Byte strings none of which may appear anywhere: each secret, its random tail and the
+    text of each base64 encoding of it, wherever it sits in the encoded data."""
     out: list[bytes] = []
     for secret in secrets:
         out += [secret.encode(), secret[-TAIL:].encode()]
+        out += [form.encode() for form in sorted(base64_forms(secret))]
     return out
 
 

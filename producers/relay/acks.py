@@ -8,6 +8,9 @@ Redis, a second hub) is counted as ``unverified``, logged once per kind, and
 skipped. An outcome advances an outbox row only when it names the row's own
 content hash; anything else under this runtime's key is someone else's bytes
 (a forger, a buggy twin) and is logged as a security warning, never applied.
+An acked row stays acked: a ``conflict`` or ``rejected`` for its own hash
+contradicts the ack the hub gave those bytes, and is counted (``contradicted``)
+and logged as a security warning, never applied.
 The stream read position is stored in the outbox's own database, in the same
 transaction as the outcomes it covers, so a crash re-reads at most one batch.
 
@@ -36,6 +39,7 @@ from hubsync.core.signing import HUB_ID_FIELD, SIGNATURE_FIELD, verify_outcomes_
 from hubsync.core.stream_reads import read_streams
 from producers.relay.credentials import RelayCredentials
 from producers.store.event_store import RunEventStore
+from producers.store.outbox_outcomes import OutcomeApplication
 from producers.store.unreadable import UNREADABLE_STORE_ERRORS
 
 log = logging.getLogger(__name__)
@@ -59,6 +63,7 @@ _APPLIED_ACKED = metrics.RELAY_OUTCOMES.labels("acked")
 _APPLIED_CONFLICT = metrics.RELAY_OUTCOMES.labels("conflict")
 _APPLIED_REJECTED = metrics.RELAY_OUTCOMES.labels("rejected")
 _APPLIED_FOREIGN = metrics.RELAY_OUTCOMES.labels("foreign")
+_CONTRADICTED = metrics.RELAY_OUTCOMES.labels("contradicted")
 _UNVERIFIED = metrics.RELAY_OUTCOMES.labels("unverified")
 
 
@@ -75,6 +80,8 @@ class AckStats:
     conflict: int = 0
     rejected: int = 0
     foreign: int = 0
+    contradicted: int = 0
+    """``conflict`` or ``rejected`` outcomes for a row acked under the same hash: ignored."""
     unknown: int = 0
     malformed: int = 0
     unverified: int = 0
@@ -271,28 +278,49 @@ class AckReader:
         self.stats.conflict += result.conflict
         self.stats.rejected += result.rejected
         self.stats.foreign += len(result.foreign)
+        self.stats.contradicted += len(result.contradicted)
         self.stats.unknown += result.unknown
         _APPLIED_ACKED.inc(result.acked)
-        if result.conflict or result.rejected or result.foreign:
+        if result.conflict or result.rejected or result.foreign or result.contradicted:
             _APPLIED_CONFLICT.inc(result.conflict)
             _APPLIED_REJECTED.inc(result.rejected)
             _APPLIED_FOREIGN.inc(len(result.foreign))
-        if result.conflict or result.rejected:
-            for r in records:
-                if r.outcome in (Outcome.CONFLICT, Outcome.REJECTED):
-                    log.warning(
-                        "hub %s project %s run %s sequence %d (%s); the row will not be resent",
-                        r.outcome.value,
-                        r.project_id,
-                        r.run_id,
-                        r.sequence,
-                        r.reason or "no reason given",
-                    )
-        for run_id, sequence in result.foreign:
-            log.warning(
-                "security: the hub judged other bytes under this runtime's key "
-                "project %s run %s sequence %d; the outbox row is left alone",
-                store.project_id,
-                run_id,
-                sequence,
-            )
+            _CONTRADICTED.inc(len(result.contradicted))
+            _log_verdicts(store, records, result)
+
+
+def _log_verdicts(
+    store: RunEventStore, records: list[OutcomeRecord], result: OutcomeApplication
+) -> None:
+    """One line per row a verdict parked, contradicted an ack, or named other bytes."""
+    contradicted = set(result.contradicted)
+    if result.conflict or result.rejected:
+        for r in records:
+            if (
+                r.outcome in (Outcome.CONFLICT, Outcome.REJECTED)
+                and (r.run_id, r.sequence) not in contradicted
+            ):
+                log.warning(
+                    "hub %s project %s run %s sequence %d (%s); the row will not be resent",
+                    r.outcome.value,
+                    r.project_id,
+                    r.run_id,
+                    r.sequence,
+                    r.reason or "no reason given",
+                )
+    for run_id, sequence in result.contradicted:
+        log.warning(
+            "security: a hub outcome contradicts the ack of project %s run %s sequence %d "
+            "(same bytes); the row stays acked",
+            store.project_id,
+            run_id,
+            sequence,
+        )
+    for run_id, sequence in result.foreign:
+        log.warning(
+            "security: the hub judged other bytes under this runtime's key "
+            "project %s run %s sequence %d; the outbox row is left alone",
+            store.project_id,
+            run_id,
+            sequence,
+        )

@@ -96,7 +96,8 @@ class RelaySummary:
             f"relay {self.runtime_id}: {self.projects} projects, sent {self.sender.sent} "
             f"(resent {self.sender.resent}), acked {self.acks.acked}, conflict "
             f"{self.acks.conflict}, rejected {self.acks.rejected + self.sender.rejected_locally}, "
-            f"foreign {self.acks.foreign}, unverified outcomes entries {self.acks.unverified}, "
+            f"foreign {self.acks.foreign}, contradicted {self.acks.contradicted}, "
+            f"unverified outcomes entries {self.acks.unverified}, "
             f"Redis outages {self.outages}, "
             f"{self.pending} pending{unreadable}, in {self.seconds:.1f}s"
         )
@@ -112,6 +113,7 @@ class RelaySummary:
             "conflict": self.acks.conflict,
             "rejected": self.acks.rejected + self.sender.rejected_locally,
             "foreign": self.acks.foreign,
+            "contradicted": self.acks.contradicted,
             "unverified": self.acks.unverified,
             "redis_outages": self.outages,
             "pending": self.pending,

@@ -86,9 +86,9 @@ class EntryBuilder:
 
     def pairs(self, row: OutboxRow) -> tuple[str | bytes, ...]:
         """Field names and values, alternating: the arguments of XADD after the id."""
-        run_id, digest = row.run_id, row.content_hash
+        run_id, digest, event_type = row.run_id, row.content_hash, row.event_type
         sequence = b"%d" % row.sequence
-        sig = self.signer.sign(run_id.encode(), sequence, digest.encode())
+        sig = self.signer.sign(run_id.encode(), sequence, event_type.encode(), digest.encode())
         return (
             *self._head,
             "run_id",
@@ -96,7 +96,7 @@ class EntryBuilder:
             "sequence",
             sequence,
             "event_type",
-            row.event_type,
+            event_type,
             "runtime_id",
             self._runtime_id,
             "content_hash",

@@ -30,6 +30,7 @@ from typing import Any, NamedTuple
 
 from hubsync.core.closing import ClosesOnExit
 from hubsync.core.entries import Outcome
+from hubsync.core.errors import ConfigError
 from hubsync.core.sqlite import (
     DEFAULT_BUSY_BUDGET,
     DEFAULT_BUSY_TIMEOUT,
@@ -146,6 +147,7 @@ class RunEventStore(ClosesOnExit, OutboxQueries, RetentionQueries):
         redactor: Redactor | None = None,
         allowlist: Allowlist | None = None,
         environ: Mapping[str, str] | None = None,
+        project_root: Path | str | None = None,
         busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
         busy_budget: float = DEFAULT_BUSY_BUDGET,
         synchronous: str = "FULL",
@@ -155,6 +157,10 @@ class RunEventStore(ClosesOnExit, OutboxQueries, RetentionQueries):
         ``identity`` binds a new file; an existing file must carry the same one
         (``RebindError`` otherwise), or pass None to adopt the recorded one.
         ``environ`` (default ``os.environ``) is scanned for secrets now.
+        ``project_root`` is the project's directory: absolute paths in payloads are
+        made relative to it, or replaced when outside it (docs/redaction.md). It
+        belongs to the redactor, so it is refused with a ``redactor`` of your own:
+        make that one with ``Redactor(project_root=...)``.
         ``synchronous`` is SQLite's durability level: FULL (the default) makes a
         returned append survive power loss; NORMAL survives a process crash only
         (a power cut may undo the last commits, event and outbox row together)
@@ -162,7 +168,12 @@ class RunEventStore(ClosesOnExit, OutboxQueries, RetentionQueries):
         """
         self.path = Path(path)
         # Secrets first: nothing can be appended before the environment's are known.
-        self.redactor = redactor if redactor is not None else Redactor()
+        if redactor is not None and project_root is not None:
+            raise ConfigError(
+                "pass project_root to the shared Redactor (Redactor(project_root=...)), "
+                "not to the store"
+            )
+        self.redactor = redactor if redactor is not None else Redactor(project_root=project_root)
         self.redactor.register_environment(environ)
         self.allowlist = allowlist if allowlist is not None else Allowlist()
         self._db = Database(

@@ -2,9 +2,13 @@
 
 ``apply_one_by_one`` applies any batch of outcomes, whatever they name, in batch
 order: an outcome changes its row only when it names the row's own content hash
-(otherwise it is ``foreign``) and the row is not acked yet (the first outcome for a
-row in a batch wins); ``accepted`` and ``duplicate`` ack it, ``conflict`` and
-``rejected`` park it with the reason; an outcome for no row is ``unknown``. It looks
+(otherwise it is ``foreign``) and the row is not acked yet; ``accepted`` and
+``duplicate`` ack it, ``conflict`` and ``rejected`` park it with the reason (the
+first outcome of each kind for a row in a batch wins); an outcome for no row is
+``unknown``. An ack is never undone: the hub stored those bytes, so a ``conflict`` or
+``rejected`` naming the same row and hash as an ack (an earlier one, or one in the
+same batch, before or after it) leaves the row acked and is counted
+``contradicted``, for the relay to report as a security warning. It looks
 the rows up set-based (``rows_by_key``) and writes them in ranges of ``seq``, but
 decides for each outcome in Python, in the plain way. The relay's drain takes a
 faster path for the batches that only ack (``producers.store.outbox_spans``), which must
@@ -32,6 +36,9 @@ class OutcomeApplication:
     rejected: int = 0
     foreign: list[tuple[str, int]] = field(default_factory=list)
     unknown: int = 0
+    contradicted: list[tuple[str, int]] = field(default_factory=list)
+    """``(run_id, sequence)`` of each ``conflict`` or ``rejected`` that named an acked row's
+    own hash: the row stays acked."""
 
 
 def seq_ranges(seqs: Sequence[int]) -> Iterator[tuple[int, int]]:
@@ -58,31 +65,51 @@ def apply_one_by_one(
     # thousand during a drain).
     rows = rows_by_key(c, [(o.run_id, o.sequence) for o in outcomes])
     result = OutcomeApplication()
-    acked: dict[Outcome, list[int]] = {}
-    parked: dict[tuple[Outcome, str | None], list[int]] = {}
+    acks: dict[tuple[str, int], tuple[int, Outcome]] = {}  # row -> (seq, acking outcome)
+    parks: dict[tuple[str, int], tuple[int, Outcome, str | None]] = {}
+    parked_keys: list[tuple[str, int]] = []  # parking outcomes, in batch order
     for record in outcomes:
-        run_id, sequence, outcome = record.run_id, record.sequence, record.outcome
-        found = rows.get((run_id, sequence))
+        row_key = (record.run_id, record.sequence)
+        found = rows.get(row_key)
         if found is None:
             result.unknown += 1
-            continue
-        seq, own_hash, settled = found
-        if own_hash != record.content_hash:
-            result.foreign.append((run_id, sequence))
-            continue
-        if settled:
-            continue
-        # the first outcome for a row in this batch wins, as it would row by row
-        rows[(run_id, sequence)] = (seq, own_hash, True)
-        if outcome in ACKING:
-            acked.setdefault(outcome, []).append(seq)
-            result.acked += 1
+        elif found[1] != record.content_hash:
+            result.foreign.append(row_key)
+        elif record.outcome in ACKING:
+            if not found[2]:
+                acks.setdefault(row_key, (found[0], record.outcome))
         else:
-            parked.setdefault((outcome, record.reason), []).append(seq)
-            if outcome is Outcome.CONFLICT:
-                result.conflict += 1
-            else:
-                result.rejected += 1
+            parked_keys.append(row_key)
+            if not found[2]:
+                parks.setdefault(row_key, (found[0], record.outcome, record.reason))
+    for row_key in parked_keys:
+        found = rows[row_key]
+        if found[2] or row_key in acks:  # acked before, or in this batch: it stays acked
+            result.contradicted.append(row_key)
+            parks.pop(row_key, None)
+    _write(c, acks, parks, now, result)
+    return result
+
+
+def _write(
+    c: sqlite3.Connection,
+    acks: dict[tuple[str, int], tuple[int, Outcome]],
+    parks: dict[tuple[str, int], tuple[int, Outcome, str | None]],
+    now: float,
+    result: OutcomeApplication,
+) -> None:
+    """Ack and park the rows decided, in ranges of ``seq``; count them on ``result``."""
+    acked: dict[Outcome, list[int]] = {}
+    for seq, outcome in acks.values():
+        acked.setdefault(outcome, []).append(seq)
+    parked: dict[tuple[Outcome, str | None], list[int]] = {}
+    for seq, outcome, reason in parks.values():
+        parked.setdefault((outcome, reason), []).append(seq)
+        if outcome is Outcome.CONFLICT:
+            result.conflict += 1
+        else:
+            result.rejected += 1
+    result.acked += len(acks)
     for outcome, seqs in acked.items():
         c.executemany(
             "UPDATE outbox SET acked_at = ?, outcome = ?, outcome_reason = NULL, "
@@ -95,7 +122,6 @@ def apply_one_by_one(
             "WHERE seq BETWEEN ? AND ? AND acked_at IS NULL",
             [(outcome.value, reason, now, a, b) for a, b in seq_ranges(seqs)],
         )
-    return result
 
 
 _ROWS_OF_RUN = (

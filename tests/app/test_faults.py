@@ -123,7 +123,9 @@ def test_every_fault_kind_has_exactly_its_effect_on_a_real_relay_and_consumer(
     )
     figures = expect_all(checker.standard())
     assert figures["hub_rows"] == figures["outbox_rows"] == 24
-    # the conflict's alert, and one folding both forgeries (one hub project, one claimed runtime)
+    # the conflict's alert, and one folding both forgeries and the garbage no key signed as
+    # it is (one hub project, one claimed runtime)
+    assert len({g.alert for g in done.garbage if g.alert is not None}) >= 4
     assert figures["alerts"] == 2 and figures["conflicts_told_to_relays"] == 1
     assert figures["dead_letters"] == len(GARBAGE) + 2
     client.close()

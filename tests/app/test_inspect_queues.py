@@ -65,7 +65,7 @@ def test_it_shows_stream_group_consumers_pending_dead_letters_alerts_and_a_lease
     lines = out.splitlines()
     assert "ghost" in lines and "hub-1" in lines  # XINFO CONSUMERS and the oldest pending entry
     assert "entries-read" in lines and "lag" in lines
-    assert "missing_field" in lines  # the dead letter's reason
+    assert "bad_json" in lines  # the dead letter's reason
     assert "sequence_reused" in lines  # the alert's reason
     assert "box-a" in lines  # the lease holder
     oldest = lines.index(

@@ -51,13 +51,22 @@ def test_an_oversized_field_is_cut_and_its_size_recorded() -> None:
     assert not parsed.replayable
 
 
-def test_rejected_carries_the_hash_of_the_bytes_received_not_the_claimed_one() -> None:
-    fields = decode_fields(dict(entry_fields(sync_event(3)), content_hash="0" * 64))
-    runtime_id, record = rejected_outcome(fields, "hash_mismatch") or ("", None)
+def test_rejected_carries_the_signed_hash_of_the_bytes_received() -> None:
+    fields = decode_fields(entry_fields(sync_event(3)))
+    runtime_id, record = rejected_outcome(fields, "bad_json") or ("", None)
     assert runtime_id == "rt-1"
     assert record is not None and record.outcome is Outcome.REJECTED
-    assert record.content_hash == content_hash(fields["event"])
+    assert record.content_hash == content_hash(fields["event"]) == fields["content_hash"].decode()
     assert (record.project_id, record.run_id, record.sequence) == ("proj-1", "run-1", 3)
+
+
+def test_no_rejected_outcome_for_bytes_that_are_not_the_signed_content() -> None:
+    # a rejected names only bytes its runtime signed: other bytes, or another claimed hash,
+    # could otherwise park the outbox row whose hash either of them is
+    fields = decode_fields(entry_fields(sync_event(3)))
+    assert rejected_outcome(dict(fields, content_hash=b"0" * 64), "x") is None
+    assert rejected_outcome(dict(fields, event=fields["event"] + b" "), "x") is None
+    assert rejected_outcome({k: v for k, v in fields.items() if k != "content_hash"}, "x") is None
 
 
 def test_no_rejected_outcome_for_an_entry_that_names_no_runtime_or_key() -> None:
@@ -130,17 +139,17 @@ def test_a_refused_entry_is_dead_lettered_and_alerted_and_its_runtime_told_nothi
 
 
 def test_a_bad_entry_is_told_rejected_only_when_it_authenticated() -> None:
-    fields = decode_fields(dict(entry_fields(sync_event(3)), content_hash="0" * 64))
+    fields = decode_fields(entry_fields(sync_event(3)))
     key = RuntimeKey.generate()
     stream = keys.events_stream("acme", "rt-1")
     unsigned = Publication(consumer="w1", hub_id=HUB_ID, dead_maxlen=10, alerts_maxlen=10)
-    unsigned.dead(stream, "1-0", fields, "hash_mismatch", "hash")
+    unsigned.dead(stream, "1-0", fields, "bad_json", "json")
     assert not unsigned.outcomes
     signed = Publication(consumer="w1", hub_id=HUB_ID, dead_maxlen=10, alerts_maxlen=10)
-    signed.dead(stream, "1-0", fields, "hash_mismatch", "hash", key=key)
+    signed.dead(stream, "1-0", fields, "bad_json", "json", key=key)
     [((hub_project, runtime_id, signer), [record])] = signed.outcomes.items()
     assert (hub_project, runtime_id, signer) == ("acme", "rt-1", key)
-    assert record.outcome is Outcome.REJECTED and record.reason == "hash_mismatch"
+    assert record.outcome is Outcome.REJECTED and record.reason == "bad_json"
 
 
 def test_consumer_settings_cap_ack_streams_by_default() -> None:

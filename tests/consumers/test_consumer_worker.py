@@ -36,6 +36,7 @@ from hubsync.core.entries import (
 from hubsync.core.redis_values import as_text
 from hubsync.core.settings import ConsumerSettings
 from hubsync.core.signing import SIGNATURE_FIELD, RuntimeKey, sign_event_entry
+from hubsync.core.wire import MAX_EVENT_BYTES
 from tests.helpers.relay_player import (
     HUB_PROJECT,
     RUNTIME,
@@ -180,7 +181,7 @@ def test_a_redelivery_in_a_later_batch_is_a_duplicate(
 def test_the_same_key_with_other_bytes_is_a_conflict_alerted_and_never_stored(
     redis_client: redis.Redis, worker: HubConsumer, store: HubStore
 ) -> None:
-    original, forged = sync_event(1), sync_event(1, data={"step": "evil"})
+    original, forged = sync_event(1), sync_event(1, data={"step_id": "evil"})
     send(redis_client, original)
     worker.run_once()
     send(redis_client, forged)
@@ -217,11 +218,8 @@ def test_the_same_key_with_other_bytes_is_a_conflict_alerted_and_never_stored(
 
 
 def _garbage() -> dict[str, dict[str, str | bytes]]:
-    """Bad entries of the enrolled runtime: each is signed after it was spoiled, so it
-    authenticates and what the hub judges is its content."""
-    good = entry_fields(sync_event(50))
-    # event_type is not signed (the event bytes carry it): a signed entry can lack it
-    missing = {k: v for k, v in good.items() if k != "event_type"}
+    """Bad content of the enrolled runtime: each entry is signed after it was spoiled, its
+    hash the hash of its bytes, so it authenticates and what the hub judges is its content."""
     not_json = dict(
         entry_fields(sync_event(51)), event=b"{not json", content_hash=content_hash(b"{not json")
     )
@@ -233,15 +231,11 @@ def _garbage() -> dict[str, dict[str, str | bytes]]:
         event=wrong_schema_bytes,
         content_hash=content_hash(wrong_schema_bytes),
     )
-    mismatch = dict(entry_fields(sync_event(53)), content_hash="0" * 64)
-    huge = dict(entry_fields(sync_event(54)), event=b"x" * (10 * 1024 * 1024))
-    spoiled = {
-        "missing_field": missing,
-        "bad_json": not_json,
-        "unknown_schema": wrong_schema,
-        "hash_mismatch": mismatch,
-        "field_too_large": huge,
-    }
+    huge_bytes = b"x" * (MAX_EVENT_BYTES + 1)
+    huge = dict(
+        entry_fields(sync_event(54)), event=huge_bytes, content_hash=content_hash(huge_bytes)
+    )
+    spoiled = {"bad_json": not_json, "unknown_schema": wrong_schema, "too_large": huge}
     return {reason: signed_event(fields) for reason, fields in spoiled.items()}
 
 
@@ -259,31 +253,53 @@ def test_garbage_entries_become_dead_letters_while_valid_ones_are_ingested(
     letters = dead_letters(redis_client)
     assert sorted(letter.reason for letter in letters) == sorted(garbage)
     assert all(letter.consumer == "w1" and letter.source_stream == EVENTS for letter in letters)
-    [huge] = [letter for letter in letters if letter.reason == "field_too_large"]
-    assert huge.truncated == {"event": 10 * 1024 * 1024}
+    [huge] = [letter for letter in letters if letter.reason == "too_large"]
+    assert huge.truncated == {"event": MAX_EVENT_BYTES + 1}
     assert len(huge.fields["event"]) <= 4096
-    [missing] = [letter for letter in letters if letter.reason == "missing_field"]
-    assert missing.replayable and "event_type" not in missing.fields
     assert pending_count(redis_client) == 0
 
-    # Entries that name their runtime and key are told "rejected", with the hash
-    # of the bytes received, so only a row holding exactly those bytes is touched.
+    # Signed content is told "rejected", with its own (signed) hash, so only the row
+    # holding exactly those bytes is touched.
     rejected = [o for e in outcomes(redis_client) for o in e if o.outcome is Outcome.REJECTED]
-    by_reason = {o.reason: o for o in rejected}
-    assert by_reason["hash_mismatch"].content_hash == content_hash(
-        garbage["hash_mismatch"]["event"]  # type: ignore[arg-type]
-    )
-    assert by_reason["hash_mismatch"].content_hash != "0" * 64
-    assert "missing_field" in by_reason  # its event bytes still name a runtime and key
+    assert {o.reason: o.content_hash for o in rejected} == {
+        reason: fields["content_hash"] for reason, fields in garbage.items()
+    }
 
 
-def test_an_entry_naming_another_hub_project_is_dead_lettered(
+def test_signed_data_outside_the_allowlist_is_refused_alerted_and_told_rejected(
     redis_client: redis.Redis, worker: HubConsumer, store: HubStore
 ) -> None:
+    # what a runtime with a broken deriver would send: its own, signed, but too much
+    leaky = [sync_event(n, data={"step_id": f"s{n}", "stack": "at secret.py:1"}) for n in (1, 3)]
+    send(redis_client, leaky[0])  # a runtime the worker has not seen: the general path
+    send(redis_client, sync_event(2))
+    send(redis_client, leaky[1])  # its keys cached by now: the fast path
+    stats = worker.run_once()
+
+    assert (stats.accepted, stats.refused, store.count_events()) == (1, 2, 1)
+    assert [letter.reason for letter in dead_letters(redis_client)] == ["not_allowlisted"] * 2
+    assert "'stack'" in dead_letters(redis_client)[0].detail
+    [alert] = store.alerts()  # folded: one per claimed runtime and reason
+    assert (alert.reason, alert.occurrences) == (SecurityReason.NOT_ALLOWLISTED, 2)
+    answered = {(o.sequence, o.outcome, o.content_hash) for e in outcomes(redis_client) for o in e}
+    assert answered == {
+        (1, Outcome.REJECTED, leaky[0].encoded()[1]),
+        (2, Outcome.ACCEPTED, sync_event(2).encoded()[1]),
+        (3, Outcome.REJECTED, leaky[1].encoded()[1]),
+    }
+
+
+def test_an_entry_signed_for_another_hub_project_is_refused_and_told_nothing(
+    redis_client: redis.Redis, worker: HubConsumer, store: HubStore
+) -> None:
+    enroll(store, RUNTIME, [HUB_PROJECT, "other"])  # the runtime may write to both
+    # its genuine entry for "other", copied onto this stream by someone with write access
     send_fields(redis_client, HUB_PROJECT, entry_fields(sync_event(1, hub_project="other")))
     worker.run_once()
-    assert [letter.reason for letter in dead_letters(redis_client)] == ["wrong_stream"]
-    assert store.count_events() == 0
+    [letter] = dead_letters(redis_client)
+    assert (letter.reason, store.count_events()) == ("unauthenticated", 0)
+    assert "signed for another hub project" in letter.detail
+    assert not redis_client.exists(keys.acks_stream(HUB_PROJECT, RUNTIME))
 
 
 def _unsigned(fields: dict[str, str | bytes]) -> dict[str, str | bytes]:
@@ -297,18 +313,28 @@ def test_entries_that_do_not_authenticate_are_refused_alerted_and_told_nothing(
     wrong_key = _unsigned(entry_fields(sync_event(3)))
     wrong_key[SIGNATURE_FIELD] = sign_event_entry(stranger_key, wrong_key)
     # other bytes under the genuine signature of sequence 4: the hash it signed is not theirs
-    evil = sync_event(4, data={"step": "evil"})
+    evil = sync_event(4, data={"step_id": "evil"})
     tampered = dict(entry_fields(sync_event(4)), event=evil.encoded()[0])
     tampered["content_hash"] = evil.encoded()[1]
     stranger = entry_fields(sync_event(5, runtime_id="rt-stranger"))  # never enrolled
     stranger[SIGNATURE_FIELD] = sign_event_entry(stranger_key, stranger)
+    # the runtime's own signature over what it did not write: the hub cannot tell
+    # who changed the entry, so the copy is refused, not judged
+    claimed = signed_event(dict(entry_fields(sync_event(53)), content_hash="0" * 64))
+    flat = signed_event(dict(entry_fields(sync_event(6)), event_type="step.started"))
     refused = {
         "unsigned": _unsigned(entry_fields(sync_event(2))),
         "signed with another key": wrong_key,
         "tampered": tampered,
         "unknown runtime": stranger,
         # a bad entry that would be told "rejected" if it authenticated
-        "unsigned garbage": _unsigned(_garbage()["hash_mismatch"]),
+        "unsigned garbage": _unsigned(_garbage()["bad_json"]),
+        "another hash signed": claimed,
+        "a flat field signed that the bytes disagree with": flat,
+        "no event_type": {
+            k: v for k, v in entry_fields(sync_event(7)).items() if k != "event_type"
+        },
+        "a junk field": entry_fields(sync_event(8)) | {"junk": b"x" * 16},
     }
     send(redis_client, sync_event(1))
     for fields in refused.values():
@@ -326,7 +352,7 @@ def test_entries_that_do_not_authenticate_are_refused_alerted_and_told_nothing(
     kept = store.alerts()
     assert [a.reason for a in kept] == [SecurityReason.UNAUTHENTICATED] * 2
     assert {(a.runtime_id, a.sequence, a.occurrences) for a in kept} == {
-        (RUNTIME, 53, 4),
+        (RUNTIME, 8, len(refused) - 1),  # the junk field's, the last of them
         ("rt-stranger", 5, 1),
     }
     # the live feed has each one, the tampered entry with the hash of the bytes it carried

@@ -209,7 +209,7 @@ class HubStoreContract(OwnershipContract):
         self, store: HubStore
     ) -> None:
         original = event_entry(sync_event(1))
-        forged = event_entry(sync_event(1, data={"step": "evil"}))
+        forged = event_entry(sync_event(1, data={"step_id": "evil"}))
         store.ingest([original])
         [outcome] = store.ingest([forged])
         assert outcome.outcome is Outcome.CONFLICT

@@ -351,7 +351,7 @@ def test_a_key_another_writer_holds_uncommitted_is_judged_once_that_writer_ends(
     store: HubStore, postgres_url: str, other_commits: bool
 ) -> None:
     original = event_entry(sync_event(1))
-    forged = event_entry(sync_event(1, data={"step": "evil"}))
+    forged = event_entry(sync_event(1, data={"step_id": "evil"}))
     with psycopg.connect(postgres_url) as other:
         insert_uncommitted(other, original)
         ingesting = Ingesting(store, [forged])
@@ -491,7 +491,7 @@ def test_hubsync_consume_stores_a_streams_events_in_postgresql_and_the_readers_l
         enroll(store, "rt-1", ["acme"])  # the relay player signs as this runtime
     for s in range(1, 21):
         send(redis_client, sync_event(s))
-    send(redis_client, sync_event(3, data={"step": "evil"}))
+    send(redis_client, sync_event(3, data={"step_id": "evil"}))
     # the password travels in the environment, as HUBSYNC_HUB_URL, never on a command line
     env = {"HUBSYNC_HUB_URL": postgres_url, "HUBSYNC_REDIS_URL": redis_url}
     result = run_hubsync(["consume", "--name", "hub-pg", "--once", "--json"], env=env)

@@ -124,7 +124,7 @@ def test_consumer_counts_outcomes_conflicts_dead_letters_latency_and_ingest_time
     duplicate = delta("hubsync_events_ingested_total", outcome="duplicate")
     conflict = delta("hubsync_events_ingested_total", outcome="conflict")
     reused = delta("hubsync_conflicts_total", reason="sequence_reused")
-    bad_hash = delta("hubsync_dead_letters_total", reason="hash_mismatch")
+    bad_json = delta("hubsync_dead_letters_total", reason="bad_json")
     refused = delta("hubsync_dead_letters_total", reason="unauthenticated")
     latencies = delta("hubsync_end_to_end_latency_seconds_count")
     ingests = delta("hubsync_batch_ingest_seconds_count")
@@ -132,9 +132,12 @@ def test_consumer_counts_outcomes_conflicts_dead_letters_latency_and_ingest_time
     for sequence in (1, 2, 3):
         send(redis_client, sync_event(sequence))
     send(redis_client, sync_event(1))  # same bytes again: duplicate
-    send(redis_client, sync_event(2, data={"other": "bytes"}))  # same key, other bytes
-    # signed after tampering: the runtime's own bad entry, judged on its content
-    tampered = entry_fields(sync_event(4)) | {"content_hash": content_hash(b"not these bytes")}
+    send(redis_client, sync_event(2, data={"status": "other bytes"}))  # same key, other bytes
+    # signed after spoiling: the runtime's own bad content, judged as such
+    tampered = entry_fields(sync_event(4)) | {
+        "event": b"{not json",
+        "content_hash": content_hash(b"{not json"),
+    }
     send_fields(redis_client, HUB_PROJECT, signed_event(tampered))
     unsigned = {k: v for k, v in entry_fields(sync_event(5)).items() if k != SIGNATURE_FIELD}
     send_fields(redis_client, HUB_PROJECT, unsigned)
@@ -142,7 +145,7 @@ def test_consumer_counts_outcomes_conflicts_dead_letters_latency_and_ingest_time
 
     assert (accepted(), duplicate(), conflict()) == (3, 1, 1)
     assert reused() == 1
-    assert bad_hash() == 1
+    assert bad_json() == 1
     assert refused() == 1
     assert latencies() == 3  # accepted events only
     assert ingests() >= 1

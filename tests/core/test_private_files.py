@@ -19,6 +19,7 @@ import pytest
 from hubsync.core.errors import UnsafeFileError
 from hubsync.core.private_files import exposure, modes_left_alone, secure_existing_files
 from hubsync.core.sqlite import Database, backup_path
+from hubsync.processes import child_environment
 
 
 def mode(path: Path) -> int:
@@ -153,7 +154,7 @@ def _refused_to_nobody(path: Path, nobody: pwd.struct_passwd, setpriv: str) -> N
     result = subprocess.run(
         [setpriv, f"--reuid={nobody.pw_uid}", f"--regid={nobody.pw_gid}", "--clear-groups",
          sys.executable, "-c", code],
-        env={"PYTHONPATH": str(checkout), "PATH": os.environ.get("PATH", "")},
+        env=child_environment({"PYTHONPATH": str(checkout)}),
         capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
     if result.returncode not in (0, 3):

@@ -57,10 +57,14 @@ RUNTIME = "rt-vm-76ff556c"
 
 # The vectors of docs/contract.md (signed encodings), byte for byte.
 EVENT_VECTOR = (
-    b"16:hubsync/event/v1,13:shop-48ee17a7,13:run-2026-0001,1:7,4:shop,14:rt-vm-76ff556c,"
-    b"64:" + EMPTY_SHA256.encode() + b","
+    b"16:hubsync/event/v2,5:event,13:shop-48ee17a7,4:shop,13:run-2026-0001,1:7,11:run.started,"
+    b"14:rt-vm-76ff556c,64:" + EMPTY_SHA256.encode() + b","
 )
-EVENT_VECTOR_SIG = "ce827ffa9a45d7575ca0782cfa4e68556cc3b991a259b422c23f055966345c07"
+EVENT_VECTOR_SIG = "a3dca1c0315ce0f08932f91205397459855bcc578f6e673d47f5a94eec3007c0"
+EVENT_VALUES = (
+    "event", "shop-48ee17a7", "shop", "run-2026-0001", 7, "run.started", RUNTIME, EMPTY_SHA256
+)  # fmt: skip
+"""The vector's ``EVENT_SIGNED_FIELDS``, in order."""
 PRESENCE_VECTOR = (
     b"19:hubsync/presence/v1,14:rt-vm-76ff556c,4:shop,7:build-3,4:4242,5:0.4.0,1:0,"
     b"27:2026-12-01T00:03:51.698340Z,"
@@ -143,8 +147,8 @@ def signed_outcomes(key: RuntimeKey, runtime_id: str = RUNTIME) -> dict[str, byt
 
 def test_event_vector_is_the_hmac_of_the_documented_encoding() -> None:
     key = RuntimeKey(KEY)
-    message = event_message("shop-48ee17a7", "run-2026-0001", 7, "shop", RUNTIME, EMPTY_SHA256)
-    assert message == EVENT_VECTOR
+    assert EVENT_TAG == b"hubsync/event/v2"
+    assert event_message(*EVENT_VALUES) == EVENT_VECTOR
     assert hmac_hex(EVENT_VECTOR) == EVENT_VECTOR_SIG
     assert relay_event_fields()["sequence"] == "7"
     assert sign_event_entry(key, relay_event_fields()) == EVENT_VECTOR_SIG
@@ -152,9 +156,10 @@ def test_event_vector_is_the_hmac_of_the_documented_encoding() -> None:
         sign_event(
             key,
             project_id="shop-48ee17a7",
+            hub_project="shop",
             run_id="run-2026-0001",
             sequence=7,
-            hub_project="shop",
+            event_type="run.started",
             runtime_id=RUNTIME,
             content_hash=EMPTY_SHA256,
         )
@@ -174,6 +179,17 @@ def test_outcomes_vector_is_the_hmac_of_the_payload_as_sent() -> None:
     assert outcomes_message(HUB_ID, "shop", RUNTIME, fields["outcomes"]) == OUTCOMES_VECTOR
     assert hmac_hex(OUTCOMES_VECTOR) == OUTCOMES_VECTOR_SIG
     assert sign_outcomes_entry(RuntimeKey(KEY), fields, runtime_id=RUNTIME) == OUTCOMES_VECTOR_SIG
+
+
+def test_the_contract_shows_these_vectors() -> None:
+    contract = (REPO_ROOT / "docs" / "contract.md").read_text()
+    for message, sig in (
+        (EVENT_VECTOR, EVENT_VECTOR_SIG),
+        (PRESENCE_VECTOR, PRESENCE_VECTOR_SIG),
+        (OUTCOMES_VECTOR, OUTCOMES_VECTOR_SIG),
+    ):
+        shown = message.replace(EMPTY_SHA256.encode(), b"H").decode()
+        assert f"`{shown}` | `{sig}`" in contract
 
 
 # ----- round trips through the entry fields both sides build -----
@@ -251,11 +267,11 @@ def test_another_runtimes_key_does_not_verify() -> None:
 def test_an_event_signature_never_verifies_as_presence_or_outcomes() -> None:
     key = RuntimeKey.generate()
     # Field values arranged so the untagged field lists line up: the presence beat's
-    # first six fields equal the event's six, its seventh empty; the outcomes entry
-    # carries the event's encoded fields as its payload.
-    values = ("shop-48ee17a7", "run-2026-0001", "7", "shop", RUNTIME, EMPTY_SHA256)
-    sig = sign_event(key, **dict(zip(EVENT_SIGNED_FIELDS, values, strict=True)))
-    presence = dict(zip(PRESENCE_SIGNED_FIELDS, (*values, ""), strict=True))
+    # seven fields are the event's first seven; the outcomes entry carries the event's
+    # encoded fields as its payload.
+    values = tuple(str(value) for value in EVENT_VALUES)
+    sig = sign_event_entry(key, dict(zip(EVENT_SIGNED_FIELDS, values, strict=True)))
+    presence = dict(zip(PRESENCE_SIGNED_FIELDS, values[:7], strict=True))
     presence[SIGNATURE_FIELD] = sig
     assert verify_presence_entry([key], presence) is None
     body = event_message(*values).split(b",", 1)[1]
@@ -276,7 +292,7 @@ ids = st.text(min_size=0, max_size=40)
 
 
 @settings(max_examples=200, deadline=None)
-@given(event=st.tuples(ids, ids, ids, ids, ids, ids), beat=st.tuples(*[ids] * 7))
+@given(event=st.tuples(*[ids] * 8), beat=st.tuples(*[ids] * 7))
 def test_no_event_encoding_equals_a_presence_or_outcomes_encoding(
     event: tuple[str, ...], beat: tuple[str, ...]
 ) -> None:
@@ -288,14 +304,14 @@ def test_no_event_encoding_equals_a_presence_or_outcomes_encoding(
 @pytest.mark.parametrize(
     ("first", "second"),
     [
-        ({"project_id": "ab", "run_id": "c"}, {"project_id": "a", "run_id": "bc"}),
+        ({"project_id": "ab", "hub_project": "c"}, {"project_id": "a", "hub_project": "bc"}),
         ({"run_id": "r1", "sequence": 23}, {"run_id": "r12", "sequence": 3}),
-        ({"sequence": 12, "hub_project": "3shop"}, {"sequence": 123, "hub_project": "shop"}),
+        ({"sequence": 12, "event_type": "3run.x"}, {"sequence": 123, "event_type": "run.x"}),
         (
-            {"hub_project": "shop", "runtime_id": "4:rt"},
-            {"hub_project": "shop4:", "runtime_id": "rt"},
+            {"event_type": "run.x", "runtime_id": "4:rt"},
+            {"event_type": "run.x4:", "runtime_id": "rt"},
         ),
-        ({"project_id": "p,1:", "run_id": "xr"}, {"project_id": "p", "run_id": ",1:xr"}),
+        ({"hub_project": "p,1:", "run_id": "xr"}, {"hub_project": "p", "run_id": ",1:xr"}),
     ],
 )
 def test_bytes_cannot_move_across_a_field_boundary(
@@ -439,14 +455,16 @@ text_ids = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), min_siz
 
 
 def signed_values(max_sequence: int) -> st.SearchStrategy[dict[str, Any]]:
-    """An event's signed values: ``EVENT_SIGNED_FIELDS`` (the sequence an ``int``, the
-    ``content_hash`` hex)."""
+    """An event's signed values: ``EVENT_SIGNED_FIELDS`` (``kind`` ``event``, the sequence an
+    ``int``, the ``content_hash`` hex)."""
     return st.fixed_dictionaries(
         {
+            "kind": st.just("event"),
             "project_id": text_ids,
+            "hub_project": text_ids,
             "run_id": text_ids,
             "sequence": st.integers(min_value=1, max_value=max_sequence),
-            "hub_project": text_ids,
+            "event_type": text_ids,
             "runtime_id": text_ids,
             "content_hash": st.binary(min_size=32, max_size=32).map(bytes.hex),
         }
@@ -460,6 +478,7 @@ def test_any_valid_event_round_trips_and_only_for_its_own_fields(
 ) -> None:
     key = RuntimeKey(KEY)
     fields = dict(values)
+    del fields["kind"]
     entry = signed_event(key, digest=fields.pop("content_hash"), **fields)
     message = event_message(*(values[name] for name in EVENT_SIGNED_FIELDS))
     assert entry[SIGNATURE_FIELD].decode() == hmac_hex(message)
@@ -476,9 +495,10 @@ def _event_signers(key: RuntimeKey, values: dict[str, str]) -> dict[str, str]:
     """The ``sig`` each event signer makes for ``values`` (``EVENT_SIGNED_FIELDS``, as text)."""
     fields = relay_event_fields(
         project_id=values["project_id"],
+        hub_project=values["hub_project"],
         run_id=values["run_id"],
         sequence=int(values["sequence"]),
-        hub_project=values["hub_project"],
+        event_type=values["event_type"],
         runtime_id=values["runtime_id"],
         digest=values["content_hash"],
     )
@@ -489,10 +509,13 @@ def _event_signers(key: RuntimeKey, values: dict[str, str]) -> dict[str, str]:
         runtime_id=values["runtime_id"],
     )
     return {
-        "sign_event": sign_event(key, **values),
+        "sign_event": sign_event(key, **{n: v for n, v in values.items() if n != "kind"}),
         "sign_event_entry": sign_event_entry(key, fields),
         "EventSigner": signer.sign(
-            values["run_id"].encode(), values["sequence"].encode(), values["content_hash"].encode()
+            values["run_id"].encode(),
+            values["sequence"].encode(),
+            values["event_type"].encode(),
+            values["content_hash"].encode(),
         ),
     }
 

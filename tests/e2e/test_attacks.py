@@ -9,6 +9,7 @@ The second-hub attack is in test_hub_binding.py.
 
 from __future__ import annotations
 
+import hmac
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -30,6 +31,7 @@ from hubsync.core.entries import (
     decode_fields,
     event_entry_fields,
     outcomes_entry_fields,
+    parse_outcomes_entry,
 )
 from hubsync.core.signing import (
     SIGNATURE_FIELD,
@@ -257,19 +259,133 @@ def test_a_bad_copy_in_the_same_batch_does_not_park_the_genuine_row(
     wrong_hash = dict(genuine)
     wrong_hash["content_hash"] = b"0" * 64
     redis_client.xadd(site.events, wrong_hash)  # type: ignore[arg-type]
-    # a copy keeping the signed fields (and so a valid signature) but other bytes:
-    # authenticated, refused on the hash, and answered with the hash of its own bytes
+    # a copy keeping the signed fields (and so a valid signature) but other bytes: they
+    # are not the signed content, so it is refused like a forgery and nobody is told
     other_bytes = dict(genuine)
     other_bytes["event"] = genuine["event"].replace(b'"data":{}', b'"data":{"forged":true}')
     assert other_bytes["event"] != genuine["event"]
     redis_client.xadd(site.events, other_bytes)  # type: ignore[arg-type]
 
     stats = site.consume_once()
-    assert stats["accepted"] == 2 and stats["dead"] == 2 and stats["refused"] == 1
+    assert stats["accepted"] == 2 and stats["dead"] == 2 and stats["refused"] == 2
+    answered = {o.outcome for o in published_outcomes(redis_client, site)}
+    assert answered <= {Outcome.ACCEPTED, Outcome.DUPLICATE}
     summary = site.relay_once()
-    assert summary["rejected"] == 0 and summary["foreign"] == 1
+    assert summary["rejected"] == 0 and summary["foreign"] == 0
     site.assert_all_synced(2)
     letters = [decode_fields(raw) for _, raw in redis_client.xrange(keys.dead_stream(HUB_PROJECT))]
-    assert sorted(letter["reason"] for letter in letters) == [b"hash_mismatch", b"unauthenticated"]
-    # the refused copy's alert names the hash of the bytes it carried, not the genuine one
-    assert security_alerts(site.hub)[0].offered_hash == content_hash(genuine["event"])
+    assert [letter["reason"] for letter in letters] == [b"unauthenticated"] * 2
+    # the refused copies' alerts name the hash of the bytes each carried
+    streamed = [
+        decode_fields(raw) for _, raw in redis_client.xrange(keys.alerts_stream(HUB_PROJECT))
+    ]
+    assert sorted(f["offered_hash"].decode() for f in streamed) == sorted(
+        [content_hash(genuine["event"]), content_hash(other_bytes["event"])]
+    )
+
+
+def published_outcomes(client: redis.Redis, site: Site) -> list[OutcomeRecord]:
+    """Every outcome on the runtime's ack stream now (read before its relay trims them)."""
+    acks = keys.acks_stream(HUB_PROJECT, site.registry.runtime_id)
+    return [o for _, raw in client.xrange(acks) for o in parse_outcomes_entry(decode_fields(raw))]
+
+
+# ----- 6. a genuine entry tampered with by a keyless writer -----
+
+
+def _retyped(fields: dict[str, bytes]) -> dict[str, bytes]:
+    return fields | {"event_type": b"run.cancelled"}
+
+
+def _untyped(fields: dict[str, bytes]) -> dict[str, bytes]:
+    return {name: value for name, value in fields.items() if name != "event_type"}
+
+
+def _padded(fields: dict[str, bytes]) -> dict[str, bytes]:
+    return fields | {"junk": b"x" * 2 * 1024 * 1024}
+
+
+@pytest.mark.parametrize(
+    "tamper", [_retyped, _untyped, _padded], ids=["retyped", "untyped", "junk"]
+)
+@pytest.mark.parametrize("deleted", [True, False], ids=["genuine-deleted", "genuine-kept"])
+def test_a_tampered_copy_is_refused_told_nobody_and_the_genuine_rows_reach_the_hub(
+    redis_client: redis.Redis, site: Site, tamper: Any, deleted: bool
+) -> None:
+    append_many(site.store, runs=1, per_run=3)
+    assert site.relay_once()["sent"] == 3
+    genuine = event_entries(redis_client, site)
+
+    # The attacker (write access to Redis, no key) replaces each genuine entry with a
+    # tampered copy, or adds the copy behind it: the signature still verifies over the
+    # fields v1 signed, so only the v2 signature and the exact field set can tell.
+    if deleted:
+        redis_client.xdel(site.events, *[entry_id for entry_id, _ in genuine])
+    for _, fields in genuine:
+        redis_client.xadd(site.events, tamper(fields))  # type: ignore[arg-type]
+
+    # (a pass may send a row twice: a 10 ms resend timeout can fall due within it)
+    copies = len(genuine)
+    stats = site.consume_once()
+    assert stats["refused"] == copies and stats["accepted"] == (0 if deleted else 3)
+    letters = [decode_fields(raw) for _, raw in redis_client.xrange(keys.dead_stream(HUB_PROJECT))]
+    assert [letter["reason"] for letter in letters] == [b"unauthenticated"] * copies
+    assert {a.reason for a in security_alerts(site.hub)} == {SecurityReason.UNAUTHENTICATED}
+    # no outcome about a tampered copy, to anyone: only the genuine entries were answered
+    answered = [o.outcome for o in published_outcomes(redis_client, site)]
+    assert len(answered) == (0 if deleted else copies)
+    assert set(answered) <= {Outcome.ACCEPTED, Outcome.DUPLICATE}
+
+    summary = site.relay_once()  # applies what there is, resends what was never answered
+    assert summary["rejected"] == 0 and summary["contradicted"] == 0
+    if deleted:
+        assert summary["acked"] == 0 and summary["resent"] >= 3
+        assert site.consume_once()["accepted"] == 3
+        site.relay_once()
+    site.assert_all_synced(3)
+
+
+# ----- 7. entries an older relay signed (event signature v1) -----
+
+
+def _signed_v1(key: bytes, fields: dict[str, bytes]) -> bytes:
+    """The ``sig`` a relay of the previous release gave an event entry: HMAC-SHA256 of the
+    netstrings of ``hubsync/event/v1``, project_id, run_id, sequence, hub_project,
+    runtime_id and content_hash."""
+    items = [b"hubsync/event/v1"] + [
+        fields[name]
+        for name in (
+            "project_id",
+            "run_id",
+            "sequence",
+            "hub_project",
+            "runtime_id",
+            "content_hash",
+        )
+    ]
+    message = b"".join(b"%d:%b," % (len(item), item) for item in items)
+    return hmac.new(key, message, "sha256").hexdigest().encode()
+
+
+def test_entries_left_pending_by_an_older_relay_are_refused_and_resent_signed_v2(
+    redis_client: redis.Redis, site: Site
+) -> None:
+    append_many(site.store, runs=2, per_run=3)
+    assert site.relay_once()["sent"] == 6
+    # what an upgrade finds: the same rows' entries as the previous release signed them
+    enrollment = site.registry.enrollment()
+    assert enrollment is not None
+    genuine = event_entries(redis_client, site)
+    redis_client.xdel(site.events, *[entry_id for entry_id, _ in genuine])
+    for _, fields in genuine:
+        v1 = fields | {SIGNATURE_FIELD: _signed_v1(enrollment.key, fields)}
+        redis_client.xadd(site.events, v1)  # type: ignore[arg-type]
+
+    stats = site.consume_once()
+    assert stats["refused"] == len(genuine) and stats["accepted"] == 0
+    assert published_outcomes(redis_client, site) == []  # no row is parked by the upgrade
+    summary = site.relay_once()
+    assert summary["resent"] >= 6 and summary["rejected"] == 0
+    assert site.consume_once()["accepted"] == 6
+    site.relay_once()
+    site.assert_all_synced(6)  # nothing lost

@@ -82,7 +82,7 @@ class Pipeline:
 
 
 def malformed_entries(hub_project: str, marker: str) -> list[dict[str, str | bytes]]:
-    """Two bad entries of runtime ``rt-x`` whose bytes carry the marker: a wrong hash, and a
+    """Two bad entries of runtime ``rt-x`` whose bytes carry the marker: no JSON, and a
     wrong field type (unsigned: the caller signs them as the runtime)."""
     wrong_type = canonical_json(
         {
@@ -106,8 +106,9 @@ def malformed_entries(hub_project: str, marker: str) -> list[dict[str, str | byt
         "event_type": "step.completed",
         "runtime_id": "rt-x",
     }
+    not_json = b'{"data":{"note":"' + marker.encode()
     return [
-        base | {"content_hash": content_hash(b"other bytes"), "event": wrong_type},
+        base | {"content_hash": content_hash(not_json), "event": not_json},
         base | {"content_hash": content_hash(wrong_type), "event": wrong_type},
     ]
 
@@ -239,7 +240,7 @@ def test_scraped_metrics_equal_what_was_sent_and_ingested(pipeline: Pipeline) ->
 
     assert value(consumer, "hubsync_events_ingested_total", outcome="accepted") == EVENTS
     assert value(consumer, "hubsync_events_ingested_total", outcome="duplicate") == 0
-    assert value(consumer, "hubsync_dead_letters_total", reason="hash_mismatch") == 1
+    assert value(consumer, "hubsync_dead_letters_total", reason="bad_json") == 1
     assert value(consumer, "hubsync_dead_letters_total", reason="invalid_event") == 1
     assert value(consumer, "hubsync_dead_letters_total", reason="unauthenticated") == 1
     assert value(consumer, "hubsync_end_to_end_latency_seconds_count") == EVENTS

@@ -84,7 +84,7 @@ def test_of_two_copies_of_one_hub_the_one_behind_is_refused(
     send(redis_client, sync_event(3))
     refused = run_consume(redis_url, first, "--once")
     assert refused.returncode == 2 and "older than this Redis namespace" in refused.stderr
-    assert count_rows(first) == 1 and redis_client.xlen(keys.events_stream("acme")) >= 1
+    assert count_rows(first) == 1 and redis_client.xlen(keys.events_stream("acme", RUNTIME)) >= 1
 
 
 def test_a_running_consumer_stops_once_its_store_falls_behind_the_namespace(

@@ -24,6 +24,7 @@ from consumers.stream.worker import HubConsumer
 from hubstore.sqlite.store import SqliteHubStore
 from hubsync.cli.main import main
 from hubsync.core import keys
+from hubsync.core.canonical import content_hash
 from hubsync.core.closing import ClosesOnExit
 from hubsync.core.settings import ConsumerSettings
 from hubsync.processes import child_environment
@@ -108,13 +109,14 @@ class LivePipeline(ClosesOnExit):
             project_id=self.registration.project_id,
             hub_project=HUB_PROJECT,
             runtime_id=self.runtime_id,
-            data={"forged": True},
+            data={"status": "forged"},
         )
         return send(self.client, forged)
 
     def inject_garbage(self, big: bool = False) -> str:
-        """XADD an entry of this runtime, signed with its key, that no hub accepts: it has no
-        event bytes (``big``: a field over the dead-letter preview size)."""
+        """XADD an entry of this runtime, signed with its key, that no hub accepts: its event
+        bytes are no JSON (``big``: over the dead-letter preview size)."""
+        data = b"x" * 10_000 if big else b"not an event"
         fields: dict[str, str | bytes] = {
             "kind": "event",
             "project_id": self.registration.project_id,
@@ -123,8 +125,8 @@ class LivePipeline(ClosesOnExit):
             "sequence": "1",
             "event_type": "step.completed",
             "runtime_id": self.runtime_id,
-            "content_hash": "0" * 64,
-            "note": "x" * 10_000 if big else "not an event",
+            "content_hash": content_hash(data),
+            "event": data,
         }
         return send_fields(self.client, HUB_PROJECT, signed_event(fields), self.runtime_id)
 

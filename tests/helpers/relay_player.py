@@ -41,7 +41,7 @@ def sync_event(
             "sequence": sequence,
             "event_type": "step.completed",
             "occurred_at": "2026-11-29T16:38:54.123456Z",
-            "data": dict(data) if data is not None else {"step": f"s{sequence}", "ok": True},
+            "data": dict(data) if data is not None else {"step_id": f"s{sequence}", "status": "ok"},
         }
     )
 

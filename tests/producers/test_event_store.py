@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hubsync.core.entries import decode_fields, parse_event_entry, raw_event_entry_fields
-from hubsync.core.errors import SchemaVersionError, WireError
+from hubsync.core.errors import ConfigError, SchemaVersionError, WireError
 from hubsync.core.wire import MAX_EVENT_BYTES, parse_sync_event
 from producers.derivation import HUB_MAX_NESTING, StoreIdentity
 from producers.errors import (
@@ -25,6 +25,7 @@ from producers.errors import (
     SecretInIdError,
     StoreClosedError,
 )
+from producers.redaction import Redactor
 from producers.store.event_store import (
     EVENT_STORE_SCHEMA_VERSION,
     NewEvent,
@@ -452,3 +453,15 @@ def test_no_planted_secret_reaches_any_byte_of_the_sqlite_files(data: st.DataObj
         needle = secret.encode()
         assert needle not in on_disk
         assert needle not in after_close
+
+
+def test_the_project_root_goes_to_the_stores_own_redactor_never_beside_a_shared_one(
+    tmp_path: Path,
+) -> None:
+    with RunEventStore(tmp_path / "a.db", IDENTITY, environ={}, project_root=tmp_path) as store:
+        assert store.redactor.project_root == str(tmp_path)
+    with pytest.raises(ConfigError, match="Redactor\\(project_root"):
+        RunEventStore(
+            tmp_path / "b.db", IDENTITY, environ={}, redactor=Redactor(), project_root=tmp_path
+        )
+    assert not (tmp_path / "b.db").exists()

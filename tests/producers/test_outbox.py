@@ -152,8 +152,35 @@ def test_an_acked_row_is_not_changed_by_a_later_outcome(store: RunEventStore) ->
         now=200.0,
     )
     assert (again.acked, again.conflict) == (0, 0)
+    assert again.contradicted == [("run-1", 1)]
     row = store.outbox_for_run("run-1")[0]
     assert (row.acked_at, row.outcome) == (100.0, "accepted")
+
+
+@pytest.mark.parametrize("ack", ["accepted", "duplicate"])
+@pytest.mark.parametrize("park", ["rejected", "conflict"])
+def test_a_verdict_against_an_ack_of_the_same_bytes_never_parks_the_row(
+    store: RunEventStore, ack: str, park: str
+) -> None:
+    # in one batch, either order; and after the ack, in a later batch
+    first = store.apply_outcomes([outcome(store, 1, park, "x"), outcome(store, 1, ack)], now=100.0)
+    second = store.apply_outcomes([outcome(store, 2, ack), outcome(store, 2, park, "x")], now=100.0)
+    store.apply_outcomes([outcome(store, 3, ack)], now=100.0)
+    later = store.apply_outcomes([outcome(store, 3, park, "x")], now=200.0)
+    assert [a.contradicted for a in (first, second, later)] == [
+        [("run-1", 1)],
+        [("run-1", 2)],
+        [("run-1", 3)],
+    ]
+    assert (first.acked, first.rejected + first.conflict) == (1, 0)
+    assert (later.acked, later.rejected + later.conflict) == (0, 0)
+    rows = store.outbox_for_run("run-1")[:3]
+    assert [(r.state, r.outcome, r.outcome_reason) for r in rows] == [("acked", ack, None)] * 3
+    # a verdict on a parked row's hash is not a contradiction: the first park stands
+    parked = store.apply_outcomes(
+        [outcome(store, 4, "rejected", "bad_json"), outcome(store, 4, "conflict", "y")], now=1.0
+    )
+    assert (parked.rejected, parked.conflict, parked.contradicted) == (1, 0, [])
 
 
 def test_a_parked_row_is_acked_when_its_replayed_event_is_accepted(store: RunEventStore) -> None:

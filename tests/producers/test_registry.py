@@ -249,3 +249,17 @@ def test_a_refused_join_never_shows_the_key(tmp_path: Path) -> None:
             with pytest.raises(ForeignEnrollmentError) as info:
                 registry.join(other)
             assert other.key.hex() not in str(info.value) and "key=" not in str(info.value)
+
+
+def test_open_store_makes_paths_relative_to_the_registered_project_root(tmp_path: Path) -> None:
+    root = tmp_path / "shop"
+    with RuntimeRegistry(tmp_path / "state", "rt-a") as registry:
+        registration = registry.register_project(root)
+        with registry.open_store(registration, environ={}) as store:
+            assert store.redactor.project_root == str(root.resolve())
+            store.append_event(
+                "run-1", "step.failed", {"error": {"message": f"in {root}/src/app.py and /etc/x"}}
+            )
+            payload = store.events("run-1")[0].payload
+    assert "in src/app.py and [REDACTED:path]" in payload
+    assert str(tmp_path) not in payload

@@ -258,6 +258,31 @@ def test_outcomes_not_signed_by_our_hub_for_this_stream_are_ignored(
     assert relay.ack_stats.acked == 1 and store.outbox_counts()["acked"] == 1
 
 
+def test_a_rejected_for_an_acked_rows_own_bytes_is_counted_and_the_row_stays_acked(
+    tmp_path: Path, redis_url: str, redis_client: redis.Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    registry, store, relay = one_event_relayed(tmp_path, redis_url)
+    [sent] = stream_events(redis_client, "alpha")
+    ack_everything(redis_client, "alpha")
+    relay.run_once()
+    assert store.outbox_counts()["acked"] == 1
+    # the hub's own signature, naming the row and its hash: it contradicts the ack
+    rejected = OutcomeRecord(
+        store.project_id, "run-0", 1, Outcome.REJECTED, sent["content_hash"].decode(), "bad_json"
+    )
+    acks = keys.acks_stream("alpha", registry.runtime_id)
+    redis_client.xadd(
+        acks, signed_outcomes(registry.runtime_id, outcomes_entry_fields("alpha", [rejected]))
+    )  # type: ignore[arg-type]
+    with caplog.at_level("WARNING", logger="producers.relay.acks"):
+        summary = relay.run_once()
+    relay.close()
+    assert (summary.acks.contradicted, summary.acks.rejected) == (1, 0)
+    assert summary.as_dict()["contradicted"] == 1
+    assert store.outbox_counts()["acked"] == 1 and store.outbox_counts()["rejected"] == 0
+    assert "security: a hub outcome contradicts the ack" in caplog.text
+
+
 def test_rows_left_unacked_past_the_resend_timeout_are_sent_again(
     tmp_path: Path, redis_url: str, redis_client: redis.Redis
 ) -> None:

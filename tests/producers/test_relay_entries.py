@@ -42,26 +42,33 @@ def test_the_event_signer_gives_the_contract_vector() -> None:
         KEY, project_id="shop-48ee17a7", hub_project="shop", runtime_id="rt-vm-76ff556c"
     )
     assert (
-        signer.sign(b"run-2026-0001", b"7", H.encode())
-        == "ce827ffa9a45d7575ca0782cfa4e68556cc3b991a259b422c23f055966345c07"
+        signer.sign(b"run-2026-0001", b"7", b"run.started", H.encode())
+        == "a3dca1c0315ce0f08932f91205397459855bcc578f6e673d47f5a94eec3007c0"
     )
 
 
-@given(ids, ids, ids, ids, st.integers(1, 2**62), st.binary(min_size=64, max_size=64))
+@given(ids, ids, ids, ids, st.integers(1, 2**62), ids, st.binary(min_size=64, max_size=64))
 def test_the_event_signer_signs_as_sign_event(
-    project_id: str, hub_project: str, runtime_id: str, run_id: str, sequence: int, digest: bytes
+    project_id: str,
+    hub_project: str,
+    runtime_id: str,
+    run_id: str,
+    sequence: int,
+    event_type: str,
+    digest: bytes,
 ) -> None:
     signer = EventSigner(KEY, project_id=project_id, hub_project=hub_project, runtime_id=runtime_id)
     expected = sign_event(
         KEY,
         project_id=project_id,
+        hub_project=hub_project,
         run_id=run_id,
         sequence=sequence,
-        hub_project=hub_project,
+        event_type=event_type,
         runtime_id=runtime_id,
         content_hash=digest,
     )
-    assert signer.sign(run_id.encode(), b"%d" % sequence, digest) == expected
+    assert signer.sign(run_id.encode(), b"%d" % sequence, event_type.encode(), digest) == expected
 
 
 def test_an_outbox_entry_is_the_contract_entry_signed(tmp_path: Path) -> None:
