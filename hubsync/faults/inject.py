@@ -11,7 +11,11 @@
   ``accepted`` for entries deleted from the stream first and ``conflict`` or ``rejected``
   for others: the relay must ignore it;
 * garbage: entries of a runtime, signed with its key after they were spoiled
-  (``garbage.GARBAGE``), that every hub worker must dead-letter with a known reason.
+  (``garbage.GARBAGE``), that every hub worker must dead-letter with a known reason;
+* cross-runtime injection: a new run in another runtime's project, signed with a
+  runtime's own key: the hub must refuse it ``not_owner`` and tell the owner nothing;
+* lease-hash replay: what a lease's hash holds, read as any Redis reader could, presented
+  as its holder's proof to renew, release and write a fenced value: every attempt refused.
 
 Every injected entry is remembered (``self.record``) so duplicates are only ever made of
 genuine entries, and so the checks can match each injection to its dead letter or alert.
@@ -23,8 +27,11 @@ from __future__ import annotations
 
 import json
 import random
+from dataclasses import replace
 from typing import Any
 
+from hubstore.errors import InvalidLeaseArgumentError
+from hubstore.leases import LeaseClient
 from hubstore.store import HubStore
 from hubsync.core import keys
 from hubsync.core.canonical import content_hash
@@ -48,8 +55,10 @@ from hubsync.core.signing import (
 from hubsync.core.wire import SyncEvent
 from hubsync.faults.garbage import GARBAGE
 from hubsync.faults.records import (
+    InjectedCrossRuntime,
     InjectedForgedAck,
     InjectedGarbage,
+    InjectedLeaseReplay,
     InjectedOffer,
     Injections,
     Key,
@@ -70,7 +79,15 @@ class FaultInjector:
     ``hub_id`` is the id forged acks claim to come from.
     """
 
-    KINDS = ("duplicates", "conflict", "forgery", "forged_ack", "garbage")
+    KINDS = (
+        "duplicates",
+        "conflict",
+        "forgery",
+        "forged_ack",
+        "garbage",
+        "cross_runtime",
+        "lease_replay",
+    )
     """The fault kinds ``inject`` knows, each a method of this class."""
 
     def __init__(
@@ -213,6 +230,74 @@ class FaultInjector:
         forged = InjectedOffer(event.hub_project, key, genuine_hash, digest, entry_id, how)
         self.record.forgeries.append(forged)
         return forged
+
+    def cross_runtime(self) -> InjectedCrossRuntime | None:
+        """A new run in another runtime's project, signed with an attacker runtime's own key
+        and claiming it; None with fewer than two runtimes or while the hub holds nothing."""
+        if len(self.runtimes) < 2:
+            return None
+        stored = self._stored_event()
+        if stored is None:
+            return None
+        template, _ = stored
+        victim = self._runtime_of(template.project_id)
+        attacker = self.rng.choice([r for r in self.runtimes if r is not victim])
+        self._made_up_runs += 1
+        event = template.model_copy(
+            update={
+                "hub_project": attacker.hub_project,
+                "home_runtime_id": attacker.runtime_id,
+                "run_id": f"nightly-squat-{self._made_up_runs}",
+                "sequence": 1,
+            }
+        )
+        encoded, digest = event.encoded()
+        fields = self._signed(attacker.key, dict(event_entry_fields(event, encoded, digest)))
+        entry_id = self._xadd(attacker, fields)
+        crossed = InjectedCrossRuntime(
+            attacker.hub_project,
+            attacker.runtime_id,
+            victim.runtime_id,
+            _event_key(event),
+            digest,
+            entry_id,
+        )
+        self.record.cross_runtime.append(crossed)
+        return crossed
+
+    # ----- lease proofs read from Redis -----
+
+    def lease_replay(self) -> InjectedLeaseReplay:
+        """A holder takes a lease and writes a fenced value; a reader of the lease's hash
+        presents what it read as the proof, to renew, release and overwrite the value."""
+        leases = LeaseClient(self.redis.client)
+        self._made_up_runs += 1
+        resource = f"effect:fault-replay-{self._made_up_runs}"
+        granted = self.redis.run(lambda: leases.acquire_or_raise(resource, "holder", 60_000))
+        lease = granted.lease
+        self.redis.run(lambda: leases.fenced_write(lease, "value", b"genuine"))
+        stored: Any = self.redis.run(lambda: self.redis.client.hgetall(keys.lease(resource)))
+        read = [as_text(v) for v in stored.values()]
+        attempts = refused = 0
+        for guess in read:
+            stolen = replace(lease, proof=guess)
+            for attempt in (
+                lambda s=stolen: leases.renew(s),
+                lambda s=stolen: leases.release(s),
+                lambda s=stolen: leases.fenced_write(s, "value", b"stolen"),
+            ):
+                attempts += 1
+                try:
+                    refused += not self.redis.run(attempt).ok
+                except InvalidLeaseArgumentError:
+                    refused += 1  # not even shaped like a proof: refused before Redis
+        kept = self.redis.run(lambda: leases.read_fenced(resource, "value"))
+        self.redis.run(lambda: leases.release(lease))
+        replay = InjectedLeaseReplay(
+            resource, attempts, refused, kept is not None and kept[0] == b"genuine"
+        )
+        self.record.lease_replays.append(replay)
+        return replay
 
     # ----- forged acks -----
 

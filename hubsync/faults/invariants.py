@@ -13,6 +13,9 @@ offending keys or places (never event bytes) when its invariant does not hold:
 * every garbage entry was dead-lettered with its reason, every forgery as
   ``unauthenticated``, and nothing genuine was, except for over-delivery
   (``max_deliveries``);
+* no event a runtime signed into another runtime's project was stored, each was alerted
+  ``not_owner``, and its owner was told nothing; no lease proof read from Redis was
+  accepted;
 * no planted secret is in Redis or the files given; the planted texts were redacted
   where they crossed.
 
@@ -111,6 +114,8 @@ class InvariantChecker:
             self.forgeries_told_nothing(),
             self.forged_acks_ignored(),
             self.garbage_dead_lettered(),
+            self.cross_runtime_refused(),
+            self.lease_replays_refused(),
         ]
 
     # ----- what was read -----
@@ -346,6 +351,41 @@ class InvariantChecker:
             dead_letters=sum(reasons.values()),
             dead_max_deliveries_genuine=len(genuine),
             **{f"dead_{reason}": n for reason, n in sorted(reasons.items())},
+        )
+
+    def cross_runtime_refused(self) -> Check:
+        """Each event a runtime signed into another's project is not in the hub, is alerted
+        ``not_owner``, and the project's owner was told nothing of it."""
+        logs = {r.runtime_id: self.relay_logs.get(r.runtime_id, "") for r in self.runtimes}
+        stored = {(e.project_id, e.run_id, e.sequence) for e in self.hub_events()}
+        failures: list[str | None] = []
+        for crossed in self.injections.cross_runtime:
+            failures += [
+                _fail(crossed.key in stored, f"{crossed} was stored"),
+                self._alerted(crossed.key, crossed.offered_hash, "not_owner", None),
+                _fail(
+                    relay_told(logs.get(crossed.victim, ""), crossed.key),
+                    f"{crossed.victim}'s relay was told of {crossed.key}",
+                ),
+            ]
+        return _check(
+            "no runtime wrote into another's project",
+            failures,
+            cross_runtime_injected=len(self.injections.cross_runtime),
+        )
+
+    def lease_replays_refused(self) -> Check:
+        """Every proof read from a lease's hash was refused, and no fenced value changed."""
+        replays = self.injections.lease_replays
+        failures = [
+            _fail(r.refused != r.attempts or not r.fenced_intact, f"lease replay on {r}")
+            for r in replays
+        ]
+        return _check(
+            "no lease proof read from Redis was accepted",
+            failures,
+            lease_replays=len(replays),
+            lease_replay_attempts=sum(r.attempts for r in replays),
         )
 
     def no_secret(self, needles: Sequence[bytes], places: Sequence[Path]) -> Check:

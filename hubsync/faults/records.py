@@ -87,6 +87,38 @@ class InjectedGarbage:
     when the hub must refuse it ``unauthenticated``."""
 
 
+@dataclass(frozen=True)
+class InjectedCrossRuntime:
+    """A new event in ``victim``'s project, signed with ``attacker``'s key and claiming
+    ``attacker`` as its runtime (a squatted run id): the hub must refuse it ``not_owner``,
+    alert, store nothing, and tell ``victim`` nothing."""
+
+    hub_project: str
+    attacker: str
+    victim: str
+    key: Key
+    offered_hash: str
+    entry_id: str
+
+    def __str__(self) -> str:
+        return f"{self.attacker} wrote {self.key} into {self.victim}'s project"
+
+
+@dataclass(frozen=True)
+class InjectedLeaseReplay:
+    """A lease's hash read as any reader of Redis could, and what it held presented as the
+    holder's proof: to renew, release and write a fenced value. ``refused`` of ``attempts``
+    were refused, and the fenced value kept what the real holder wrote (``fenced_intact``)."""
+
+    resource: str
+    attempts: int
+    refused: int
+    fenced_intact: bool
+
+    def __str__(self) -> str:
+        return f"{self.resource}: {self.refused} of {self.attempts} replays refused"
+
+
 @dataclass
 class Injections:
     """Every fault an injector wrote, for the checks to match with its effect."""
@@ -95,6 +127,8 @@ class Injections:
     forgeries: list[InjectedOffer] = field(default_factory=list)
     forged_acks: list[InjectedForgedAck] = field(default_factory=list)
     garbage: list[InjectedGarbage] = field(default_factory=list)
+    cross_runtime: list[InjectedCrossRuntime] = field(default_factory=list)
+    lease_replays: list[InjectedLeaseReplay] = field(default_factory=list)
     duplicated: int = 0
     entry_ids: set[str] = field(default_factory=set)
     """Ids of the entries injected (duplicates aside): never copied as genuine ones."""
@@ -108,4 +142,5 @@ class Injections:
         """``(*key, offered_hash)`` of every injection the hub must alert on."""
         conflicts = {(*c.key, c.forged_hash) for c in self.conflicts}
         refused = {g.alert for g in self.garbage if g.alert is not None}
-        return conflicts | refused | {(*f.key, f.forged_hash) for f in self.forgeries}
+        crossed = {(*c.key, c.offered_hash) for c in self.cross_runtime}
+        return conflicts | refused | crossed | {(*f.key, f.forged_hash) for f in self.forgeries}

@@ -125,11 +125,18 @@ def deployment(private_redis: RedisServerProcess, tmp_path: Path) -> Iterator[De
             runtime.registry.close()
 
 
+ALLOWLISTED_DATA: dict[str, dict[str, Any]] = {
+    "approval.granted": {"approval_id": "appr-1", "decided_by": "mallory"},
+    "step.completed": {"step_id": "s1", "status": "ok"},
+}
+
+
 def forged_by(runtime: Runtime, project_id: str, run_id: str, event_type: str) -> dict[str, Any]:
     """An event entry of ``project_id`` signed with ``runtime``'s genuine key (so it calls
     ``runtime`` its home, as a signed entry must)."""
     event = sync_event(1, run_id=run_id, project_id=project_id, runtime_id=runtime.runtime_id)
-    event = event.model_copy(update={"event_type": event_type})
+    data = ALLOWLISTED_DATA[event_type]  # what rt-a's own deriver would let cross
+    event = event.model_copy(update={"event_type": event_type, "data": data})
     return dict(entry_fields(SyncEvent.model_validate(event.model_dump())))
 
 

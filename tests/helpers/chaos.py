@@ -317,7 +317,7 @@ PROCESS_FAULTS = ("kill_relay", "kill_consumer", "pause", "restart_redis")
 """The soak's own faults, each a ``_fault_KIND`` method of the scheduler; the others are
 ``FaultInjector.KINDS``."""
 FAULT_KINDS = PROCESS_FAULTS + FaultInjector.KINDS
-LATE_KINDS = ("conflict", "forgery", "forged_ack")
+LATE_KINDS = ("conflict", "forgery", "forged_ack", "cross_runtime")
 """Faults made of what the hub or the streams hold: first tried last, and made sure of."""
 _WEIGHTS = {
     "kill_relay": 3,
