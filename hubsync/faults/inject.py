@@ -14,6 +14,9 @@
   (``garbage.GARBAGE``), that every hub worker must dead-letter with a known reason;
 * cross-runtime injection: a new run in another runtime's project, signed with a
   runtime's own key: the hub must refuse it ``not_owner`` and tell the owner nothing;
+* stream exhaustion: a runtime's own stream trimmed to one entry and given an entry at
+  the largest id, as its own Redis user could (``stream_exhaustion``; the caller repairs it
+  later with ``repair_stream``, as an operator would): no other runtime may notice;
 * lease-hash replay: what a lease's hash holds, read as any Redis reader could, presented
   as its holder's proof to renew, release and write a fenced value: every attempt refused.
 
@@ -56,6 +59,7 @@ from hubsync.core.wire import SyncEvent
 from hubsync.faults.garbage import GARBAGE
 from hubsync.faults.records import (
     InjectedCrossRuntime,
+    InjectedExhaustion,
     InjectedForgedAck,
     InjectedGarbage,
     InjectedLeaseReplay,
@@ -70,6 +74,8 @@ Fields = dict[str, Any]
 RECENT = 400
 """How many of a stream's newest entries duplicates, forged acks and copies are picked from."""
 FORGERY_KINDS = ("unsigned", "wrong_key")
+LARGEST_STREAM_ID = "18446744073709551615-18446744073709551615"
+"""A stream entry at this id leaves no id for any later XADD."""
 
 
 class FaultInjector:
@@ -264,6 +270,29 @@ class FaultInjector:
         )
         self.record.cross_runtime.append(crossed)
         return crossed
+
+    # ----- a runtime's own stream used up -----
+
+    def stream_exhaustion(self) -> InjectedExhaustion | None:
+        """Trim a runtime's own stream to one entry and add one at the largest id, both copies
+        of its genuine entries (so the hub judges them as duplicates, not as forgeries); None
+        while its stream holds none. Its relay's XADDs are refused until ``repair_stream``."""
+        runtime = self.rng.choice(self.runtimes)
+        genuine = self._genuine(runtime, RECENT)
+        if not genuine:
+            return None
+        stream = runtime.events_stream
+        copy: Any = genuine[0][1]
+        self.redis.run(lambda: self.redis.client.xadd(stream, copy, maxlen=1, approximate=False))
+        self.redis.run(lambda: self.redis.client.xadd(stream, copy, id=LARGEST_STREAM_ID))
+        exhausted = InjectedExhaustion(runtime.hub_project, runtime.runtime_id, stream)
+        self.record.exhausted.append(exhausted)
+        return exhausted
+
+    def repair_stream(self, exhausted: InjectedExhaustion) -> None:
+        """What an operator does for a stream whose ids are used up: delete it. The consumers
+        make it again with its group; the relay resends every row not acknowledged."""
+        self.redis.run(lambda: self.redis.client.delete(exhausted.stream))
 
     # ----- lease proofs read from Redis -----
 

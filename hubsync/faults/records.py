@@ -119,6 +119,20 @@ class InjectedLeaseReplay:
         return f"{self.resource}: {self.refused} of {self.attempts} replays refused"
 
 
+@dataclass(frozen=True)
+class InjectedExhaustion:
+    """What a runtime's own Redis user could do to its own stream: trim it (``MAXLEN 1``)
+    and use up its ids (an entry at the largest id). Only that runtime's relay may be held up
+    (it logs the refusal); an operator deletes the stream and the relay resends."""
+
+    hub_project: str
+    runtime_id: str
+    stream: str
+
+    def __str__(self) -> str:
+        return f"{self.stream} trimmed and at its largest id"
+
+
 @dataclass
 class Injections:
     """Every fault an injector wrote, for the checks to match with its effect."""
@@ -129,6 +143,7 @@ class Injections:
     garbage: list[InjectedGarbage] = field(default_factory=list)
     cross_runtime: list[InjectedCrossRuntime] = field(default_factory=list)
     lease_replays: list[InjectedLeaseReplay] = field(default_factory=list)
+    exhausted: list[InjectedExhaustion] = field(default_factory=list)
     duplicated: int = 0
     entry_ids: set[str] = field(default_factory=set)
     """Ids of the entries injected (duplicates aside): never copied as genuine ones."""

@@ -313,17 +313,18 @@ class SoakCluster:
         self.redis.stop()
 
 
-PROCESS_FAULTS = ("kill_relay", "kill_consumer", "pause", "restart_redis")
+PROCESS_FAULTS = ("kill_relay", "kill_consumer", "pause", "restart_redis", "exhaust_stream")
 """The soak's own faults, each a ``_fault_KIND`` method of the scheduler; the others are
 ``FaultInjector.KINDS``."""
 FAULT_KINDS = PROCESS_FAULTS + FaultInjector.KINDS
-LATE_KINDS = ("conflict", "forgery", "forged_ack", "cross_runtime")
+LATE_KINDS = ("conflict", "forgery", "forged_ack", "cross_runtime", "exhaust_stream")
 """Faults made of what the hub or the streams hold: first tried last, and made sure of."""
 _WEIGHTS = {
     "kill_relay": 3,
     "kill_consumer": 3,
     "pause": 2,
     "restart_redis": 1,
+    "exhaust_stream": 1,
     "duplicates": 3,
     "conflict": 2,
     "forgery": 2,
@@ -445,6 +446,15 @@ class FaultScheduler:
         done = self.cluster.redis.fault(self.rng)
         self._last_redis_restart = time.monotonic()
         return done
+
+    def _fault_exhaust_stream(self) -> str | None:
+        """A runtime's own stream used up, as its Redis user could; an operator deletes it a
+        few seconds later (the relay holds that project's rows meanwhile, then resends)."""
+        exhausted = self.injector.stream_exhaustion()
+        if exhausted is None:
+            return None
+        self._later(self.rng.uniform(1.0, 4.0), lambda: self.injector.repair_stream(exhausted))
+        return str(exhausted)
 
 
 def wait_for(condition: Callable[[], object], timeout: float, what: str) -> None:
