@@ -29,7 +29,6 @@ import os
 import socket
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 import redis
 
@@ -59,6 +58,7 @@ from producers.relay.project_states import ProjectStates
 from producers.relay.pruner import Pruner
 from producers.relay.sender import OutboxSender, SenderStats
 from producers.relay.state_lock import StateDirLock
+from producers.relay.summary import RelaySummary
 from producers.store.event_store import RunEventStore
 from producers.store.outbox import BOOKKEEPING_SYNCHRONOUS
 from producers.store.unreadable import UNREADABLE_STORE_ERRORS, unreadable_reason
@@ -68,58 +68,6 @@ log = logging.getLogger(__name__)
 PROJECT_REFRESH_SECONDS = 1.0
 RESEND_CHECK_SECONDS = 0.5
 ACK_BLOCK_MS = 1000
-
-
-@dataclass
-class RelaySummary:
-    """What a relay did, for the one-line summary at exit and ``--json``."""
-
-    runtime_id: str
-    projects: int
-    sender: SenderStats
-    acks: AckStats
-    outages: int
-    seconds: float
-    pending: int = 0
-    extra: dict[str, int] = field(default_factory=dict)
-    unreadable: dict[str, str] = field(default_factory=dict)
-    """Projects whose store could not be read, with the reason (they were not synced)."""
-
-    def line(self) -> str:
-        """The one-line summary logged at shutdown."""
-        unreadable = (
-            f", {len(self.unreadable)} unreadable ({', '.join(sorted(self.unreadable))})"
-            if self.unreadable
-            else ""
-        )
-        return (
-            f"relay {self.runtime_id}: {self.projects} projects, sent {self.sender.sent} "
-            f"(resent {self.sender.resent}), acked {self.acks.acked}, conflict "
-            f"{self.acks.conflict}, rejected {self.acks.rejected + self.sender.rejected_locally}, "
-            f"foreign {self.acks.foreign}, contradicted {self.acks.contradicted}, "
-            f"unverified outcomes entries {self.acks.unverified}, "
-            f"Redis outages {self.outages}, "
-            f"{self.pending} pending{unreadable}, in {self.seconds:.1f}s"
-        )
-
-    def as_dict(self) -> dict[str, object]:
-        """JSON-ready form."""
-        return {
-            "runtime_id": self.runtime_id,
-            "projects": self.projects,
-            "sent": self.sender.sent,
-            "resent": self.sender.resent,
-            "acked": self.acks.acked,
-            "conflict": self.acks.conflict,
-            "rejected": self.acks.rejected + self.sender.rejected_locally,
-            "foreign": self.acks.foreign,
-            "contradicted": self.acks.contradicted,
-            "unverified": self.acks.unverified,
-            "redis_outages": self.outages,
-            "pending": self.pending,
-            "seconds": round(self.seconds, 3),
-            "unreadable": dict(self.unreadable),
-        } | self.extra
 
 
 class Relay(Daemon):
