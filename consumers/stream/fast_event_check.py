@@ -49,7 +49,12 @@ from hubsync.core.entries import (
     parse_event_entry,
 )
 from hubsync.core.names import EVENT_TYPE_PATTERN, MAX_NAME_LENGTH, NAME_PATTERN
-from hubsync.core.signing import EVENT_KIND, RuntimeKey, verify_event_values
+from hubsync.core.signing import (
+    EVENT_KIND,
+    RuntimeKey,
+    event_signed_body,
+    verify_event_body,
+)
 from hubsync.core.wire import MAX_EVENT_BYTES, MAX_SEQUENCE, SYNC_EVENT_SCHEMA, CheckedEvent
 
 _KIND_EVENT = EVENT_KIND
@@ -214,8 +219,7 @@ class FastEventCheck:
             keys = self.authenticator.cached_keys(hub_project, runtime_id)
             if keys is None:
                 return None
-            key = verify_event_values(
-                keys,
+            body = event_signed_body(
                 _KIND_EVENT,
                 project_id,
                 claimed_project,
@@ -224,8 +228,8 @@ class FastEventCheck:
                 event_type,
                 runtime_id,
                 digest,
-                signature,
             )
+            key = verify_event_body(keys, body, signature)
             if key is None:
                 return None
             entry = prove_event_entry(

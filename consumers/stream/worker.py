@@ -119,10 +119,7 @@ class HubConsumer(Daemon):
                     self._guarded(self._iteration)
             finally:
                 self._final_health()
-        self.log_summary(
-            f"consumer {self.name} stopped after {self.elapsed():.1f}s: {self.stats.summary()}",
-            {"consumer": self.name} | asdict(self.stats),
-        )
+        self._log_stats(f"stopped after {self.elapsed():.1f}s")
         return self.stats
 
     def run_once(self) -> ConsumerStats:
@@ -137,11 +134,15 @@ class HubConsumer(Daemon):
         self.maintain()
         export_lag(self.client, self.streams)
         self._write_health()
+        self._log_stats("ran once")
+        return self.stats
+
+    def _log_stats(self, what: str) -> None:
+        """Log ``consumer NAME WHAT: <its stats>``, the stats also as structured fields."""
         self.log_summary(
-            f"consumer {self.name} ran once: {self.stats.summary()}",
+            f"consumer {self.name} {what}: {self.stats.summary()}",
             {"consumer": self.name} | asdict(self.stats),
         )
-        return self.stats
 
     def _iteration(self) -> None:
         if not self._holds_name:  # first thing, and again after an outage interrupted it

@@ -15,7 +15,7 @@ import json
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import click
 
@@ -117,25 +117,17 @@ def init(
     Runtimes are enrolled on the hub afterwards (hubsync enroll). With
     --redis-url it prepares that Redis as `hubsync hub migrate` does.
     """
-    from hubstore import migrate_store
-
-    url = _required_url(hub_url, hub_db)
-    change = migrate_store(url)
-    hub_id, created = _give_id(url)
-    redis_done = _prepare_redis(redis_url, redis_password_file)
-    store_shown = shown_store(url)
+    ready = _ready_hub(hub_url, hub_db, redis_url, redis_password_file)
+    store_shown, change, hub_id = shown_store(ready.url), ready.change, ready.hub_id
     if as_json:
-        document = {"hub_id": hub_id, "created": created, "schema": _document(store_shown, change)}
-        if redis_done is not None:
-            document["redis"] = redis_done
-        click.echo(json.dumps(document, sort_keys=True))
+        document = {"hub_id": hub_id, "created": ready.created}
+        _report_json(ready, document | {"schema": _document(store_shown, change)})
         return
     if change.action == "upgraded":
         click.echo(_sentence(store_shown, change))
-    state = "created" if created else "already set; unchanged"
+    state = "created" if ready.created else "already set; unchanged"
     click.echo(f"hub store {store_shown}: hub id {hub_id} ({state})")
-    if redis_url is not None and redis_done is not None:
-        click.echo(_redis_sentence(redis_url, redis_done))
+    _report_redis(ready)
 
 
 @hub.command(
@@ -179,26 +171,16 @@ def migrate(
     moves the fence an older hubsync kept in each lease hash into the lease's
     token counter, never lowering it. Run it on every upgrade of hubsync.
     """
-    from hubstore import migrate_store
-
-    url = _required_url(hub_url, hub_db)
-    change = migrate_store(url)
-    hub_id, created = _give_id(url)
-    redis_done = _prepare_redis(redis_url, redis_password_file)
+    ready = _ready_hub(hub_url, hub_db, redis_url, redis_password_file)
+    store_shown = shown_store(ready.url)
     if as_json:
-        document = _document(shown_store(url), change) | {
-            "hub_id": hub_id,
-            "hub_id_created": created,
-        }
-        if redis_done is not None:
-            document["redis"] = redis_done
-        click.echo(json.dumps(document, sort_keys=True))
+        document = _document(store_shown, ready.change)
+        _report_json(ready, document | {"hub_id": ready.hub_id, "hub_id_created": ready.created})
         return
-    click.echo(_sentence(shown_store(url), change))
-    if created:
-        click.echo(f"hub store {shown_store(url)}: hub id {hub_id} (created)")
-    if redis_url is not None and redis_done is not None:
-        click.echo(_redis_sentence(redis_url, redis_done))
+    click.echo(_sentence(store_shown, ready.change))
+    if ready.created:
+        click.echo(f"hub store {store_shown}: hub id {ready.hub_id} (created)")
+    _report_redis(ready)
 
 
 @hub.command(
@@ -346,6 +328,45 @@ def move_project(
         f"{move.from_runtime_id} to runtime {move.to_runtime_id}: {move.runs} runs re-homed "
         f"(move {move.move_id}); only {move.to_runtime_id}'s key may write it now"
     )
+
+
+class _Ready(NamedTuple):
+    """What ``hub init`` and ``hub migrate`` both did: the store's URL and its schema change,
+    the hub id and whether it was made now, and the Redis set up (URL and what was done) or
+    None for each."""
+
+    url: str
+    change: SchemaChange
+    hub_id: str
+    created: bool
+    redis_url: str | None
+    redis_done: dict[str, object] | None
+
+
+def _ready_hub(
+    hub_url: str | None, hub_db: Path | None, redis_url: str | None, password_file: Path | None
+) -> _Ready:
+    """Create or upgrade the store's schema, give the hub its id, and prepare the Redis."""
+    from hubstore import migrate_store
+
+    url = _required_url(hub_url, hub_db)
+    change = migrate_store(url)
+    hub_id, created = _give_id(url)
+    redis_done = _prepare_redis(redis_url, password_file)
+    return _Ready(url, change, hub_id, created, redis_url, redis_done)
+
+
+def _report_json(ready: _Ready, document: dict[str, object]) -> None:
+    """Print ``document`` as JSON, with what the Redis setup did under ``redis`` if it ran."""
+    if ready.redis_done is not None:
+        document["redis"] = ready.redis_done
+    click.echo(json.dumps(document, sort_keys=True))
+
+
+def _report_redis(ready: _Ready) -> None:
+    """Print what the Redis setup did, if it ran."""
+    if ready.redis_url is not None and ready.redis_done is not None:
+        click.echo(_redis_sentence(ready.redis_url, ready.redis_done))
 
 
 def _give_id(url: str) -> tuple[str, bool]:

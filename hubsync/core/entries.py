@@ -33,7 +33,7 @@ import orjson
 from hubsync.core.canonical import canonical_json, content_hash
 from hubsync.core.errors import WireError
 from hubsync.core.names import validate_name
-from hubsync.core.signing import PRESENCE_SIGNED_FIELDS, SIGNATURE_FIELD
+from hubsync.core.signing import EVENT_SIGNED_FIELDS, PRESENCE_SIGNED_FIELDS, SIGNATURE_FIELD
 from hubsync.core.wire import (
     MAX_EVENT_BYTES,
     CheckedEvent,
@@ -45,17 +45,8 @@ KIND_EVENT = "event"
 KIND_PRESENCE = "presence"
 KIND_OUTCOMES = "outcomes"
 
-EVENT_FIELDS = (
-    "kind",
-    "project_id",
-    "hub_project",
-    "run_id",
-    "sequence",
-    "event_type",
-    "runtime_id",
-    "content_hash",
-    "event",
-)
+EVENT_FIELDS = (*EVENT_SIGNED_FIELDS, "event")
+"""The fields of an event entry but its ``sig``: the signed ones, then the event's bytes."""
 
 EVENT_ENTRY_FIELDS = frozenset((*EVENT_FIELDS, SIGNATURE_FIELD))
 """Exactly the fields of a signed event entry: one more, or one less, and it is refused."""

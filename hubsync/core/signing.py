@@ -39,6 +39,7 @@ from __future__ import annotations
 import hmac
 import secrets
 from collections.abc import Mapping, Sequence
+from operator import itemgetter
 from typing import Final, NoReturn, cast
 
 from hubsync.core.errors import ConfigError
@@ -96,6 +97,10 @@ def _netstring(value: bytes) -> bytes:
     return b"%d:%b," % (len(value), value)
 
 
+_event_signed_values = itemgetter(*EVENT_SIGNED_FIELDS)
+"""An entry's ``EVENT_SIGNED_FIELDS`` values, in order (one C-level call); ``KeyError`` when
+one is missing."""
+
 # One %-format per kind: a single C-level call builds the whole message body.
 _EVENT_BODY = b"%d:%b," * len(EVENT_SIGNED_FIELDS)
 _PRESENCE_BODY = b"%d:%b," * len(PRESENCE_SIGNED_FIELDS)
@@ -117,7 +122,7 @@ def event_signed_body(
     The one place an event's signed encoding is spelled out. The message a signature is
     the HMAC of is the tag's netstring then these bytes (``event_message``); every signer
     (``sign_event``, ``sign_event_entry``, ``EventSigner``) and every verifier
-    (``verify_event_entry``, ``verify_event_values``, hence the consumer's fast path) builds
+    (``verify_event_entry``, ``verify_event_body``, hence the consumer's fast path) builds
     it here, from each field's bytes exactly as the entry carries them. Anything but
     ``bytes`` raises ``TypeError``.
     """
@@ -356,16 +361,7 @@ def verify_event_entry(
     """
     try:
         signature = fields[SIGNATURE_FIELD]
-        values = (
-            fields["kind"],
-            fields["project_id"],
-            fields["hub_project"],
-            fields["run_id"],
-            fields["sequence"],
-            fields["event_type"],
-            fields["runtime_id"],
-            fields["content_hash"],
-        )  # EVENT_SIGNED_FIELDS
+        values = _event_signed_values(fields)
     except KeyError:
         return None
     try:
@@ -378,29 +374,17 @@ def verify_event_entry(
     return _first_match(keys, "_event", body, signature)
 
 
-def verify_event_values(
-    keys: Sequence[RuntimeKey],
-    kind: bytes,
-    project_id: bytes,
-    hub_project: bytes,
-    run_id: bytes,
-    sequence: bytes,
-    event_type: bytes,
-    runtime_id: bytes,
-    content_hash: bytes,
-    signature: bytes,
+def verify_event_body(
+    keys: Sequence[RuntimeKey], body: bytes, signature: bytes
 ) -> RuntimeKey | None:
-    """``verify_event_entry`` for the signed fields (``EVENT_SIGNED_FIELDS``, in order) and
-    ``sig`` as read off the stream.
+    """``verify_event_entry`` for ``body``, the ``event_signed_body`` of the signed fields
+    as read off the stream, and ``sig`` as read.
 
-    The consumer's fast path (``consumers.stream.fast_event_check``): every value must be
-    ``bytes`` (anything else raises ``TypeError``, and the caller takes the
-    general path). A ``sig`` matches exactly when it is the 64 lowercase hex
+    The consumer's fast path (``consumers.stream.fast_event_check``): it builds ``body``
+    from the values as they came (anything but ``bytes`` raises ``TypeError`` there, and it
+    takes the general path). A ``sig`` matches exactly when it is the 64 lowercase hex
     digits of the HMAC, as ``verify_event_entry`` decides.
     """
-    body = event_signed_body(
-        kind, project_id, hub_project, run_id, sequence, event_type, runtime_id, content_hash
-    )
     return _first_match(keys, "_event", body, signature)
 
 
@@ -507,8 +491,8 @@ __all__ = [
     "sign_event_entry",
     "sign_outcomes_entry",
     "sign_presence_entry",
+    "verify_event_body",
     "verify_event_entry",
-    "verify_event_values",
     "verify_outcomes_entry",
     "verify_presence_entry",
 ]

@@ -48,6 +48,16 @@ def lines_by_check(output: str) -> dict[str, str]:
     return {line[5:].partition(":")[0]: line for line in output.splitlines()}
 
 
+def failed_line(capsys: pytest.CaptureFixture[str], redis_url: str, start: str, *args: str) -> str:
+    """``hubsync doctor ARGS``, which must exit 1 with a line starting ``start`` (``"FAIL
+    check: ..."``): that line."""
+    result = doctor(capsys, redis_url, *args)
+    assert result.code == 1, result.out + result.err
+    line = lines_by_check(result.out)[start[5:].partition(":")[0]]
+    assert line.startswith(start), line
+    return line
+
+
 def make_hub_db(path: Path) -> Path:
     """A hub database with the current schema, as ``hubsync consume`` creates it."""
     open_store(hub_url_from_path(path), create_schema=True).close()
@@ -181,9 +191,8 @@ def test_the_enrollment_check_says_why_a_runtime_would_send_nothing_or_be_refuse
     other_db = make_hub_db(tmp_path / "other.db")
 
     def enrollment_line(*hub: str) -> str:
-        result = doctor(capsys, "redis://127.0.0.1:1/0", "--state-dir", str(runtime), *hub)
-        assert result.code == 1
-        return lines_by_check(result.out)["enrollment"]
+        no_redis = "redis://127.0.0.1:1/0"
+        return failed_line(capsys, no_redis, "FAIL enrollment: ", "--state-dir", str(runtime), *hub)
 
     assert "has not joined a hub, so its relay sends nothing" in enrollment_line()
     assert "hubsync runtime join --state-dir" in enrollment_line()
@@ -231,11 +240,9 @@ def test_a_project_without_the_consumer_group_fails_and_names_it(
     client.sadd(keys.PROJECTS, "unread")
     client.xadd(keys.events_stream("unread", "rt-1"), {"kind": "event"})  # no group on it
 
-    result = doctor(capsys, redis_url)
-
-    line = lines_by_check(result.out)["consumer-group"]
-    assert result.code == 1
-    assert line.startswith("FAIL consumer-group: no group hub on 1 of 2 events streams")
+    line = failed_line(
+        capsys, redis_url, "FAIL consumer-group: no group hub on 1 of 2 events streams"
+    )
     assert "(hubsync:{unread}:events:{rt-1})" in line and "hubsync consume" in line
 
 
@@ -247,11 +254,7 @@ def test_a_redis_without_hubsyncs_functions_fails_naming_the_command_that_loads_
     )
     redis.Redis.from_url(redis_url).function_flush()
 
-    result = doctor(capsys, redis_url)
-
-    line = lines_by_check(result.out)["functions"]
-    assert result.code == 1
-    assert line.startswith("FAIL functions: Redis has no functions library hubsync")
+    line = failed_line(capsys, redis_url, "FAIL functions: Redis has no functions library hubsync")
     assert "hubsync hub migrate" in line and "--redis-url" in line
 
 
@@ -270,11 +273,8 @@ def test_an_older_hub_store_fails_naming_the_migrate_command(
     hub_db = make_hub_db(tmp_path / "hub.db")
     set_schema_version(hub_db, 1)
 
-    result = doctor(capsys, redis_url, "--hub-db", str(hub_db))
-
-    line = lines_by_check(result.out)["hub-store"]
-    assert result.code == 1
-    assert line.startswith("FAIL hub-store: ") and "hubsync hub migrate" in line
+    line = failed_line(capsys, redis_url, "FAIL hub-store: ", "--hub-db", str(hub_db))
+    assert "hubsync hub migrate" in line
 
 
 def test_a_newer_hub_store_fails_and_is_left_untouched(
@@ -284,11 +284,8 @@ def test_a_newer_hub_store_fails_and_is_left_untouched(
     set_schema_version(hub_db, 99)
     before = hub_db.read_bytes()
 
-    result = doctor(capsys, redis_url, "--hub-db", str(hub_db))
-
-    line = lines_by_check(result.out)["hub-store"]
-    assert result.code == 1
-    assert line.startswith("FAIL hub-store: ") and "schema version 99" in line
+    line = failed_line(capsys, redis_url, "FAIL hub-store: ", "--hub-db", str(hub_db))
+    assert "schema version 99" in line
     assert "left untouched" in line and hub_db.read_bytes() == before
 
 
@@ -322,11 +319,8 @@ def test_an_unreadable_project_store_fails_its_line_and_the_others_still_open(
 def test_a_path_that_is_no_state_dir_fails_and_is_not_created(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, redis_url: str
 ) -> None:
-    result = doctor(capsys, redis_url, "--state-dir", str(tmp_path / "typo"))
-
-    line = lines_by_check(result.out)["state-dir"]
-    assert result.code == 1
-    assert line.startswith("FAIL state-dir: ") and "is not a hubsync state dir" in line
+    line = failed_line(capsys, redis_url, "FAIL state-dir: ", "--state-dir", str(tmp_path / "typo"))
+    assert "is not a hubsync state dir" in line
     assert not (tmp_path / "typo").exists()
 
 

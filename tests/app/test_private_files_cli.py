@@ -44,11 +44,14 @@ def hub_db(tmp_path: Path) -> Path:
     return path
 
 
+def enroll(hub_db: Path, runtime_id: str = "rt-a", *args: str) -> subprocess.CompletedProcess[str]:
+    """``hubsync enroll RUNTIME_ID`` for hub project acme on ``hub_db``, with ``args``."""
+    return hubsync("enroll", runtime_id, "--hub-db", str(hub_db), "--hub-project", "acme", *args)
+
+
 def token(hub_db: Path, runtime_id: str = "rt-a", *args: str) -> str:
     """The enrollment token ``hubsync enroll`` prints for ``runtime_id``."""
-    enrolled = hubsync(
-        "enroll", runtime_id, "--hub-db", str(hub_db), "--hub-project", "acme", *args
-    )
+    enrolled = enroll(hub_db, runtime_id, *args)
     assert enrolled.returncode == 0, enrolled.stderr
     return enrolled.stdout
 
@@ -96,7 +99,7 @@ def test_enroll_tightens_a_hub_database_open_to_others_saying_its_mode(
     hub_db: Path, tmp_path: Path
 ) -> None:
     hub_db.chmod(0o640)
-    result = hubsync("enroll", "rt-a", "--hub-db", str(hub_db), "--hub-project", "acme")
+    result = enroll(hub_db)
     assert result.returncode == 0, result.stderr
     assert f"{hub_db} was mode 0640 (group or others could read it); tightened it to 0600" in (
         result.stderr.splitlines()
@@ -112,7 +115,7 @@ def test_a_link_in_the_place_of_the_hub_databases_sidecar_stops_enroll_by_name(
     linked.unlink(missing_ok=True)
     linked.symlink_to(tmp_path / "outside")
 
-    result = hubsync("enroll", "rt-a", "--hub-db", str(hub_db), "--hub-project", "acme")
+    result = enroll(hub_db)
 
     assert result.returncode == 1, result.stderr
     assert f"{linked} is a symbolic link (to {tmp_path / 'outside'})" in only_error(result)
@@ -127,16 +130,7 @@ def test_a_rotation_grace_beyond_30_days_is_one_usage_line_and_changes_nothing(
     with open_store(hub_url_from_path(hub_db), create_schema=False) as store:
         before = store.enrolled_runtime("rt-a")
 
-    result = hubsync(
-        "enroll",
-        "rt-a",
-        "--hub-db",
-        str(hub_db),
-        "--hub-project",
-        "acme",
-        "--rotation-grace",
-        grace,
-    )
+    result = enroll(hub_db, "rt-a", "--rotation-grace", grace)
 
     assert result.returncode == 2, result.stderr
     assert only_error(result).startswith("error: --rotation-grace: ")
@@ -147,16 +141,7 @@ def test_a_rotation_grace_beyond_30_days_is_one_usage_line_and_changes_nothing(
 
 def test_a_rotation_grace_of_30_days_is_taken(hub_db: Path) -> None:
     token(hub_db)
-    rotated = hubsync(
-        "enroll",
-        "rt-a",
-        "--hub-db",
-        str(hub_db),
-        "--hub-project",
-        "acme",
-        "--rotation-grace",
-        "30d",
-    )
+    rotated = enroll(hub_db, "rt-a", "--rotation-grace", "30d")
     assert rotated.returncode == 0, rotated.stderr
     with open_store(hub_url_from_path(hub_db), create_schema=False) as store:
         record = store.enrolled_runtime("rt-a")

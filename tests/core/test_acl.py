@@ -38,6 +38,7 @@ from tests.helpers.acl_support import (
     hubsync_acl,
     user_url,
 )
+from tests.helpers.lease_support import counter_lowerings
 from tests.helpers.operator_support import error_lines, run_cli
 
 
@@ -259,15 +260,8 @@ def test_effects_grant_the_lease_functions_on_matching_resources_only(
     assert refused(lambda: leases.acquire("effect:webhook:abc", "box-1:1", 5_000))
     assert refused(lambda: client.xadd(keys.events_stream("other", "box-1"), {"kind": "event"}))
     counter = keys.lease_counter("effect:pr:abc")
-    for lower in (
-        lambda: client.set(counter, 0),
-        lambda: client.delete(counter),
-        lambda: client.decr(counter),
-        lambda: client.incrby(counter, -5),
-        lambda: client.expire(counter, 1),
-        lambda: client.rename(counter, keys.lease_counter("effect:pr:other")),
-        lambda: client.unlink(counter),
-    ):
+    renamed = keys.lease_counter("effect:pr:other")
+    for lower in (*counter_lowerings(client, counter), lambda: client.rename(counter, renamed)):
         assert refused(lower)
     client.close()
 

@@ -42,8 +42,8 @@ from hubsync.core.signing import (
     sign_event_entry,
     sign_outcomes_entry,
     sign_presence_entry,
+    verify_event_body,
     verify_event_entry,
-    verify_event_values,
     verify_outcomes_entry,
     verify_presence_entry,
 )
@@ -529,8 +529,8 @@ def _event_verifiers(
     return {
         "verify_event_entry": verify_event_entry([key], read),
         "verify_event_entry (text)": verify_event_entry([key], as_text),
-        "verify_event_values": verify_event_values(
-            [key], *(values[name] for name in EVENT_SIGNED_FIELDS), signature
+        "verify_event_body": verify_event_body(
+            [key], event_signed_body(*(values[name] for name in EVENT_SIGNED_FIELDS)), signature
         ),
     }
 

@@ -41,8 +41,8 @@ from hubsync.core.signing import (
 from hubsync.core.wire import SyncEvent
 from hubsync.faults.inject import outcomes_signed_by_a_stranger
 from hubsync.processes import run_hubsync
-from producers.registry import RuntimeRegistry
-from producers.store.event_store import RunEventStore
+from tests.helpers.acl_support import EnrolledRuntime
+from tests.helpers.consumer_support import consume_once
 from tests.helpers.relay_player import sync_event
 from tests.helpers.relay_support import append_many, make_runtime
 
@@ -51,28 +51,21 @@ OTHER_PROJECT = "other"
 
 
 @dataclass
-class Site:
-    """One hub (a SQLite file) and one runtime enrolled on it, with one project."""
+class Site(EnrolledRuntime):
+    """One hub (a SQLite file) and one runtime enrolled on it, with one project; ``url`` is
+    the Redis URL of both."""
 
-    redis_url: str
     hub_db: Path
     hub: HubStore
-    registry: RuntimeRegistry
-    store: RunEventStore
 
     @property
     def state_dir(self) -> Path:
         return self.registry.state_dir
 
-    @property
-    def events(self) -> str:
-        """The runtime's events stream."""
-        return keys.events_stream(HUB_PROJECT, self.registry.runtime_id)
-
     def relay_once(self) -> dict[str, Any]:
         # a tiny resend timeout: a row whose outcome never came goes out again next pass
         done = run_hubsync(
-            ["relay", "--state-dir", str(self.state_dir), "--redis-url", self.redis_url,
+            ["relay", "--state-dir", str(self.state_dir), "--redis-url", self.url,
              "--once", "--json", "--resend-timeout", "0.01"]
         )  # fmt: skip
         assert done.returncode == 0, done.stderr
@@ -80,12 +73,7 @@ class Site:
         return dict(json.loads(done.stdout))
 
     def consume_once(self) -> dict[str, Any]:
-        done = run_hubsync(
-            ["consume", "--hub-db", str(self.hub_db), "--redis-url", self.redis_url,
-             "--once", "--json"]
-        )  # fmt: skip
-        assert done.returncode == 0, done.stderr
-        return dict(json.loads(done.stdout))
+        return consume_once(self.url, self.hub_db)
 
     def counts(self) -> dict[str, int]:
         return self.store.outbox_counts()
@@ -106,7 +94,7 @@ def site(redis_url: str, tmp_path: Path) -> Iterator[Site]:
         hub.init_hub()
         registry, (store,) = make_runtime(tmp_path / "state", [HUB_PROJECT], hub=hub)
         try:
-            yield Site(redis_url, hub_db, hub, registry, store)
+            yield Site(registry, store, redis_url, hub_db, hub)
         finally:
             store.close()
             registry.close()

@@ -33,42 +33,22 @@ from hubsync.core.entries import (
     parse_outcomes_entry,
 )
 from hubsync.core.wire import SyncEvent
-from hubsync.demo.embedded_redis import RedisServerProcess
 from hubsync.processes import run_hubsync
-from producers.registry import RuntimeRegistry
-from producers.store.event_store import RunEventStore
 from tests.helpers import acl_support as acl
+from tests.helpers.acl_support import acl_redis  # noqa: F401  (a fixture)
+from tests.helpers.consumer_support import consume_once
 from tests.helpers.relay_player import entry_fields, sync_event
-from tests.helpers.relay_support import make_runtime
 
 HUB_PROJECT = acl.HUB_PROJECT
 SQUATTED = "nightly-2026-12-02"
 
 
-@dataclass
-class Runtime:
-    """One runtime: its registry, its one project's store, and the Redis URL of its user."""
-
-    registry: RuntimeRegistry
-    store: RunEventStore
-    redis_url: str
-
-    @property
-    def runtime_id(self) -> str:
-        return self.registry.runtime_id
-
-    @property
-    def project_id(self) -> str:
-        return self.store.project_id
-
-    @property
-    def events(self) -> str:
-        """Its own events stream: the only one its Redis user may write to."""
-        return keys.events_stream(HUB_PROJECT, self.runtime_id)
+class Runtime(acl.EnrolledRuntime):
+    """One runtime, connecting as its own Redis user."""
 
     def relay_once(self) -> dict[str, Any]:
         done = run_hubsync(
-            ["relay", "--state-dir", str(self.registry.state_dir), "--redis-url", self.redis_url,
+            ["relay", "--state-dir", str(self.registry.state_dir), "--redis-url", self.url,
              "--once", "--json"]
         )  # fmt: skip
         assert done.returncode == 0, done.stderr
@@ -86,12 +66,7 @@ class Deployment:
     rt_b: Runtime
 
     def consume_once(self) -> dict[str, Any]:
-        done = run_hubsync(
-            ["consume", "--hub-db", str(self.hub_db), "--redis-url", self.consumer_url,
-             "--once", "--json"]
-        )  # fmt: skip
-        assert done.returncode == 0, done.stderr
-        return dict(json.loads(done.stdout))
+        return consume_once(self.consumer_url, self.hub_db)
 
     def outcomes_for(self, runtime: Runtime) -> list[OutcomeRecord]:
         """Every outcome the hub sent ``runtime``, oldest first."""
@@ -104,25 +79,11 @@ class Deployment:
 
 
 @pytest.fixture
-def deployment(private_redis: RedisServerProcess, tmp_path: Path) -> Iterator[Deployment]:
-    admin = acl.admin_only(private_redis.url)
+def deployment(acl_redis: tuple[str, redis.Redis], tmp_path: Path) -> Iterator[Deployment]:  # noqa: F811
+    server_url, admin = acl_redis
     hub_db = tmp_path / "hub.db"
-    runtimes = []
-    for name in ("a", "b"):
-        registry, (store,) = make_runtime(tmp_path / f"rt-{name}" / "state", [HUB_PROJECT], hub_db)
-        argv = ["--runtime", registry.runtime_id, "--hub-project", HUB_PROJECT]
-        acl.apply_lines(admin, acl.hubsync_acl(tmp_path, *argv))
-        user = f"{acl.PREFIX}runtime-{registry.runtime_id}"
-        runtimes.append(Runtime(registry, store, acl.user_url(private_redis.url, user)))
-    acl.apply_lines(admin, acl.hubsync_acl(tmp_path, "--consumer"))
-    consumer_url = acl.user_url(private_redis.url, f"{acl.PREFIX}consumer")
-    try:
-        yield Deployment(hub_db, consumer_url, admin, *runtimes)
-    finally:
-        admin.close()
-        for runtime in runtimes:
-            runtime.store.close()
-            runtime.registry.close()
+    with acl.two_runtime_users(Runtime, server_url, admin, tmp_path, hub_db) as (rt_a, rt_b, url):
+        yield Deployment(hub_db, url, admin, rt_a, rt_b)
 
 
 ALLOWLISTED_DATA: dict[str, dict[str, Any]] = {
@@ -150,7 +111,7 @@ def test_one_runtimes_key_cannot_write_squat_or_park_another_runtimes_project(
 
     # As rt-a's Redis user, with rt-a's key: a fake approval in rt-b's project, and the run id
     # rt-b will use next, taken first.
-    attacker = redis.Redis.from_url(rt_a.redis_url)
+    attacker = redis.Redis.from_url(rt_a.url)
     for run_id, event_type in (("run-fake", "approval.granted"), (SQUATTED, "step.completed")):
         attacker.xadd(rt_a.events, forged_by(rt_a, rt_b.project_id, run_id, event_type))
     attacker.close()
@@ -197,7 +158,7 @@ def test_forgeries_under_thousands_of_keys_are_one_alert(deployment: Deployment)
     rt_b.relay_once()
     assert deployment.consume_once()["accepted"] == 1
     forgeries = 3000
-    attacker = redis.Redis.from_url(rt_a.redis_url)
+    attacker = redis.Redis.from_url(rt_a.url)
     with attacker.pipeline(transaction=False) as pipe:
         for n in range(1, forgeries + 1):
             # unsigned, each under another key, each claiming to be rt-b

@@ -25,6 +25,7 @@ from hubsync.core import keys
 from hubsync.demo.embedded_redis import RedisServerProcess
 from hubsync.processes import run_hubsync
 from tests.helpers import acl_support as acl
+from tests.helpers.lease_support import counter_lowerings
 
 RESOURCE = "effect:pr:shared"
 TTL = 30_000
@@ -146,15 +147,7 @@ def test_rewriting_or_deleting_the_lease_hash_never_issues_a_token_twice(users: 
         issued.append(a_leases.acquire_or_raise(RESOURCE, "rt-a", TTL).lease.token)
         # the counter it may only read and increase
         counter = keys.lease_counter(RESOURCE)
-        for lower in (
-            lambda: rt_a.set(counter, 0),
-            lambda: rt_a.delete(counter),
-            lambda: rt_a.decr(counter),
-            lambda: rt_a.incrby(counter, -10),
-            lambda: rt_a.expire(counter, 1),
-            lambda: rt_a.execute_command("RESTORE", counter, 0, b"payload", "REPLACE"),
-            lambda: rt_a.rename(lease_hash, counter),
-        ):
+        for lower in (*counter_lowerings(rt_a, counter), lambda: rt_a.rename(lease_hash, counter)):
             with pytest.raises(redis.exceptions.NoPermissionError):
                 lower()
         assert issued == sorted(set(issued)) == [1, 2, 3]

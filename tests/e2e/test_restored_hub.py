@@ -15,22 +15,37 @@ from consumers.stream.hub_binding import namespace_mark
 from hubstore.sqlite.store import SqliteHubStore
 from hubsync.core import keys
 from hubsync.processes import PipelineProcesses, run_hubsync
-from tests.helpers.consumer_support import count_rows, enroll_on, hub_id_of, run_consume
+from tests.helpers.consumer_support import (
+    consume_once,
+    count_rows,
+    enroll_on,
+    hub_id_of,
+    run_consume,
+)
 from tests.helpers.relay_player import RUNTIME, send, sync_event
 from tests.helpers.support import wait_until
-
-
-def consume_once(redis_url: str, hub_db: Path, *extra: str) -> dict[str, int]:
-    run = run_consume(redis_url, hub_db, "--once", "--json", *extra)
-    assert run.returncode == 0, run.stderr
-    counts: dict[str, int] = json.loads(run.stdout)
-    return counts
 
 
 def commits_of(hub_db: Path) -> int:
     """The commit counter of the hub store at ``hub_db``."""
     with SqliteHubStore(hub_db) as store:
         return store.commit_counter()
+
+
+def back_up(hub_db: Path, backup: Path) -> None:
+    """``hubsync hub backup`` of ``hub_db`` to ``backup``."""
+    made = run_hubsync(["hub", "backup", "--hub-db", str(hub_db), "--to", str(backup)])
+    assert made.returncode == 0, made.stderr
+
+
+def one_event_backed_up(
+    redis_client: redis.Redis, redis_url: str, hub_db: Path, backup: Path
+) -> None:
+    """A hub at ``hub_db`` that stored one event, backed up to ``backup``."""
+    enroll_on(hub_db)
+    send(redis_client, sync_event(1))
+    consume_once(redis_url, hub_db)
+    back_up(hub_db, backup)
 
 
 def restore(backup: Path, hub_db: Path) -> None:
@@ -48,8 +63,7 @@ def test_a_hub_restored_from_a_backup_is_refused_until_the_operator_accepts_it(
     for s in range(1, 6):
         send(redis_client, sync_event(s))
     assert consume_once(redis_url, hub_db)["accepted"] == 5
-    made = run_hubsync(["hub", "backup", "--hub-db", str(hub_db), "--to", str(backup)])
-    assert made.returncode == 0, made.stderr
+    back_up(hub_db, backup)
     for s in range(6, 11):
         send(redis_client, sync_event(s))
     assert consume_once(redis_url, hub_db)["accepted"] == 5
@@ -80,11 +94,7 @@ def test_of_two_copies_of_one_hub_the_one_behind_is_refused(
     redis_client: redis.Redis, redis_url: str, tmp_path: Path
 ) -> None:
     first, copy = tmp_path / "hub.db", tmp_path / "copy.db"
-    enroll_on(first)
-    send(redis_client, sync_event(1))
-    consume_once(redis_url, first)
-    made = run_hubsync(["hub", "backup", "--hub-db", str(first), "--to", str(copy)])
-    assert made.returncode == 0, made.stderr
+    one_event_backed_up(redis_client, redis_url, first, copy)
     assert hub_id_of(copy) == hub_id_of(first)
 
     send(redis_client, sync_event(2))
@@ -117,11 +127,7 @@ def test_a_runtime_revoked_after_the_backup_stays_revoked_once_it_is_restored(
     redis_client: redis.Redis, redis_url: str, tmp_path: Path
 ) -> None:
     hub_db, backup = tmp_path / "hub.db", tmp_path / "nightly.db"
-    enroll_on(hub_db)
-    send(redis_client, sync_event(1))
-    consume_once(redis_url, hub_db)
-    made = run_hubsync(["hub", "backup", "--hub-db", str(hub_db), "--to", str(backup)])
-    assert made.returncode == 0, made.stderr
+    one_event_backed_up(redis_client, redis_url, hub_db, backup)
     with SqliteHubStore(hub_db) as store:
         store.revoke(RUNTIME)  # its key leaked: revoked on the hub
     consume_once(redis_url, hub_db)  # a worker's maintenance publishes the revocation

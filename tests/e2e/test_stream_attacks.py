@@ -12,6 +12,7 @@ ack stream at the largest id) stop no consumer, running or restarted.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,31 +23,16 @@ import redis
 from hubstore import hub_url_from_path, open_store
 from hubsync.core import keys
 from hubsync.processes import PipelineProcesses, hubsync_command, run_hubsync
-from producers.registry import RuntimeRegistry
-from producers.store.event_store import RunEventStore
 from tests.helpers import acl_support as acl
 from tests.helpers.acl_support import acl_redis  # noqa: F401  (a fixture)
-from tests.helpers.relay_support import append_many, make_runtime
+from tests.helpers.relay_support import append_many
 
 LAST_ID = "18446744073709551615-18446744073709551615"
 """The largest stream id: once a stream's last entry has it, no XADD can add another."""
 
 
-@dataclass
-class Runtime:
-    """One runtime: its state, its one project's store, and the URL of its Redis user."""
-
-    registry: RuntimeRegistry
-    store: RunEventStore
-    url: str
-
-    @property
-    def runtime_id(self) -> str:
-        return self.registry.runtime_id
-
-    @property
-    def stream(self) -> str:
-        return keys.events_stream(acl.HUB_PROJECT, self.runtime_id)
+class Runtime(acl.EnrolledRuntime):
+    """One runtime, connecting as its own Redis user."""
 
     def relay_once(self) -> tuple[dict[str, Any], str]:
         """``hubsync relay --once`` as this runtime's user: its summary and its stderr."""
@@ -84,21 +70,11 @@ class Site:
 
 
 @pytest.fixture
-def site(tmp_path: Path, acl_redis: tuple[str, redis.Redis]) -> Site:  # noqa: F811
+def site(tmp_path: Path, acl_redis: tuple[str, redis.Redis]) -> Iterator[Site]:  # noqa: F811
     server_url, admin = acl_redis
     hub_db = tmp_path / "hub.db"
-    runtimes = []
-    for name in ("a", "b"):
-        registry, (store,) = make_runtime(
-            tmp_path / f"rt-{name}" / "state", [acl.HUB_PROJECT], hub_db
-        )
-        argv = ["--runtime", registry.runtime_id, "--hub-project", acl.HUB_PROJECT]
-        acl.apply_lines(admin, acl.hubsync_acl(tmp_path, *argv))
-        url = acl.user_url(server_url, f"{acl.PREFIX}runtime-{registry.runtime_id}")
-        runtimes.append(Runtime(registry, store, url))
-    acl.apply_lines(admin, acl.hubsync_acl(tmp_path, "--consumer"))
-    consumer_url = acl.user_url(server_url, f"{acl.PREFIX}consumer")
-    return Site(server_url, admin, hub_db, runtimes[0], runtimes[1], consumer_url)
+    with acl.two_runtime_users(Runtime, server_url, admin, tmp_path, hub_db) as (rt_a, rt_b, url):
+        yield Site(server_url, admin, hub_db, rt_a, rt_b, url)
 
 
 def refused(call: Any) -> bool:
@@ -116,17 +92,17 @@ def test_rt_a_exhausting_and_trimming_its_stream_harms_only_its_own_delivery(sit
 
     attacker = redis.Redis.from_url(rt_a.url)
     # rt-b's entries and acks are out of its reach, and so is every stream they share
-    assert refused(lambda: attacker.xadd(rt_b.stream, {"kind": "junk"}, maxlen=1))
-    assert refused(lambda: attacker.xadd(rt_b.stream, {"kind": "junk"}, id=LAST_ID))
-    assert refused(lambda: attacker.xtrim(rt_b.stream, maxlen=0))
+    assert refused(lambda: attacker.xadd(rt_b.events, {"kind": "junk"}, maxlen=1))
+    assert refused(lambda: attacker.xadd(rt_b.events, {"kind": "junk"}, id=LAST_ID))
+    assert refused(lambda: attacker.xtrim(rt_b.events, maxlen=0))
     assert refused(lambda: attacker.xadd(keys.shared_events_stream(acl.HUB_PROJECT), {"k": "v"}))
-    assert refused(lambda: attacker.execute_command("XSETID", rt_a.stream, LAST_ID))
+    assert refused(lambda: attacker.execute_command("XSETID", rt_a.events, LAST_ID))
     assert refused(lambda: attacker.sadd(keys.PROJECTS, "squat"))
     acks_b = keys.acks_stream(acl.HUB_PROJECT, rt_b.runtime_id)
     assert refused(lambda: attacker.xtrim(acks_b, maxlen=0))
     # what it can do, it does to its own stream
-    attacker.xadd(rt_a.stream, {"kind": "junk"}, maxlen=1, approximate=False)
-    attacker.xadd(rt_a.stream, {"kind": "junk"}, id=LAST_ID)
+    attacker.xadd(rt_a.events, {"kind": "junk"}, maxlen=1, approximate=False)
+    attacker.xadd(rt_a.events, {"kind": "junk"}, id=LAST_ID)
     attacker.close()
 
     summary, stderr = rt_a.relay_once()  # its own relay: one line, no traceback, rows pending
@@ -148,7 +124,7 @@ def test_keys_of_the_wrong_type_and_an_exhausted_ack_stream_stop_no_consumer(
     rt_a, rt_b = site.rt_a, site.rt_b
     admin = site.admin
     admin.set(keys.PROJECTS, "not a set")
-    admin.set(rt_a.stream, "not a stream")
+    admin.set(rt_a.events, "not a stream")
     admin.xadd(keys.acks_stream(acl.HUB_PROJECT, rt_b.runtime_id), {"x": "1"}, id=LAST_ID)
     append_many(rt_b.store, runs=1, per_run=10)
     rt_b.relay_once()

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import redis
 
@@ -28,6 +30,13 @@ def consume_argv(redis_url: str, hub_db: Path, *extra: str) -> list[str]:
 def run_consume(redis_url: str, hub_db: Path, *extra: str) -> subprocess.CompletedProcess[str]:
     """``hubsync consume ... EXTRA`` as a real process."""
     return run_hubsync(consume_argv(redis_url, hub_db, *extra))
+
+
+def consume_once(redis_url: str, hub_db: Path, *extra: str) -> dict[str, Any]:
+    """``hubsync consume ... --once --json EXTRA`` as a real process that succeeds: its summary."""
+    run = run_consume(redis_url, hub_db, "--once", "--json", *extra)
+    assert run.returncode == 0, run.stderr
+    return dict(json.loads(run.stdout))
 
 
 def enroll_on(

@@ -7,6 +7,8 @@ still compare against the real Redis TIME.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import redis
 
 from hubsync.core import keys
@@ -22,3 +24,17 @@ def age_lease(client: redis.Redis, resource: str, by_ms: int) -> None:
 def expire_lease(client: redis.Redis, resource: str) -> None:
     """Move the lease's deadline one hour into the past."""
     age_lease(client, resource, 3_600_000)
+
+
+def counter_lowerings(client: redis.Redis, counter: str) -> list[Callable[[], object]]:
+    """Each command that would lower, drop or replace the lease token counter ``counter``
+    as ``client``: a user that may only read and increase it is refused every one."""
+    return [
+        lambda: client.set(counter, 0),
+        lambda: client.delete(counter),
+        lambda: client.unlink(counter),
+        lambda: client.decr(counter),
+        lambda: client.incrby(counter, -5),
+        lambda: client.expire(counter, 1),
+        lambda: client.execute_command("RESTORE", counter, 0, b"payload", "REPLACE"),
+    ]

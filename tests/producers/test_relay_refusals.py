@@ -13,7 +13,12 @@ from hubsync.core import keys
 from producers.relay import Relay
 from tests.helpers.clock import FakeClock
 from tests.helpers.hub_double import ack_everything
-from tests.helpers.relay_support import append_many, make_runtime, relay_settings
+from tests.helpers.relay_support import (
+    append_many,
+    make_runtime,
+    relay_settings,
+    relay_with_events,
+)
 
 LAST_ID = "18446744073709551615-18446744073709551615"
 """The largest stream id: after it, no XADD can add anything."""
@@ -67,11 +72,8 @@ def test_an_exhausted_stream_sets_its_project_aside_with_backoff_and_the_others_
 def test_a_stream_of_another_type_is_refused_the_same_way(
     tmp_path: Path, redis_url: str, redis_client: redis.Redis
 ) -> None:
-    state_dir = tmp_path / "state"
-    registry, (store,) = make_runtime(state_dir, ["alpha"])
-    append_many(store, runs=1, per_run=3)
+    registry, store, relay = relay_with_events(tmp_path / "state", redis_url, runs=1, per_run=3)
     redis_client.set(keys.events_stream("alpha", registry.runtime_id), "not a stream")
-    relay = Relay(relay_settings(state_dir, redis_url), registry)
     summary = relay.run_once()
     relay.close()
     assert summary.sender.sent == 0 and store.outbox_counts()["pending"] == 3
