@@ -22,6 +22,7 @@ if [ "${1:-}" = "--latest" ]; then
   shift
 fi
 if [ "$latest" = true ]; then VENV=${HUBSYNC_VENV:-.venv-latest}; else VENV=${HUBSYNC_VENV:-.venv}; fi
+case "$VENV" in /*) ;; *) VENV="$PWD/$VENV" ;; esac  # absolute: PATH and VIRTUAL_ENV name it
 
 # pip, with its noise left out (and all of its output when it fails)
 quiet_pip() {
@@ -73,7 +74,7 @@ else
 fi
 PY="$VENV/bin/python"
 # as an activated environment: the tests start console scripts (rq, hubsync) by name
-export VIRTUAL_ENV="$PWD/$VENV" PATH="$PWD/$VENV/bin:$PATH"
+export VIRTUAL_ENV="$VENV" PATH="$VENV/bin:$PATH"
 
 if ! command -v redis-server >/dev/null 2>&1; then
   if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then

@@ -162,10 +162,14 @@ class FaultInjector:
     # ----- duplicates -----
 
     def duplicates(self, count: int) -> int:
-        """Re-XADD up to ``count`` genuine event entries of a random runtime; how many."""
-        runtime = self.rng.choice(self.runtimes)
+        """Re-XADD up to ``count`` genuine event entries of a random runtime that has some;
+        how many."""
+        # a runtime whose stream holds entries (one just deleted as repaired holds none)
+        for runtime in self.rng.sample(self.runtimes, len(self.runtimes)):
+            genuine = self._genuine(runtime, RECENT)
+            if genuine:
+                break
         stream = runtime.events_stream
-        genuine = self._genuine(runtime, RECENT)
         picked = self.rng.sample(genuine, min(count, len(genuine)))
         for _, fields in picked:
             # Re-added copies are genuine too (same bytes): later duplicates may copy them.

@@ -449,11 +449,13 @@ class FaultScheduler:
 
     def _fault_exhaust_stream(self) -> str | None:
         """A runtime's own stream used up, as its Redis user could; an operator deletes it a
-        few seconds later (the relay holds that project's rows meanwhile, then resends)."""
+        second or three later, before any other fault (that runtime's relay is refused
+        meanwhile and holds its rows, then resends them)."""
         exhausted = self.injector.stream_exhaustion()
         if exhausted is None:
             return None
-        self._later(self.rng.uniform(1.0, 4.0), lambda: self.injector.repair_stream(exhausted))
+        self._pace.wait(self.rng.uniform(1.0, 3.0))
+        self.injector.repair_stream(exhausted)
         return str(exhausted)
 
 
