@@ -9,7 +9,6 @@ caller (``LeaseClient``) and given back.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
 import time
@@ -18,7 +17,7 @@ from typing import Any
 import redis
 
 from hubstore.redis_functions import RedisFunction, missing_function_error
-from hubsync.core.connections import RedisClient, is_cluster
+from hubsync.core.connections import RedisClient, master_of, reread_slots
 
 log = logging.getLogger(__name__)
 
@@ -49,12 +48,12 @@ class ReplicatedCalls:
         slot table is read again and the call made once more.
         """
         for attempt in (1, 2, 3):
-            node, name = self._master_of(lease_keys[0])
+            node, name = master_of(self.client, lease_keys[0])
             try:
                 replicas = self._replica_count(node, name)
                 if replicas == 0:  # nothing to wait for (the client routes the call itself)
                     return function(keys=lease_keys, args=args), True
-                pipe = node.pipeline(transaction=False)
+                pipe: Any = node.pipeline(transaction=False)
                 function.queue(pipe, lease_keys, args)
                 pipe.execute_command("WAIT", 1, max(1, min(self.replica_wait_ms, ttl_ms // 2)))
                 reply, acked = pipe.execute(raise_on_error=False)
@@ -65,27 +64,13 @@ class ReplicatedCalls:
             except redis.exceptions.MovedError:
                 if attempt == 3:
                     raise
-                self._reread_slots()
+                reread_slots(self.client)
                 continue
             except (redis.ConnectionError, redis.TimeoutError):
-                self._reread_slots()  # a failed-over master: find the new one next time
+                reread_slots(self.client)  # a failed-over master: find the new one next time
                 raise
             return reply, int(acked) >= 1
         raise AssertionError("unreachable")  # pragma: no cover
-
-    def _master_of(self, key: str) -> tuple[Any, str]:
-        """The single-server client to run ``key``'s functions on, and a name for it."""
-        if not is_cluster(self.client):
-            return self.client, ""
-        cluster: Any = self.client  # redis-py leaves RedisCluster's methods untyped
-        node = cluster.get_node_from_key(key)
-        return cluster.get_redis_connection(node), str(node.name)
-
-    def _reread_slots(self) -> None:
-        if is_cluster(self.client):
-            cluster: Any = self.client
-            with contextlib.suppress(redis.RedisError, redis.exceptions.RedisClusterException):
-                cluster.nodes_manager.initialize()
 
     def _replica_count(self, node: Any, name: str) -> int:
         """Replicas to wait for on ``node``: the most ``INFO replication`` ever showed connected.

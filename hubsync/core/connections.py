@@ -53,6 +53,7 @@ slots in one command go through ``hubsync.core.stream_reads``.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from dataclasses import dataclass, field
@@ -353,6 +354,24 @@ def connect(
 def is_cluster(client: RedisClient) -> bool:
     """Whether ``client`` is a Redis Cluster's (its multi-key reads go slot by slot)."""
     return isinstance(client, RedisCluster)
+
+
+def master_of(client: RedisClient, key: str) -> tuple[redis.Redis, str]:
+    """The single-server client of ``key``'s master and the node's name: ``client`` itself
+    (and ``""``) for a single server; on a cluster, the node client ``client`` keeps."""
+    if not isinstance(client, RedisCluster):
+        return client, ""
+    node = client.get_node_from_key(key)  # type: ignore[no-untyped-call]
+    return client.get_redis_connection(node), str(node.name)
+
+
+def reread_slots(client: RedisClient) -> None:
+    """After a failed command on a cluster: read the slot table again, so a failed-over
+    master is found next time (a single server's client has nothing to re-read). Never
+    raises: the next command says what is wrong."""
+    if isinstance(client, RedisCluster):
+        with contextlib.suppress(redis.RedisError, redis.exceptions.RedisClusterException):
+            client.nodes_manager.initialize()
 
 
 def probe(target: RedisTarget) -> RedisClient:

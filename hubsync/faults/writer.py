@@ -9,7 +9,6 @@ master, so no injection the checks look for is ever lost with one.
 
 from __future__ import annotations
 
-import contextlib
 import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -17,7 +16,7 @@ from typing import Any, TypeVar
 import redis
 from redis.exceptions import RedisClusterException
 
-from hubsync.core.connections import RedisClient, is_cluster
+from hubsync.core.connections import RedisClient, master_of, reread_slots
 
 T = TypeVar("T")
 
@@ -65,16 +64,12 @@ class ResilientRedis:
         """
 
         def once() -> list[Any]:
-            if not is_cluster(self.client):
-                pipe: Any = self.client.pipeline(transaction=False)
-                for command in commands:
-                    command(pipe)
-                return list(pipe.execute())
-            cluster: Any = self.client
-            node = cluster.get_redis_connection(cluster.get_node_from_key(key))
-            pipe = node.pipeline(transaction=False)
+            master, name = master_of(self.client, key)
+            pipe: Any = master.pipeline(transaction=False)
             for command in commands:
                 command(pipe)
+            if not name:  # a single server: no replica to wait for
+                return list(pipe.execute())
             pipe.execute_command("WAIT", 1, REPLICA_WAIT_MS)
             *replies, replicas = pipe.execute()
             if int(replicas) < 1:  # not retried: a second copy would be an unrecorded one
@@ -84,9 +79,6 @@ class ResilientRedis:
         return self.run(once)
 
     def _reconnect(self) -> None:
-        client: Any = self.client
-        if is_cluster(self.client):
-            with contextlib.suppress(*REDIS_ERRORS):  # the next attempt tries again
-                client.nodes_manager.initialize()
-        else:
-            client.connection_pool.disconnect()
+        reread_slots(self.client)  # the next attempt tries again
+        if isinstance(self.client, redis.Redis):
+            self.client.connection_pool.disconnect()
