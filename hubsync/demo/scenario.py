@@ -6,7 +6,9 @@ secret); relays and consumers run as real processes; one consumer is killed
 with SIGKILL while it holds unacknowledged entries, which the other reclaims;
 each runtime is enrolled on the hub (its entries are signed), and a duplicate,
 a conflicting entry under a runtime's own key, an unsigned forgery, a forged
-ack and a garbage entry are injected (``hubsync.faults.inject``); two boxes
+ack, a garbage entry and a run signed into another runtime's project are
+injected, and a lease's proof read from Redis is replayed
+(``hubsync.faults.inject``); two boxes
 contend for one shared effect's lease and the stale one's commit is refused.
 Then it waits for the drain and checks every invariant
 (``hubsync.faults.invariants``, the chaos soak's checks too).
@@ -192,9 +194,10 @@ class DemoScenario:
             step = "injecting: a duplicate, a forged ack"
             self._inject(hub, step, [lambda: injector.duplicates(1), injector.forged_ack])
             self._kill_one_consumer(hub)
-            step = "injecting: a conflict, a forgery, garbage"
+            step = "injecting: a conflict, a forgery, garbage, a run in another's project"
             self._inject(hub, step, [injector.conflict, lambda: injector.forgery("unsigned"),
-                                     lambda: injector.garbage("bad_json")])  # fmt: skip
+                                     lambda: injector.garbage("bad_json"),
+                                     injector.cross_runtime, injector.lease_replay])  # fmt: skip
             self.result.lease = lease_contention(self.redis, self.workdir)
             producer.join()
             self._wait_for_drain(hub, injector)
@@ -369,7 +372,7 @@ class DemoScenario:
 
     def _wait_for_drain(self, hub: HubStore, injector: FaultInjector) -> None:
         done = injector.record
-        alerted = len(done.conflicts) + len(done.forgeries)
+        alerted = len(done.conflicts) + len(done.forgeries) + len(done.cross_runtime)
         dead = len(done.garbage) + len(done.forgeries)
 
         def drained() -> bool:

@@ -107,7 +107,8 @@ def test_demo_runs_the_pipeline_end_to_end_and_every_invariant_holds(embedded: s
     assert summary["ok"] is True
     assert summary["events_produced"] == summary["events_in_hub"] == 3 * 2 * 60
     assert summary["outbox_acked"] == summary["events_produced"]
-    assert summary["conflicts"] == 1 and summary["refused_unauthenticated"] == 1
+    # the signed conflicting entry, and the run signed into another runtime's project
+    assert summary["conflicts"] == 2 and summary["refused_unauthenticated"] == 1
     assert summary["dead_letters"] == 2  # the garbage entry and the unsigned forgery
     assert summary["secrets_found"] == 0
     assert summary["lease"]["token_b"] > summary["lease"]["token_a"]
