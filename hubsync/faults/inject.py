@@ -290,7 +290,6 @@ class FaultInjector:
         self.redis.run(lambda: self.redis.client.xadd(stream, copy, maxlen=1, approximate=False))
         self.redis.run(lambda: self.redis.client.xadd(stream, copy, id=LARGEST_STREAM_ID))
         exhausted = InjectedExhaustion(runtime.hub_project, runtime.runtime_id, stream)
-        self.record.exhausted.append(exhausted)
         return exhausted
 
     def repair_stream(self, exhausted: InjectedExhaustion) -> None:

@@ -143,7 +143,6 @@ class Injections:
     garbage: list[InjectedGarbage] = field(default_factory=list)
     cross_runtime: list[InjectedCrossRuntime] = field(default_factory=list)
     lease_replays: list[InjectedLeaseReplay] = field(default_factory=list)
-    exhausted: list[InjectedExhaustion] = field(default_factory=list)
     duplicated: int = 0
     entry_ids: set[str] = field(default_factory=set)
     """Ids of the entries injected (duplicates aside): never copied as genuine ones."""
