@@ -88,7 +88,12 @@ class HubConsumer(Daemon):
         self.store = store
         self.settings = settings
         self.name = validate_name(name or settings.name or default_consumer_name(), "consumer name")
-        super().__init__(f"consumer {self.name}", handle_signals=handle_signals)
+        super().__init__(
+            f"consumer {self.name}",
+            handle_signals=handle_signals,
+            # a pass may block on a read, or wait out an outage for the backoff's cap, on purpose
+            heartbeat_timeout=settings.health_ttl + settings.block_ms / 1000 + _BACKOFF_CAP,
+        )
         self.stats = ConsumerStats()
         self.functions = functions_for(client)
         self.followed = FollowedStreams(client, settings.max_projects)
@@ -99,6 +104,9 @@ class HubConsumer(Daemon):
         self.health_key = HealthKey(keys.consumer_health(self.name), settings.health_ttl)
         self._holds_name = False  # the health key is ours to refresh and, at the end, delete
         self.outages = RedisOutages(self.label)
+        self._store_failing = False  # the last step the hub store took part in failed
+        self.readiness.require("Redis unreachable", lambda: self.outages.up)
+        self.readiness.require("hub store failing", lambda: not self._store_failing)
         self._backoff = Backoff(base=_BACKOFF_BASE, cap=_BACKOFF_CAP)
         self.hub_id: str | None = None
         self.revocations = RevocationCheck(client, store)
@@ -116,6 +124,7 @@ class HubConsumer(Daemon):
                 # a Redis unreachable at start is waited for (logged once), not a failure
                 wait_until_reachable(self.client, self.target, self.stop_event)
                 while not self.stopping:
+                    self.readiness.beat()
                     self._guarded(self._iteration)
             finally:
                 self._final_health()
@@ -182,8 +191,10 @@ class HubConsumer(Daemon):
             return
         except (StoreError, StoreBusyError) as exc:
             log.error("hub store failed (%s); the batch stays pending and will be retried", exc)
+            self._store_failing = True
             self._after_failure()
             return
+        self._store_failing = False  # the pass after a failure refreshes first: it read the store
         self.outages.succeeded()
         self._backoff.reset()
 

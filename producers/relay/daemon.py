@@ -99,7 +99,12 @@ class Relay(Daemon):
                 f"state dir {settings.state_dir} belongs to runtime {self.runtime_id!r}, "
                 f"not {settings.runtime_id!r}"
             )
-        super().__init__(f"relay {self.runtime_id}", handle_signals=handle_signals)
+        super().__init__(
+            f"relay {self.runtime_id}",
+            handle_signals=handle_signals,
+            # a pass may wait out an outage for the backoff's cap on purpose
+            heartbeat_timeout=settings.health_ttl + settings.backoff_max,
+        )
         self.credentials = RelayCredentials(self.registry)
         self.sender_stats = SenderStats()
         self.ack_stats = AckStats()
@@ -108,6 +113,7 @@ class Relay(Daemon):
             down="Redis unavailable ({error}); rows stay pending, retrying with backoff",
             up="Redis reachable again after {seconds:.1f}s; draining pending rows",
         )
+        self.readiness.require("Redis unreachable", lambda: self.outages.up)
         self.health_key = HealthKey(keys.relay_health(self.runtime_id), settings.health_ttl)
         self.project_states = project_states or ProjectStates(self.label)
         self._senders: dict[str, OutboxSender] = {}
@@ -290,7 +296,7 @@ class Relay(Daemon):
             sender.store.close()
         self.marker.forget(project_id)
         with contextlib.suppress(KeyError):  # an unreadable backlog is unknown, not stale
-            metrics.OUTBOX_BACKLOG.remove(project_id)
+            metrics.OUTBOX_BACKLOG.remove(project_id, self.runtime_id)
 
     def _unreadable_elsewhere(self, project_id: str, exc: BaseException) -> None:
         """The marker or ack thread could not read a store: the sender closes it next."""
@@ -321,6 +327,7 @@ class Relay(Daemon):
 
         try:
             while not self.stopping:
+                self.readiness.beat()
                 refresh.run(self.refresh_projects)
                 try:
                     if not self.outages.up:
@@ -361,7 +368,7 @@ class Relay(Daemon):
             if not force and now < self._next_beat.get(hub_project, 0.0):
                 return 0
             backlog = sender.store.outbox_counts()["pending"]
-            metrics.OUTBOX_BACKLOG.labels(sender.store.project_id).set(backlog)
+            metrics.OUTBOX_BACKLOG.labels(sender.store.project_id, self.runtime_id).set(backlog)
             beats[hub_project] = beats.get(hub_project, 0) + backlog
             return 0
 
