@@ -28,6 +28,7 @@ from consumers.stream.health import claim_name, write_health
 from consumers.stream.hub_binding import check_binding, queue_binding
 from consumers.stream.judging import EntryJudge, StreamBatch
 from consumers.stream.lag import export_lag
+from consumers.stream.presence_gauges import export_presence
 from consumers.stream.publishing import MAX_DELIVERIES_REASON, Publication
 from consumers.stream.read_budget import ReadBudget, reply_bytes
 from consumers.stream.reclaim import reclaim_stream, remove_idle_consumers
@@ -141,7 +142,7 @@ class HubConsumer(Daemon):
                 break
         self.reclaim()
         self.maintain()
-        export_lag(self.client, self.streams)
+        self._export_gauges()
         self._write_health()
         self._log_stats("ran once")
         return self.stats
@@ -170,7 +171,12 @@ class HubConsumer(Daemon):
     def _reclaim_and_maintain(self) -> None:
         self.reclaim()
         self.maintain()
+        self._export_gauges()
+
+    def _export_gauges(self) -> None:
+        """The lag of every stream read (Redis) and every enrolled runtime's presence (store)."""
         export_lag(self.client, self.streams)
+        export_presence(self.store, set(self._enrolled_streams()))
 
     def _guarded(self, step: Callable[[], object]) -> None:
         """Run one step; ride out Redis outages and a busy or failing hub store."""

@@ -143,6 +143,20 @@ RUNTIME_OLDEST_UNSTORED_AGE = Gauge(
     ["hub_project", "runtime"],
     registry=CONSUMER_REGISTRY,
 )
+RUNTIME_HEARTBEAT_AGE = Gauge(
+    "hubsync_runtime_heartbeat_age_seconds",
+    "Seconds (hub clock) since the hub received an enrolled runtime's latest presence beat on "
+    "a hub project; absent until its first beat. Over 60 the runtime is stale.",
+    ["hub_project", "runtime"],
+    registry=CONSUMER_REGISTRY,
+)
+RUNTIME_REPORTED_BACKLOG = Gauge(
+    "hubsync_runtime_reported_backlog",
+    "Outbox rows an enrolled runtime reported not yet acknowledged, in its latest presence "
+    "beat on a hub project.",
+    ["hub_project", "runtime"],
+    registry=CONSUMER_REGISTRY,
+)
 STREAM_FAILURES = Counter(
     "hubsync_consumer_stream_failures_total",
     "Keys the consumer set aside or could not write (kind: events for an events stream it could "

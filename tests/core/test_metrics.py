@@ -29,6 +29,7 @@ from hubstore.sqlite.store import SqliteHubStore
 from hubsync.core import keys, metrics
 from hubsync.core.canonical import content_hash
 from hubsync.core.daemon import Readiness
+from hubsync.core.entries import PresenceBeat
 from hubsync.core.metrics_server import MetricsServer
 from hubsync.core.settings import ConsumerSettings
 from hubsync.core.signing import SIGNATURE_FIELD
@@ -41,6 +42,7 @@ from tests.helpers.relay_player import (
     entry_fields,
     send,
     send_fields,
+    send_presence,
     sync_event,
 )
 from tests.helpers.relay_support import relay_with_events
@@ -96,6 +98,8 @@ def test_each_role_registry_holds_its_own_families_with_their_types() -> None:
         "hubsync_oldest_pending_age_seconds": "gauge",
         "hubsync_runtime_unstored_entries": "gauge",
         "hubsync_runtime_oldest_unstored_age_seconds": "gauge",
+        "hubsync_runtime_heartbeat_age_seconds": "gauge",
+        "hubsync_runtime_reported_backlog": "gauge",
         "hubsync_consumer_stream_failures": "counter",
         "hubsync_consumer_streams_set_aside": "gauge",
         "hubsync_batch_ingest_seconds": "histogram",
@@ -239,6 +243,27 @@ def test_an_entry_never_delivered_counts_as_unstored_with_its_age(
     assert (waiting.lag, waiting.pending, waiting.unstored) == (1, 0, 1)
     assert waiting.oldest_pending_age_seconds == 0.0
     assert waiting.oldest_unstored_age_seconds >= 0
+
+
+def test_each_enrolled_runtimes_presence_is_exported_from_the_hub_store(
+    redis_client: redis.Redis, worker: HubConsumer
+) -> None:
+    beat = PresenceBeat(RUNTIME, HUB_PROJECT, "box", 7, "0.1.0", 12, "2026-11-29T16:38:54Z")
+    send_presence(redis_client, beat)
+    worker.run_once()
+    per_runtime = {"hub_project": HUB_PROJECT, "runtime": RUNTIME}
+    assert sample("hubsync_runtime_reported_backlog", **per_runtime) == 12
+    age = sample("hubsync_runtime_heartbeat_age_seconds", **per_runtime)
+    assert 0 <= age < 60  # the hub's clock at receipt, not the beat's own heartbeat field
+
+    worker.store.revoke(RUNTIME)
+    worker.run_once()
+    assert (
+        metrics.CONSUMER_REGISTRY.get_sample_value(
+            "hubsync_runtime_heartbeat_age_seconds", per_runtime
+        )
+        is None
+    )  # a revoked runtime's series go away
 
 
 def test_reclaimed_entries_are_counted(redis_client: redis.Redis, worker: HubConsumer) -> None:
