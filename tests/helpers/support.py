@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable, Mapping
@@ -41,6 +42,18 @@ def require_redis_server() -> None:
         if os.environ.get("CI"):
             pytest.fail("redis-server is required in CI (scripts/test.sh installs it)")
         pytest.skip("redis-server is not installed")
+
+
+def require_tool(name: str, package: str) -> str:
+    """The path of the command ``name``; skip the test without it (naming Debian's
+    ``package``), and in CI (``CI`` set) fail it instead: scripts/test.sh installs it."""
+    path = shutil.which(name)
+    if path is None:
+        reason = f"{name} is not installed (apt-get install -y {package})"
+        if os.environ.get("CI"):
+            pytest.fail(f"{reason}: it is required in CI (scripts/test.sh installs it)")
+        pytest.skip(reason)
+    return path
 
 
 def wait_until(
