@@ -201,7 +201,7 @@ class DaemonSettings(CommonSettings):
         ge=0,
         le=65535,
         description="Serve Prometheus metrics on this port at /metrics (and a liveness "
-        "answer at /healthz); 0 or unset = off.",
+        "answer at /healthz, a readiness answer at /readyz); 0 or unset = off.",
     )
     metrics_host: str = Field(
         default=DEFAULT_METRICS_HOST,
