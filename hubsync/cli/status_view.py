@@ -231,6 +231,8 @@ def _runtimes_table(report: StatusReport) -> Table:
         "stale",
         "age",
         "backlog at beat",
+        "unstored at hub",
+        "oldest unstored",
         "from",
     )
     for p in report.hub_projects:
@@ -244,6 +246,9 @@ def _runtimes_table(report: StatusReport) -> Table:
                 age(r.age_seconds),
                 # the outbox as it was at that beat: the local table shows it as it is now
                 f"{r.backlog} ({age(r.age_seconds)} ago)",
+                # the hub's lag on its stream now: with the backlog, where its rows are
+                Text(_number(r.unstored), "yellow" if r.unstored else ""),
+                age(r.oldest_unstored_age_seconds),
                 _cell(r.source),
             )
     return table
