@@ -4,8 +4,8 @@ Two threads, each with its own SQLite connections and Redis client:
 
 * the sender watches every project's outbox (``PRAGMA data_version``, a local
   read with no I/O, every ``poll_interval``) so a commit leaves within
-  milliseconds; it also re-sends overdue rows, beats presence and refreshes the
-  health key;
+  milliseconds; it also re-sends overdue rows, beats presence, refreshes the
+  health key and follows the backlog's drain (``producers.relay.progress``);
 * the ack reader blocks on the ack streams and applies the hub's outcomes.
 
 When Redis is unreachable both back off with jitter and keep every row
