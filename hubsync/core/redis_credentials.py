@@ -13,8 +13,11 @@ from hubsync.core.errors import ConfigError
 from hubsync.core.settings import safe_url
 
 
-def read_password_file(path: Path) -> str:
-    """The password a file holds, surrounding whitespace dropped; ``ConfigError`` if none.
+def read_password_file(
+    path: Path, option: str = "--redis-password-file", what: str = "the Redis password"
+) -> str:
+    """The secret a file holds (``what``, given by ``option``), surrounding whitespace
+    dropped; ``ConfigError`` if none.
 
     The message names the file, never its content.
     """
@@ -23,13 +26,10 @@ def read_password_file(path: Path) -> str:
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
         raise ConfigError(
-            f"--redis-password-file {path}: cannot read it ({reason}); give a readable file "
-            "holding the Redis password"
+            f"{option} {path}: cannot read it ({reason}); give a readable file holding {what}"
         ) from None
     if not password:
-        raise ConfigError(
-            f"--redis-password-file {path}: the file is empty; put the password in it"
-        )
+        raise ConfigError(f"{option} {path}: the file is empty; put {what} in it")
     return password
 
 
