@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from hubsync.core.clock import utc_now
+from hubsync.core.sqlite import backup_path
 from producers.effects import (
     EffectKind,
     EffectRefusalCode,
@@ -28,6 +29,7 @@ from producers.effects import (
 from producers.effects import ledger as ledger_module
 from producers.effects.errors import InvalidEffectError
 from producers.effects.history import EffectEvent
+from tests.helpers.sqlite_files import columns_of, index_columns, read_only, version_of
 
 HOOK = "https://deploy:hunter2-secret@hooks.example.test/deploy?token=abcdef123456"
 
@@ -224,7 +226,11 @@ def test_a_ledger_of_version_2_gains_the_history_and_keeps_its_parked_effect(
         assert isinstance(late, EffectRefused) and late.code is EffectRefusalCode.LEASE_SUPERSEDED
     finally:
         upgraded.close()
-    assert (tmp_path / "effects.db.v2.bak").exists()
+    assert version_of(backup_path(path, 2)) == 2
+    EffectsLedger(tmp_path / "fresh.db").close()
+    with read_only(path) as migrated, read_only(tmp_path / "fresh.db") as fresh:
+        assert columns_of(migrated, "effect_history") == columns_of(fresh, "effect_history")
+        assert index_columns(migrated, "effect_history_key") == ["effect_key", "id"]
 
 
 def test_purging_committed_effects_drops_their_history_but_not_an_in_flight_ones(
