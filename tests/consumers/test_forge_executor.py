@@ -112,6 +112,23 @@ def test_a_5xx_create_with_nothing_found_afterwards_is_uncertain() -> None:
     assert forge.issues == []
 
 
+def test_a_pull_request_refused_as_a_duplicate_is_found_by_looking_again() -> None:
+    with forge_server() as forge:
+        executor(forge).execute(context(EffectKind.PR_CREATE, PR_TARGET, PR))
+        forge.blind_lists = 1  # the first look misses it; GitHub then refuses the create (422)
+        receipt = executor(forge).execute(context(EffectKind.PR_CREATE, PR_TARGET, PR, "a2"))
+    assert receipt["outcome"] == "found after an unknown outcome" and receipt["number"] == 1
+    assert len(forge.pulls) == 1 and len(forge.creates()) == 2
+
+
+def test_a_create_refused_for_good_with_nothing_found_fails() -> None:
+    with forge_server() as forge:
+        forge.refuse_creates = [403]
+        with pytest.raises(EffectFailedError, match="refused with 403"):
+            executor(forge).execute(context(EffectKind.TRACKER_ISSUE, "acme/shop", ISSUE))
+    assert forge.issues == [] and [r.method for r in forge.requests] == ["GET", "POST", "GET"]
+
+
 def test_a_refused_token_fails_for_good_and_never_shows_the_token() -> None:
     with forge_server() as forge:
         wrong = ForgeExecutor(forge.url, "not-the-token-at-all-42")

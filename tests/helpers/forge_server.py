@@ -37,6 +37,8 @@ class LocalForge:
     requests: list[ForgeRequest] = field(default_factory=list)
     refuse_creates: list[int] = field(default_factory=list)
     """Statuses to answer the next creates with, creating nothing (429, 503, 500, ...)."""
+    blind_lists: int = 0
+    """How many of the next listings to answer empty (a forge whose listing lags)."""
     hold_creates: int = 0
     """How many of the next creates to perform and then not answer until ``release``."""
     release: threading.Event = field(default_factory=threading.Event)
@@ -121,7 +123,9 @@ def forge_server() -> Iterator[LocalForge]:
             route = self._record(None)
             if route is not None:
                 with forge.lock:
-                    listed = _listed(forge, route[2], route[3])
+                    blind = forge.blind_lists > 0
+                    forge.blind_lists -= 1 if blind else 0
+                    listed = [] if blind else _listed(forge, route[2], route[3])
                 self._answer(200, listed)
 
         def do_POST(self) -> None:
