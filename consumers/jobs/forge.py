@@ -181,6 +181,11 @@ class ForgeExecutor:
         parts = urlsplit(api_url)
         if parts.scheme not in {"http", "https"} or not parts.hostname:
             raise ConfigError(f"HUBSYNC_FORGE_API_URL: {safe_url(api_url)} is no http(s) URL")
+        if parts.username is not None or parts.password is not None:
+            raise ConfigError(
+                "HUBSYNC_FORGE_API_URL: the URL carries a user or password; give the token in "
+                "HUBSYNC_FORGE_TOKEN_FILE instead"
+            )
         self.api_url = api_url.rstrip("/")
         self._token = token
         self.timeout = timeout

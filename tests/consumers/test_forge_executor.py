@@ -173,6 +173,9 @@ def test_the_token_comes_from_a_file_or_the_environment_never_both(
     monkeypatch.delenv("HUBSYNC_FORGE_TOKEN")
     with pytest.raises(ConfigError, match="HUBSYNC_FORGE_TOKEN: missing"):
         ForgeExecutor.from_environment(ForgeSettings())
+    with pytest.raises(ConfigError, match="carries a user or password") as userinfo:
+        ForgeExecutor("https://bot:s3cret-token@ghe.example.test/api/v3", TOKEN)
+    assert "s3cret" not in str(userinfo.value)
 
 
 def test_an_effect_job_commits_the_forges_receipt_and_drops_a_503_attempt(
