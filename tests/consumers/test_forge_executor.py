@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 
 from consumers.jobs.effect_executors import ExecutionContext, resolve_executor
 from consumers.jobs.effect_jobs import run_effect
@@ -16,19 +17,25 @@ from hubsync.core.errors import ConfigError
 from producers.effects import (
     EffectClaim,
     EffectKind,
+    EffectRefused,
     EffectsLedger,
     EffectSpec,
     EffectStatus,
+    Verdict,
     effect_key,
+    lease_resource_for,
+    resolve_effect,
 )
 from producers.effects.errors import (
     EffectFailedError,
+    EffectRefusedError,
     NothingExecutedError,
     OutcomeUncertainError,
     RetryLaterError,
 )
 from producers.effects.history import EffectEvent
 from tests.helpers.forge_server import TOKEN, LocalForge, forge_server
+from tests.helpers.lease_support import expire_lease
 
 PR_TARGET = "acme/shop:main...hubsync/run-r1"
 PR = {"title": "Run r1: fix the build", "body": "What the run changed."}
@@ -211,3 +218,34 @@ def test_an_effect_job_commits_the_forges_receipt_and_drops_a_503_attempt(
         assert TOKEN not in str(ledger.history(record.effect_key)) + str(record)
     finally:
         ledger.close()
+
+
+def test_a_parked_forge_effect_runs_again_once_an_operator_says_it_did_not_execute(
+    redis_url: str, redis_client: redis.Redis, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ledger_path = tmp_path / "effects.db"
+    fields = {"run_id": "r1", "step_id": "file", "kind": "tracker-issue", "target": "acme/shop",
+              "payload": ISSUE, "attempt_id": "job-1"}  # fmt: skip
+    with forge_server() as forge:
+        monkeypatch.setenv("HUBSYNC_FORGE_API_URL", forge.url)
+        monkeypatch.setenv("HUBSYNC_FORGE_TOKEN", TOKEN)
+        forge.refuse_creates = [500]
+        with pytest.raises(EffectRefusedError, match="blocked_uncertain"):
+            run_effect(fields, str(ledger_path), executor="forge", redis_url=redis_url)
+        # the parked attempt's lease runs out at its deadline; until then nothing claims it
+        with pytest.raises(RetryLaterError, match="effect_lease_held"):
+            run_effect(fields, str(ledger_path), executor="forge", redis_url=redis_url)
+        expire_lease(redis_client, lease_resource_for(EffectKind.TRACKER_ISSUE, "acme/shop"))
+        with pytest.raises(EffectRefusedError, match="effect_blocked_uncertain"):
+            run_effect(fields, str(ledger_path), executor="forge", redis_url=redis_url)
+        ledger = EffectsLedger(ledger_path)
+        try:
+            key = effect_key("r1", "file", EffectKind.TRACKER_ISSUE, "acme/shop")
+            verdict = resolve_effect(ledger, key, Verdict.NOT_EXECUTED, note="none on the forge",
+                                     actor="ops")  # fmt: skip
+            assert not isinstance(verdict, EffectRefused)
+        finally:
+            ledger.close()
+        done = run_effect(fields, str(ledger_path), executor="forge", redis_url=redis_url)
+    assert done["status"] == "committed" and done["receipt"]["outcome"] == "created"
+    assert len(forge.issues) == 1 and len(forge.creates()) == 2
