@@ -146,9 +146,9 @@ def forge_executor() -> EffectExecutor:
 
 
 _EXECUTORS: dict[str, Callable[[], EffectExecutor]] = {
+    "forge": forge_executor,
     "webhook": WebhookExecutor,
     "record": RecordingExecutor,
-    "forge": forge_executor,
 }
 
 
