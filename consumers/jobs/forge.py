@@ -38,7 +38,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from consumers.jobs.effect_executors import ExecutionContext, http_exchange
 from hubsync.core.errors import ConfigError
-from hubsync.core.redis_credentials import read_password_file
+from hubsync.core.redis_credentials import read_secret_file
 from hubsync.core.settings import safe_url
 from producers.effects.errors import (
     EffectFailedError,
@@ -85,7 +85,7 @@ def forge_token(settings: ForgeSettings) -> str:
             "HUBSYNC_FORGE_TOKEN_FILE: HUBSYNC_FORGE_TOKEN is set too; give the token in one place"
         )
     if settings.forge_token_file is not None:
-        return read_password_file(
+        return read_secret_file(
             settings.forge_token_file, "HUBSYNC_FORGE_TOKEN_FILE", "the forge's API token"
         )
     if settings.forge_token is None or not settings.forge_token.get_secret_value().strip():
