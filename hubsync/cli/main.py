@@ -160,8 +160,9 @@ class LazyGroup(click.Group):
     epilog="Options read HUBSYNC_<OPTION> (each --help shows the variable), except the "
     "flags that choose what one call does (--json, --once, --check, --all, --burst, --create, "
     "--watch, --quick, --keep), the --hub-project of status, dead and alerts, and what "
-    "events and runs list (--hub-project, --project-id, --run, --after, --limit), and what "
-    "effects list and resolve take (--state, --run, --committed, --not-executed, --note). "
+    "events and runs list (--hub-project, --project-id, --run, --after, --limit). "
+    "Nor do what effects list and resolve take (--state, --run, --committed, --not-executed, "
+    "--note). "
     "HUBSYNC_REDIS_URL wins over REDIS_URL. "
     "Exit codes: 0 ok, 1 failure, 2 usage error, 3 cannot reach Redis.",
 )
