@@ -327,9 +327,12 @@ class EffectsLedger:
 
         return self.db.write(work)
 
-    def abandon(self, key: str, attempt_id: str, reason: str = "nothing executed") -> bool:
+    def abandon(
+        self, key: str, attempt_id: str, reason: str = "nothing executed", *, failed: bool = False
+    ) -> bool:
         """Drop an in-flight row whose attempt certainly did nothing (so it may be retried);
-        ``reason`` goes to its history."""
+        its history records it ``dropped``, or ``failed`` if the target refused it for good,
+        with ``reason``."""
 
         def work(conn: sqlite3.Connection) -> bool:
             cursor = conn.execute(
@@ -338,7 +341,8 @@ class EffectsLedger:
                 (key, attempt_id),
             )
             if cursor.rowcount == 1:
-                record_event(conn, key, EffectEvent.DROPPED, attempt_id=attempt_id, note=reason)
+                event = EffectEvent.FAILED if failed else EffectEvent.DROPPED
+                record_event(conn, key, event, attempt_id=attempt_id, note=reason)
             return cursor.rowcount == 1
 
         return self.db.write(work)

@@ -249,3 +249,26 @@ def test_a_parked_forge_effect_runs_again_once_an_operator_says_it_did_not_execu
         done = run_effect(fields, str(ledger_path), executor="forge", redis_url=redis_url)
     assert done["status"] == "committed" and done["receipt"]["outcome"] == "created"
     assert len(forge.issues) == 1 and len(forge.creates()) == 2
+
+
+def test_an_effect_job_refused_for_good_records_the_failure_in_the_history(
+    redis_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ledger_path = tmp_path / "effects.db"
+    fields = {"run_id": "r1", "step_id": "open", "kind": "pr-create", "target": PR_TARGET,
+              "payload": PR, "attempt_id": "a1"}  # fmt: skip
+    with forge_server() as forge:
+        monkeypatch.setenv("HUBSYNC_FORGE_API_URL", forge.url)
+        monkeypatch.setenv("HUBSYNC_FORGE_TOKEN", TOKEN)
+        forge.refuse_creates = [403]
+        with pytest.raises(EffectFailedError, match="403"):
+            run_effect(fields, str(ledger_path), executor="forge", redis_url=redis_url)
+    ledger = EffectsLedger(ledger_path)
+    try:
+        key = effect_key("r1", "open", EffectKind.PR_CREATE, PR_TARGET)
+        assert ledger.get(key) is None
+        history = ledger.history(key)
+        assert [h.event for h in history] == [EffectEvent.CLAIMED, EffectEvent.FAILED]
+        assert "refused with 403" in str(history[1].note)
+    finally:
+        ledger.close()
