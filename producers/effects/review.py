@@ -20,7 +20,7 @@ import sqlite3
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import Any
+from typing import Any, Literal
 
 from hubsync.core.canonical import canonical_json
 from hubsync.core.clock import format_timestamp, parse_timestamp, utc_now, utc_now_iso
@@ -125,7 +125,7 @@ class EffectResolved:
     effect_key: str
     verdict: Verdict
     record: EffectRecord | None
-    ok: bool = True
+    ok: Literal[True] = True
 
 
 def state_of(record: EffectRecord, now: datetime, stale_after: timedelta) -> EffectState:

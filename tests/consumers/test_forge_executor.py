@@ -4,6 +4,8 @@ exactly one pull request or issue exists."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +49,27 @@ def context(
 ) -> ExecutionContext:
     spec = EffectSpec("r1", "open", attempt, kind, target, payload)
     return ExecutionContext(EffectClaim(effect_key("r1", "open", kind, target), spec, None))
+
+
+@contextmanager
+def forge_for_jobs(monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalForge]:
+    """A local forge that the ``forge`` executor an effect job resolves talks to."""
+    with forge_server() as forge:
+        monkeypatch.setenv("HUBSYNC_FORGE_API_URL", forge.url)
+        monkeypatch.setenv("HUBSYNC_FORGE_TOKEN", TOKEN)
+        yield forge
+
+
+def job(kind: EffectKind, target: str, payload: dict[str, Any], step: str = "open",
+        attempt: str = "a1") -> dict[str, Any]:  # fmt: skip
+    """An effect job's spec fields, as ``enqueue_effect`` hands them to ``run_effect``."""
+    return {"run_id": "r1", "step_id": step, "kind": kind.value, "target": target,
+            "payload": payload, "attempt_id": attempt}  # fmt: skip
+
+
+def run_forge_job(fields: dict[str, Any], ledger_path: Path, redis_url: str) -> dict[str, Any]:
+    """``run_effect`` with the ``forge`` executor, as an RQ worker runs the job."""
+    return run_effect(fields, str(ledger_path), executor="forge", redis_url=redis_url)
 
 
 def executor(forge: LocalForge, timeout: float = 5.0) -> ForgeExecutor:
@@ -189,19 +212,14 @@ def test_an_effect_job_commits_the_forges_receipt_and_drops_a_503_attempt(
     redis_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     ledger_path = tmp_path / "effects.db"
-    fields = {"run_id": "r1", "step_id": "open", "kind": "pr-create", "target": PR_TARGET,
-              "payload": PR}  # fmt: skip
-    with forge_server() as forge:
-        monkeypatch.setenv("HUBSYNC_FORGE_API_URL", forge.url)
-        monkeypatch.setenv("HUBSYNC_FORGE_TOKEN", TOKEN)
+    fields = job(EffectKind.PR_CREATE, PR_TARGET, PR)
+    with forge_for_jobs(monkeypatch) as forge:
         forge.refuse_creates = [503]
         with pytest.raises(RetryLaterError):
-            run_effect(fields | {"attempt_id": "a1"}, str(ledger_path), executor="forge",
-                       redis_url=redis_url)  # fmt: skip
+            run_forge_job(fields, ledger_path, redis_url)
         forge.hold_creates = 1
         monkeypatch.setenv("HUBSYNC_FORGE_TIMEOUT", "0.5")
-        done = run_effect(fields | {"attempt_id": "a2"}, str(ledger_path), executor="forge",
-                          redis_url=redis_url)  # fmt: skip
+        done = run_forge_job(fields | {"attempt_id": "a2"}, ledger_path, redis_url)
     assert done["status"] == "committed" and len(forge.pulls) == 1
     ledger = EffectsLedger(ledger_path)
     try:
@@ -224,20 +242,17 @@ def test_a_parked_forge_effect_runs_again_once_an_operator_says_it_did_not_execu
     redis_url: str, redis_client: redis.Redis, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     ledger_path = tmp_path / "effects.db"
-    fields = {"run_id": "r1", "step_id": "file", "kind": "tracker-issue", "target": "acme/shop",
-              "payload": ISSUE, "attempt_id": "job-1"}  # fmt: skip
-    with forge_server() as forge:
-        monkeypatch.setenv("HUBSYNC_FORGE_API_URL", forge.url)
-        monkeypatch.setenv("HUBSYNC_FORGE_TOKEN", TOKEN)
+    fields = job(EffectKind.TRACKER_ISSUE, "acme/shop", ISSUE, step="file")
+    with forge_for_jobs(monkeypatch) as forge:
         forge.refuse_creates = [500]
         with pytest.raises(EffectRefusedError, match="blocked_uncertain"):
-            run_effect(fields, str(ledger_path), executor="forge", redis_url=redis_url)
+            run_forge_job(fields, ledger_path, redis_url)
         # the parked attempt's lease runs out at its deadline; until then nothing claims it
         with pytest.raises(RetryLaterError, match="effect_lease_held"):
-            run_effect(fields, str(ledger_path), executor="forge", redis_url=redis_url)
+            run_forge_job(fields, ledger_path, redis_url)
         expire_lease(redis_client, lease_resource_for(EffectKind.TRACKER_ISSUE, "acme/shop"))
         with pytest.raises(EffectRefusedError, match="effect_blocked_uncertain"):
-            run_effect(fields, str(ledger_path), executor="forge", redis_url=redis_url)
+            run_forge_job(fields, ledger_path, redis_url)
         ledger = EffectsLedger(ledger_path)
         try:
             key = effect_key("r1", "file", EffectKind.TRACKER_ISSUE, "acme/shop")
@@ -246,7 +261,7 @@ def test_a_parked_forge_effect_runs_again_once_an_operator_says_it_did_not_execu
             assert not isinstance(verdict, EffectRefused)
         finally:
             ledger.close()
-        done = run_effect(fields, str(ledger_path), executor="forge", redis_url=redis_url)
+        done = run_forge_job(fields, ledger_path, redis_url)
     assert done["status"] == "committed" and done["receipt"]["outcome"] == "created"
     assert len(forge.issues) == 1 and len(forge.creates()) == 2
 
@@ -255,14 +270,11 @@ def test_an_effect_job_refused_for_good_records_the_failure_in_the_history(
     redis_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     ledger_path = tmp_path / "effects.db"
-    fields = {"run_id": "r1", "step_id": "open", "kind": "pr-create", "target": PR_TARGET,
-              "payload": PR, "attempt_id": "a1"}  # fmt: skip
-    with forge_server() as forge:
-        monkeypatch.setenv("HUBSYNC_FORGE_API_URL", forge.url)
-        monkeypatch.setenv("HUBSYNC_FORGE_TOKEN", TOKEN)
+    fields = job(EffectKind.PR_CREATE, PR_TARGET, PR)
+    with forge_for_jobs(monkeypatch) as forge:
         forge.refuse_creates = [403]
         with pytest.raises(EffectFailedError, match="403"):
-            run_effect(fields, str(ledger_path), executor="forge", redis_url=redis_url)
+            run_forge_job(fields, ledger_path, redis_url)
     ledger = EffectsLedger(ledger_path)
     try:
         key = effect_key("r1", "open", EffectKind.PR_CREATE, PR_TARGET)
