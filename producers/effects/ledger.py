@@ -4,8 +4,8 @@ A row is claimed ``in-flight`` by one attempt, heartbeated while it executes and
 ``committed`` with its receipt; an attempt whose outcome cannot be proven is
 parked ``blocked_uncertain`` and stays in-flight, so nothing retries it until an
 operator gives a verdict (``producers.effects.review``). Every transition is
-also written to ``effect_history`` (``producers.effects.history``) in its own
-transaction.
+also written to ``effect_history`` (``producers.effects.history``), in the
+transition's own transaction.
 
 Rows of fenced (shared) effects also advance ``resource_fences`` (see
 ``hubstore.leases.fence``) in the same transaction as the claim and the commit: a commit
