@@ -126,6 +126,17 @@ class RuntimeSettings(BaseSettings):
     )
 
 
+class EffectsLedgerSettings(BaseSettings):
+    """Which effects ledger an operator command reads (``hubsync effects``)."""
+
+    model_config = SettingsConfigDict(env_prefix="HUBSYNC_", extra="ignore", frozen=True)
+
+    effects_ledger: Path = Field(
+        description="The runtime's effects ledger (the SQLite file its effect jobs are given); "
+        "a missing file is refused, never created."
+    )
+
+
 class ProduceSettings(BaseSettings):
     """What ``hubsync produce`` appends: how many synthetic runs, of what size."""
 
