@@ -120,6 +120,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
     ready = Installed(sdist, wheel, venv, work)
     ready.pip_install(str(wheel))
     yield ready
+    shutil.rmtree(root, ignore_errors=True)  # a virtual environment is too big to keep around
 
 
 def tracked_package_files() -> set[str]:
