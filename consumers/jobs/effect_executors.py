@@ -7,7 +7,9 @@ JSON object stored in the ledger). It reports failure by raising one of:
 * ``EffectFailedError``: the target refused for good; not retried;
 * ``OutcomeUncertainError``: it may have happened; parked ``blocked_uncertain``.
 
-Anything else it raises is treated as uncertain. Register more with
+Anything else it raises is treated as uncertain. ``webhook`` POSTs to a URL, ``forge``
+opens pull requests and tracker issues on a GitHub-API forge (``consumers.jobs.forge``),
+``record`` does nothing. Register more with
 ``register_executor(name, factory)``, or name ``"package.module:attribute"``.
 """
 
@@ -57,6 +59,41 @@ class EffectExecutor(Protocol):
         ...
 
 
+def http_exchange(
+    method: str,
+    url: str,
+    body: bytes | None,
+    headers: dict[str, str],
+    timeout: float,
+    where: str,
+) -> tuple[int, bytes]:
+    """One HTTP request (``url`` is http or https, checked by the caller); its status and body.
+
+    Failures become the executor errors: 429 and 503 (the server did not process
+    it) and an unreachable host are ``NothingExecutedError``; another 4xx is
+    ``EffectFailedError``; another 5xx, a timeout or a connection lost once the
+    request was sent are ``OutcomeUncertainError``. Messages name ``where``, never a
+    header (one may hold a token) or the body.
+    """
+    request = urllib.request.Request(url, data=body, headers=headers, method=method)  # noqa: S310
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310
+            return int(response.status), response.read()
+    except urllib.error.HTTPError as exc:
+        exc.close()  # it carries the open response
+        if exc.code in NOT_PROCESSED_STATUSES:
+            raise NothingExecutedError(f"{where} answered {exc.code}") from None
+        if 400 <= exc.code < 500:
+            raise EffectFailedError(f"{where} refused with {exc.code}") from None
+        raise OutcomeUncertainError(f"{where} answered {exc.code}") from None
+    except urllib.error.URLError as exc:
+        if isinstance(exc.reason, ConnectionRefusedError | socket.gaierror):
+            raise NothingExecutedError(f"{where} unreachable: {exc.reason}") from None
+        raise OutcomeUncertainError(f"{where} failed mid-request: {exc.reason}") from None
+    except (TimeoutError, ConnectionError, OSError) as exc:
+        raise OutcomeUncertainError(f"{where} failed mid-request: {type(exc).__name__}") from None
+
+
 class WebhookExecutor:
     """POSTs the payload as canonical JSON to the target URL (http or https).
 
@@ -81,31 +118,10 @@ class WebhookExecutor:
         }
         if context.fencing_token is not None:
             headers["X-Hubsync-Fencing-Token"] = str(context.fencing_token)
-        request = urllib.request.Request(  # noqa: S310 - the scheme is checked above
-            spec.target, data=canonical_json(spec.payload), headers=headers, method="POST"
+        where = f"webhook {parts.hostname}:{parts.port or ''}"
+        status, body = http_exchange(
+            "POST", spec.target, canonical_json(spec.payload), headers, self.timeout, where
         )
-        where = f"{parts.hostname}:{parts.port or ''}"
-        try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:  # noqa: S310
-                body = response.read()
-                status = int(response.status)
-        except urllib.error.HTTPError as exc:
-            exc.close()  # it carries the open response
-            if exc.code in NOT_PROCESSED_STATUSES:
-                raise NothingExecutedError(f"webhook {where} answered {exc.code}") from None
-            if 400 <= exc.code < 500:
-                raise EffectFailedError(f"webhook {where} refused with {exc.code}") from None
-            raise OutcomeUncertainError(f"webhook {where} answered {exc.code}") from None
-        except urllib.error.URLError as exc:
-            if isinstance(exc.reason, ConnectionRefusedError | socket.gaierror):
-                raise NothingExecutedError(f"webhook {where} unreachable: {exc.reason}") from None
-            raise OutcomeUncertainError(
-                f"webhook {where} failed mid-request: {exc.reason}"
-            ) from None
-        except (TimeoutError, ConnectionError, OSError) as exc:
-            raise OutcomeUncertainError(
-                f"webhook {where} failed mid-request: {type(exc).__name__}"
-            ) from None
         return {
             "status": status,
             "body_sha256": hashlib.sha256(body).hexdigest(),
@@ -121,7 +137,16 @@ class RecordingExecutor:
         return {"recorded": context.claim.effect_key}
 
 
+def forge_executor() -> EffectExecutor:
+    """The ``forge`` executor (``pr-create``, ``tracker-issue``), configured from the
+    environment (``consumers.jobs.forge``)."""
+    from consumers.jobs.forge import ForgeExecutor
+
+    return ForgeExecutor.from_environment()
+
+
 _EXECUTORS: dict[str, Callable[[], EffectExecutor]] = {
+    "forge": forge_executor,
     "webhook": WebhookExecutor,
     "record": RecordingExecutor,
 }

@@ -44,7 +44,8 @@ Examples:
     type=click.Choice(["auto", "redis-server", "fakeredis"]),
     default="auto",
     show_default=True,
-    help="The private Redis: redis-server when installed (auto), or fakeredis over TCP.",
+    help="The private Redis: redis-server when installed (auto), or fakeredis over TCP (the "
+    "demo extra: pip install 'hubsync[demo]').",
 )
 @options_from(DemoSettings)
 @click.option(
@@ -148,20 +149,30 @@ def _run_with_progress(scenario: DemoScenario, transient: bool) -> DemoResult:
 
 def _start_redis(embedded: str, keep: bool) -> EmbeddedRedis:
     from hubsync.demo.embedded_redis import (
+        DEMO_EXTRA,
         FakeRedisTcpServer,
+        fakeredis_missing,
         redis_server_binary,
         start_embedded_redis,
         start_redis_server,
     )
 
+    missing = ", ".join(fakeredis_missing())
     if embedded == "fakeredis":
         if keep:
             raise ConfigError("--keep needs a redis-server; fakeredis lives inside this process")
+        if missing:
+            raise ConfigError(f"--embedded fakeredis: {missing} not installed; {DEMO_EXTRA}")
         return FakeRedisTcpServer()
     if embedded == "redis-server":
         if redis_server_binary() is None:
             raise ConfigError("--embedded redis-server: redis-server is not installed")
         return start_redis_server(appendonly=True)
+    if missing and redis_server_binary() is None:
+        raise ConfigError(
+            "no private Redis for the demo: redis-server is not installed, and neither is the "
+            f"demo extra ({missing}); {DEMO_EXTRA}, install redis-server, or give --redis-url"
+        )
     return start_embedded_redis(appendonly=True)
 
 
