@@ -10,6 +10,7 @@ derived from it); those contend with nobody and take no lease.
 from __future__ import annotations
 
 import hashlib
+import re
 from enum import StrEnum
 
 
@@ -22,6 +23,8 @@ class EffectKind(StrEnum):
     PR_CREATE = "pr-create"
     TRACKER_ISSUE = "tracker-issue"
     WEBHOOK = "webhook"
+    GIT_CLEANUP = "git-cleanup"
+    """Remove a merged run branch: its worktree, the local branch and the remote one."""
 
 
 SHARED_KINDS = frozenset(
@@ -33,9 +36,21 @@ RUN_BRANCH_PREFIX = "hubsync/run-"
 """A run's own branches are ``hubsync/run-<run_id>`` and ``hubsync/run-<run_id>-<suffix>``."""
 
 
+_UNSAFE_IN_BRANCH = re.compile(r"[^A-Za-z0-9._-]+|\.{2,}")
+
+
 def run_branch(run_id: str) -> str:
-    """The branch a run owns."""
-    return f"{RUN_BRANCH_PREFIX}{run_id}"
+    """The branch a run owns: ``hubsync/run-<run_id>``, the same for the same id on every box.
+
+    A run id may hold characters a branch name cannot (``:``, ``@``, ``/`` would nest
+    branches); each run of them becomes ``-`` and the name then ends in ``-`` and 8
+    hex of the id's sha256, so two ids never share a branch and the name stays readable.
+    """
+    safe = _UNSAFE_IN_BRANCH.sub("-", run_id).strip(".-")
+    if safe != run_id or safe.endswith(".lock"):
+        digest = hashlib.sha256(run_id.encode("utf-8")).hexdigest()[:8]
+        safe = f"{safe}-{digest}" if safe else digest
+    return f"{RUN_BRANCH_PREFIX}{safe}"
 
 
 def is_run_branch_ref(run_id: str, target: str) -> bool:
