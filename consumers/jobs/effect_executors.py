@@ -30,6 +30,12 @@ from producers.effects.errors import (
     NothingExecutedError,
     OutcomeUncertainError,
 )
+from producers.effects.git.executors import (
+    GitBranchExecutor,
+    GitCleanupExecutor,
+    GitCommitExecutor,
+    GitPushExecutor,
+)
 from producers.effects.records import EffectClaim
 
 DEFAULT_WEBHOOK_TIMEOUT = 10.0
@@ -124,6 +130,11 @@ class RecordingExecutor:
 _EXECUTORS: dict[str, Callable[[], EffectExecutor]] = {
     "webhook": WebhookExecutor,
     "record": RecordingExecutor,
+    # the git executors read their workspace from HUBSYNC_GIT_* when a job resolves them
+    "git-branch": GitBranchExecutor.from_environment,
+    "git-commit": GitCommitExecutor.from_environment,
+    "git-push": GitPushExecutor.from_environment,
+    "git-cleanup": GitCleanupExecutor.from_environment,
 }
 
 

@@ -170,13 +170,6 @@ def claim_fence(
     claim = FencedPush(worktree, remote, ref, commit, before, token, holder, "")
     if before == commit:
         return claim
-    if before != ABSENT:
-        fetch_ref(worktree, remote, ref, _SEEN + "target")
-        if not _is_ancestor(worktree, before, commit):
-            raise EffectFailedError(
-                f"{commit[:12]} is not a fast-forward of {ref} ({before[:12]}): pushing it "
-                "would drop commits; rebase the run branch onto it and push again"
-            )
     if fence_before != ABSENT:
         fetch_ref(worktree, remote, fence, _SEEN + "fence")
         mark = FenceMark.read(worktree, fence_before)
@@ -184,6 +177,13 @@ def claim_fence(
             raise FenceSupersededError(
                 f"the remote's fence of {ref} holds token {mark.token} ({mark.holder}); "
                 f"token {token} is superseded: nothing pushed"
+            )
+    if before != ABSENT:
+        fetch_ref(worktree, remote, ref, _SEEN + "target")
+        if not _is_ancestor(worktree, before, commit):
+            raise EffectFailedError(
+                f"{commit[:12]} is not a fast-forward of {ref} ({before[:12]}): pushing it "
+                "would drop commits; rebase the run branch onto it and push again"
             )
     mark_sha = FenceMark(token, holder, "claimed").write(worktree, ref)
     outcome = push(worktree, remote, [RefUpdate(fence, mark_sha, fence_before)], timeout=timeout)
