@@ -18,7 +18,7 @@ import redis
 
 from hubstore.leases import LeaseClient
 from producers.effects import EffectClaim, EffectKind, EffectsLedger, SharedEffects
-from producers.effects.errors import EffectFailedError
+from producers.effects.errors import EffectFailedError, NothingExecutedError, OutcomeUncertainError
 from producers.effects.git.command import check_remote, redact_remote, run_git
 from producers.effects.git.executors import (
     GitBranchExecutor,
@@ -28,6 +28,7 @@ from producers.effects.git.executors import (
 )
 from producers.effects.git.locks import LockHolder, WorktreeBusyError
 from producers.effects.git.push import FenceMark, FenceSupersededError, claim_fence, fence_ref
+from producers.effects.git.remote import settle
 from producers.effects.git.worktrees import Workspace
 from producers.effects.kinds import requires_lease, run_branch
 from tests.helpers.clock import FakeClock
@@ -35,6 +36,7 @@ from tests.helpers.git_support import (
     Context,
     Runtime,
     git,
+    hold_pushes,
     lease_free,
     make_remote,
     make_runtime,
@@ -232,15 +234,16 @@ def test_a_superseded_holder_is_refused_by_the_remote_even_after_its_lease_check
     )
     assert LeaseClient(redis_client).check(claim_a.lease).ok  # a's lease check passes here...
     expire_lease(redis_client, claim_a.lease.resource)  # ...then a stalls past its deadline
-    claim_b = claimed(
-        shared[1].claim(spec("rb", "push", EffectKind.GIT_PUSH, "main", remote=remote))
+    claim_b = claimed(shared[1].claim(spec("rb", "push", EffectKind.GIT_PUSH, "main")))
+    assert claim_b.lease is not None
+    fenced_b = claim_fence(
+        box_b.workspace.worktree("rb"), remote, MAIN, commit_b, claim_b.lease.token, "box-b"
     )
-    assert GitPushExecutor(box_b.workspace).execute(Context(claim_b))["commit"] == commit_b
-
+    # a resumes before b pushes: main is still where a read it, but the fence moved
     with pytest.raises(FenceSupersededError, match="refused the push"):
         fenced_a.push()
-    assert remote_ref(remote, MAIN) == commit_b
-    assert claim_b.lease is not None
+    assert remote_ref(remote, MAIN) == fenced_a.before
+    assert fenced_b.push()["commit"] == commit_b == remote_ref(remote, MAIN)
     mark = FenceMark.read(box_b.repository, fetched(box_b, remote, fence_ref(MAIN)))
     assert (mark.token, mark.holder) == (claim_b.lease.token, "box-b")
     # and a's claim under its old token is refused by the fence before anything is pushed
@@ -317,3 +320,28 @@ def test_a_merged_run_is_cleaned_up_twice_safely_and_an_unmerged_one_never(
         cleanup("r2")
     assert box.workspace.worktree("r2").is_dir() and box.workspace.has_branch(run_branch("r2"))
     assert remote_ref(remote, f"refs/heads/{run_branch('r2')}") != ""
+
+
+def test_a_push_cut_short_is_settled_by_looking_at_the_remote(
+    tmp_path: Path, box: Runtime, remote: str
+) -> None:
+    commit = start_run(box, "r1", "one")
+    ref = f"refs/heads/{run_branch('r1')}"
+    flags = tmp_path / "flags"
+    hold_pushes(remote, "post-receive", ref, flags)  # the ref moves, the status never comes
+    effect = spec("r1", "push", EffectKind.GIT_PUSH, run_branch("r1"), remote=remote)
+    try:
+        receipt = GitPushExecutor(box.workspace, timeout=1.0).execute(lease_free(effect))
+    finally:
+        (flags / "release").touch()
+    assert (flags / "held").exists()
+    assert receipt["settled"] is True and receipt["commit"] == commit == remote_ref(remote, ref)
+
+
+def test_settling_tells_landed_from_not_executed_from_unknown(box: Runtime, remote: str) -> None:
+    main = remote_ref(remote, MAIN)
+    assert settle(box.repository, remote, MAIN, main, "0" * 40) == main
+    with pytest.raises(NothingExecutedError, match="nothing landed"):
+        settle(box.repository, remote, MAIN, "1" * 40, main)
+    with pytest.raises(OutcomeUncertainError, match=f"the remote has {main[:12]}"):
+        settle(box.repository, remote, MAIN, "1" * 40, "2" * 40)
