@@ -189,7 +189,7 @@ def _print_summary(result: DemoResult, keep: bool, private: bool) -> None:
          f"{lease.get('token_a')} -> {lease.get('token_b')}"),
         ("stale holder's commit", f"refused: {lease.get('stale_attempt_state') or lease.get('stale_commit_code')}"
          if lease.get("stale_commit_refused") else "NOT refused"),
-        ("shared-branch push (stalled box A -> box B)", _shared_push_row(result.shared_push)),
+        ("stalled holder's push to a shared branch", _shared_push_row(result.shared_push)),
         ("seconds", f"{result.seconds:.1f}"),
     ]  # fmt: skip
     for name, value in rows:
@@ -205,8 +205,7 @@ def _print_summary(result: DemoResult, keep: bool, private: bool) -> None:
 def _shared_push_row(push: dict[str, Any]) -> str:
     if "skipped" in push:
         return f"skipped: {push['skipped']}"
-    refused = "refused by the remote" if push.get("a_refused_by_remote") else "NOT refused"
-    return f"A {refused}; main at B's {push.get('main')} (fence token {push.get('fence_token')})"
+    return "refused by the remote" if push.get("a_refused_by_remote") else "NOT refused"
 
 
 def _print_where_to_look(result: DemoResult, keep: bool, private: bool) -> None:
