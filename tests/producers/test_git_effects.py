@@ -169,6 +169,27 @@ def test_a_lock_of_another_host_is_recovered_only_past_its_age(box: Runtime) -> 
         assert lock.recovered == other
 
 
+def test_a_lock_hubsync_did_not_write_is_recovered_by_the_age_of_gits_lock_file(
+    box: Runtime,
+) -> None:
+    start_run(box, "r1", "one")
+    clock = FakeClock()
+    workspace = Workspace(box.repository, box.workspace.root, lock_max_age=600, clock=clock)
+    git(
+        box.repository,
+        "worktree",
+        "lock",
+        "--reason",
+        "do not touch",
+        str(workspace.worktree("r1")),
+    )
+    with pytest.raises(WorktreeBusyError, match="a lock hubsync did not write"):
+        workspace.lock("r1").acquire()
+    clock.advance(601)
+    with workspace.lock("r1") as lock:
+        assert lock.recovered == "do not touch"
+
+
 # -- pushes -----------------------------------------------------------------------------
 
 

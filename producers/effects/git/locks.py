@@ -3,9 +3,10 @@ is taken back.
 
 Two locks, for two kinds of reader:
 
-* an OS file lock (``fcntl.flock``) on ``<workspace>/locks/<name>.lock``, exclusive and
-  never waited for: the kernel lets one process hold it and drops it when that process
-  dies, so two processes on one box never work in one worktree at once;
+* an OS file lock (``hubsync.core.file_lock.FileLock``, ``flock``) on
+  ``<workspace>/locks/<name>.lock``, exclusive and never waited for: the kernel lets one
+  process hold it and drops it when that process dies, so two processes on one box
+  never work in one worktree at once;
 * ``git worktree lock --reason "hubsync <host>:<pid> since <epoch>"``, which every git
   command on every box sharing the repository honours (``git worktree prune`` and
   ``remove`` leave a locked worktree alone).
@@ -17,16 +18,14 @@ host, a lock written by hand); it is then recovered, and the recovery logged.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import logging
 import os
 import socket
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
 
 from hubsync.core.clock import EpochClock, epoch_seconds
+from hubsync.core.file_lock import FileLock, FileLockHeldError
 from producers.effects.errors import NothingExecutedError
 from producers.effects.git.command import run_git
 
@@ -103,7 +102,7 @@ class WorktreeLock:
         self.host = host or socket.gethostname()
         self.recovered: LockHolder | str | None = None
         """The stale lock this acquisition took back (its holder, or a foreign reason)."""
-        self._file: IO[str] | None = None
+        self._file: FileLock | None = None
 
     def __enter__(self) -> WorktreeLock:
         self.acquire()
@@ -115,15 +114,12 @@ class WorktreeLock:
     def acquire(self) -> None:
         """Take the file lock, then the git lock (recovering a stale one)."""
         self.lock_file.parent.mkdir(parents=True, exist_ok=True)
-        handle = self.lock_file.open("a+", encoding="utf-8")
         try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.close()
+            self._file = FileLock(self.lock_file)
+        except FileLockHeldError as exc:
             raise WorktreeBusyError(
-                f"worktree {self.worktree.name} is in use by another process on this host"
+                f"worktree {self.worktree.name} is in use by another process ({exc.holder})"
             ) from None
-        self._file = handle
         try:
             if self.worktree.exists():
                 self._take_git_lock()
@@ -177,16 +173,12 @@ class WorktreeLock:
         self.recovered = holder or reason
 
     def _lock_file_age(self) -> float:
-        # a reason hubsync did not write has no time in it: the locked file's mtime does
-        for block in self._porcelain_blocks():
-            if block.get("worktree") == str(self.worktree.resolve()):
-                marker = Path(self._git_dir_of(self.worktree)) / "locked"
-                with contextlib.suppress(OSError):
-                    return self.clock() - marker.stat().st_mtime
-        return 0.0
-
-    def _git_dir_of(self, worktree: Path) -> str:
-        return run_git(["rev-parse", "--absolute-git-dir"], worktree).stdout.strip()
+        # a reason hubsync did not write has no time in it: git's ``locked`` file has an mtime
+        git_dir = run_git(["rev-parse", "--absolute-git-dir"], self.worktree).stdout.strip()
+        try:
+            return self.clock() - (Path(git_dir) / "locked").stat().st_mtime
+        except OSError:
+            return 0.0
 
     def _porcelain_blocks(self) -> list[dict[str, str]]:
         listing = run_git(["worktree", "list", "--porcelain"], self.repository).stdout
@@ -202,7 +194,5 @@ class WorktreeLock:
 
     def _drop_file_lock(self) -> None:
         if self._file is not None:
-            with contextlib.suppress(OSError):
-                fcntl.flock(self._file, fcntl.LOCK_UN)
             self._file.close()
             self._file = None

@@ -101,11 +101,6 @@ class Workspace:
         """The commit ``ref`` names in the repository; ``EffectFailedError`` if none."""
         return self._require_commit(ref)
 
-    def run_ids_on_disk(self) -> list[str]:
-        """Names of the run worktrees under the workspace (``run-<name>``)."""
-        base = self.root / "worktrees"
-        return sorted(p.name for p in base.iterdir()) if base.is_dir() else []
-
     def _require_commit(self, ref: str) -> str:
         done = run_git(
             ["rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"], self.repository, check=False
