@@ -366,3 +366,17 @@ def test_settling_tells_landed_from_not_executed_from_unknown(box: Runtime, remo
         settle(box.repository, remote, MAIN, "1" * 40, main)
     with pytest.raises(OutcomeUncertainError, match=f"the remote has {main[:12]}"):
         settle(box.repository, remote, MAIN, "1" * 40, "2" * 40)
+
+
+def test_executors_without_their_workspace_settings_fail_naming_the_variables(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    for name in ("HUBSYNC_GIT_REPOSITORY", "HUBSYNC_GIT_WORKSPACE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HUBSYNC_GIT_WORKSPACE", str(tmp_path))
+    with pytest.raises(EffectFailedError, match="need HUBSYNC_GIT_REPOSITORY "):
+        GitPushExecutor.from_environment()
+    monkeypatch.setenv("HUBSYNC_GIT_REPOSITORY", str(tmp_path))
+    monkeypatch.setenv("HUBSYNC_GIT_LOCK_MAX_AGE", "15m")
+    executor = GitPushExecutor.from_environment()
+    assert executor.workspace.root == tmp_path and executor.workspace.lock_max_age == 900

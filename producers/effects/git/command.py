@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from producers.effects.errors import EffectError, EffectFailedError
+from producers.effects.errors import EffectFailedError, NothingExecutedError
 from producers.redaction import Redactor
 from producers.redaction_rules import CREDENTIAL_PATTERNS
 
@@ -68,8 +68,13 @@ def check_remote(remote: str) -> str:
     return remote
 
 
-class GitCommandError(EffectError):
-    """A git command failed; the message holds its (redacted) last lines of output."""
+class GitCommandError(NothingExecutedError):
+    """A git command failed; the message holds its (redacted) last lines of output.
+
+    Nothing executed: no command run through ``run_git`` moves a ref of the remote
+    except a push, and pushes report their outcome instead of raising
+    (``remote.push``); the local steps are idempotent, so trying again is safe.
+    """
 
     def __init__(self, args: Sequence[str], returncode: int | None, output: str) -> None:
         self.returncode = returncode

@@ -19,7 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Protocol, Self
 
-from pydantic import Field
+from pydantic import Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from hubsync.core.durations import Duration
@@ -80,7 +80,13 @@ class GitExecutor:
     @classmethod
     def from_environment(cls) -> Self:
         """An executor on the workspace ``HUBSYNC_GIT_*`` names."""
-        settings = GitSettings()  # the fields come from the environment
+        try:
+            settings = GitSettings()  # the fields come from the environment
+        except ValidationError as exc:
+            wrong = ", ".join(f"HUBSYNC_{str(e['loc'][0]).upper()}" for e in exc.errors())
+            raise EffectFailedError(
+                f"the git executors need {wrong} (missing or invalid): set them for the worker"
+            ) from None
         return cls(settings.workspace(), settings.git_timeout)
 
     def own_branch(self, claim: EffectClaim) -> str:
