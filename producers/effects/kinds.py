@@ -2,9 +2,9 @@
 
 Shared kinds act on something every box can name: two runs naming the same
 target mean the same real thing, so at most one may execute at a time.
-``git-branch`` and ``git-commit`` write in the run's own namespace, and so does
-a ``git-push`` to the run's own branch (``hubsync/run-<run_id>`` or a name
-derived from it); those contend with nobody and take no lease.
+``git-branch``, ``git-commit`` and ``git-cleanup`` write in the run's own namespace,
+and so does a ``git-push`` to the run's own branch (``run_branch(run_id)`` or a
+name derived from it); those contend with nobody and take no lease.
 """
 
 from __future__ import annotations
