@@ -352,7 +352,7 @@ def test_a_push_cut_short_is_settled_by_looking_at_the_remote(
     hold_pushes(remote, "post-receive", ref, flags)  # the ref moves, the status never comes
     effect = spec("r1", "push", EffectKind.GIT_PUSH, run_branch("r1"), remote=remote)
     try:
-        receipt = GitPushExecutor(box.workspace, timeout=1.0).execute(lease_free(effect))
+        receipt = GitPushExecutor(box.workspace, timeout=2.0).execute(lease_free(effect))
     finally:
         (flags / "release").touch()
     assert (flags / "held").exists()
