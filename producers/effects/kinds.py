@@ -74,7 +74,10 @@ def lease_resource_for(kind: EffectKind, target: str) -> str:
 
     Targets (URLs, refs, issue keys) may hold characters a key's hash tag cannot,
     so the resource names the target by its digest; the ledger keeps the target.
-    Every box derives the same resource for the same target.
+    Every box derives the same resource for the same target: a ``git-push`` to
+    ``main`` and one to ``refs/heads/main`` share one.
     """
+    if kind is EffectKind.GIT_PUSH:
+        target = target.removeprefix("refs/heads/")
     digest = hashlib.sha256(target.encode("utf-8")).hexdigest()[:40]
     return f"effect:{kind.value}:{digest}"

@@ -30,7 +30,7 @@ from producers.effects.git.locks import LockHolder, WorktreeBusyError
 from producers.effects.git.push import FenceMark, FenceSupersededError, claim_fence, fence_ref
 from producers.effects.git.remote import settle
 from producers.effects.git.worktrees import Workspace
-from producers.effects.kinds import requires_lease, run_branch
+from producers.effects.kinds import lease_resource_for, requires_lease, run_branch
 from tests.helpers.clock import FakeClock
 from tests.helpers.git_support import (
     Context,
@@ -86,6 +86,12 @@ def test_run_branch_names_are_deterministic_readable_and_valid_refs(tmp_path: Pa
         assert run_git(["check-ref-format", f"refs/heads/{name}"], tmp_path).returncode == 0
     # the executors push a run's own (made-safe) branch without a lease
     assert not requires_lease(EffectKind.GIT_PUSH, odd, "team/deploy:7@main")
+
+
+def test_a_shared_branch_has_one_lease_however_its_target_is_spelled() -> None:
+    main = lease_resource_for(EffectKind.GIT_PUSH, "main")
+    assert lease_resource_for(EffectKind.GIT_PUSH, "refs/heads/main") == main
+    assert lease_resource_for(EffectKind.GIT_PUSH, "refs/heads/dev") != main
 
 
 def test_git_branch_adds_the_runs_worktree_once(box: Runtime) -> None:
