@@ -11,7 +11,9 @@ from pathlib import Path
 
 from producers.effects import EffectClaim, EffectKind, EffectSpec
 from producers.effects.git.command import git_output, run_git
+from producers.effects.git.executors import GitBranchExecutor, GitCommitExecutor
 from producers.effects.git.worktrees import Workspace
+from producers.effects.kinds import run_branch
 
 HOLD_HOOK = """#!/bin/sh
 # Holds the first push that updates {ref} until {flags}/release exists (at most 30 s).
@@ -88,3 +90,16 @@ class Context:
 def lease_free(effect: EffectSpec) -> Context:
     """A context for a lease-free effect, without a ledger (the executors never read it)."""
     return Context(EffectClaim("eff_test_" + effect.step_id, effect, None))
+
+
+def start_run(runtime: Runtime, run_id: str, content: str) -> str:
+    """Branch run ``run_id`` off main, commit one file in its worktree; the commit."""
+    branch = run_branch(run_id)
+    GitBranchExecutor(runtime.workspace).execute(
+        lease_free(spec(run_id, "branch", EffectKind.GIT_BRANCH, branch, start="main"))
+    )
+    (runtime.workspace.worktree(run_id) / f"{run_id}.txt").write_text(content)
+    receipt = GitCommitExecutor(runtime.workspace).execute(
+        lease_free(spec(run_id, "commit", EffectKind.GIT_COMMIT, branch, message=content))
+    )
+    return str(receipt["commit"])

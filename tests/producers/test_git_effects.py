@@ -42,6 +42,7 @@ from tests.helpers.git_support import (
     make_runtime,
     remote_ref,
     spec,
+    start_run,
 )
 from tests.helpers.lease_support import expire_lease
 from tests.helpers.support import REPO_ROOT
@@ -57,19 +58,6 @@ def remote(tmp_path: Path) -> str:
 @pytest.fixture
 def box(tmp_path: Path, remote: str) -> Runtime:
     return make_runtime(tmp_path, remote, "box-a")
-
-
-def start_run(runtime: Runtime, run_id: str, content: str) -> str:
-    """Branch run ``run_id`` off main, commit one file in its worktree; the commit."""
-    branch = run_branch(run_id)
-    GitBranchExecutor(runtime.workspace).execute(
-        lease_free(spec(run_id, "branch", EffectKind.GIT_BRANCH, branch, start="main"))
-    )
-    (runtime.workspace.worktree(run_id) / f"{run_id}.txt").write_text(content)
-    receipt = GitCommitExecutor(runtime.workspace).execute(
-        lease_free(spec(run_id, "commit", EffectKind.GIT_COMMIT, branch, message=content))
-    )
-    return str(receipt["commit"])
 
 
 # -- names and worktrees ----------------------------------------------------------------

@@ -22,19 +22,10 @@ from producers.effects import EffectClaim, EffectKind, EffectsLedger, SharedEffe
 from producers.effects.git.executors import GitPushExecutor
 from producers.effects.git.push import FenceMark, fence_ref
 from producers.effects.kinds import lease_resource_for, run_branch
-from tests.helpers.git_support import (
-    Context,
-    Runtime,
-    git,
-    hold_pushes,
-    make_remote,
-    make_runtime,
-    remote_ref,
-    spec,
-)
+from tests.helpers import git_support as repos
+from tests.helpers.git_support import Runtime, git
 from tests.helpers.lease_support import expire_lease
 from tests.helpers.support import wait_until
-from tests.producers.test_git_effects import start_run
 
 MAIN = "refs/heads/main"
 RESOURCE = lease_resource_for(EffectKind.GIT_PUSH, "main")
@@ -72,9 +63,11 @@ def fence_mark(runtime: Runtime, remote: str) -> FenceMark:
 def test_two_runtimes_race_for_one_branch_and_exactly_one_push_lands(
     tmp_path: Path, redis_url: str
 ) -> None:
-    remote = make_remote(tmp_path)
-    boxes = [make_runtime(tmp_path, remote, name) for name in ("box-a", "box-b")]
-    commits = {f"run-{b.name}": start_run(b, f"run-{b.name}", f"from {b.name}") for b in boxes}
+    remote = repos.make_remote(tmp_path)
+    boxes = [repos.make_runtime(tmp_path, remote, name) for name in ("box-a", "box-b")]
+    commits = {
+        f"run-{b.name}": repos.start_run(b, f"run-{b.name}", f"from {b.name}") for b in boxes
+    }
     children = [pusher("wait-run", redis_url, b, f"run-{b.name}", remote) for b in boxes]
     try:
         for child in children:
@@ -90,7 +83,7 @@ def test_two_runtimes_race_for_one_branch_and_exactly_one_push_lands(
     (loser,) = set(results) - {winner}
     # the other was refused, and said why: the lease was held, or main moved under it
     assert results[loser]["status"] in {"RetryLaterError", "EffectFailedError"}, results
-    assert remote_ref(remote, MAIN) == commits[winner]
+    assert repos.remote_ref(remote, MAIN) == commits[winner]
     winner_box = next(b for b in boxes if f"run-{b.name}" == winner)
     assert fence_mark(winner_box, remote).token == results[winner]["token"]
 
@@ -98,17 +91,17 @@ def test_two_runtimes_race_for_one_branch_and_exactly_one_push_lands(
     loser_box = next(b for b in boxes if f"run-{b.name}" == loser)
     retry = result_of(pusher("run", redis_url, loser_box, loser, remote))
     assert retry["status"] == "EffectFailedError" and "not a fast-forward" in retry["message"]
-    assert remote_ref(remote, MAIN) == commits[winner]
+    assert repos.remote_ref(remote, MAIN) == commits[winner]
     assert git(loser_box.repository, "rev-parse", run_branch(loser)) == commits[loser]
 
 
 def test_a_holder_paused_past_its_lease_is_refused_by_the_remote(
     tmp_path: Path, redis_url: str, redis_client: redis.Redis
 ) -> None:
-    remote = make_remote(tmp_path)
-    stalled_box, new_box = (make_runtime(tmp_path, remote, n) for n in ("box-a", "box-b"))
-    start_run(stalled_box, "run-a", "from the stalled holder")
-    commit_b = start_run(new_box, "run-b", "from the new holder")
+    remote = repos.make_remote(tmp_path)
+    stalled_box, new_box = (repos.make_runtime(tmp_path, remote, n) for n in ("box-a", "box-b"))
+    repos.start_run(stalled_box, "run-a", "from the stalled holder")
+    commit_b = repos.start_run(new_box, "run-b", "from the new holder")
     holder = pusher("stall", redis_url, stalled_box, "run-a", remote)
     work = Path(holder.argv[-1])
     try:
@@ -121,10 +114,12 @@ def test_a_holder_paused_past_its_lease_is_refused_by_the_remote(
 
         ledger = EffectsLedger(tmp_path / "box-b" / "effects.sqlite")
         effects = SharedEffects(ledger, leases, holder="new-box")
-        claim = effects.claim(spec("run-b", "push", EffectKind.GIT_PUSH, "main", remote=remote))
+        claim = effects.claim(
+            repos.spec("run-b", "push", EffectKind.GIT_PUSH, "main", remote=remote)
+        )
         assert isinstance(claim, EffectClaim) and claim.lease is not None
         assert claim.lease.token > old_token
-        receipt = GitPushExecutor(new_box.workspace).execute(Context(claim))
+        receipt = GitPushExecutor(new_box.workspace).execute(repos.Context(claim))
         assert effects.commit(claim, receipt).ok
         ledger.close()
 
@@ -137,7 +132,7 @@ def test_a_holder_paused_past_its_lease_is_refused_by_the_remote(
     assert result["checked_before_pause"] is True  # its lease check passed before the pause
     assert result["status"] == "FenceSupersededError", result
     assert "refused the push" in result["message"]
-    assert remote_ref(remote, MAIN) == commit_b
+    assert repos.remote_ref(remote, MAIN) == commit_b
     assert git(new_box.repository, "rev-list", "--count", f"{commit_b}^..{commit_b}") == "1"
     git(new_box.repository, "fetch", "--quiet", remote, "main")
     assert (
@@ -158,12 +153,12 @@ def test_a_push_killed_mid_way_is_settled_by_reading_the_remote_on_retry(
     hook: str,
     landed_before_the_kill: bool,
 ) -> None:
-    remote = make_remote(tmp_path)
-    box = make_runtime(tmp_path, remote, "box-a")
-    commit = start_run(box, "run-a", "pushed once")
-    before = remote_ref(remote, MAIN)
+    remote = repos.make_remote(tmp_path)
+    box = repos.make_runtime(tmp_path, remote, "box-a")
+    commit = repos.start_run(box, "run-a", "pushed once")
+    before = repos.remote_ref(remote, MAIN)
     flags = tmp_path / "flags"
-    hold_pushes(remote, hook, MAIN, flags)
+    repos.hold_pushes(remote, hook, MAIN, flags)
     holder = pusher("run", redis_url, box, "run-a", remote)
     try:
         wait_until((flags / "held").exists, timeout=30, what="the push to reach the remote")
@@ -171,7 +166,7 @@ def test_a_push_killed_mid_way_is_settled_by_reading_the_remote_on_retry(
     finally:
         holder.kill()
         (flags / "release").touch()
-    assert remote_ref(remote, MAIN) == (commit if landed_before_the_kill else before)
+    assert repos.remote_ref(remote, MAIN) == (commit if landed_before_the_kill else before)
 
     # the dead attempt's lease runs out and its ledger row goes stale: time passes
     expire_lease(redis_client, RESOURCE)
@@ -184,7 +179,7 @@ def test_a_push_killed_mid_way_is_settled_by_reading_the_remote_on_retry(
 
     retry = result_of(pusher("run", redis_url, box, "run-a", remote))
     assert retry["status"] == "committed", retry
-    assert retry["receipt"]["commit"] == commit == remote_ref(remote, MAIN)
+    assert retry["receipt"]["commit"] == commit == repos.remote_ref(remote, MAIN)
     assert retry["receipt"].get("already", False) is landed_before_the_kill
     ledger = EffectsLedger(ledger_path)
     (record,) = ledger.list_run("run-a")
