@@ -23,7 +23,7 @@ import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
 
 from hubsync.core.canonical import canonical_json
 from producers.effects.errors import (
@@ -31,6 +31,12 @@ from producers.effects.errors import (
     InvalidEffectError,
     NothingExecutedError,
     OutcomeUncertainError,
+)
+from producers.effects.git.executors import (
+    GitBranchExecutor,
+    GitCleanupExecutor,
+    GitCommitExecutor,
+    GitPushExecutor,
 )
 from producers.effects.records import EffectClaim
 
@@ -100,17 +106,33 @@ class WebhookExecutor:
     Headers let the receiver dedupe and fence: ``Idempotency-Key`` is the effect
     key, ``X-Hubsync-Fencing-Token`` the lease token. The receipt keeps the
     status and a hash of the response body, never the body (it may hold secrets).
+
+    With ``check`` (the ``webhook-checked`` executor), for a target that offers a way
+    to check, an unknown outcome is settled by asking: ``GET <target>`` with the same
+    ``Idempotency-Key`` answered 200 means it was processed (committed, the receipt
+    says ``"settled": true``), 404 that it never was (nothing executed: retried); any
+    other answer keeps it uncertain. Such a target must dedupe by that key.
     """
 
-    def __init__(self, timeout: float = DEFAULT_WEBHOOK_TIMEOUT) -> None:
+    def __init__(self, timeout: float = DEFAULT_WEBHOOK_TIMEOUT, *, check: bool = False) -> None:
         self.timeout = timeout
+        self.check = check
 
     def execute(self, context: ExecutionContext) -> dict[str, Any]:
-        """POST once; map the outcome onto the executor errors."""
+        """POST once; map the outcome onto the executor errors (settled by a check if asked)."""
         spec = context.claim.spec
         parts = urlsplit(spec.target)
         if parts.scheme not in {"http", "https"} or not parts.hostname:
             raise EffectFailedError(f"webhook target must be an http(s) URL, not {parts.scheme!r}")
+        try:
+            return self._post(context, parts)
+        except OutcomeUncertainError as exc:
+            if not self.check:
+                raise
+            return self._settle(context, str(exc))
+
+    def _post(self, context: ExecutionContext, parts: SplitResult) -> dict[str, Any]:
+        spec = context.claim.spec
         headers = {
             "Content-Type": "application/json",
             "Idempotency-Key": context.claim.effect_key,
@@ -122,11 +144,40 @@ class WebhookExecutor:
         status, body = http_exchange(
             "POST", spec.target, canonical_json(spec.payload), headers, self.timeout, where
         )
-        return {
-            "status": status,
-            "body_sha256": hashlib.sha256(body).hexdigest(),
-            "body_bytes": len(body),
-        }
+        return _webhook_receipt(status, body)
+
+    def _settle(self, context: ExecutionContext, cause: str) -> dict[str, Any]:
+        """Ask the target whether it processed the effect's key (see the class docstring)."""
+        key = context.claim.effect_key
+        request = urllib.request.Request(  # noqa: S310 - the scheme was checked
+            context.claim.spec.target,
+            headers={"Idempotency-Key": key, "User-Agent": "hubsync-effects"},
+            method="GET",
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:  # noqa: S310
+                body, status = response.read(), int(response.status)
+        except urllib.error.HTTPError as exc:
+            exc.close()
+            if exc.code == 404:
+                raise NothingExecutedError(
+                    f"{cause}; the target has no record of {key}: nothing executed"
+                ) from None
+            raise OutcomeUncertainError(f"{cause}; its check answered {exc.code}") from None
+        except (urllib.error.URLError, OSError) as exc:
+            reason = getattr(exc, "reason", None) or type(exc).__name__
+            raise OutcomeUncertainError(f"{cause}; its check failed: {reason}") from None
+        if status != 200:
+            raise OutcomeUncertainError(f"{cause}; its check answered {status}")
+        return _webhook_receipt(status, body) | {"settled": True}
+
+
+def _webhook_receipt(status: int, body: bytes) -> dict[str, Any]:
+    return {
+        "status": status,
+        "body_sha256": hashlib.sha256(body).hexdigest(),
+        "body_bytes": len(body),
+    }
 
 
 class RecordingExecutor:
@@ -148,7 +199,13 @@ def forge_executor() -> EffectExecutor:
 _EXECUTORS: dict[str, Callable[[], EffectExecutor]] = {
     "forge": forge_executor,
     "webhook": WebhookExecutor,
+    "webhook-checked": lambda: WebhookExecutor(check=True),
     "record": RecordingExecutor,
+    # the git executors read their workspace from HUBSYNC_GIT_* when a job resolves them
+    "git-branch": GitBranchExecutor.from_environment,
+    "git-commit": GitCommitExecutor.from_environment,
+    "git-push": GitPushExecutor.from_environment,
+    "git-cleanup": GitCleanupExecutor.from_environment,
 }
 
 

@@ -7,7 +7,7 @@ import shlex
 import shutil
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -70,7 +70,8 @@ def demo(
     SIGKILL mid-batch and the other reclaims its entries; a duplicate, a
     conflicting entry, an unsigned forgery and a garbage entry are injected;
     two boxes contend for one shared effect's lease and the stale holder's
-    commit is refused. The summary shows
+    commit is refused; a box stalled past its lease while pushing to a shared git
+    branch is refused by the remote's fence. The summary shows
     what arrived and what was refused; the exit code is 1 if any invariant broke.
 
     SIGINT (Ctrl-C), SIGTERM or SIGHUP stops it: the daemons and the private
@@ -199,6 +200,7 @@ def _print_summary(result: DemoResult, keep: bool, private: bool) -> None:
          f"{lease.get('token_a')} -> {lease.get('token_b')}"),
         ("stale holder's commit", f"refused: {lease.get('stale_attempt_state') or lease.get('stale_commit_code')}"
          if lease.get("stale_commit_refused") else "NOT refused"),
+        ("stalled holder's push to a shared branch", _shared_push_row(result.shared_push)),
         ("seconds", f"{result.seconds:.1f}"),
     ]  # fmt: skip
     for name, value in rows:
@@ -209,6 +211,12 @@ def _print_summary(result: DemoResult, keep: bool, private: bool) -> None:
         detail = f" ({check.detail})" if check.detail and not check.held else ""
         console.print(f"{mark} {check.name}{detail}")
     _print_where_to_look(result, keep, private)
+
+
+def _shared_push_row(push: dict[str, Any]) -> str:
+    if "skipped" in push:
+        return f"skipped: {push['skipped']}"
+    return "refused by the remote" if push.get("a_refused_by_remote") else "NOT refused"
 
 
 def _print_where_to_look(result: DemoResult, keep: bool, private: bool) -> None:
