@@ -62,9 +62,11 @@ def _rate(count: int, seconds: float) -> float:
 # ----- relay -----
 
 
-def _ceiling_rows(store: RunEventStore) -> tuple[EntryBuilder, list[OutboxRow]]:
-    """The store's outbox rows and the relay's builder of their signed entries."""
-    return EntryBuilder(store, RuntimeKey.generate()), store.unsent(0, 10**9)
+def _ceiling_rows(store: RunEventStore) -> tuple[str, EntryBuilder, list[OutboxRow]]:
+    """The stream the relay sends the store's rows to (the ceilings delete it afterwards),
+    the relay's builder of their signed entries, and the rows."""
+    stream = keys.events_stream(store.hub_project, store.home_runtime_id)
+    return stream, EntryBuilder(store, RuntimeKey.generate()), store.unsent(0, 10**9)
 
 
 def raw_xadd_seconds(
@@ -73,8 +75,7 @@ def raw_xadd_seconds(
     """Seconds to XADD the store's outbox rows as the relay's ceiling (``ceilings.RELAY``):
     each batch packed and written by the relay's own ``WrittenCommands``, the next one
     written before the previous one's replies are read, so Redis is never left waiting."""
-    stream = "bench:ceiling"
-    builder, rows = _ceiling_rows(store)  # signed before the clock starts
+    stream, builder, rows = _ceiling_rows(store)  # signed before the clock starts
     commands: list[Command] = [("XADD", stream, "*", *builder.pairs(row)) for row in rows]
     started = time.perf_counter()
     in_flight: WrittenCommands | None = None
@@ -95,9 +96,8 @@ def redis_py_xadd_seconds(
 ) -> tuple[float, int]:
     """Seconds to XADD the same entries through redis-py's pipeline and ``xadd``
     (``ceilings.RELAY_REDIS_PY``, redis-py's own packing)."""
-    builder, rows = _ceiling_rows(store)
+    stream, builder, rows = _ceiling_rows(store)
     fields = list(map(builder.fields, rows))
-    stream = "bench:ceiling"
     started = time.perf_counter()
     for start in range(0, len(fields), batch):
         pipe = client.pipeline(transaction=False)

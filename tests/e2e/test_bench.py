@@ -96,7 +96,8 @@ def check_ceilings_and_floors(document: dict[str, Any], output: str) -> None:
         assert set(floor["redis_us_per_entry"]) == set(commands)
         assert all(floor["redis_all_commands_us_per_event"][name] > 0 for name in commands)
         assert floor["redis_server_cpu_us_per_event"] >= 0
-        assert 0 < floor["redis_us_per_event"] <= sum(floor["redis_us_per_entry"].values())
+        # the floor's commands, or the server's whole CPU when that is less (rounded to 0.001)
+        assert 0 < floor["redis_us_per_event"] <= sum(floor["redis_us_per_entry"].values()) + 0.001
         assert floor["us_per_event"] > 0 and floor["events_per_s"] > 0
         assert floor["stage_ratio"] > 0
         assert "info" not in floor["redis_all_commands_us_per_event"]
