@@ -67,7 +67,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "hub": (
         "hubsync.cli.hub:hub",
-        "The hub store itself: its schema (migrate), its id (init), its backup, who owns a project.",
+        "The hub store itself: its schema (migrate), its id (init), its backup and restore, who "
+        "owns a project.",
     ),
     "lease": (
         "hubsync.cli.lease:lease",
@@ -84,6 +85,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "relay": (
         "hubsync.cli.relay:relay",
         "Move this runtime's outboxes onto Redis Streams and apply the hub's acks.",
+    ),
+    "resync": (
+        "hubsync.cli.resync:resync",
+        "Ask one runtime to resend a slice of its events: a rewind.",
     ),
     "runtime": (
         "hubsync.cli.runtime:runtime",

@@ -271,6 +271,24 @@ def redis_url_option(command: F) -> F:
     return cast(F, url_options(with_target))
 
 
+def admin_redis_options(url_help: str, *, required: bool = False) -> Callable[[F], F]:
+    """``--redis-url`` (``url_help``) and ``--redis-password-file`` of the Redis an
+    administrator's command works on; no environment variable, since the pipeline's own
+    (HUBSYNC_REDIS_URL) is not the administrator's."""
+
+    def decorate(command: F) -> F:
+        command = click.option(
+            "--redis-password-file",
+            type=click.Path(exists=True, dir_okay=False, path_type=Path),
+            help="File holding the Redis administrator's password, for a URL without one.",
+        )(command)
+        return click.option(
+            "--redis-url", required=required, default=None, metavar="URL", help=url_help
+        )(command)
+
+    return decorate
+
+
 hub_options = options_from(HubStoreSettings, required=False)
 """``--hub-url`` and its shorthand ``--hub-db``; resolve them with ``settings.hub_url_of``."""
 
