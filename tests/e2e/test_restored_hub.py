@@ -8,14 +8,20 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import NamedTuple
 
 import redis
 
 from consumers.stream.hub_binding import namespace_mark
+from hubstore.resyncs import ResyncGroup, groups
 from hubstore.sqlite.store import SqliteHubStore
+from hubstore.store import RuntimeState
 from hubsync.core import keys
 from hubsync.processes import PipelineProcesses, run_hubsync
+from producers.registry import RuntimeRegistry
+from producers.store.event_store import RunEventStore
 from tests.helpers.consumer_support import (
+    HUB_PROJECT,
     consume_once,
     count_rows,
     enroll_on,
@@ -23,6 +29,7 @@ from tests.helpers.consumer_support import (
     run_consume,
 )
 from tests.helpers.relay_player import RUNTIME, send, sync_event
+from tests.helpers.relay_support import make_runtime
 from tests.helpers.support import wait_until
 
 
@@ -140,3 +147,138 @@ def test_a_runtime_revoked_after_the_backup_stays_revoked_once_it_is_restored(
     [(_, letter)] = redis_client.xrange(keys.dead_stream("acme"))
     assert letter[b"reason"] == b"unauthenticated" and b"revoked" in letter[b"detail"]
     assert count_rows(hub_db) == 1
+
+
+# ----- hub restore: the runtimes make the restored hub whole again -----
+
+
+class Runtime(NamedTuple):
+    """A runtime of the acceptance test: its state dir, registry, one project's store, and
+    the options its relay runs with."""
+
+    state_dir: Path
+    registry: RuntimeRegistry
+    store: RunEventStore
+    relay_options: tuple[str, ...]
+
+    @property
+    def runtime_id(self) -> str:
+        return self.registry.runtime_id
+
+
+def a_runtime(tmp_path: Path, name: str, hub_db: Path, *relay_options: str) -> Runtime:
+    """A runtime enrolled on ``hub_db`` for hub project ``acme``, with one project."""
+    state_dir = tmp_path / name / "state"
+    registry, (store,) = make_runtime(state_dir, [HUB_PROJECT], hub_db)
+    return Runtime(state_dir, registry, store, relay_options)
+
+
+def append(runtime: Runtime, first: int, count: int) -> None:
+    """``count`` events over two runs of ``runtime``'s project."""
+    for n in range(first, first + count):
+        runtime.store.append_event(f"run-{n % 2}", "step.completed", {"step": f"s{n}", "ok": True})
+
+
+def relay_once(runtime: Runtime, redis_url: str) -> None:
+    """``hubsync relay --once`` of ``runtime`` as a real process."""
+    argv = ["relay", "--once", "--state-dir", str(runtime.state_dir), "--redis-url", redis_url]
+    done = run_hubsync([*argv, *runtime.relay_options])
+    assert done.returncode == 0, done.stderr
+
+
+def sync(runtimes: list[Runtime], redis_url: str, hub_db: Path) -> None:
+    """Every relay sends, one consumer pass stores, every relay applies the acks."""
+    for runtime in runtimes:
+        relay_once(runtime, redis_url)
+    consume_once(redis_url, hub_db)
+    for runtime in runtimes:
+        relay_once(runtime, redis_url)
+
+
+def local_events(runtime: Runtime) -> dict[tuple[str, int], bytes]:
+    """Every event of the runtime's project, as its own derivation makes its bytes."""
+    store = runtime.store
+    return {
+        (e.run_id, e.sequence): store._deriver.rederive(
+            e.run_id, e.sequence, e.event_type, e.occurred_at, e.payload
+        )[0]
+        for run_id in store.run_ids()
+        for e in store.events(run_id)
+    }
+
+
+def hub_events(hub_db: Path, project_id: str) -> dict[tuple[str, int], bytes]:
+    """Every event the hub stored of ``project_id``, its bytes as stored."""
+    with SqliteHubStore(hub_db) as store:
+        stored = store.events(HUB_PROJECT, project_id=project_id, limit=10_000)
+    return {(e.run_id, e.sequence): e.record for e in stored}
+
+
+def resync_groups(hub_db: Path) -> list[ResyncGroup]:
+    with SqliteHubStore(hub_db) as store:
+        return groups(store.resyncs())
+
+
+def test_hub_restore_makes_a_restored_hub_whole_again_from_the_runtimes(
+    redis_client: redis.Redis, redis_url: str, tmp_path: Path
+) -> None:
+    hub_db, backup = tmp_path / "hub.db", tmp_path / "nightly.db"
+    kept = a_runtime(tmp_path, "kept", hub_db)
+    pruned = a_runtime(tmp_path, "pruned", hub_db, "--outbox-retention", "0")
+    leaked = a_runtime(tmp_path, "leaked", hub_db)
+    runtimes = [kept, pruned, leaked]
+    for runtime in runtimes:
+        append(runtime, 0, 4)
+    sync(runtimes, redis_url, hub_db)
+    back_up(hub_db, backup)
+
+    for runtime in runtimes:
+        append(runtime, 4, 6)  # acked after the backup: the restored hub lacks them
+    sync(runtimes, redis_url, hub_db)
+    assert count_rows(hub_db) == 30
+    assert pruned.store.outbox_counts()["total"] == 0  # acked, then pruned at once
+    assert kept.store.outbox_counts()["acked"] == 10
+    revoked = run_hubsync(["enroll", "--revoke", leaked.runtime_id, "--hub-db", str(hub_db)])
+    assert revoked.returncode == 0, revoked.stderr
+    consume_once(redis_url, hub_db)  # a worker's maintenance publishes the revocation
+
+    restore(backup, hub_db)
+    refused = run_consume(redis_url, hub_db, "--once")
+    assert refused.returncode == 2 and "hubsync hub restore" in refused.stderr, refused.stderr
+
+    restored = run_hubsync(
+        ["hub", "restore", "--hub-db", str(hub_db), "--redis-url", redis_url, "--json"]
+    )
+    assert restored.returncode == 0, restored.stderr
+    document = json.loads(restored.stdout)
+    assert [r["runtime_id"] for r in document["revocations"] if r["revoked"]] == [leaked.runtime_id]
+    assert document["mark"]["after"] == commits_of(backup) < document["mark"]["before"]
+    assert sorted(a["runtime_id"] for a in document["asked"]) == sorted(
+        [kept.runtime_id, pruned.runtime_id]
+    )
+
+    def whole() -> bool:
+        sync([kept, pruned], redis_url, hub_db)
+        return all(g.finished for g in resync_groups(hub_db))
+
+    wait_until(whole, timeout=120, interval=0.1, what="every runtime asked done")
+    for runtime in (kept, pruned):
+        project_id = runtime.store.project_id
+        assert hub_events(hub_db, project_id) == local_events(runtime)  # once, byte for byte
+    [group] = resync_groups(hub_db)
+    assert (group.runtimes, group.done, group.accepted) == (2, 2, 12)
+    assert group.duplicate == 0  # the cursors are exact: nothing the backup held came again
+    with SqliteHubStore(hub_db) as store:
+        record = store.enrolled_runtime(leaked.runtime_id)
+    assert record is not None and record.state is RuntimeState.REVOKED
+
+    append(leaked, 10, 1)  # the revoked runtime is still refused: its stream is not read
+    relay_once(leaked, redis_url)
+    consume_once(redis_url, hub_db)
+    relay_once(leaked, redis_url)
+    assert len(hub_events(hub_db, leaked.store.project_id)) == 4
+    assert leaked.store.outbox_counts()["pending"] == 1
+    status = run_hubsync(["status", "--hub-db", str(hub_db), "--redis-url", redis_url, "--json"])
+    assert status.returncode == 0, status.stderr
+    [shown] = json.loads(status.stdout)["resyncs"]
+    assert (shown["runtimes_asked"], shown["runtimes_done"]) == (2, 2)
