@@ -21,14 +21,13 @@ from hubsync.processes import PipelineProcesses, run_hubsync
 from producers.registry import RuntimeRegistry
 from producers.store.event_store import RunEventStore
 from tests.helpers.consumer_support import (
-    HUB_PROJECT,
     consume_once,
     count_rows,
     enroll_on,
     hub_id_of,
     run_consume,
 )
-from tests.helpers.relay_player import RUNTIME, send, sync_event
+from tests.helpers.relay_player import HUB_PROJECT, RUNTIME, send, sync_event
 from tests.helpers.relay_support import make_runtime
 from tests.helpers.support import wait_until
 
