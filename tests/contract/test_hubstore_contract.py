@@ -710,7 +710,6 @@ class HubStoreContract(OwnershipContract):
             assert store.count_events() == 200
             assert store.alerts() == []
 
-
     # ----- resync requests -----
 
     def test_a_resync_report_counts_only_for_its_runtime_newest_first_and_done_stays_done(
