@@ -282,9 +282,7 @@ def admin_redis_options(url_help: str, *, required: bool = False) -> Callable[[F
             type=click.Path(exists=True, dir_okay=False, path_type=Path),
             help="File holding the Redis administrator's password, for a URL without one.",
         )(command)
-        return click.option(
-            "--redis-url", required=required, default=None, metavar="URL", help=url_help
-        )(command)
+        return click.option("--redis-url", required=required, metavar="URL", help=url_help)(command)
 
     return decorate
 

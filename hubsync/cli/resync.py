@@ -67,10 +67,9 @@ def since_time(value: str | None) -> str | None:
     try:
         ago = parse_duration(value)
     except (ValueError, ConfigError):
-        raise click.BadParameter(
-            "give an ISO-8601 time with its UTC offset (2026-01-31T22:00:00Z) or a duration "
-            "ago (90m, 2h, 1d)",
-            param_hint="--since",
+        raise click.UsageError(
+            "--since: give an ISO-8601 time with its UTC offset (2026-01-31T22:00:00Z) or a "
+            "duration ago (90m, 2h, 1d)"
         ) from None
     return format_timestamp(utc_now() - timedelta(seconds=ago))
 
