@@ -3,7 +3,8 @@
 # environment (.venv/, created on first use with $PYTHON, default python3) at the pins of
 # constraints.txt, makes sure a redis-server binary and PostgreSQL's initdb/pg_ctl exist (the
 # tests start their own private servers from them, never the machine's Redis on 6379 or
-# PostgreSQL on 5432), checks lint, format and types, then runs pytest.
+# PostgreSQL on 5432), installs promtool and systemd-analyze when it can (the deploy/ files'
+# checks), checks lint, format and types, then runs pytest.
 #
 #   scripts/test.sh                    the pinned run (what CI and a fresh clone install)
 #   scripts/test.sh --latest           the same checks on the newest releases pyproject.toml
@@ -11,7 +12,9 @@
 #   scripts/test.sh -m "not e2e and not slow"   the inner loop (two pytest workers)
 #
 # Extra arguments go to pytest; by default slow soak tests are left out (run them with:
-# scripts/test.sh -m slow, or scripts/soak.sh). Regenerate the pins with scripts/lock.sh.
+# scripts/test.sh -m slow, or scripts/soak.sh), and the run is two passes (below): two
+# workers for units and components, then the e2e tests alone. Regenerate the pins with
+# scripts/lock.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -106,6 +109,25 @@ if [ -z "${HUBSYNC_TEST_POSTGRES_URL:-}" ] && ! have_initdb; then
   fi
 fi
 
+# promtool (Debian's prometheus package) checks and unit-tests deploy/prometheus/'s alert
+# rules; systemd-analyze verifies deploy/systemd/'s units. Their tests skip without them,
+# except in CI, so install them here when we can.
+install_tool() {  # install_tool COMMAND PACKAGE
+  command -v "$1" >/dev/null 2>&1 && return 0
+  if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
+    echo "== installing $2 for $1 (apt-get)"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$2" >/dev/null
+  else
+    echo "warning: $1 is missing (e.g. 'sudo apt-get install -y $2'): its tests are skipped, and fail in CI" >&2
+  fi
+}
+install_tool promtool prometheus
+# only promtool is wanted: a Prometheus server the package started is stopped and disabled
+if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet prometheus 2>/dev/null; then
+  systemctl disable --now prometheus >/dev/null 2>&1 || true
+fi
+install_tool systemd-analyze systemd
+
 echo "== ruff (lint, format)"
 "$PY" -m ruff check hubsync producers consumers hubstore tests scripts
 "$PY" -m ruff format --check hubsync producers consumers hubstore tests scripts
@@ -126,14 +148,25 @@ for arg in "$@"; do
   esac
   case "$arg" in *"not e2e"*) without_e2e=true ;; esac
 done
+# The default run is two passes: the tests that are not whole pipelines on two workers
+# (pytest-xdist; each worker starts its own private servers), then the whole-pipeline
+# (e2e) tests alone, so a full run never loads the machine twice over under their clocks
+# and stays within about ten minutes on two cores. The slowest tests are listed, so a test
+# that grows shows in CI's output.
+if [ "$marker_given" = false ] && [ "$workers_given" = false ]; then
+  status=0
+  echo "== pytest: units and components, two workers"
+  # (exit 5 = that pass selected no test of the ones named, not a failure)
+  "$PY" -m pytest --durations=10 -n 2 -m "not e2e and not slow" "$@" || { rc=$?; [ "$rc" = 5 ] || status=$rc; }
+  echo "== pytest: whole pipelines (e2e), one at a time"
+  "$PY" -m pytest --durations=10 -m "e2e and not slow" "$@" || { rc=$?; [ "$rc" = 5 ] || status=$rc; }
+  exit "$status"
+fi
 if [ "$marker_given" = false ]; then
   set -- -m "not slow" "$@"
 fi
-# The inner loop (-m "not e2e and not slow") runs on two workers (pytest-xdist):
-# each worker starts its own private redis-server. Whole-pipeline tests stay
-# serial, so a full run never loads the machine twice over under their clocks.
+# The inner loop (-m "not e2e and not slow") runs on two workers as well.
 if [ "$without_e2e" = true ] && [ "$workers_given" = false ]; then
   set -- -n 2 "$@"
 fi
-# the slowest tests are listed, so a test that grows shows in CI's output
 "$PY" -m pytest --durations=15 "$@"
