@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from hubstore.sql_statements import Dialect
-from hubsync.core.resync import ResyncReport
+from hubsync.core.resync import REPORT_COUNTS, ResyncReport
 
 RESYNC_COLUMNS = (
     "request_id, group_id, runtime_id, hub_project, reason, scope, point, parts, asked_at, "
@@ -110,17 +110,9 @@ def reported(record: ResyncRecord, report: ResyncReport) -> ResyncRecord | None:
         return None
     if record.done or (record.reported_at is not None and report.reported_at < record.reported_at):
         return None
-    return replace(
-        record,
-        reported_at=report.reported_at,
-        requeued=report.requeued,
-        rederived=report.rederived,
-        accepted=report.accepted,
-        duplicate=report.duplicate,
-        refused=report.refused,
-        pending=report.pending,
-        done_at=report.reported_at if report.done else None,
-    )
+    counts = {name: getattr(report, name) for name in REPORT_COUNTS}
+    done_at = report.reported_at if report.done else None
+    return replace(record, reported_at=report.reported_at, done_at=done_at, **counts)
 
 
 def insert(dialect: Dialect) -> str:

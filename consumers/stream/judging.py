@@ -154,23 +154,23 @@ class EntryJudge:
                 verdicts.valid.append(entry)
                 verdicts.answer_to.append((project, entry.runtime_id, key))
                 verdicts.valid_ids[stream].append(entry_id)
-            elif kind == _KIND_REPORT:
-                key = self.authenticator.resync_report(fields, project)
+            elif kind in (_KIND_PRESENCE, _KIND_REPORT):
+                presence = kind == _KIND_PRESENCE
+                check = (
+                    self.authenticator.presence if presence else self.authenticator.resync_report
+                )
+                key = check(fields, project)
                 if isinstance(key, Refusal):
                     _refuse(pub, stream, entry_id, fields, key)
                     return
-                report = parse_resync_report(fields)
-                _same_project(report.hub_project, project)
-                verdicts.reports.append(report)
-                pub.ack(stream, entry_id)
-            elif kind == _KIND_PRESENCE:
-                key = self.authenticator.presence(fields, project)
-                if isinstance(key, Refusal):
-                    _refuse(pub, stream, entry_id, fields, key)
-                    return
-                beat = parse_presence_entry(fields)
-                _same_project(beat.hub_project, project)
-                verdicts.beats.append(beat)
+                if presence:
+                    beat = parse_presence_entry(fields)
+                    _same_project(beat.hub_project, project)
+                    verdicts.beats.append(beat)
+                else:
+                    report = parse_resync_report(fields)
+                    _same_project(report.hub_project, project)
+                    verdicts.reports.append(report)
                 pub.ack(stream, entry_id)
             else:
                 named = entry_kind(fields)

@@ -25,13 +25,14 @@ from hubsync.cli.options import (
     hub_options,
     json_option,
     open_hub_store,
+    required_hub_url,
     shown_store,
     valid_name,
 )
 from hubsync.core.clock import format_timestamp
 from hubsync.core.errors import ConfigError, HubsyncError
 from hubsync.core.migration import SchemaChange
-from hubsync.core.settings import hub_url_of, safe_url
+from hubsync.core.settings import safe_url
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -214,7 +215,7 @@ def backup(hub_url: str | None, hub_db: Path | None, to: Path, force: bool, as_j
     from hubstore.factory import url_scheme
     from hubstore.sqlite.store import SqliteHubStore, sqlite_path
 
-    url = _required_url(hub_url, hub_db)
+    url = required_hub_url(hub_url, hub_db)
     scheme = url_scheme(url)
     if scheme != "sqlite":
         raise ConfigError(_not_copied_here(scheme, shown_store(url)))
@@ -305,7 +306,7 @@ def move_project(
     and nothing changes. The move is recorded in the hub store
     (sync_project_moves) and logged.
     """
-    url = _required_url(hub_url, hub_db)
+    url = required_hub_url(hub_url, hub_db)
     with open_hub_store(url) as store:
         move = store.move_project(project_id, runtime_id)
     if as_json:
@@ -347,7 +348,7 @@ def _ready_hub(
     """Create or upgrade the store's schema, give the hub its id, and prepare the Redis."""
     from hubstore import migrate_store
 
-    url = _required_url(hub_url, hub_db)
+    url = required_hub_url(hub_url, hub_db)
     change = migrate_store(url)
     hub_id, created = _give_id(url)
     redis_done = _prepare_redis(redis_url, password_file)
@@ -374,13 +375,6 @@ def _give_id(url: str) -> tuple[str, bool]:
     with open_store(url, create_schema=False) as store:
         created = store.hub_id() is None
         return store.init_hub(), created
-
-
-def _required_url(hub_url: str | None, hub_db: Path | None) -> str:
-    url = hub_url_of(hub_url, hub_db)
-    if url is None:
-        raise click.UsageError("--hub-url: missing; give --hub-url or --hub-db (HUBSYNC_HUB_URL)")
-    return url
 
 
 def _document(store: str, change: SchemaChange) -> dict[str, object]:

@@ -15,8 +15,19 @@ from typing import TYPE_CHECKING
 
 import click
 
-from hubsync.cli.options import admin_redis_options, hub_options, json_option, open_hub_store
-from hubsync.cli.resync import follow, follow_hint, required_hub_url, wait_option
+from hubsync.cli.options import (
+    admin_redis_options,
+    hub_options,
+    json_option,
+    open_hub_store,
+    required_hub_url,
+)
+from hubsync.cli.resync import (
+    asked_document,
+    follow,
+    follow_hint,
+    wait_option,
+)
 from hubsync.core.clock import utc_now
 from hubsync.core.errors import ConfigError
 
@@ -104,15 +115,7 @@ def restore(
             ],
             "mark": {"before": before, "after": counter},
             "group_id": group_id,
-            "asked": [
-                {
-                    "runtime_id": r.runtime_id,
-                    "hub_project": r.hub_project,
-                    "request_id": r.request_id,
-                    "parts": r.parts,
-                }
-                for r in records
-            ],
+            "asked": asked_document(records),
             "done": done,
         }
         click.echo(json.dumps(document, sort_keys=True))

@@ -43,6 +43,7 @@ from hubsync.core.settings import (
     CommonSettings,
     HubStoreSettings,
     RuntimeSettings,
+    hub_url_of,
 )
 
 if TYPE_CHECKING:
@@ -367,6 +368,14 @@ hub_project_filter = click.option(
     help="Only this hub project [default: every project in hubsync:projects] "
     "(no environment variable).",
 )
+
+
+def required_hub_url(hub_url: str | None, hub_db: Path | None) -> str:
+    """The hub store's URL from ``--hub-url``/``--hub-db``; a usage error without one."""
+    url = hub_url_of(hub_url, hub_db)
+    if url is None:
+        raise click.UsageError("--hub-url: missing; give --hub-url or --hub-db (HUBSYNC_HUB_URL)")
+    return url
 
 
 def shown_store(hub_url: str) -> str:

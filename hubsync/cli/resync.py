@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -21,13 +23,16 @@ from hubsync.cli.options import (
     json_option,
     open_hub_store,
     redis_url_option,
+    required_hub_url,
     valid_name,
 )
 from hubsync.core.clock import format_timestamp, utc_now
 from hubsync.core.connections import RedisTarget
 from hubsync.core.durations import parse_duration
 from hubsync.core.errors import ConfigError
-from hubsync.core.settings import hub_url_of
+
+if TYPE_CHECKING:
+    from hubstore.resyncs import ResyncRecord
 
 POLL_SECONDS = 1.0
 """Seconds between two progress lines of ``--wait``."""
@@ -44,14 +49,6 @@ def wait_option(command: click.decorators.FC) -> click.decorators.FC:
         help="Print the progress every second until every runtime asked is done, at most "
         "this long; exit 1 if they are not done by then (no environment variable).",
     )(command)
-
-
-def required_hub_url(hub_url: str | None, hub_db: Path | None) -> str:
-    """The hub store's URL from ``--hub-url``/``--hub-db``; a usage error without one."""
-    url = hub_url_of(hub_url, hub_db)
-    if url is None:
-        raise click.UsageError("--hub-url: missing; give --hub-url or --hub-db (HUBSYNC_HUB_URL)")
-    return url
 
 
 def since_time(value: str | None) -> str | None:
@@ -92,6 +89,19 @@ def follow(hub_url: str, group_id: str, wait_seconds: float) -> bool:
         if time.monotonic() >= deadline:
             return False
         time.sleep(min(POLL_SECONDS, max(0.0, deadline - time.monotonic())))
+
+
+def asked_document(records: Sequence[ResyncRecord]) -> list[dict[str, object]]:
+    """The requests published, for ``--json``."""
+    return [
+        {
+            "runtime_id": r.runtime_id,
+            "hub_project": r.hub_project,
+            "request_id": r.request_id,
+            "parts": r.parts,
+        }
+        for r in records
+    ]
 
 
 def follow_hint(hub_url: str, group_id: str) -> str:
@@ -198,10 +208,7 @@ def resync(
         document = {
             "group_id": group_id,
             "runtime_id": runtime_id,
-            "requests": [
-                {"request_id": r.request_id, "hub_project": r.hub_project, "parts": r.parts}
-                for r in records
-            ],
+            "requests": asked_document(records),
             "scope": json.loads(scope.encoded()),
             "since": point,
             "done": done,

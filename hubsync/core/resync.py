@@ -188,9 +188,7 @@ class ResyncRequest:
             "part": str(self.part),
             "parts": str(self.parts),
         }
-        values = [fields[name].encode() for name in RESYNC_SIGNED_FIELDS]
-        fields[SIGNATURE_FIELD] = sign_tagged(key, RESYNC_TAG, values)
-        return fields
+        return _signed(fields, key, RESYNC_TAG, RESYNC_SIGNED_FIELDS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,9 +215,15 @@ class ResyncReport:
         """The events-stream entry of this report, signed with ``key``."""
         fields = {"kind": KIND_RESYNC_REPORT}
         fields |= {name: str(getattr(self, name)) for name in RESYNC_REPORT_SIGNED_FIELDS}
-        values = [fields[name].encode() for name in RESYNC_REPORT_SIGNED_FIELDS]
-        fields[SIGNATURE_FIELD] = sign_tagged(key, RESYNC_REPORT_TAG, values)
-        return fields
+        return _signed(fields, key, RESYNC_REPORT_TAG, RESYNC_REPORT_SIGNED_FIELDS)
+
+
+def _signed(
+    fields: dict[str, str], key: RuntimeKey, tag: bytes, signed: Sequence[str]
+) -> dict[str, str]:
+    """``fields`` with the ``sig`` of ``signed`` of them, in order, under ``tag``."""
+    values = [fields[name].encode() for name in signed]
+    return fields | {SIGNATURE_FIELD: sign_tagged(key, tag, values)}
 
 
 def verify_resync_request(

@@ -27,6 +27,7 @@ from hubsync.core.connections import UNAVAILABLE_ERRORS, RedisClient
 from hubsync.core.errors import WireError
 from hubsync.core.redis_values import printable
 from hubsync.core.resync import (
+    REPORT_COUNTS,
     ResyncReport,
     ResyncRequest,
     parse_resync_request,
@@ -176,18 +177,8 @@ class RelayResyncs:
 def _summed(
     runtime_id: str, request_id: str, hub_project: str, parts: list[ResyncProgress]
 ) -> ResyncReport:
-    return ResyncReport(
-        runtime_id=runtime_id,
-        hub_project=hub_project,
-        request_id=request_id,
-        requeued=sum(p.requeued for p in parts),
-        rederived=sum(p.rederived for p in parts),
-        accepted=sum(p.accepted for p in parts),
-        duplicate=sum(p.duplicate for p in parts),
-        refused=sum(p.refused for p in parts),
-        pending=sum(p.pending for p in parts),
-        reported_at=utc_now_iso(),
-    )
+    counts = {name: sum(getattr(p, name) for p in parts) for name in REPORT_COUNTS}
+    return ResyncReport(runtime_id, hub_project, request_id, reported_at=utc_now_iso(), **counts)
 
 
 __all__ = ["REPORT_INTERVAL", "RelayResyncs", "ResyncRequest", "ResyncStats"]
