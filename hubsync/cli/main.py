@@ -167,7 +167,8 @@ class LazyGroup(click.Group):
     "--watch, --quick, --keep), the --hub-project of status, dead and alerts, and what "
     "events and runs list (--hub-project, --project-id, --run, --after, --limit). "
     "Nor do what effects list and resolve take (--state, --run, --committed, --not-executed, "
-    "--note). "
+    "--note), nor whom resync asks and from when (--runtime, --hub-project, --project-id, "
+    "--run, --since, --wait). "
     "HUBSYNC_REDIS_URL wins over REDIS_URL. "
     "Exit codes: 0 ok, 1 failure, 2 usage error, 3 cannot reach Redis.",
 )
