@@ -9,10 +9,12 @@ from pathlib import Path
 import redis
 
 from hubsync.core import keys
+from hubsync.core.canonical import content_hash
 from hubsync.core.clock import utc_now_iso
 from hubsync.core.entries import Outcome
 from hubsync.core.resync import ResyncPoint, ResyncRequest, ResyncScope, RunCursor
 from hubsync.core.signing import SIGNATURE_FIELD, RuntimeKey
+from producers.derivation import StoreIdentity
 from producers.relay import Relay
 from producers.store.event_store import RunEventStore
 from tests.helpers.hub_double import ack_everything, stream_events
@@ -147,3 +149,23 @@ def test_forged_unsigned_and_misdirected_requests_are_counted_unverified_and_ign
     assert relay.resync_stats.applied == relay.resync_stats.replayed == 0
     assert store.outbox_counts() == counts and stream_events(redis_client, "alpha") == []
     relay.close()
+
+
+def test_an_acked_row_holding_a_secret_known_since_is_resent_in_new_bytes(
+    tmp_path: Path,
+) -> None:
+    late = "late-secret-7f3a9c"
+    identity = StoreIdentity("proj-1", "acme", "rt-host-0001")
+    with RunEventStore(tmp_path / "store.sqlite", identity, environ={}) as store:
+        appended = store.append_event("run-0", "step.completed", {"outputs": {"url": late}})
+        store.mark_acked([appended.outbox_seq], 1.0)
+        store.redactor.register(late)  # scrubs the local event; the sent row keeps its bytes
+        [sent] = store.outbox_for_run("run-0")
+        assert late.encode() in sent.sync_event
+
+        request = ResyncRequest("hub-1", "acme", "rt-host-0001", "rq-1", utc_now_iso(),
+                                ResyncScope(), ResyncPoint(cursors=()))  # fmt: skip
+        assert store.apply_resync(request, 2.0)
+        [again] = store.outbox_for_run("run-0")
+    assert again.state == "attempted" and late.encode() not in again.sync_event
+    assert again.content_hash == content_hash(again.sync_event) != sent.content_hash
