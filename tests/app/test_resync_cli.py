@@ -10,7 +10,11 @@ from pathlib import Path
 import pytest
 
 from hubsync.core import keys
+from hubsync.core.clock import utc_now_iso
+from hubsync.core.resync import ResyncReport
+from hubsync.core.signing import RuntimeKey
 from tests.helpers.operator_support import HUB_PROJECT, LivePipeline, error_lines, run_cli
+from tests.helpers.trust import key_of
 
 
 @pytest.fixture
@@ -77,3 +81,28 @@ def test_hub_restore_needs_the_redis_of_the_namespace(
     refused = run_cli(capsys, "hub", "restore", "--hub-db", str(pipeline.hub_db))
     assert refused.code == 2 and "--redis-url" in refused.err
     assert pipeline.hub.resyncs() == []
+
+
+def test_only_a_report_the_asked_runtime_signed_counts(
+    pipeline: LivePipeline, capsys: pytest.CaptureFixture[str]
+) -> None:
+    hub = ("--hub-db", str(pipeline.hub_db), "--redis-url", pipeline.redis_url)
+    asked = run_cli(capsys, "resync", *hub, "--runtime", pipeline.runtime_id, "--json")
+    [request] = json.loads(asked.out)["requests"]
+    report = ResyncReport(pipeline.runtime_id, HUB_PROJECT, request["request_id"], 3, 0, 3, 0,
+                          0, 0, utc_now_iso())  # fmt: skip
+    key = key_of(pipeline.runtime_id)
+    assert key is not None
+    forged = report.signed_fields(RuntimeKey.generate())
+    unsigned = {k: v for k, v in report.signed_fields(key).items() if k != "sig"}
+    for fields in (forged, unsigned):
+        pipeline.client.xadd(pipeline.events, fields)  # type: ignore[arg-type]
+    worker = pipeline.consume_once()
+    assert worker.stats.dead == 2
+    [kept] = pipeline.hub.resyncs()
+    assert kept.pending is None and not kept.done  # nothing believed
+
+    pipeline.client.xadd(pipeline.events, report.signed_fields(key))  # type: ignore[arg-type]
+    pipeline.consume_once()
+    [kept] = pipeline.hub.resyncs()
+    assert kept.done and kept.accepted == 3
