@@ -42,11 +42,6 @@ class ResyncAsk:
     since: str | None = None
 
 
-def new_group_id() -> str:
-    """The id of one command's requests together (``rs-`` and 12 hex digits)."""
-    return "rs-" + secrets.token_hex(6)
-
-
 def run_cursors(
     store: HubStore, hub_project: str, runtime_id: str, scope: ResyncScope
 ) -> list[RunCursor]:
@@ -71,9 +66,10 @@ def ask_resync(
     asks: Sequence[ResyncAsk],
     *,
     reason: str,
-    group_id: str,
-) -> list[ResyncRecord]:
-    """Keep, then publish, one signed request per ask; the records kept."""
+) -> tuple[str, list[ResyncRecord]]:
+    """Keep, then publish, one signed request per ask, as one group (``reason``: ``restore``
+    or ``resync``); the group's id and the records kept."""
+    group_id = "rs-" + secrets.token_hex(6)
     issued_at = utc_now_iso()
     planned: list[tuple[ResyncRecord, list[dict[str, str]]]] = []
     for ask in asks:
@@ -121,4 +117,4 @@ def ask_resync(
         for fields in entries:
             pipe.xadd(stream, fields)  # type: ignore[arg-type]
     pipe.execute()
-    return records
+    return group_id, records

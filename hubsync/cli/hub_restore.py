@@ -82,7 +82,7 @@ def restore(
     """
     from consumers.stream.hub_binding import accept_restore, bind_namespace
     from consumers.stream.restore import active_runtimes, reapply_revocations
-    from consumers.stream.resync_requests import ResyncAsk, ask_resync, new_group_id
+    from consumers.stream.resync_requests import ResyncAsk, ask_resync
     from hubsync.core.connections import RedisTarget, probe
 
     url = required_hub_url(hub_url, hub_db)
@@ -96,8 +96,7 @@ def restore(
             retired = reapply_revocations(client, store, utc_now())
             before, counter = accept_restore(client, hub_id, store)
             asks = [ResyncAsk(r, p) for r in active_runtimes(store) for p in r.hub_projects]
-            group_id = new_group_id()
-            records = ask_resync(client, store, hub_id, asks, reason="restore", group_id=group_id)
+            group_id, records = ask_resync(client, store, hub_id, asks, reason="restore")
     finally:
         client.close()
     done = None if wait_seconds is None else follow(url, group_id, wait_seconds)

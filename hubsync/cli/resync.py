@@ -180,7 +180,7 @@ def resync(
     The request is signed with the runtime's key, so the runtime must be
     enrolled and active (exit 2 otherwise). Progress shows in hubsync status.
     """
-    from consumers.stream.resync_requests import ResyncAsk, ask_resync, new_group_id
+    from consumers.stream.resync_requests import ResyncAsk, ask_resync
     from hubstore.store import RuntimeState
     from hubsync.core.connections import probe
     from hubsync.core.resync import ResyncScope
@@ -199,8 +199,7 @@ def resync(
         asks = [ResyncAsk(runtime, p, scope, point) for p in projects]
         client = probe(redis)
         try:
-            group_id = new_group_id()
-            records = ask_resync(client, store, hub_id, asks, reason="resync", group_id=group_id)
+            group_id, records = ask_resync(client, store, hub_id, asks, reason="resync")
         finally:
             client.close()
     done = None if wait_seconds is None else follow(url, group_id, wait_seconds)
