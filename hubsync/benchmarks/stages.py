@@ -59,10 +59,25 @@ def _rate(count: int, seconds: float) -> float:
     return count / seconds if seconds > 0 else 0.0
 
 
-def _keep_best(best: dict[str, float], **seconds: float) -> None:
-    """Keep each measure's fastest round in ``best``."""
-    for name, value in seconds.items():
-        best[name] = min(best[name], value)
+class _Best:
+    """Each measure's fastest round, and the Redis use of the stage's fastest (its floor)."""
+
+    def __init__(self, stage: str) -> None:
+        self.stage = stage
+        self.seconds: dict[str, float] = {}
+        self.redis_use: RedisUse | None = None
+
+    def keep(self, used: RedisUse, **seconds: float) -> None:
+        """One round's seconds per measure, and what Redis did in the stage's."""
+        if seconds[self.stage] < self.seconds.get(self.stage, float("inf")):
+            self.redis_use = used
+        for name, value in seconds.items():
+            self.seconds[name] = min(self.seconds.get(name, float("inf")), value)
+
+    def rates(self, events: int) -> tuple[dict[str, float], RedisUse]:
+        """Events per second of each measure's best round, and the stage's Redis use."""
+        assert self.redis_use is not None  # rounds >= 1
+        return {name: _rate(events, s) for name, s in self.seconds.items()}, self.redis_use
 
 
 def _ratio(rate: float, of: float) -> float:
@@ -147,9 +162,8 @@ def measure_relay(url: str, events: int, rounds: int) -> dict[str, Any]:
     """Relay drain rate beside the raw XADD ceilings of the same entries (best of ``rounds``),
     with Redis's own time per XADD measured around the relay's drain."""
     client = connect(RedisTarget(url))
-    best = {"relay": float("inf"), "raw": float("inf"), "redis_py": float("inf")}
+    best = _Best("relay")
     event_bytes = 0
-    redis_use: RedisUse | None = None
     try:
         for _ in range(rounds):
             client.flushall()
@@ -167,13 +181,10 @@ def measure_relay(url: str, events: int, rounds: int) -> dict[str, Any]:
                 raise ValueError(
                     f"relay sent {sent}, ceilings {raw_n} and {redis_py_n}, of {events}"
                 )
-            if relay_s < best["relay"]:
-                redis_use = used  # the floor of the round that counts
-            _keep_best(best, relay=relay_s, raw=raw_s, redis_py=redis_py_s)
+            best.keep(used, relay=relay_s, raw=raw_s, redis_py=redis_py_s)
     finally:
         client.close()
-    assert redis_use is not None  # rounds >= 1
-    rates = {name: _rate(events, seconds) for name, seconds in best.items()}
+    rates, redis_use = best.rates(events)
     return {
         "events": events,
         "event_bytes": event_bytes,
@@ -275,9 +286,8 @@ def raw_sqlite_seconds(batch: list[dict[str, str | bytes]], directory: Path) -> 
 def measure_consumer(url: str, events: int, rounds: int) -> dict[str, Any]:
     """Consumer ingest beside raw XREADGROUP+executemany+XACK and its two halves, with
     Redis's own time per entry measured around the consumer's drain."""
-    best = {"hub": float("inf"), "raw": float("inf"), "redis": float("inf"), "sqlite": float("inf")}
+    best = _Best("hub")
     sqlite_cpu = float("inf")
-    redis_use: RedisUse | None = None
     client = connect(RedisTarget(url))
     try:
         for attempt in range(rounds):
@@ -295,15 +305,12 @@ def measure_consumer(url: str, events: int, rounds: int) -> dict[str, Any]:
                 sqlite_s, sqlite_cpu_s = raw_sqlite_seconds(batch, directory)
             if raw_n != events or hub_n != events:
                 raise ValueError(f"round {attempt}: raw {raw_n}, hub {hub_n} rows of {events}")
-            if hub_s < best["hub"]:
-                redis_use = used  # the floor of the round that counts
             sqlite_cpu = min(sqlite_cpu, sqlite_cpu_s)
-            _keep_best(best, hub=hub_s, raw=raw_s, redis=redis_s, sqlite=sqlite_s)
+            best.keep(used, hub=hub_s, raw=raw_s, redis=redis_s, sqlite=sqlite_s)
         client.flushall()
     finally:
         client.close()
-    assert redis_use is not None  # rounds >= 1
-    rates = {name: _rate(events, seconds) for name, seconds in best.items()}
+    rates, redis_use = best.rates(events)
     return {
         "events": events,
         "batch": BATCH,
