@@ -84,9 +84,14 @@ def _ratio(rate: float, of: float) -> float:
     return round(rate / of, 3) if of else 0.0
 
 
-def _against(rate: float, ceiling_rate: float, ceiling: Ceiling, target: float) -> dict[str, Any]:
-    """What every stage reports: its rate beside its ceiling's, what that omits, the target."""
+def _against(
+    events: int, rate: float, ceiling_rate: float, ceiling: Ceiling, target: float
+) -> dict[str, Any]:
+    """What every stage reports: its events and batch, its rate beside its ceiling's, what
+    that omits, the target."""
     return {
+        "events": events,
+        "batch": BATCH,
         "events_per_s": round(rate),
         **ceiling.describe(),
         "ceiling_events_per_s": round(ceiling_rate),
@@ -186,10 +191,8 @@ def measure_relay(url: str, events: int, rounds: int) -> dict[str, Any]:
         client.close()
     rates, redis_use = best.rates(events)
     return {
-        "events": events,
+        **_against(events, rates["relay"], rates["raw"], ceilings.RELAY, 0.8),
         "event_bytes": event_bytes,
-        "batch": BATCH,
-        **_against(rates["relay"], rates["raw"], ceilings.RELAY, 0.8),
         "redis_py_ceiling": ceilings.RELAY_REDIS_PY.describe(),
         "redis_py_ceiling_events_per_s": round(rates["redis_py"]),
         "redis_py_ratio": _ratio(rates["relay"], rates["redis_py"]),
@@ -312,9 +315,7 @@ def measure_consumer(url: str, events: int, rounds: int) -> dict[str, Any]:
         client.close()
     rates, redis_use = best.rates(events)
     return {
-        "events": events,
-        "batch": BATCH,
-        **_against(rates["hub"], rates["raw"], ceilings.CONSUMER, 0.6),
+        **_against(events, rates["hub"], rates["raw"], ceilings.CONSUMER, 0.6),
         "raw_xreadgroup_xack_events_per_s": round(rates["redis"]),
         "raw_sqlite_batch_insert_events_per_s": round(rates["sqlite"]),
         "floor": ceilings.floor(
