@@ -40,6 +40,12 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "hubsync.cli.consumers:consumers",
         "The consumers of group hub: list them, remove one that is gone.",
     ),
+    "dashboard": (
+        "hubsync.cli.dashboard:dashboard",
+        "Serve the pipeline in a browser: security alerts, a card per hub project with its "
+        "sparklines, runtimes, consumers, leases and parked effects, and drill-downs into dead "
+        "letters, runs and events.",
+    ),
     "dead": (
         "hubsync.cli.dead:dead",
         "Dead letters: entries the hub refused (bad bytes) or gave up on (max_deliveries).",

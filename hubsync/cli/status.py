@@ -115,7 +115,7 @@ def status(
         raise click.UsageError("--hub-db, --hub-url and --hub-project need Redis (drop --no-redis)")
     if no_redis and state_dir is None:
         raise click.UsageError("--no-redis shows the local outbox only: give --state-dir")
-    gather = _Gatherer(redis, url, state_dir, hub_project, stale_after, no_redis)
+    gather = StatusGatherer(redis, url, state_dir, hub_project, stale_after, no_redis)
     with gather:
         if watch:
             _watch(gather, interval)
@@ -134,7 +134,7 @@ def status(
     return exit_codes.OK
 
 
-class _Gatherer:
+class StatusGatherer:
     """Takes snapshots with connections kept open between redraws."""
 
     def __init__(
@@ -155,7 +155,7 @@ class _Gatherer:
         self._client: RedisClient | None = None
         self._store: HubStore | None = None
 
-    def __enter__(self) -> _Gatherer:
+    def __enter__(self) -> StatusGatherer:
         if self.hub_url is not None:
             self._store = open_hub_store(self.hub_url)
         return self
@@ -180,7 +180,7 @@ class _Gatherer:
         if self.no_redis:
             return report
         try:
-            client = self._connect()
+            client = self.connect()
             projects = (
                 [require_hub_project(client, self.hub_project)]
                 if self.hub_project is not None
@@ -201,7 +201,13 @@ class _Gatherer:
             report.redis_error = type(exc).__name__
         return report
 
-    def _connect(self) -> RedisClient:
+    @property
+    def store(self) -> HubStore | None:
+        """The hub store opened on entry (None without a hub URL)."""
+        return self._store
+
+    def connect(self) -> RedisClient:
+        """The Redis client snapshots use, connected (and PINGed) on first use."""
         if self._client is None:
             self._client = probe(self.redis)
         return self._client
@@ -213,7 +219,7 @@ class _Gatherer:
             self._client = None
 
 
-def _watch(gather: _Gatherer, interval: float) -> None:
+def _watch(gather: StatusGatherer, interval: float) -> None:
     """Redraw in place until Ctrl-C, which ends the command with exit code 0."""
     from rich.live import Live
 

@@ -13,24 +13,27 @@ from hubsync.core.errors import ConfigError
 from hubsync.core.settings import safe_url
 
 
-def read_password_file(path: Path) -> str:
-    """The password a file holds, surrounding whitespace dropped; ``ConfigError`` if none.
+def read_secret_file(path: Path, option: str, what: str) -> str:
+    """The secret a file holds, surrounding whitespace dropped; ``ConfigError`` if none.
 
-    The message names the file, never its content.
+    ``option`` (``--redis-password-file``) and ``what`` (``the Redis password``)
+    word the message, which names the file, never its content.
     """
     try:
-        password = path.read_text(encoding="utf-8").strip()
+        secret = path.read_text(encoding="utf-8").strip()
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
         raise ConfigError(
-            f"--redis-password-file {path}: cannot read it ({reason}); give a readable file "
-            "holding the Redis password"
+            f"{option} {path}: cannot read it ({reason}); give a readable file holding {what}"
         ) from None
-    if not password:
-        raise ConfigError(
-            f"--redis-password-file {path}: the file is empty; put the password in it"
-        )
-    return password
+    if not secret:
+        raise ConfigError(f"{option} {path}: the file is empty; put {what} in it")
+    return secret
+
+
+def read_password_file(path: Path) -> str:
+    """The Redis password a ``--redis-password-file`` holds (``read_secret_file``)."""
+    return read_secret_file(path, "--redis-password-file", "the Redis password")
 
 
 def refuse_two_passwords(url: str) -> None:

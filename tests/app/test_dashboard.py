@@ -1,0 +1,246 @@
+"""``hubsync dashboard`` in a real browser, against a live pipeline.
+
+Debian's chromium, driven by Playwright, reads the pages a ``hubsync dashboard``
+process serves over a real Redis and hub store (``LivePipeline``: real relay
+and consumer code). Each number on the main page is checked against
+XINFO/XPENDING/XLEN and the hub database; forged ids planted in Redis show
+escaped and run nothing; a replay is clicked through its confirmation; a
+dashboard without ``--allow-actions`` refuses every action. Screenshots are
+saved beside the test's files.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from hubstore.leases import LeaseClient
+from hubsync.core import keys
+from tests.helpers.browser_support import http_status, served_dashboard
+from tests.helpers.operator_support import HOSTILE, HUB_PROJECT, LivePipeline, error_lines, run_cli
+from tests.helpers.relay_player import send_fields
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser, Page
+
+SCRIPT = "<script>window.owned = 1</script>"
+ROGUE_CONSUMER = "<img src=x onerror='window.owned = 2'>\u202e"
+
+
+@pytest.fixture
+def pipeline(tmp_path: Path, redis_url: str) -> Iterator[LivePipeline]:
+    """``LivePipeline.make_busy`` with a forgery refused first, a forged alert, a consumer of
+    a hostile name holding one entry, and a lease held."""
+    with LivePipeline(tmp_path, redis_url) as live:
+        live.relay_once()  # the project exists
+        forged = {
+            "kind": "event",
+            "project_id": HOSTILE,
+            "hub_project": HUB_PROJECT,
+            "run_id": SCRIPT,
+            "sequence": "1",
+            "runtime_id": live.runtime_id,
+            "content_hash": "0" * 64,
+            "event": b"{}",
+        }
+        send_fields(live.client, HUB_PROJECT, forged, live.runtime_id)  # unsigned: refused
+        live.make_busy()
+        live.client.xadd(
+            keys.alerts_stream(HUB_PROJECT),
+            {"reason": "sequence_reused", "project_id": HOSTILE, "run_id": SCRIPT,
+             "sequence": "1", "runtime_id": "rt\u202eevil", "existing_hash": "a" * 64,
+             "offered_hash": "b" * 64, "detected_at": "now"},
+        )  # fmt: skip
+        live.client.xreadgroup(keys.CONSUMER_GROUP, ROGUE_CONSUMER, {live.events: ">"}, count=1)
+        LeaseClient(live.client).acquire_or_raise("effect:deploy:1", "box-1:1", 600_000)
+        yield live
+
+
+def dashboard_args(p: LivePipeline, *more: str) -> list[str]:
+    return ["--redis-url", p.redis_url, "--hub-db", str(p.hub_db), "--refresh", "0.3", *more]
+
+
+@pytest.fixture
+def page(chromium: Browser) -> Iterator[Page]:
+    context = chromium.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    page.set_default_timeout(15_000)
+    yield page
+    context.close()
+
+
+def field(page: Page, scope: str, name: str) -> str:
+    return page.locator(f'{scope} [data-field="{name}"]').inner_text().strip()
+
+
+def test_the_main_page_agrees_with_redis_and_the_hub_store(
+    pipeline: LivePipeline, page: Page, tmp_path: Path
+) -> None:
+    p, client = pipeline, pipeline.client
+    args = dashboard_args(p, "--amber-after", "0", "--red-after", "1h")
+    with served_dashboard(tmp_path, *args) as base:
+        page.goto(base + "/")
+        card = f'.card[data-project="{HUB_PROJECT}"]'
+        [group] = client.xinfo_groups(p.events)
+        summary = client.xpending(p.events, keys.CONSUMER_GROUP)
+        assert int(field(page, card, "length")) == client.xlen(p.events)
+        assert int(field(page, card, "lag")) == group["lag"] > 0
+        assert int(field(page, card, "pending")) == summary["pending"] == 3
+        assert int(field(page, card, "dead")) == client.xlen(keys.dead_stream(HUB_PROJECT)) == 2
+        assert int(field(page, card, "alerts")) == client.xlen(keys.alerts_stream(HUB_PROJECT))
+        assert int(field(page, card, "stored")) == p.hub_rows("sync_events") == 6
+        assert "amber" in (
+            page.locator(f'{card} [data-field="oldest"]').get_attribute("class") or ""
+        )
+
+        row = f'[data-runtime="{p.runtime_id}"]'
+        [presence] = p.hub.presence(HUB_PROJECT)
+        assert field(page, row, "stale") == "no"
+        assert int(field(page, row, "backlog")) == presence.beat.backlog
+        assert int(field(page, row, "unstored")) == group["lag"] + summary["pending"]
+        pending = {
+            c["name"].decode(): c["pending"]
+            for c in client.xinfo_consumers(p.events, keys.CONSUMER_GROUP)
+        }
+        ghost = '[data-consumer="ghost"]'
+        assert (field(page, ghost, "health"), int(field(page, ghost, "pending"))) == (
+            "DEAD",
+            pending["ghost"],
+        )
+        assert "effect:deploy:1" in page.get_by_test_id("leases").inner_text()
+
+        # security alerts come first, and every forged value shows escaped and runs nothing
+        assert page.locator("h2").first.inner_text() == "Security alerts"
+        body = page.locator("body").inner_text()
+        assert SCRIPT in body and "box\\x1b[2J" in body and "rt\\u202eevil" in body
+        assert "<img src=x onerror='window.owned = 2'>\\u202e" in body
+        assert "\u202e" not in body and "\x1b" not in body
+        assert page.evaluate("window.owned") is None
+        assert page.get_by_test_id("mode").inner_text() == "read-only"
+
+        # the page samples and polls: both sparklines are drawn once two samples exist
+        page.wait_for_function(
+            "document.querySelector('[data-testid=spark-lag] polyline')"
+            ".getAttribute('points').includes(' ')"
+        )
+        page.screenshot(path=tmp_path / "dashboard.png", full_page=True)
+    assert (tmp_path / "dashboard.png").stat().st_size > 10_000
+
+
+def test_runs_and_events_are_browsed_by_cursor_never_showing_event_bytes(
+    pipeline: LivePipeline, page: Page, tmp_path: Path
+) -> None:
+    with served_dashboard(tmp_path, *dashboard_args(pipeline)) as base:
+        page.goto(f"{base}/runs?project={HUB_PROJECT}")
+        runs = {
+            run.run_id: run for run in pipeline.hub.runs(HUB_PROJECT, None, 100, gaps_per_run=10)
+        }
+        for run_id, run in runs.items():
+            row = f'[data-run="{run_id}"]'
+            assert int(field(page, row, "events")) == run.events
+            assert int(field(page, row, "missing")) == run.missing
+        page.goto(f"{base}/events?project={HUB_PROJECT}&limit=4")
+        seen: list[str] = []
+        while True:
+            seen += page.locator("[data-event]").evaluate_all(
+                "rows => rows.map(r => r.dataset.event)"
+            )
+            following = page.get_by_test_id("next")
+            if following.count() == 0:
+                break
+            following.click()
+        stored = pipeline.hub.events(HUB_PROJECT, None, None, 100)
+        assert seen == [f"{e.run_id}/{e.sequence}" for e in stored]
+        assert '"step"' not in page.content()  # the record's data is never on the page
+
+
+def test_a_dead_letter_is_replayed_once_confirmed_and_a_forgery_never(
+    pipeline: LivePipeline, page: Page, tmp_path: Path
+) -> None:
+    client, dead = pipeline.client, keys.dead_stream(HUB_PROJECT)
+    letters = {f[b"reason"].decode(): i.decode() for i, f in client.xrange(dead)}
+    assert set(letters) == {"unauthenticated", "bad_json"}
+    with served_dashboard(tmp_path, *dashboard_args(pipeline, "--allow-actions")) as base:
+        page.goto(f"{base}/dead?project={HUB_PROJECT}")
+        forged = page.locator(f'[data-letter="{letters["unauthenticated"]}"]')
+        assert forged.locator('[data-field="replayable"]').inner_text().startswith("not")
+        assert forged.get_by_text("replay…").count() == 0
+        # a form not made by the confirmation page is refused, and changes nothing
+        posted = page.request.post(
+            f"{base}/dead/replay",
+            form={"project": HUB_PROJECT, "id": letters["bad_json"], "csrf": "0" * 64},
+        )
+        assert posted.status == 403 and client.xlen(dead) == 2
+
+        before = client.xlen(pipeline.events)
+        page.locator(f'[data-letter="{letters["bad_json"]}"]').get_by_text("replay…").click()
+        page.screenshot(path=tmp_path / "confirm.png")
+        page.get_by_test_id("confirm").click()
+        assert page.get_by_test_id("done").inner_text().startswith("replayed 1 dead letter(s)")
+    assert [i.decode() for i, _ in client.xrange(dead)] == [letters["unauthenticated"]]
+    assert client.xlen(pipeline.events) == before + 1
+
+
+def test_without_allow_actions_every_action_is_refused(
+    pipeline: LivePipeline, page: Page, tmp_path: Path
+) -> None:
+    client, dead = pipeline.client, keys.dead_stream(HUB_PROJECT)
+    [letter, *_] = [i.decode() for i, _ in client.xrange(dead)]
+    with served_dashboard(tmp_path, *dashboard_args(pipeline)) as base:
+        page.goto(f"{base}/dead?project={HUB_PROJECT}")
+        assert page.get_by_text("replay…").count() == 0 and page.get_by_text("purge…").count() == 0
+        for path in (
+            f"/dead/replay?project={HUB_PROJECT}&id={letter}",
+            f"/dead/purge?project={HUB_PROJECT}&id={letter}",
+            "/consumers/remove?name=ghost",
+        ):
+            reply = page.goto(base + path)
+            assert reply is not None and reply.status == 403
+            assert "--allow-actions" in page.get_by_test_id("error").inner_text()
+        form: dict[str, Any] = {"project": HUB_PROJECT, "id": letter, "csrf": "x"}
+        assert page.request.post(f"{base}/dead/purge", form=form).status == 403
+        assert page.request.post(f"{base}/consumers/remove", form={"name": "ghost"}).status == 403
+    assert client.xlen(dead) == 2
+    assert "ghost" in {c["name"].decode() for c in client.xinfo_consumers(pipeline.events, "hub")}
+
+
+def test_with_a_token_file_every_request_needs_the_bearer_token(
+    pipeline: LivePipeline, tmp_path: Path
+) -> None:
+    token = "t0ken-" + "x" * 20
+    (tmp_path / "token").write_text(token + "\n")
+    args = ["--redis-url", pipeline.redis_url, "--token-file", str(tmp_path / "token")]
+    with served_dashboard(tmp_path, *args, token=token) as base:
+        assert http_status(base + "/") == 401
+        assert http_status(base + "/", {"Authorization": "Bearer " + "x" * 26}) == 401
+        assert http_status(base + "/", {"Authorization": f"Bearer {token}"}) == 200
+        # a name rebound to 127.0.0.1 by another site is not answered
+        headers = {"Authorization": f"Bearer {token}", "Host": "rebound.example"}
+        assert http_status(base + "/", headers) == 400
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["--host", "0.0.0.0"], "--token-file"),
+        (["--token-file", "short"], "shorter than 16"),
+        (["--token-file", "missing"], "cannot read it"),
+        (["--amber-after", "10m", "--red-after", "1m"], "--red-after"),
+    ],
+)
+def test_bad_arguments_are_one_line_and_exit_2(
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    argv: list[str],
+    said: str,
+) -> None:
+    (tmp_path / "short").write_text("abc\n")
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run_cli(capsys, "dashboard", *argv)
+    assert code == 2 and out == ""
+    [line] = error_lines(err)
+    assert said in line and "abc" not in line
