@@ -3,7 +3,8 @@
 # environment (.venv/, created on first use with $PYTHON, default python3) at the pins of
 # constraints.txt, makes sure a redis-server binary and PostgreSQL's initdb/pg_ctl exist (the
 # tests start their own private servers from them, never the machine's Redis on 6379 or
-# PostgreSQL on 5432), checks lint, format and types, then runs pytest.
+# PostgreSQL on 5432) and Debian's chromium (for the dashboard's browser tests), checks lint,
+# format and types, then runs pytest.
 #
 #   scripts/test.sh                    the pinned run (what CI and a fresh clone install)
 #   scripts/test.sh --latest           the same checks on the newest releases pyproject.toml
@@ -103,6 +104,17 @@ if [ -z "${HUBSYNC_TEST_POSTGRES_URL:-}" ] && ! have_initdb; then
   else
     echo "PostgreSQL's initdb is missing: install the server (e.g. 'sudo apt-get install -y postgresql' or 'brew install postgresql'), or set HUBSYNC_TEST_POSTGRES_URL to a server the tests may create databases on, and re-run" >&2
     exit 1
+  fi
+fi
+
+# The browser tests drive Debian's chromium (never a browser download); without it they are
+# skipped locally with the reason shown, and fail in CI.
+if ! [ -x /usr/bin/chromium ]; then
+  if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
+    echo "== installing chromium (apt-get)"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+  else
+    echo "chromium is missing: the browser tests will be skipped (install it, e.g. 'sudo apt-get install -y chromium')" >&2
   fi
 fi
 
