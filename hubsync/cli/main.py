@@ -160,7 +160,7 @@ class LazyGroup(click.Group):
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
     epilog="Options read HUBSYNC_<OPTION> (each --help shows the variable), except the "
     "flags that choose what one call does (--json, --once, --check, --all, --burst, --create, "
-    "--watch, --quick, --keep), the --hub-project of status, dead and alerts, and what "
+    "--watch, --quick, --keep, --allow-actions), the --hub-project of status, dead and alerts, and what "
     "events and runs list (--hub-project, --project-id, --run, --after, --limit). "
     "HUBSYNC_REDIS_URL wins over REDIS_URL. "
     "Exit codes: 0 ok, 1 failure, 2 usage error, 3 cannot reach Redis.",

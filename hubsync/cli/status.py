@@ -197,7 +197,7 @@ class StatusGatherer:
         except RedisUnavailableError as exc:
             report.redis_error = str(exc).partition(": ")[2] or str(exc)
         except (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError) as exc:
-            self._drop_client()
+            self.drop_client()
             report.redis_error = type(exc).__name__
         return report
 
@@ -212,7 +212,8 @@ class StatusGatherer:
             self._client = probe(self.redis)
         return self._client
 
-    def _drop_client(self) -> None:
+    def drop_client(self) -> None:
+        """Close the Redis client after an outage; the next use connects afresh."""
         if self._client is not None:
             with contextlib.suppress(redis.RedisError):
                 self._client.close()

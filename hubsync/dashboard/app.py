@@ -18,6 +18,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 import anyio
+import redis
 from jinja2 import Environment, PackageLoader
 from markupsafe import Markup
 from starlette.applications import Starlette
@@ -35,7 +36,7 @@ from hubsync.cli.paging import (
     encode_cursor,
 )
 from hubsync.cli.status_view import age
-from hubsync.core.errors import ConfigError, HubsyncError
+from hubsync.core.errors import ConfigError, HubsyncError, RedisUnavailableError
 from hubsync.core.names import validate_name
 from hubsync.core.redis_values import printable
 from hubsync.dashboard.guard import LOOPBACK_NAMES, BearerGuard, Confirmations, is_loopback
@@ -110,7 +111,11 @@ class Dashboard:
             routes=routes,
             middleware=middleware,
             lifespan=self._lifespan,
-            exception_handlers={HubsyncError: self._refused},
+            exception_handlers={
+                HubsyncError: self._refused,
+                redis.ConnectionError: self._unreachable,
+                redis.TimeoutError: self._unreachable,
+            },
         )
 
     @contextlib.asynccontextmanager
@@ -268,10 +273,18 @@ class Dashboard:
             request, 403, "actions are off: this dashboard was started without --allow-actions"
         )
 
+    async def _unreachable(self, request: Request, exc: Exception) -> Response:
+        """Redis did not answer: a 503 page naming the error's kind (never its text, which may
+        name the URL); the next request tries again."""
+        await anyio.to_thread.run_sync(self.sources.drop_redis)
+        return self._error(request, 503, f"cannot reach Redis ({type(exc).__name__})")
+
     async def _refused(self, request: Request, exc: Exception) -> Response:
         """A hubsync error (bad id, unknown project, refused action) as a page, never a trace."""
+        if isinstance(exc, RedisUnavailableError):
+            return await self._unreachable(request, exc)
         status = 404 if isinstance(exc, UnknownHubProjectError) else 400
-        if not isinstance(exc, ConfigError | UnknownHubProjectError):
+        if not isinstance(exc, ConfigError):
             status = 409  # a refusal of the action as asked (not replayable, consumer running)
         return self._error(request, status, str(exc))
 

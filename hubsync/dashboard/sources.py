@@ -114,6 +114,11 @@ class Sources:
         """Whether a hub store was given (runs, events and stored alerts need one)."""
         return self.status.store is not None
 
+    def drop_redis(self) -> None:
+        """Forget the Redis client after an outage: the next reading connects afresh."""
+        with self._lock:
+            self.status.drop_client()
+
     def sample(self) -> StatusReport:
         """One status snapshot, recorded in the history (what the sampler calls)."""
         with self._lock:
