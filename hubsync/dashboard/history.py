@@ -87,12 +87,15 @@ def sparkline_points(
 ) -> str:
     """The ``points`` attribute of an SVG polyline drawing ``points`` (seconds ago, value).
 
-    Now is the right edge and ``window`` seconds ago the left; the highest value
-    is drawn ``margin`` below the top, 0 ``margin`` above the bottom (so a flat
-    line never hides on the frame). Empty when there is nothing to draw.
+    Now is the right edge and ``window`` seconds ago the left, or the oldest
+    point when the history is younger (a dashboard started a minute ago draws
+    that minute across the whole width); the highest value is drawn ``margin``
+    below the top, 0 ``margin`` above the bottom (so a flat line never hides on
+    the frame). Empty when there is nothing to draw.
     """
     if not points:
         return ""
+    window = min(window, max(ago for ago, _ in points)) or window
     top = max(value for _, value in points) or 1.0
     span = height - 2 * margin
     return " ".join(

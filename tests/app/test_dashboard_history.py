@@ -45,3 +45,7 @@ def test_a_sparkline_puts_now_on_the_right_and_the_highest_value_at_the_top() ->
     points = sparkline_points([(WINDOW_SECONDS, 0.0), (0.0, 4.0), (450.0, 2.0)], 100, 44)
     assert points == "0.0,42.0 50.0,22.0 100.0,2.0"
     assert sparkline_points([], 100, 44) == ""
+    # a younger history is drawn across the whole width
+    assert sparkline_points([(60.0, 1.0), (30.0, 1.0), (0.0, 0.0)], 100, 44) == (
+        "0.0,2.0 50.0,2.0 100.0,42.0"
+    )
