@@ -7,8 +7,8 @@ from pathlib import Path
 
 import click
 
-from hubstore.store import DEFAULT_STALE_AFTER
 from hubsync.cli.options import duration_option, env_option, hub_options, redis_url_option
+from hubsync.cli.status import stale_after_option
 from hubsync.core.connections import RedisTarget
 from hubsync.core.errors import ConfigError
 from hubsync.core.settings import hub_url_of
@@ -60,12 +60,7 @@ machine without --token-file, among others).
     multiple=True,
     help="An effects ledger whose attempts parked blocked_uncertain are listed (repeatable).",
 )
-@duration_option(
-    "--stale-after",
-    default=str(int(DEFAULT_STALE_AFTER.total_seconds())),
-    show_default=True,
-    help="A runtime silent this long (seconds, or 90s, 2m, ...) is flagged stale.",
-)
+@stale_after_option
 @duration_option(
     "--amber-after",
     default="60",

@@ -32,6 +32,14 @@ from hubsync.core.redis_values import redis_now_ms
 from hubsync.core.settings import hub_url_of
 from producers.store.outbox_status import local_status
 
+stale_after_option = duration_option(
+    "--stale-after",
+    default=str(int(DEFAULT_STALE_AFTER.total_seconds())),
+    show_default=True,
+    help="A runtime silent this long (seconds, or 90s, 2m, ...) is flagged stale.",
+)
+"""``--stale-after``: when a runtime's presence is flagged stale (status, dashboard)."""
+
 
 @click.command(
     epilog="""\b
@@ -50,12 +58,7 @@ something is listed under "unhealthy", 2 bad arguments, 3 Redis unreachable
 )
 @deployment_options
 @hub_project_filter
-@duration_option(
-    "--stale-after",
-    default=str(int(DEFAULT_STALE_AFTER.total_seconds())),
-    show_default=True,
-    help="A runtime silent this long (seconds, or 90s, 2m, ...) is flagged stale.",
-)
+@stale_after_option
 @env_option(
     "--no-redis",
     is_flag=True,
