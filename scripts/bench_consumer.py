@@ -40,53 +40,28 @@ from hubstore.factory import open_store  # noqa: E402
 from hubsync.benchmarks.stages import BATCH, preload  # noqa: E402
 from hubsync.benchmarks.stages import consumer_seconds as consumer  # noqa: E402
 from hubsync.benchmarks.stages import raw_ingest_seconds as ceiling  # noqa: E402
-from hubsync.benchmarks.workload import HUB_PROJECT  # noqa: E402
+from hubsync.benchmarks.workload import HUB_PROJECT, enroll_bench_runtimes  # noqa: E402
+from hubsync.benchmarks.workload import entries as workload_entries  # noqa: E402
 from hubsync.core.connections import RedisTarget, connect  # noqa: E402
-from hubsync.core.entries import (  # noqa: E402
-    EventEntry,
-    decode_fields,
-    event_entry_fields,
-    parse_event_entry,
-)
+from hubsync.core.entries import EventEntry, decode_fields, parse_event_entry  # noqa: E402
 from hubsync.core.gc_tuning import tune_for_throughput  # noqa: E402
 from hubsync.core.settings import hub_url_from_path  # noqa: E402
-from hubsync.core.signing import SIGNATURE_FIELD, RuntimeKey, sign_event_entry  # noqa: E402
-from hubsync.core.wire import SyncEvent  # noqa: E402
+from hubsync.core.signing import RuntimeKey  # noqa: E402
 from hubsync.demo.embedded_redis import RedisServerProcess  # noqa: E402
 
 # The measuring loops (preload, ceiling, consumer) live in hubsync.benchmarks.stages,
-# behind `hubsync bench` too; this script keeps its own entry shape (--payload-bytes,
-# --runtimes) and the parse-cost figure.
+# behind `hubsync bench` too; this script adds the entry's size (--payload-bytes), the
+# number of runtimes (--runtimes) and the parse-cost figure.
 
 
 def make_entries(
     count: int, payload_bytes: int, runtimes: int, hub_db: Path
 ) -> list[dict[str, str | bytes]]:
-    """``count`` valid event entries over ``runtimes`` runtimes, 100 events per run, each
-    signed by its runtime, enrolled on the hub at ``hub_db``."""
+    """``count`` valid event entries over ``runtimes`` runtimes, each signed by its runtime,
+    enrolled on the hub at ``hub_db``."""
     with open_store(hub_url_from_path(hub_db), create_schema=True) as hub:
-        hub.init_hub()
-        keys = [RuntimeKey(hub.enroll(f"rt-{n}", [HUB_PROJECT]).key) for n in range(runtimes)]
-    entries = []
-    for i in range(count):
-        runtime = f"rt-{i % runtimes}"
-        event = SyncEvent.model_validate(
-            {
-                "project_id": f"proj-{i % runtimes}",
-                "hub_project": HUB_PROJECT,
-                "home_runtime_id": runtime,
-                "run_id": f"run-{i // (100 * runtimes)}",
-                "sequence": (i // runtimes) % 100 + 1,
-                "event_type": "step.completed",
-                "occurred_at": "2026-11-29T16:38:54.123456Z",
-                "data": {"outputs": "x" * payload_bytes, "step_id": f"step-{i}"},
-            }
-        )
-        data, digest = event.encoded()
-        fields = event_entry_fields(event, data, digest)
-        fields[SIGNATURE_FIELD] = sign_event_entry(keys[i % runtimes], fields)
-        entries.append(fields)
-    return entries
+        keys = enroll_bench_runtimes(hub, runtimes)
+    return workload_entries(count, runtimes, keys, payload_bytes=payload_bytes)
 
 
 def parse_cost(

@@ -39,36 +39,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from hubstore import hub_url_from_path, open_store  # noqa: E402
-from hubsync.core.entries import (  # noqa: E402
-    EventEntry,
-    decode_fields,
-    event_entry_fields,
-    parse_event_entry,
-)
-from hubsync.core.wire import SyncEvent  # noqa: E402
+from hubsync.benchmarks.workload import entries as workload_entries  # noqa: E402
+from hubsync.core.entries import EventEntry, decode_fields, parse_event_entry  # noqa: E402
 
 
 def make_entries(count: int) -> list[EventEntry]:
-    """``count`` validated entries: runs of 100 events over 4 projects and 2 runtimes."""
-    entries = []
-    for i in range(count):
-        project = i % 4
-        event = SyncEvent.model_validate(
-            {
-                "project_id": f"proj-{project}",
-                "hub_project": "bench",
-                "home_runtime_id": f"rt-{project % 2}",
-                "run_id": f"run-{i // 400}",
-                "sequence": (i // 4) % 100 + 1,
-                "event_type": "step.completed",
-                "occurred_at": "2026-11-29T16:38:54.123456Z",
-                "data": {"output": "x" * 200, "index": i},
-            }
-        )
-        data, digest = event.encoded()
-        fields = event_entry_fields(event, data, digest)
-        entries.append(parse_event_entry(decode_fields(fields)))
-    return entries
+    """``count`` validated entries: runs of 100 events over 4 runtimes, 200-byte outputs."""
+    fields = workload_entries(count, runtimes=4, payload_bytes=200)
+    return [parse_event_entry(decode_fields(entry)) for entry in fields]
 
 
 def batches(entries: list[EventEntry], size: int) -> list[list[EventEntry]]:

@@ -28,32 +28,7 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from hubsync.benchmarks.report_file import print_report
-from hubsync.core.entries import (
-    Outcome,
-    OutcomeRecord,
-    PresenceBeat,
-    decode_fields,
-    outcomes_entry_fields,
-    raw_event_entry_fields,
-)
-from hubsync.core.signing import (
-    EVENT_KIND,
-    EVENT_SIGNED_FIELDS,
-    EVENT_TAG,
-    HUB_ID_FIELD,
-    SIGNATURE_FIELD,
-    RuntimeKey,
-    event_message,
-    outcomes_message,
-    presence_message,
-    sign_event,
-    sign_event_entry,
-    sign_outcomes_entry,
-    sign_presence_entry,
-    verify_event_entry,
-    verify_outcomes_entry,
-    verify_presence_entry,
-)
+from hubsync.core import entries, signing
 
 TARGET_VERIFY_US = 3.0
 OUTCOMES_PER_ENTRY = 500
@@ -99,71 +74,73 @@ def _timed(actions: Timed, repeat: int) -> dict[str, dict[str, float]]:
     }
 
 
-def _event_entry(key: RuntimeKey) -> tuple[dict[str, str | bytes], dict[str, bytes]]:
+def _event_entry(key: signing.RuntimeKey) -> tuple[dict[str, str | bytes], dict[str, bytes]]:
     """The relay's fields of a 540-byte event, and the consumer's (signed) view of them."""
-    fields = raw_event_entry_fields(**IDS._asdict(), digest=DIGEST, data=b"x" * 540)
+    fields = entries.raw_event_entry_fields(**IDS._asdict(), digest=DIGEST, data=b"x" * 540)
     signed: dict[str | bytes, str | bytes] = {name: value for name, value in fields.items()}
-    signed[SIGNATURE_FIELD] = sign_event_entry(key, fields)
-    return fields, decode_fields(signed)
+    signed[signing.SIGNATURE_FIELD] = signing.sign_event_entry(key, fields)
+    return fields, entries.decode_fields(signed)
 
 
-def _outcomes_entry(key: RuntimeKey) -> dict[str, str]:
+def _outcomes_entry(key: signing.RuntimeKey) -> dict[str, str]:
     records = [
-        OutcomeRecord(
+        entries.OutcomeRecord(
             project_id="shop-48ee17a7",
             run_id=f"run-2026-{i // 50:04d}",
             sequence=i % 50 + 1,
-            outcome=Outcome.ACCEPTED,
+            outcome=entries.Outcome.ACCEPTED,
             content_hash=DIGEST,
         )
         for i in range(OUTCOMES_PER_ENTRY)
     ]
-    fields = outcomes_entry_fields("shop", records) | {HUB_ID_FIELD: HUB_ID}
-    fields[SIGNATURE_FIELD] = sign_outcomes_entry(key, fields, runtime_id=RUNTIME)
+    fields = entries.outcomes_entry_fields("shop", records) | {signing.HUB_ID_FIELD: HUB_ID}
+    fields[signing.SIGNATURE_FIELD] = signing.sign_outcomes_entry(key, fields, runtime_id=RUNTIME)
     return fields
 
 
 def run(number: int, repeat: int) -> dict[str, object]:
     """Time every operation and its raw ``hmac.digest`` counterpart."""
-    key, previous = RuntimeKey.generate(), RuntimeKey.generate()
+    key, previous = signing.RuntimeKey.generate(), signing.RuntimeKey.generate()
     secret = key.reveal()
     relay_fields, read_event = _event_entry(key)
     event_ids = IDS._asdict()  # made once: a call's keyword arguments, not part of the timing
-    event_bytes = event_message(EVENT_KIND, *IDS, DIGEST)
-    beat = PresenceBeat(RUNTIME, "shop", "build-3", 4242, "0.4.0", 17, "2026-12-01T00:03:51Z")
+    event_bytes = signing.event_message(signing.EVENT_KIND, *IDS, DIGEST)
+    beat = entries.PresenceBeat(
+        RUNTIME, "shop", "build-3", 4242, "0.4.0", 17, "2026-12-01T00:03:51Z"
+    )
     beat_fields = beat.to_fields()
-    read_beat = decode_fields(
-        beat_fields | {SIGNATURE_FIELD: sign_presence_entry(key, beat_fields)}
+    read_beat = entries.decode_fields(
+        beat_fields | {signing.SIGNATURE_FIELD: signing.sign_presence_entry(key, beat_fields)}
     )
     outcomes = _outcomes_entry(key)
-    read_outcomes = decode_fields(outcomes)
-    outcomes_bytes = outcomes_message(HUB_ID, "shop", RUNTIME, outcomes["outcomes"])
-    beat_bytes = presence_message(beat_fields)
+    read_outcomes = entries.decode_fields(outcomes)
+    outcomes_bytes = signing.outcomes_message(HUB_ID, "shop", RUNTIME, outcomes["outcomes"])
+    beat_bytes = signing.presence_message(beat_fields)
     one, two = [key], [previous, key]
-    assert verify_event_entry(one, read_event) is key
-    assert verify_event_entry(two, read_event) is key
-    assert verify_presence_entry(one, read_beat) is key
-    assert verify_outcomes_entry(one, read_outcomes, runtime_id=RUNTIME) is key
+    assert signing.verify_event_entry(one, read_event) is key
+    assert signing.verify_event_entry(two, read_event) is key
+    assert signing.verify_presence_entry(one, read_beat) is key
+    assert signing.verify_outcomes_entry(one, read_outcomes, runtime_id=RUNTIME) is key
 
     def raw(message: bytes) -> Callable[[], object]:
         return lambda: hmac.digest(secret, message, "sha256")
 
     operations: dict[str, tuple[Callable[[], object], bytes]] = {
         "event_sign": (
-            lambda: sign_event(key, **event_ids, content_hash=DIGEST),
+            lambda: signing.sign_event(key, **event_ids, content_hash=DIGEST),
             event_bytes,
         ),
-        "event_sign_entry": (lambda: sign_event_entry(key, relay_fields), event_bytes),
-        "event_verify_1_key": (lambda: verify_event_entry(one, read_event), event_bytes),
-        "event_verify_2_keys": (lambda: verify_event_entry(two, read_event), event_bytes),
-        "presence_sign": (lambda: sign_presence_entry(key, beat_fields), beat_bytes),
-        "presence_verify": (lambda: verify_presence_entry(one, read_beat), beat_bytes),
+        "event_sign_entry": (lambda: signing.sign_event_entry(key, relay_fields), event_bytes),
+        "event_verify_1_key": (lambda: signing.verify_event_entry(one, read_event), event_bytes),
+        "event_verify_2_keys": (lambda: signing.verify_event_entry(two, read_event), event_bytes),
+        "presence_sign": (lambda: signing.sign_presence_entry(key, beat_fields), beat_bytes),
+        "presence_verify": (lambda: signing.verify_presence_entry(one, read_beat), beat_bytes),
         "outcomes_500_sign": (
-            lambda: sign_outcomes_entry(key, outcomes, runtime_id=RUNTIME),
+            lambda: signing.sign_outcomes_entry(key, outcomes, runtime_id=RUNTIME),
             outcomes_bytes,
         ),
         "outcomes_500_verify": (
-            lambda: verify_outcomes_entry(one, read_outcomes, runtime_id=RUNTIME),
+            lambda: signing.verify_outcomes_entry(one, read_outcomes, runtime_id=RUNTIME),
             outcomes_bytes,
         ),
     }
@@ -211,12 +188,12 @@ def _raw_digest(secret: bytes, message: bytes) -> Callable[[], object]:
 
 def _alternatives(secret: bytes, fields: dict[str, bytes], number: int) -> Timed:
     """Event verification (fields to a compared signature) computed the standard-library ways."""
-    tag = b"%d:%b," % (len(EVENT_TAG), EVENT_TAG)
-    body = b"%d:%b," * len(EVENT_SIGNED_FIELDS)
+    tag = b"%d:%b," % (len(signing.EVENT_TAG), signing.EVENT_TAG)
+    body = b"%d:%b," * len(signing.EVENT_SIGNED_FIELDS)
     base = hmac.new(secret, tag, "sha256")
 
     def encoded() -> bytes:
-        # the same one-format encoding as verify_event_entry, so only the MAC differs
+        # the same one-format encoding as signing.verify_event_entry, so only the MAC differs
         k, p, h, r = fields["kind"], fields["project_id"], fields["hub_project"], fields["run_id"]
         q, e, t = fields["sequence"], fields["event_type"], fields["runtime_id"]
         c = fields["content_hash"]
@@ -227,12 +204,12 @@ def _alternatives(secret: bytes, fields: dict[str, bytes], number: int) -> Timed
 
     def one_shot() -> bool:
         mac = hmac.digest(secret, tag + encoded(), "sha256").hex()
-        return hmac.compare_digest(mac, fields[SIGNATURE_FIELD].decode())
+        return hmac.compare_digest(mac, fields[signing.SIGNATURE_FIELD].decode())
 
     def hmac_copy() -> bool:
         mac = base.copy()
         mac.update(encoded())
-        return hmac.compare_digest(mac.hexdigest(), fields[SIGNATURE_FIELD].decode())
+        return hmac.compare_digest(mac.hexdigest(), fields[signing.SIGNATURE_FIELD].decode())
 
     assert one_shot() and hmac_copy()
     return {

@@ -12,7 +12,9 @@
 #   scripts/test.sh -m "not e2e and not slow"   the inner loop (two pytest workers)
 #
 # Extra arguments go to pytest; by default slow soak tests are left out (run them with:
-# scripts/test.sh -m slow, or scripts/soak.sh). Regenerate the pins with scripts/lock.sh.
+# scripts/test.sh -m slow, or scripts/soak.sh), and the run is two passes (below): two
+# workers for units and components, then the e2e tests alone. Regenerate the pins with
+# scripts/lock.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -138,14 +140,25 @@ for arg in "$@"; do
   esac
   case "$arg" in *"not e2e"*) without_e2e=true ;; esac
 done
+# The default run is two passes: the tests that are not whole pipelines on two workers
+# (pytest-xdist; each worker starts its own private servers), then the whole-pipeline
+# (e2e) tests alone, so a full run never loads the machine twice over under their clocks
+# and stays within about ten minutes on two cores. The slowest tests are listed, so a test
+# that grows shows in CI's output.
+if [ "$marker_given" = false ] && [ "$workers_given" = false ]; then
+  status=0
+  echo "== pytest: units and components, two workers"
+  # (exit 5 = that pass selected no test of the ones named, not a failure)
+  "$PY" -m pytest --durations=10 -n 2 -m "not e2e and not slow" "$@" || { rc=$?; [ "$rc" = 5 ] || status=$rc; }
+  echo "== pytest: whole pipelines (e2e), one at a time"
+  "$PY" -m pytest --durations=10 -m "e2e and not slow" "$@" || { rc=$?; [ "$rc" = 5 ] || status=$rc; }
+  exit "$status"
+fi
 if [ "$marker_given" = false ]; then
   set -- -m "not slow" "$@"
 fi
-# The inner loop (-m "not e2e and not slow") runs on two workers (pytest-xdist):
-# each worker starts its own private redis-server. Whole-pipeline tests stay
-# serial, so a full run never loads the machine twice over under their clocks.
+# The inner loop (-m "not e2e and not slow") runs on two workers as well.
 if [ "$without_e2e" = true ] && [ "$workers_given" = false ]; then
   set -- -n 2 "$@"
 fi
-# the slowest tests are listed, so a test that grows shows in CI's output
 "$PY" -m pytest --durations=15 "$@"

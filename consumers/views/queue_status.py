@@ -72,8 +72,14 @@ class RuntimeInfo:
     age_seconds: float
     stale: bool
     backlog: int
+    """Its outbox backlog as that beat reported it (``age_seconds`` ago)."""
     source: str
     """``hub_db`` (``runtime_presence``) or ``stream`` (the newest beats on the events stream)."""
+    unstored: int | None = None
+    """The hub's lag on its events stream now: entries not yet stored at the hub
+    (``RuntimeStream.unstored``); None when it has no stream with group ``hub``."""
+    oldest_unstored_age_seconds: float | None = None
+    """Age of the oldest of them (Redis clock); None when there is none."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,7 +196,19 @@ def project_status(
         )
     else:
         status.runtimes = _presence_from_streams(client, streams, now_ms, stale_after)
+    status.runtimes = _with_hub_lag(status.runtimes, status.streams)
     return status
+
+
+def _with_hub_lag(runtimes: list[RuntimeInfo], streams: list[RuntimeStream]) -> list[RuntimeInfo]:
+    """Each runtime with the hub's lag on its own stream beside the backlog of its beat."""
+    lag = {s.runtime_id: s for s in streams}
+    return [
+        replace(r, unstored=s.unstored, oldest_unstored_age_seconds=s.oldest_unstored_age_seconds)
+        if (s := lag.get(r.runtime_id)) is not None
+        else r
+        for r in runtimes
+    ]
 
 
 def events_streams(client: RedisClient, hub_project: str) -> list[str]:

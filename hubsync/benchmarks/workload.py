@@ -95,16 +95,25 @@ def bench_runtime_id(runtime: int) -> str:
 
 
 def entries(
-    count: int, runtimes: int = 3, keys: list[RuntimeKey] | None = None
+    count: int,
+    runtimes: int = 3,
+    keys: list[RuntimeKey] | None = None,
+    *,
+    payload_bytes: int | None = None,
 ) -> list[dict[str, str | bytes]]:
     """``count`` valid event entries over ``runtimes`` runtimes, ``EVENTS_PER_RUN`` per run;
-    each signed with its runtime's key when ``keys`` (one per runtime) is given."""
+    each signed with its runtime's key when ``keys`` (one per runtime) is given. With
+    ``payload_bytes``, each event's data is an output of that many bytes instead of the
+    usual step (to measure how a cost grows with the entry's size)."""
     out = []
     for index in range(count):
         runtime = index % runtimes
         per_runtime = index // runtimes
         run_id = f"run-{per_runtime // EVENTS_PER_RUN:05d}"
-        event = sync_event_for(runtime, run_id, per_runtime % EVENTS_PER_RUN + 1)
+        body = None
+        if payload_bytes is not None:
+            body = {"outputs": "x" * payload_bytes, "step_id": f"step-{index}"}
+        event = sync_event_for(runtime, run_id, per_runtime % EVENTS_PER_RUN + 1, body)
         data, digest = event.encoded()
         fields = event_entry_fields(event, data, digest)
         if keys is not None:

@@ -10,6 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from consumers.views.queue_status import HealthKey, HubProjectStatus
+from hubsync.core.durations import format_duration
 from hubsync.core.redis_values import printable
 from producers.store.outbox_status import LocalStatus
 
@@ -83,17 +84,8 @@ class StatusReport:
 
 
 def age(seconds: float | None) -> str:
-    """``4.2s``, ``3m07s``, ``2h05m``, ``3d04h``; ``-`` for None."""
-    if seconds is None:
-        return "-"
-    if seconds < 60:
-        return f"{seconds:.1f}s"
-    whole = int(seconds)
-    if whole < 3600:
-        return f"{whole // 60}m{whole % 60:02d}s"
-    if whole < 86400:
-        return f"{whole // 3600}h{whole % 3600 // 60:02d}m"
-    return f"{whole // 86400}d{whole % 86400 // 3600:02d}h"
+    """``4.2s``, ``3m07s``, ``2h05m``, ``3d04h`` (``format_duration``); ``-`` for None."""
+    return "-" if seconds is None else format_duration(seconds)
 
 
 def _number(value: int | None) -> str:
@@ -239,6 +231,8 @@ def _runtimes_table(report: StatusReport) -> Table:
         "stale",
         "age",
         "backlog at beat",
+        "unstored at hub",
+        "oldest unstored",
         "from",
     )
     for p in report.hub_projects:
@@ -252,6 +246,9 @@ def _runtimes_table(report: StatusReport) -> Table:
                 age(r.age_seconds),
                 # the outbox as it was at that beat: the local table shows it as it is now
                 f"{r.backlog} ({age(r.age_seconds)} ago)",
+                # the hub's lag on its stream now: with the backlog, where its rows are
+                Text(_number(r.unstored), "yellow" if r.unstored else ""),
+                age(r.oldest_unstored_age_seconds),
                 _cell(r.source),
             )
     return table

@@ -41,6 +41,18 @@ def parse_duration(text: str) -> float:
     return total
 
 
+def format_duration(seconds: float) -> str:
+    """``4.2s``, ``3m07s``, ``2h05m``, ``3d04h``: how log lines and tables show a duration."""
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    whole = int(seconds)
+    if whole < 3600:
+        return f"{whole // 60}m{whole % 60:02d}s"
+    if whole < 86400:
+        return f"{whole // 3600}h{whole % 3600 // 60:02d}m"
+    return f"{whole // 86400}d{whole % 86400 // 3600:02d}h"
+
+
 def _seconds(value: Any) -> Any:
     # Text is a duration; a number (a default, a Python caller) is seconds already.
     # pydantic then applies the field's bounds to the seconds.

@@ -42,9 +42,9 @@ class JsonFormatter(logging.Formatter):
 
 
 def _field(value: object) -> object:
-    """An ``extra`` value as JSON takes it: a scalar as is, a mapping (a daemon's summary)
-    as an object of such values, anything else as its ``str``."""
-    if isinstance(value, (str, int, float, bool)):
+    """An ``extra`` value as JSON takes it: a scalar or None as is, a mapping (a daemon's
+    summary) as an object of such values, anything else as its ``str``."""
+    if value is None or isinstance(value, (str, int, float, bool)):
         return value
     if isinstance(value, Mapping):
         return {str(key): _field(item) for key, item in value.items()}

@@ -50,6 +50,17 @@ OUTBOX_BACKLOG = Gauge(
     "Outbox rows of a local project not yet acknowledged by the hub (pending + attempted).",
     ["project"],
 )
+DRAIN_RATE = Gauge(
+    "hubsync_relay_drain_rows_per_second",
+    "Outbox rows the hub settled for this relay (acked, or parked as conflict or rejected) per "
+    "second, over the last six progress intervals.",
+)
+DRAIN_ETA = Gauge(
+    "hubsync_relay_drain_eta_seconds",
+    "Estimated seconds until this relay's outbox backlog (all its projects) is empty, at the "
+    "pace it shrank over the last six progress intervals; 0 with no backlog, +Inf while it "
+    "does not shrink.",
+)
 PROJECT_UNREADABLE = Gauge(
     "hubsync_relay_project_unreadable",
     "1 while the relay cannot read a local project's store (the others keep syncing), else 0.",

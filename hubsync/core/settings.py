@@ -231,6 +231,12 @@ class RelaySettings(DaemonSettings, RuntimeSettings):
     presence_interval: Duration = Field(
         default=10.0, gt=0, description="Seconds between presence heartbeats."
     )
+    progress_interval: Duration = Field(
+        default=5.0,
+        gt=0,
+        description="Seconds between two progress lines (rows left, rate, time left) while "
+        "the relay drains a backlog; none while it keeps up.",
+    )
     poll_interval: Duration = Field(
         default=0.002,
         gt=0,

@@ -4,8 +4,8 @@ Two threads, each with its own SQLite connections and Redis client:
 
 * the sender watches every project's outbox (``PRAGMA data_version``, a local
   read with no I/O, every ``poll_interval``) so a commit leaves within
-  milliseconds; it also re-sends overdue rows, beats presence and refreshes the
-  health key;
+  milliseconds; it also re-sends overdue rows, beats presence, refreshes the
+  health key and follows the backlog's drain (``producers.relay.progress``);
 * the ack reader blocks on the ack streams and applies the hub's outcomes.
 
 When Redis is unreachable both back off with jitter and keep every row
@@ -28,6 +28,7 @@ import logging
 import os
 import socket
 import threading
+import time
 from collections.abc import Callable
 
 import redis
@@ -43,7 +44,7 @@ from hubsync.core.connections import (
     connect,
     wait_for_redis,
 )
-from hubsync.core.daemon import Daemon, HealthKey, Periodic, RedisOutages
+from hubsync.core.daemon import Daemon, HealthKey, MonotonicClock, Periodic, RedisOutages
 from hubsync.core.entries import PresenceBeat
 from hubsync.core.errors import ConfigError
 from hubsync.core.redis_values import printable
@@ -54,6 +55,7 @@ from producers.registry import ProjectRegistration, RuntimeRegistry
 from producers.relay.acks import AckReader, AckStats
 from producers.relay.credentials import RelayCredentials
 from producers.relay.marker import AttemptMarker
+from producers.relay.progress import DrainProgress, project_backlog, settled_rows
 from producers.relay.project_states import ProjectStates
 from producers.relay.pruner import Pruner
 from producers.relay.sender import OutboxSender, SenderStats
@@ -86,6 +88,7 @@ class Relay(Daemon):
         target: RedisTarget | None = None,
         *,
         handle_signals: bool = True,
+        monotonic: MonotonicClock = time.monotonic,
     ) -> None:
         self.settings = settings
         # the Redis of the settings (their password file read once), unless the command built it
@@ -99,7 +102,9 @@ class Relay(Daemon):
                 f"state dir {settings.state_dir} belongs to runtime {self.runtime_id!r}, "
                 f"not {settings.runtime_id!r}"
             )
-        super().__init__(f"relay {self.runtime_id}", handle_signals=handle_signals)
+        super().__init__(
+            f"relay {self.runtime_id}", handle_signals=handle_signals, monotonic=monotonic
+        )
         self.credentials = RelayCredentials(self.registry)
         self.sender_stats = SenderStats()
         self.ack_stats = AckStats()
@@ -109,6 +114,7 @@ class Relay(Daemon):
             up="Redis reachable again after {seconds:.1f}s; draining pending rows",
         )
         self.health_key = HealthKey(keys.relay_health(self.runtime_id), settings.health_ttl)
+        self.progress = DrainProgress(self.label, settings.progress_interval, monotonic)
         self.project_states = project_states or ProjectStates(self.label)
         self._senders: dict[str, OutboxSender] = {}
         self._registrations: dict[str, ProjectRegistration] = {}
@@ -200,7 +206,7 @@ class Relay(Daemon):
 
     def summary(self) -> RelaySummary:
         """Counters so far, the outbox backlog now, and the projects that could not be read."""
-        pending = self._each_project(lambda sender: sender.store.outbox_counts()["pending"])
+        pending = self._each_project(lambda sender: sender.store.pending_count())
         return RelaySummary(
             runtime_id=self.runtime_id,
             projects=len(self._senders),
@@ -315,6 +321,7 @@ class Relay(Daemon):
         refresh = Periodic(PROJECT_REFRESH_SECONDS, self.monotonic)
         resend = Periodic(RESEND_CHECK_SECONDS, self.monotonic)
         health = Periodic(self.settings.health_ttl / 3, self.monotonic)
+        progress = Periodic(self.settings.progress_interval, self.monotonic)
 
         def resend_due() -> int:
             return self._each_project(lambda sender: sender.send_due_resends(client, self.clock()))
@@ -327,6 +334,7 @@ class Relay(Daemon):
                         client.ping()  # proves Redis is back before we say so
                     worked = self._send_new(client)
                     worked += resend.run(resend_due) or 0
+                    progress.run(self._sample_progress)
                     self._beat_presence(client)
                     health.run(lambda: self._write_health(client))
                 except UNAVAILABLE_ERRORS as exc:
@@ -352,6 +360,10 @@ class Relay(Daemon):
 
         return self._each_project(send)
 
+    def _sample_progress(self) -> None:
+        backlog = self._each_project(lambda sender: project_backlog(sender.store))
+        self.progress.sample(backlog, settled_rows(self.ack_stats, self.sender_stats))
+
     def _beat_presence(self, client: RedisClient, force: bool = False) -> None:
         now = self.monotonic()
         beats: dict[str, int] = {}
@@ -360,9 +372,7 @@ class Relay(Daemon):
             hub_project = sender.store.hub_project
             if not force and now < self._next_beat.get(hub_project, 0.0):
                 return 0
-            backlog = sender.store.outbox_counts()["pending"]
-            metrics.OUTBOX_BACKLOG.labels(sender.store.project_id).set(backlog)
-            beats[hub_project] = beats.get(hub_project, 0) + backlog
+            beats[hub_project] = beats.get(hub_project, 0) + project_backlog(sender.store)
             return 0
 
         self._each_project(count)

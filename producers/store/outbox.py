@@ -269,6 +269,12 @@ class OutboxQueries:
         """Save a relay position (e.g. the ack stream's last read id)."""
         self._db.write(lambda c: _save_position(c, name, value))
 
+    def pending_count(self) -> int:
+        """Rows not yet acknowledged, sent or not: ``outbox_counts()["pending"]`` alone, from
+        the two partial indexes (the relay's backlog, read every few seconds)."""
+        unsent, attempted = self._db.read(lambda c: _over_pending(c, "count(*)"))
+        return int(unsent) + int(attempted)
+
     def outbox_counts(self) -> dict[str, int]:
         """Rows by state: pending (attempted or not), attempted, acked, conflict, rejected, total."""
 

@@ -64,6 +64,12 @@ def make_hub_db(path: Path) -> Path:
     return path
 
 
+def hub_db_with_id(path: Path) -> tuple[Path, str]:
+    """A hub database that ``hubsync hub init`` gave its id: (path, hub id)."""
+    with open_store(hub_url_from_path(make_hub_db(path)), create_schema=False) as store:
+        return path, store.init_hub()
+
+
 def make_state_dir(path: Path, projects: int = 1) -> list[Path]:
     """A runtime state dir with ``projects`` registered projects, each with one event appended."""
     stores = []
@@ -447,9 +453,7 @@ def test_a_hub_store_of_another_hub_than_the_namespace_owner_fails_hub_identity(
     private_redis: RedisServerProcess,
     good_redis: redis.Redis,
 ) -> None:
-    hub_db = make_hub_db(tmp_path / "hub.db")
-    with open_store(hub_url_from_path(hub_db), create_schema=False) as store:
-        hub_id = store.init_hub()
+    hub_db, hub_id = hub_db_with_id(tmp_path / "hub.db")
     good_redis.set(keys.HUB_IDENTITY, "hub-00000000000000aa")
 
     result = doctor(capsys, private_redis.url, "--hub-db", str(hub_db))
@@ -467,9 +471,8 @@ def test_a_hub_store_behind_what_redis_saw_it_commit_fails_hub_mark(
     private_redis: RedisServerProcess,
     good_redis: redis.Redis,
 ) -> None:
-    hub_db = make_hub_db(tmp_path / "hub.db")
+    hub_db, hub_id = hub_db_with_id(tmp_path / "hub.db")
     with open_store(hub_url_from_path(hub_db), create_schema=False) as store:
-        hub_id = store.init_hub()
         store.ingest([event_entry(sync_event(1))])
         store.ingest([event_entry(sync_event(2))])
     good_redis.set(keys.HUB_IDENTITY, hub_id)

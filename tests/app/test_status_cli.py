@@ -14,6 +14,8 @@ import redis
 
 from consumers.stream.health import write_health
 from hubsync.core import keys
+from hubsync.core.entries import KIND_EVENT, decode_fields, entry_kind
+from hubsync.core.redis_values import entry_id_ms, redis_now_ms
 from hubsync.demo.embedded_redis import free_port
 from hubsync.processes import Child, hubsync_command
 from tests.helpers.operator_support import (
@@ -103,6 +105,7 @@ def test_without_a_hub_database_runtimes_come_from_presence_beats_on_the_stream(
     assert runtime["runtime_id"] == pipeline.runtime_id
     assert runtime["source"] == "stream" and runtime["stale"] is False
     assert project["hub_db"] is None
+    assert runtime["unstored"] is None, "no consumer has made group hub: Redis cannot tell"
 
 
 def test_a_runtime_silent_longer_than_stale_after_is_flagged_stale(
@@ -252,6 +255,39 @@ def test_the_backlog_of_a_runtime_is_labelled_with_the_age_of_the_beat_it_came_f
     row = row_of(out, pipeline.runtime_id, "hub_db")
     assert re.search(rf"│ +{runtime['backlog']} \(\d+\.\ds ago\) │", row), row
     assert "backlog at beat" in out
+
+
+def test_each_runtime_shows_the_hubs_lag_on_its_stream_beside_its_backlog(
+    capsys: pytest.CaptureFixture[str], busy_pipeline: LivePipeline
+) -> None:
+    p = busy_pipeline  # run-c's 4 events and a beat on the stream: 2 pending in ghost, 3 unread
+    before_ms = redis_now_ms(p.client)
+    doc = status_json(capsys, *p.deployment_args)
+    after_ms = redis_now_ms(p.client)
+
+    [runtime] = doc["hub_projects"][0]["runtimes"]
+    [group] = p.client.xinfo_groups(p.events)
+    summary = p.client.xpending(p.events, keys.CONSUMER_GROUP)
+    unread = p.client.xrange(p.events, min=f"({group['last-delivered-id'].decode()}")
+    assert runtime["unstored"] == summary["pending"] + len(unread) == group["lag"] + 2 == 5
+    # the oldest not stored is the oldest pending: everything before it was acked
+    oldest_ms = entry_id_ms(summary["min"])
+    age = runtime["oldest_unstored_age_seconds"]
+    assert (before_ms - oldest_ms) / 1000 <= age <= (after_ms - oldest_ms) / 1000
+    # the events among them are the rows the outbox waits for, and the hub store lacks
+    unstored = [decode_fields(f) for _, f in p.client.xrange(p.events, min=summary["min"])]
+    events = [f for f in unstored if entry_kind(f) == KIND_EVENT]
+    appended = p.store.outbox_counts()["total"]
+    assert len(events) == p.store.outbox_counts()["pending"] == 4
+    assert appended - p.hub_rows("sync_events") == 4
+
+    code, out, _ = run_cli(capsys, "status", *p.deployment_args)
+
+    assert code == 0
+    assert "unstored at hub" in out and "oldest unstored" in out
+    row = row_of(out, p.runtime_id, "hub_db")
+    backlog = runtime["backlog"]  # of the last beat the hub stored, before run-c
+    assert re.search(rf"│ +{backlog} \([0-9.ms]+ ago\) │ +5 │ +[0-9.ms]+ │ +hub_db │", row), row
 
 
 def test_consumers_are_counted_by_live_health_keys_and_members_without_one_are_dead(

@@ -22,16 +22,7 @@ import pytest
 import redis
 
 from hubstore.sqlite.store import SqliteHubStore
-from hubsync.core import keys
-from hubsync.core.entries import (
-    ConflictReason,
-    Outcome,
-    OutcomeRecord,
-    SecurityReason,
-    decode_fields,
-    event_entry_fields,
-    parse_outcomes_entry,
-)
+from hubsync.core import entries, keys
 from hubsync.core.wire import SyncEvent
 from hubsync.processes import run_hubsync
 from tests.helpers import acl_support as acl
@@ -68,13 +59,13 @@ class Deployment:
     def consume_once(self) -> dict[str, Any]:
         return consume_once(self.consumer_url, self.hub_db)
 
-    def outcomes_for(self, runtime: Runtime) -> list[OutcomeRecord]:
+    def outcomes_for(self, runtime: Runtime) -> list[entries.OutcomeRecord]:
         """Every outcome the hub sent ``runtime``, oldest first."""
         stream = keys.acks_stream(HUB_PROJECT, runtime.runtime_id)
         return [
             record
             for _, raw in self.admin.xrange(stream)
-            for record in parse_outcomes_entry(decode_fields(raw))
+            for record in entries.parse_outcomes_entry(entries.decode_fields(raw))
         ]
 
 
@@ -123,19 +114,19 @@ def test_one_runtimes_key_cannot_write_squat_or_park_another_runtimes_project(
         assert hub.count_events(run_id="run-fake") == hub.count_events(run_id=SQUATTED) == 0
         refused = hub.alerts()
         assert {(a.reason, a.runtime_id, a.run_id) for a in refused} == {
-            (ConflictReason.NOT_OWNER, rt_a.runtime_id, "run-fake"),
-            (ConflictReason.NOT_OWNER, rt_a.runtime_id, SQUATTED),
+            (entries.ConflictReason.NOT_OWNER, rt_a.runtime_id, "run-fake"),
+            (entries.ConflictReason.NOT_OWNER, rt_a.runtime_id, SQUATTED),
         }
     # the sender hears of its own rows; the owner hears nothing of them
     assert {(o.run_id, o.outcome, o.reason) for o in deployment.outcomes_for(rt_a)} == {
-        ("run-fake", Outcome.CONFLICT, "not_owner"),
-        (SQUATTED, Outcome.CONFLICT, "not_owner"),
+        ("run-fake", entries.Outcome.CONFLICT, "not_owner"),
+        (SQUATTED, entries.Outcome.CONFLICT, "not_owner"),
     }
     assert [(o.run_id, o.outcome) for o in deployment.outcomes_for(rt_b)] == [
-        ("run-0", Outcome.ACCEPTED)
+        ("run-0", entries.Outcome.ACCEPTED)
     ]
     streamed = deployment.admin.xrange(keys.alerts_stream(HUB_PROJECT))
-    assert [decode_fields(raw)["reason"] for _, raw in streamed] == [b"not_owner"] * 2
+    assert [entries.decode_fields(raw)["reason"] for _, raw in streamed] == [b"not_owner"] * 2
 
     # rt-b runs the squatted run id as its own: accepted, acknowledged, nothing parked
     for step in range(3):
@@ -165,7 +156,7 @@ def test_forgeries_under_thousands_of_keys_are_one_alert(deployment: Deployment)
             event = sync_event(n, run_id=f"run-{n}", project_id=rt_b.project_id,
                                runtime_id=rt_b.runtime_id)  # fmt: skip
             data, digest = event.encoded()
-            pipe.xadd(rt_a.events, event_entry_fields(event, data, digest))  # type: ignore[arg-type]
+            pipe.xadd(rt_a.events, entries.event_entry_fields(event, data, digest))  # type: ignore[arg-type]
         pipe.execute()
     attacker.close()
     assert deployment.consume_once()["refused"] == forgeries
@@ -173,7 +164,7 @@ def test_forgeries_under_thousands_of_keys_are_one_alert(deployment: Deployment)
     with SqliteHubStore(deployment.hub_db) as hub:
         [alert] = hub.alerts(limit=10_000)
         assert (alert.reason, alert.hub_project, alert.runtime_id, alert.occurrences) == (
-            SecurityReason.UNAUTHENTICATED,
+            entries.SecurityReason.UNAUTHENTICATED,
             HUB_PROJECT,
             rt_b.runtime_id,
             forgeries,

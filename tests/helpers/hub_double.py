@@ -40,8 +40,18 @@ def ack_everything(
     client: redis.Redis, hub_project: str, judge: Judge | None = None, after: str = "-"
 ) -> int:
     """Write one outcome per event entry on the stream; return how many were judged."""
+    return ack_events(client, hub_project, stream_events(client, hub_project), judge)
+
+
+def ack_events(
+    client: redis.Redis,
+    hub_project: str,
+    events: list[dict[str, bytes]],
+    judge: Judge | None = None,
+) -> int:
+    """Write one outcome per event of ``events`` (``stream_events``' entries); return how many."""
     by_runtime: dict[str, list[OutcomeRecord]] = defaultdict(list)
-    for fields in stream_events(client, hub_project):
+    for fields in events:
         project_id = fields["project_id"].decode()
         run_id = fields["run_id"].decode()
         sequence = int(fields["sequence"])

@@ -33,6 +33,7 @@ from producers.store import event_store
 from producers.store.event_store import RunEventStore
 from tests.helpers.operator_support import run_cli
 from tests.helpers.relay_player import event_entry, sync_event
+from tests.helpers.sqlite_files import columns_of, index_columns, read_only, version_of
 
 # The hub database's schema as shipped at version 1 (hubstore/sqlite/schema.py before
 # version 2). Never edit: it is what files in the field were made with.
@@ -214,39 +215,26 @@ def make_hub(path: Path, schema: tuple[str, ...], version: int) -> None:
 
 def rows_of(path: Path) -> dict[str, list[tuple[Any, ...]]]:
     """Every row of every hub table, each column as its type and bytes (``quote``)."""
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    try:
+    with read_only(path) as conn:
         found = {}
         for table in TABLES:
-            columns = [row[1] for row in conn.execute(f"PRAGMA table_info({table})")]
-            quoted = ", ".join(f"typeof({c}), quote(CAST({c} AS BLOB))" for c in columns)
+            quoted = ", ".join(
+                f"typeof({c[1]}), quote(CAST({c[1]} AS BLOB))" for c in columns_of(conn, table)
+            )
             found[table] = conn.execute(f"SELECT {quoted} FROM {table} ORDER BY rowid").fetchall()
         return found
-    finally:
-        conn.close()
 
 
 def shape_of(path: Path) -> dict[str, Any]:
     """Tables with their columns, and indexes with their columns: what a schema is."""
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    try:
+    with read_only(path) as conn:
         shape: dict[str, Any] = {}
         for (table,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'"):
-            shape[table] = [tuple(r) for r in conn.execute(f"PRAGMA table_info({table})")]
+            shape[table] = columns_of(conn, table)
             for index in conn.execute(f"PRAGMA index_list({table})").fetchall():
-                columns = [r[2] for r in conn.execute(f"PRAGMA index_info({index[1]})")]
-                shape[f"{table}.{index[1]}"] = (index[2], columns)  # unique?, columns
+                # unique?, columns
+                shape[f"{table}.{index[1]}"] = (index[2], index_columns(conn, index[1]))
         return shape
-    finally:
-        conn.close()
-
-
-def version_of(path: Path) -> int:
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    try:
-        return int(conn.execute("PRAGMA user_version").fetchone()[0])
-    finally:
-        conn.close()
 
 
 def assert_shaped_as_a_new_hub(path: Path, tmp_path: Path) -> None:
@@ -403,9 +391,8 @@ def test_the_backup_of_an_upgraded_hub_database_is_a_private_valid_v1_database(
     backup = tmp_path / "hub.db.v1.bak"
     assert backup == backup_path(path, 1)
     assert_backup_of(backup, 1, before, v1_shape)
-    conn = sqlite3.connect(f"file:{backup}?mode=ro", uri=True)
-    assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
-    conn.close()
+    with read_only(backup) as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     assert not list(tmp_path.glob("*.partial")), "no half-copied backup is left behind"
 
 
@@ -618,14 +605,11 @@ def make_v1_registry(state_dir: Path) -> Path:
 
 
 def registry_rows(path: Path) -> dict[str, list[tuple[Any, ...]]]:
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    try:
+    with read_only(path) as conn:
         return {
             table: conn.execute(f"SELECT * FROM {table} ORDER BY rowid").fetchall()
             for table in ("registry_meta", "projects")
         }
-    finally:
-        conn.close()
 
 
 def test_a_v1_registry_is_upgraded_at_open_keeping_its_runtime_and_projects(

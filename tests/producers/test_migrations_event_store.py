@@ -27,6 +27,7 @@ from producers.store.event_store import EVENT_STORE_SCHEMA_VERSION, RunEventStor
 from tests.helpers.hub_double import ack_everything, stream_events
 from tests.helpers.operator_support import run_cli
 from tests.helpers.relay_support import make_runtime, relay_settings
+from tests.helpers.sqlite_files import columns_of, index_columns, read_only, version_of
 
 HUB_PROJECT = "alpha"
 
@@ -141,18 +142,9 @@ def v1_runtime(state_dir: Path) -> tuple[RuntimeRegistry, Path, dict[str, list[t
     return registry, path, keys
 
 
-def version_of(path: Path) -> int:
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    try:
-        return int(conn.execute("PRAGMA user_version").fetchone()[0])
-    finally:
-        conn.close()
-
-
 def file_rows(path: Path) -> dict[str, list[tuple[Any, ...]]]:
     """Every row of the file, the outbox's with its bytes, whichever version it is."""
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    try:
+    with read_only(path) as conn:
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         outbox = (
             f"SELECT {V2_OUTBOX_COLUMNS} FROM outbox AS o "
@@ -164,25 +156,19 @@ def file_rows(path: Path) -> dict[str, list[tuple[Any, ...]]]:
         for table in ("store_meta", "run_events", "relay_state", "sqlite_sequence"):
             found[table] = conn.execute(f"SELECT * FROM {table} ORDER BY rowid").fetchall()
         return found
-    finally:
-        conn.close()
 
 
 def schema_of(path: Path) -> dict[str, Any]:
     """Each table's columns and each index's definition (partial ones with their WHERE)."""
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    try:
+    with read_only(path) as conn:
         shape: dict[str, Any] = {}
         for name, kind, sql in conn.execute("SELECT name, type, sql FROM sqlite_master"):
             if kind == "table":
-                shape[name] = [tuple(r) for r in conn.execute(f"PRAGMA table_info({name})")]
+                shape[name] = columns_of(conn, name)
             elif kind == "index":
                 # an autoindex has no SQL: its columns say what it is
-                columns = [r[2] for r in conn.execute(f"PRAGMA index_info({name})")]
-                shape[name] = (" ".join(sql.split()) if sql else None, columns)
+                shape[name] = (" ".join(sql.split()) if sql else None, index_columns(conn, name))
         return shape
-    finally:
-        conn.close()
 
 
 def fresh_store_schema(tmp_path: Path) -> dict[str, Any]:
@@ -250,9 +236,8 @@ def test_a_v1_store_keeps_every_row_and_state_byte_for_byte(tmp_path: Path) -> N
         (r[0], r[4], r[5]) for r in before["outbox"]
     }
     # The old bytes' column is gone from the outbox itself.
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    columns = [r[1] for r in conn.execute("PRAGMA table_info(outbox)")]
-    conn.close()
+    with read_only(path) as conn:
+        columns = [c[1] for c in columns_of(conn, "outbox")]
     assert "sync_event" not in columns
 
 

@@ -14,10 +14,10 @@ from hubsync.core.entries import (
     Outcome,
     OutcomeRecord,
     decode_fields,
+    event_entry_fields,
     outcomes_entry_fields,
     parse_event_entry,
     parse_outcomes_entry,
-    raw_event_entry_fields,
 )
 from hubsync.core.errors import WireError
 from hubsync.core.signing import (
@@ -28,6 +28,7 @@ from hubsync.core.signing import (
     sign_event_entry,
     verify_event_entry,
 )
+from hubsync.core.wire import parse_sync_event
 from producers.relay.sender import EntryBuilder
 from producers.store.event_store import RunEventStore, StoreIdentity
 
@@ -79,16 +80,10 @@ def test_an_outbox_entry_is_the_contract_entry_signed(tmp_path: Path) -> None:
         builder = EntryBuilder(store, KEY)
         for row in rows:
             fields = builder.fields(row)
-            expected = raw_event_entry_fields(
-                project_id=store.project_id,
-                hub_project=store.hub_project,
-                run_id=row.run_id,
-                sequence=row.sequence,
-                event_type=row.event_type,
-                runtime_id=store.home_runtime_id,
-                digest=row.content_hash,
-                data=row.sync_event,
-            )
+            # the reference: the entry of the event its bytes hold, as the contract builds it
+            event = parse_sync_event(row.sync_event, row.content_hash)
+            assert (event.run_id, event.sequence) == (row.run_id, row.sequence)
+            expected = event_entry_fields(event, row.sync_event, row.content_hash)
             expected[SIGNATURE_FIELD] = sign_event_entry(KEY, expected)
             read = decode_fields(fields)  # as a hub reads the entry back
             assert read == decode_fields(expected)
