@@ -19,6 +19,9 @@ import pytest
 
 from hubstore.leases import LeaseClient
 from hubsync.core import keys
+from producers.effects.kinds import EffectKind
+from producers.effects.ledger import EffectsLedger
+from producers.effects.records import EffectSpec
 from tests.helpers.browser_support import http_status, served_dashboard
 from tests.helpers.operator_support import HOSTILE, HUB_PROJECT, LivePipeline, error_lines, run_cli
 from tests.helpers.relay_player import send_fields
@@ -76,11 +79,26 @@ def field(page: Page, scope: str, name: str) -> str:
     return page.locator(f'{scope} [data-field="{name}"]').inner_text().strip()
 
 
+def parked_effect(path: Path) -> str:
+    """A ledger at ``path`` with one attempt parked blocked_uncertain: its effect key."""
+    ledger = EffectsLedger(path)
+    try:
+        key = ledger.claim(EffectSpec("run-1", "step-1", "a1", EffectKind.GIT_COMMIT, "main"))
+        assert isinstance(key, str)
+        ledger.park_blocked(key, "a1", "timeout mid-request")
+    finally:
+        ledger.close()
+    return key
+
+
 def test_the_main_page_agrees_with_redis_and_the_hub_store(
     pipeline: LivePipeline, page: Page, tmp_path: Path
 ) -> None:
     p, client = pipeline, pipeline.client
-    args = dashboard_args(p, "--amber-after", "0", "--red-after", "1h")
+    effect = parked_effect(tmp_path / "effects.db")
+    ledgers = ["--effects-ledger", str(tmp_path / "effects.db")]
+    ledgers += ["--effects-ledger", str(tmp_path / "none.db")]
+    args = dashboard_args(p, "--amber-after", "0", "--red-after", "1h", *ledgers)
     with served_dashboard(tmp_path, *args) as base:
         page.goto(base + "/")
         card = f'.card[data-project="{HUB_PROJECT}"]'
@@ -111,6 +129,10 @@ def test_the_main_page_agrees_with_redis_and_the_hub_store(
             pending["ghost"],
         )
         assert "effect:deploy:1" in page.get_by_test_id("leases").inner_text()
+        assert page.get_by_test_id("blocked-count").inner_text() == "1"
+        assert effect in page.get_by_test_id("blocked").inner_text()
+        assert "none.db: no such file" in page.locator("body").inner_text()
+        assert not (tmp_path / "none.db").exists()  # a ledger is never created here
 
         # security alerts come first, and every forged value shows escaped and runs nothing
         assert page.locator("h2").first.inner_text() == "Security alerts"
