@@ -100,7 +100,10 @@ def test_the_main_page_agrees_with_redis_and_the_hub_store(
     ledgers += ["--effects-ledger", str(tmp_path / "none.db")]
     args = dashboard_args(p, "--amber-after", "0", "--red-after", "1h", *ledgers)
     with served_dashboard(tmp_path, *args) as base:
-        page.goto(base + "/")
+        reply = page.goto(base + "/")
+        assert reply is not None
+        policy = reply.headers["content-security-policy"]
+        assert "script-src 'self';" in policy and "frame-ancestors 'none'" in policy
         card = f'.card[data-project="{HUB_PROJECT}"]'
         [group] = client.xinfo_groups(p.events)
         summary = client.xpending(p.events, keys.CONSUMER_GROUP)
@@ -143,7 +146,13 @@ def test_the_main_page_agrees_with_redis_and_the_hub_store(
         assert page.evaluate("window.owned") is None
         assert page.get_by_test_id("mode").inner_text() == "read-only"
 
-        # the page samples and polls: both sparklines are drawn once two samples exist
+        # the page polls /live (its script allowed by the page's policy): the snapshot moves on
+        first = page.get_by_test_id("generated").inner_text()
+        page.wait_for_function(
+            "first => document.querySelector('[data-testid=generated]').innerText !== first",
+            arg=first,
+        )
+        # and the dashboard samples: the sparklines are drawn once two samples exist
         page.wait_for_function(
             "document.querySelector('[data-testid=spark-lag] polyline')"
             ".getAttribute('points').includes(' ')"
