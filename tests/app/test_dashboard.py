@@ -188,7 +188,7 @@ def test_runs_and_events_are_browsed_by_cursor_never_showing_event_bytes(
         assert '"step"' not in page.content()  # the record's data is never on the page
 
 
-def test_a_dead_letter_is_replayed_once_confirmed_and_a_forgery_never(
+def test_actions_run_once_confirmed_and_a_forgery_is_never_replayed(
     pipeline: LivePipeline, page: Page, tmp_path: Path
 ) -> None:
     client, dead = pipeline.client, keys.dead_stream(HUB_PROJECT)
@@ -211,8 +211,22 @@ def test_a_dead_letter_is_replayed_once_confirmed_and_a_forgery_never(
         page.screenshot(path=tmp_path / "confirm.png")
         page.get_by_test_id("confirm").click()
         assert page.get_by_test_id("done").inner_text().startswith("replayed 1 dead letter(s)")
+        # a dead consumer is removed once confirmed, its pending entries handed to a live one
+        pending = consumers_pending(pipeline)
+        page.goto(base + "/")
+        page.locator('[data-consumer="ghost"]').get_by_text("remove…").click()
+        page.get_by_test_id("confirm").click()
+        done = page.get_by_test_id("done").inner_text()
+        assert done == "removed consumer ghost from 1 stream(s); 2 pending entries handed to hub-1"
     assert [i.decode() for i, _ in client.xrange(dead)] == [letters["unauthenticated"]]
     assert client.xlen(pipeline.events) == before + 1
+    after = consumers_pending(pipeline)
+    assert "ghost" not in after and after["hub-1"] == pending["hub-1"] + pending["ghost"]
+
+
+def consumers_pending(p: LivePipeline) -> dict[str, int]:
+    reply: Any = p.client.xinfo_consumers(p.events, keys.CONSUMER_GROUP)
+    return {c["name"].decode(): int(c["pending"]) for c in reply}
 
 
 def test_without_allow_actions_every_action_is_refused(
