@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import signal
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import click
@@ -130,4 +133,19 @@ def dashboard(
         mode = "actions allowed" if allow_actions else "read-only"
         shown_host = f"[{host}]" if ":" in host else host
         click.echo(f"hubsync dashboard on http://{shown_host}:{port}/ ({mode}); Ctrl-C stops it")
-        uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
+        with _stop_signals_end_quietly():
+            uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
+
+
+@contextlib.contextmanager
+def _stop_signals_end_quietly() -> Iterator[None]:
+    """Exit 0 on SIGINT or SIGTERM. uvicorn stops serving on the first one, puts back the
+    handlers it found and raises the signal again once stopped; the handlers found are
+    these, which take that repeat as done."""
+    signals = (signal.SIGINT, signal.SIGTERM)
+    found = {signum: signal.signal(signum, lambda *_: None) for signum in signals}
+    try:
+        yield
+    finally:
+        for signum, handler in found.items():
+            signal.signal(signum, handler)

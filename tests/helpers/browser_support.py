@@ -56,7 +56,8 @@ def http_status(url: str, headers: dict[str, str] | None = None) -> int:
 @contextmanager
 def served_dashboard(logs: Path, *argv: str, token: str | None = None) -> Iterator[str]:
     """``hubsync dashboard ARGV`` on a free port of 127.0.0.1 as its own process, until it
-    answers (with ``token``, when it was given one); its base URL. Stopped at the end."""
+    answers (with ``token``, when it was given one); its base URL. Stopped at the end by
+    SIGTERM, on which it exits 0."""
     port = free_port()
     command = hubsync_command("dashboard", "--port", str(port), *argv)
     child = Child("dashboard", command, logs / f"dashboard-{port}.log").start()
@@ -71,4 +72,5 @@ def served_dashboard(logs: Path, *argv: str, token: str | None = None) -> Iterat
         wait_until(answers, timeout=30, interval=0.1, what="the dashboard to answer")
         yield base
     finally:
-        child.stop(timeout=10)
+        code = child.stop(timeout=10)
+    assert code == 0, f"the dashboard exited {code} on SIGTERM:\n{child.tail()}"
