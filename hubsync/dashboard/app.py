@@ -136,6 +136,7 @@ class Dashboard:
                 HubsyncError: self._refused,
                 redis.ConnectionError: self._unreachable,
                 redis.TimeoutError: self._unreachable,
+                redis.RedisError: self._redis_refused,
             },
         )
 
@@ -151,8 +152,8 @@ class Dashboard:
         while True:
             try:
                 await anyio.to_thread.run_sync(self.sources.sample)
-            except HubsyncError as exc:  # a busy or broken hub store: this sample is skipped
-                log.warning("dashboard sample skipped: %s", exc)
+            except (HubsyncError, redis.RedisError) as exc:  # a busy store, a refused command
+                log.warning("dashboard sample skipped: %s", printable(exc))
             await anyio.sleep(self.config.refresh)
 
     # ----- pages -----
@@ -308,6 +309,11 @@ class Dashboard:
         name the URL); the next request tries again."""
         await anyio.to_thread.run_sync(self.sources.drop_redis)
         return self._error(request, 503, f"cannot reach Redis ({type(exc).__name__})")
+
+    async def _redis_refused(self, request: Request, exc: Exception) -> Response:
+        """Redis refused a command (an ACL user without the right, a key of another type):
+        a 502 page with Redis's one line (it names the command, never a secret)."""
+        return self._error(request, 502, f"Redis refused a command: {exc}")
 
     async def _refused(self, request: Request, exc: Exception) -> Response:
         """A hubsync error (bad id, unknown project, refused action) as a page, never a trace."""
