@@ -54,13 +54,16 @@ def http_status(url: str, headers: dict[str, str] | None = None) -> int:
 
 
 @contextmanager
-def served_dashboard(logs: Path, *argv: str, token: str | None = None) -> Iterator[str]:
+def served_dashboard(
+    logs: Path, *argv: str, token: str | None = None, env: dict[str, str] | None = None
+) -> Iterator[str]:
     """``hubsync dashboard ARGV`` on a free port of 127.0.0.1 as its own process, until it
-    answers (with ``token``, when it was given one); its base URL. Stopped at the end by
+    answers (with ``token``, when it was given one); its base URL. ``env``: its variables
+    (a Redis URL with a password, kept off its command line). Stopped at the end by
     SIGTERM, on which it exits 0."""
     port = free_port()
     command = hubsync_command("dashboard", "--port", str(port), *argv)
-    child = Child("dashboard", command, logs / f"dashboard-{port}.log").start()
+    child = Child("dashboard", command, logs / f"dashboard-{port}.log", env=env).start()
     base = f"http://127.0.0.1:{port}"
     headers = {} if token is None else {"Authorization": f"Bearer {token}"}
 
