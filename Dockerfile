@@ -9,7 +9,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 
 WORKDIR /src
-COPY pyproject.toml README.md constraints.txt ./
+COPY pyproject.toml README.md LICENSE constraints.txt ./
 COPY hubsync ./hubsync
 COPY producers ./producers
 COPY consumers ./consumers

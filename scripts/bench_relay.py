@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
-"""Relay benchmark: drain rate against raw pipelined XADD, RSS on a big backlog, latency.
+"""Relay benchmark: drain rate against raw XADD packed as the relay packs, RSS on a big backlog, latency.
 
 Everything runs on a private redis-server started here, side by side in one
 run, so the ratios hold on a noisy machine even when the absolute figures move.
 
 * drain: the relay drains an outbox of N events (``Relay.run_once``); the
-  ceiling is a plain Python loop XADDing the identical entries (same fields,
-  same bytes) in pipelined batches of the same size, with no outbox work.
+  ceiling is ``hubsync bench``'s: the identical entries (same fields, same
+  bytes) XADDed in batches of the same size, packed and written as the relay
+  packs and writes them, with no outbox work (``hubsync.benchmarks.ceilings``).
 * rss: peak RSS of a ``hubsync relay`` process draining a large backlog.
 * latency: commit -> XADD at a fixed offered load, p50/p95/p99.
 
@@ -68,7 +69,8 @@ def make_store(root: Path, events: int, runs: int = 10) -> tuple[RuntimeRegistry
 
 
 def raw_xadd_rate(client: redis.Redis, store: RunEventStore, batch: int) -> float:
-    """The ceiling: the store's rows XADDed as raw pipelined batches (``hubsync.benchmarks``)."""
+    """The ceiling: the store's rows XADDed as raw batches, packed as the relay packs
+    (``hubsync.benchmarks``)."""
     seconds, count = raw_xadd_seconds(client, store, batch)
     return count / seconds
 
@@ -213,7 +215,7 @@ def main() -> None:
     drain, latency, rss = result["drain"], result["latency"], result["rss"]
     print(f"{'measure':<38}{'value':>14}")
     print(f"{'relay drain (events/s)':<38}{drain['events_per_s']:>14,}")
-    print(f"{'raw pipelined XADD ceiling (events/s)':<38}{drain['ceiling_events_per_s']:>14,}")
+    print(f"{'raw XADD ceiling (events/s)':<38}{drain['ceiling_events_per_s']:>14,}")
     print(f"{'relay / ceiling':<38}{drain['ratio']:>14}")
     print(f"{'commit->XADD p50 / p99 (ms)':<38}{latency['p50_ms']:>7} /{latency['p99_ms']:>5}")
     print(

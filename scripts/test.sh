@@ -3,8 +3,9 @@
 # environment (.venv/, created on first use with $PYTHON, default python3) at the pins of
 # constraints.txt, makes sure a redis-server binary and PostgreSQL's initdb/pg_ctl exist (the
 # tests start their own private servers from them, never the machine's Redis on 6379 or
-# PostgreSQL on 5432) and Debian's chromium (for the dashboard's browser tests), checks lint,
-# format and types, then runs pytest.
+# PostgreSQL on 5432), installs promtool and systemd-analyze when it can (the deploy/ files'
+# checks) and Debian's chromium (the dashboard's browser tests), checks lint, format and
+# types, then runs pytest.
 #
 #   scripts/test.sh                    the pinned run (what CI and a fresh clone install)
 #   scripts/test.sh --latest           the same checks on the newest releases pyproject.toml
@@ -109,16 +110,26 @@ if [ -z "${HUBSYNC_TEST_POSTGRES_URL:-}" ] && ! have_initdb; then
   fi
 fi
 
-# The browser tests drive Debian's chromium (never a browser download); without it they are
-# skipped locally with the reason shown, and fail in CI.
-if ! [ -x /usr/bin/chromium ]; then
+# promtool (Debian's prometheus package) checks and unit-tests deploy/prometheus/'s alert
+# rules; systemd-analyze verifies deploy/systemd/'s units. Their tests skip without them,
+# except in CI, so install them here when we can.
+install_tool() {  # install_tool COMMAND PACKAGE
+  command -v "$1" >/dev/null 2>&1 && return 0
   if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
-    echo "== installing chromium (apt-get)"
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+    echo "== installing $2 for $1 (apt-get)"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$2" >/dev/null
   else
-    echo "chromium is missing: the browser tests will be skipped (install it, e.g. 'sudo apt-get install -y chromium')" >&2
+    echo "warning: $1 is missing (e.g. 'sudo apt-get install -y $2'): its tests are skipped, and fail in CI" >&2
   fi
+}
+install_tool promtool prometheus
+# only promtool is wanted: a Prometheus server the package started is stopped and disabled
+if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet prometheus 2>/dev/null; then
+  systemctl disable --now prometheus >/dev/null 2>&1 || true
 fi
+install_tool systemd-analyze systemd
+# the dashboard's browser tests drive Debian's chromium (never a browser download)
+install_tool chromium chromium
 
 echo "== ruff (lint, format)"
 "$PY" -m ruff check hubsync producers consumers hubstore tests scripts

@@ -36,7 +36,7 @@ import redis
 from hubstore.redis_functions import load_library
 from hubsync.demo.embedded_redis import RedisServerProcess
 from hubsync.servers.redis_cluster import RedisClusterProcesses
-from tests.helpers.support import require_redis_server
+from tests.helpers.support import require_redis_server, unavailable
 from tests.helpers.trust import forget_enrollments
 
 if TYPE_CHECKING:
@@ -219,9 +219,7 @@ def postgres_server() -> Iterator[PostgresCluster]:
     try:
         cluster = PostgresCluster.start()
     except PostgresUnavailable as exc:
-        if os.environ.get("CI"):
-            pytest.fail(f"PostgreSQL is required in CI: {exc}")
-        pytest.skip(str(exc))
+        unavailable(str(exc))
     with cluster:
         yield cluster
 

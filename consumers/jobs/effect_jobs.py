@@ -128,10 +128,10 @@ def _execute_and_commit(
         if keeper is not None:
             keeper.close(release=False)
     if isinstance(failure, NothingExecutedError):
-        effects.abandon(claim)
+        effects.abandon(claim, str(failure))
         raise RetryLaterError(str(failure)) from None
     if isinstance(failure, EffectFailedError):
-        effects.abandon(claim)
+        effects.abandon(claim, str(failure), failed=True)
         _no_retry()
         raise failure
     if failure is not None:

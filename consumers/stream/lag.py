@@ -2,10 +2,10 @@
 
 Read every reclaim interval (XINFO GROUPS and the XPENDING summary per
 stream, and one XRANGE for a stream whose oldest unstored entry was never
-delivered) and exported as gauges: per hub project the lag of group ``hub``
-and the age of its oldest pending entry; per runtime the entries of its stream
-not yet stored at the hub (never delivered, or delivered and not acknowledged)
-and the age of the oldest of them. Ages are measured on Redis's clock (``TIME``
+delivered) and exported as gauges per hub project and runtime: the lag of group ``hub``, the
+age of its oldest pending entry, the entries of the stream not yet stored at
+the hub (never delivered, or delivered and not acknowledged) and the age of
+the oldest of them. Ages are measured on Redis's clock (``TIME``
 against the millisecond part of the entry id), so a consumer host with a
 skewed clock still reports the truth.
 """
@@ -92,21 +92,15 @@ def _first_undelivered_age(
 
 
 def export_lag(client: RedisClient, streams: Sequence[str]) -> list[StreamLag]:
-    """Read the lag of ``streams`` and set the gauges: per hub project (its streams' lag
-    summed, the oldest pending age of any) and per runtime (unstored entries, oldest age)."""
+    """Read the lag of ``streams`` and set the gauges, one series per hub project and runtime:
+    the lag of group ``hub``, the oldest pending age, the unstored entries and their oldest
+    age (a project's figures are the sum or the maximum over its runtimes' series)."""
     readings = read_lag(client, streams)
-    lags: dict[str, int] = {}
-    ages: dict[str, float] = {}
     for reading in readings:
-        project = reading.hub_project
+        labels = (reading.hub_project, reading.runtime_id)
         if reading.lag is not None:
-            lags[project] = lags.get(project, 0) + reading.lag
-        ages[project] = max(ages.get(project, 0.0), reading.oldest_pending_age_seconds)
-        labels = (project, reading.runtime_id)
+            metrics.CONSUMER_LAG.labels(*labels).set(reading.lag)
+        metrics.OLDEST_PENDING_AGE.labels(*labels).set(reading.oldest_pending_age_seconds)
         metrics.RUNTIME_UNSTORED.labels(*labels).set(reading.unstored)
         metrics.RUNTIME_OLDEST_UNSTORED_AGE.labels(*labels).set(reading.oldest_unstored_age_seconds)
-    for project, lag in lags.items():
-        metrics.CONSUMER_LAG.labels(project).set(lag)
-    for project, age in ages.items():
-        metrics.OLDEST_PENDING_AGE.labels(project).set(age)
     return readings

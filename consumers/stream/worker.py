@@ -28,6 +28,7 @@ from consumers.stream.health import claim_name, write_health
 from consumers.stream.hub_binding import check_binding, queue_binding
 from consumers.stream.judging import EntryJudge, StreamBatch
 from consumers.stream.lag import export_lag
+from consumers.stream.presence_gauges import export_presence
 from consumers.stream.publishing import MAX_DELIVERIES_REASON, Publication
 from consumers.stream.read_budget import ReadBudget, reply_bytes
 from consumers.stream.reclaim import reclaim_stream, remove_idle_consumers
@@ -88,7 +89,12 @@ class HubConsumer(Daemon):
         self.store = store
         self.settings = settings
         self.name = validate_name(name or settings.name or default_consumer_name(), "consumer name")
-        super().__init__(f"consumer {self.name}", handle_signals=handle_signals)
+        super().__init__(
+            f"consumer {self.name}",
+            handle_signals=handle_signals,
+            # a pass may block on a read, or wait out an outage for the backoff's cap, on purpose
+            heartbeat_timeout=settings.health_ttl + settings.block_ms / 1000 + _BACKOFF_CAP,
+        )
         self.stats = ConsumerStats()
         self.functions = functions_for(client)
         self.followed = FollowedStreams(client, settings.max_projects)
@@ -99,6 +105,9 @@ class HubConsumer(Daemon):
         self.health_key = HealthKey(keys.consumer_health(self.name), settings.health_ttl)
         self._holds_name = False  # the health key is ours to refresh and, at the end, delete
         self.outages = RedisOutages(self.label)
+        self._store_failing = False  # the last step the hub store took part in failed
+        self.readiness.require("Redis unreachable", lambda: self.outages.up)
+        self.readiness.require("hub store failing", lambda: not self._store_failing)
         self._backoff = Backoff(base=_BACKOFF_BASE, cap=_BACKOFF_CAP)
         self.hub_id: str | None = None
         self.revocations = RevocationCheck(client, store)
@@ -116,6 +125,7 @@ class HubConsumer(Daemon):
                 # a Redis unreachable at start is waited for (logged once), not a failure
                 wait_until_reachable(self.client, self.target, self.stop_event)
                 while not self.stopping:
+                    self.readiness.beat()
                     self._guarded(self._iteration)
             finally:
                 self._final_health()
@@ -132,7 +142,7 @@ class HubConsumer(Daemon):
                 break
         self.reclaim()
         self.maintain()
-        export_lag(self.client, self.streams)
+        self._export_gauges()
         self._write_health()
         self._log_stats("ran once")
         return self.stats
@@ -161,7 +171,12 @@ class HubConsumer(Daemon):
     def _reclaim_and_maintain(self) -> None:
         self.reclaim()
         self.maintain()
+        self._export_gauges()
+
+    def _export_gauges(self) -> None:
+        """The lag of every stream read (Redis) and every enrolled runtime's presence (store)."""
         export_lag(self.client, self.streams)
+        export_presence(self.store, set(self._enrolled_streams()))
 
     def _guarded(self, step: Callable[[], object]) -> None:
         """Run one step; ride out Redis outages and a busy or failing hub store."""
@@ -182,8 +197,10 @@ class HubConsumer(Daemon):
             return
         except (StoreError, StoreBusyError) as exc:
             log.error("hub store failed (%s); the batch stays pending and will be retried", exc)
+            self._store_failing = True
             self._after_failure()
             return
+        self._store_failing = False  # the pass after a failure refreshes first: it read the store
         self.outages.succeeded()
         self._backoff.reset()
 

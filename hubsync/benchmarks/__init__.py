@@ -5,8 +5,10 @@ redis-server, so ratios hold on a noisy machine even when absolute rates move.
 
 * ``workload``: the ~540-byte events every measurement uses, stores, entries;
 * ``procs``: private servers, child processes, peak RSS, percentiles, the machine;
-* ``stages``: relay drain vs raw pipelined XADD, consumer ingest vs raw
-  XREADGROUP + executemany + XACK, and the raw SQLite batch insert;
+* ``stages``: relay drain vs raw XADD packed as the relay packs, consumer
+  ingest vs raw XREADGROUP + executemany + XACK, and the raw SQLite batch insert;
+* ``ceilings``: what each ceiling omits, and the floor Redis and SQLite set
+  (Redis's time per entry from ``INFO commandstats``, SQLite's CPU per row);
 * ``pipeline``: end-to-end drain (1 relay, 2 consumers) and latency at fixed
   offered loads, with the relay's and consumers' peak RSS;
 * ``peers``: the naive design, one RQ job per event, NATS JetStream;

@@ -1,13 +1,17 @@
 """Each stage of the pipeline against its own raw ceiling, measured side by side.
 
-* relay drain (``Relay.run_once`` on an outbox backlog) vs raw pipelined XADD
-  of the identical entries (same fields, same bytes, same batch size);
+* relay drain (``Relay.run_once`` on an outbox backlog) vs raw XADD of the
+  identical entries (same fields, same bytes, same batch size), packed and
+  written as the relay packs and writes them; and, for reference, the same
+  entries through redis-py's pipeline;
 * consumer ingest (``HubConsumer``: validation, hash check, one
   ``HubStore.ingest`` per batch, outcomes, XACK) vs a raw loop of XREADGROUP,
   ``executemany`` INSERT of the same rows and XACK; and the two halves of
   that loop alone: raw XREADGROUP + XACK, and raw SQLite batch insert.
 
-Rounds alternate between a stage and its ceiling; the best round of each counts.
+What each ceiling omits, and the floor the servers set (Redis's time per
+entry around the stage, SQLite's CPU per row), are ``ceilings``'.
+Rounds alternate between a stage and its ceilings; the best round of each counts.
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ from typing import Any
 
 from consumers.stream.worker import HubConsumer
 from hubstore.factory import open_store
+from hubsync.benchmarks import ceilings
+from hubsync.benchmarks.ceilings import RedisUse, RedisWork
 from hubsync.benchmarks.workload import (
     HUB_PROJECT,
     INSERT_ROW,
@@ -35,7 +41,8 @@ from hubsync.core.settings import ConsumerSettings, RelaySettings, hub_url_from_
 from hubsync.core.signing import RuntimeKey
 from producers.relay import Relay
 from producers.relay.sender import EntryBuilder
-from producers.store.event_store import RunEventStore
+from producers.relay.split_pipeline import Command, WrittenCommands
+from producers.store.event_store import OutboxRow, RunEventStore
 
 BATCH = 500
 
@@ -55,14 +62,42 @@ def _rate(count: int, seconds: float) -> float:
 # ----- relay -----
 
 
+def _ceiling_rows(store: RunEventStore) -> tuple[str, EntryBuilder, list[OutboxRow]]:
+    """The stream the relay sends the store's rows to (the ceilings delete it afterwards),
+    the relay's builder of their signed entries, and the rows."""
+    stream = keys.events_stream(store.hub_project, store.home_runtime_id)
+    return stream, EntryBuilder(store, RuntimeKey.generate()), store.unsent(0, 10**9)
+
+
 def raw_xadd_seconds(
     client: RedisClient, store: RunEventStore, batch: int = BATCH
 ) -> tuple[float, int]:
-    """Seconds to XADD the store's outbox rows as raw pipelined batches (the relay's ceiling)."""
-    rows = store.unsent(0, 10**9)
-    key = RuntimeKey.generate()  # the same signed entries; signing is outside the timing
-    fields = list(map(EntryBuilder(store, key).fields, rows))
-    stream = "bench:ceiling"
+    """Seconds to XADD the store's outbox rows as the relay's ceiling (``ceilings.RELAY``):
+    each batch packed and written by the relay's own ``WrittenCommands``, the next one
+    written before the previous one's replies are read, so Redis is never left waiting."""
+    stream, builder, rows = _ceiling_rows(store)  # signed before the clock starts
+    commands: list[Command] = [("XADD", stream, "*", *builder.pairs(row)) for row in rows]
+    started = time.perf_counter()
+    in_flight: WrittenCommands | None = None
+    for start in range(0, len(commands), batch):
+        written = WrittenCommands(client, commands[start : start + batch])
+        if in_flight is not None:
+            in_flight.read_replies()
+        in_flight = written
+    if in_flight is not None:
+        in_flight.read_replies()
+    elapsed = time.perf_counter() - started
+    client.delete(stream)
+    return elapsed, len(commands)
+
+
+def redis_py_xadd_seconds(
+    client: RedisClient, store: RunEventStore, batch: int = BATCH
+) -> tuple[float, int]:
+    """Seconds to XADD the same entries through redis-py's pipeline and ``xadd``
+    (``ceilings.RELAY_REDIS_PY``, redis-py's own packing)."""
+    stream, builder, rows = _ceiling_rows(store)
+    fields = list(map(builder.fields, rows))
     started = time.perf_counter()
     for start in range(0, len(fields), batch):
         pipe = client.pipeline(transaction=False)
@@ -88,10 +123,12 @@ def relay_drain_seconds(url: str, state_dir: Path, batch: int = BATCH) -> tuple[
 
 
 def measure_relay(url: str, events: int, rounds: int) -> dict[str, Any]:
-    """Relay drain rate beside raw pipelined XADD of the same entries (best of ``rounds``)."""
+    """Relay drain rate beside the raw XADD ceilings of the same entries (best of ``rounds``),
+    with Redis's own time per XADD measured around the relay's drain."""
     client = connect(RedisTarget(url))
-    best_relay = best_raw = float("inf")
+    best = {"relay": float("inf"), "raw": float("inf"), "redis_py": float("inf")}
     event_bytes = 0
+    redis_use: RedisUse | None = None
     try:
         for _ in range(rounds):
             client.flushall()
@@ -99,24 +136,39 @@ def measure_relay(url: str, events: int, rounds: int) -> dict[str, Any]:
                 registry, store = runtime_with_backlog(Path(tmp), events)
                 event_bytes = len(store.unsent(0, 1)[0].sync_event)
                 raw_s, raw_n = raw_xadd_seconds(client, store)
+                redis_py_s, redis_py_n = redis_py_xadd_seconds(client, store)
                 store.close()
                 registry.close()
+                work = RedisWork(client)
                 relay_s, sent = relay_drain_seconds(url, Path(tmp) / "state")
-            if sent != events or raw_n != events:
-                raise ValueError(f"relay sent {sent}, ceiling {raw_n}, of {events}")
-            best_relay, best_raw = min(best_relay, relay_s), min(best_raw, raw_s)
+                used = work.per_entry(sent)
+            if {sent, raw_n, redis_py_n} != {events}:
+                raise ValueError(
+                    f"relay sent {sent}, ceilings {raw_n} and {redis_py_n}, of {events}"
+                )
+            if relay_s < best["relay"]:
+                redis_use = used  # the floor of the round that counts
+            for name, seconds in (("relay", relay_s), ("raw", raw_s), ("redis_py", redis_py_s)):
+                best[name] = min(best[name], seconds)
     finally:
         client.close()
-    relay_rate, raw_rate = _rate(events, best_relay), _rate(events, best_raw)
+    assert redis_use is not None  # rounds >= 1
+    rates = {name: _rate(events, seconds) for name, seconds in best.items()}
     return {
         "events": events,
         "event_bytes": event_bytes,
         "batch": BATCH,
-        "events_per_s": round(relay_rate),
-        "ceiling": "raw pipelined XADD of the same entries",
-        "ceiling_events_per_s": round(raw_rate),
-        "ratio": round(relay_rate / raw_rate, 3) if raw_rate else 0.0,
+        "events_per_s": round(rates["relay"]),
+        **ceilings.RELAY.describe(),
+        "ceiling_events_per_s": round(rates["raw"]),
+        "ratio": round(rates["relay"] / rates["raw"], 3) if rates["raw"] else 0.0,
         "target_ratio": 0.8,
+        "redis_py_ceiling": ceilings.RELAY_REDIS_PY.describe(),
+        "redis_py_ceiling_events_per_s": round(rates["redis_py"]),
+        "redis_py_ratio": round(rates["relay"] / rates["redis_py"], 3)
+        if rates["redis_py"]
+        else 0.0,
+        "floor": ceilings.floor(redis_use, ceilings.RELAY_FLOOR_COMMANDS, rates["relay"]),
     }
 
 
@@ -190,23 +242,28 @@ def consumer_seconds(client: RedisClient, url: str, directory: Path) -> tuple[fl
         return time.perf_counter() - started, worker.stats.accepted
 
 
-def raw_sqlite_seconds(batch: list[dict[str, str | bytes]], directory: Path) -> float:
-    """Seconds for a plain ``executemany`` of the rows, one transaction per 500 (no Redis)."""
+def raw_sqlite_seconds(batch: list[dict[str, str | bytes]], directory: Path) -> tuple[float, float]:
+    """Seconds for a plain ``executemany`` of the rows into the hub's schema, one transaction
+    per 500 (no Redis), and the CPU seconds this thread spent on it (SQLite's, as it runs
+    in the caller's thread)."""
     db = raw_hub_table(directory / "sqlite-only.db")
     rows = list(iter_rows(batch))
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.thread_time()
     for start in range(0, len(rows), BATCH):
         db.execute("BEGIN IMMEDIATE")
         db.executemany(INSERT_ROW, rows[start : start + BATCH])
         db.execute("COMMIT")
-    elapsed = time.perf_counter() - started
+    elapsed, cpu = time.perf_counter() - started, time.thread_time() - cpu_started
     db.close()
-    return elapsed
+    return elapsed, cpu
 
 
 def measure_consumer(url: str, events: int, rounds: int) -> dict[str, Any]:
-    """Consumer ingest beside raw XREADGROUP+executemany+XACK and its two halves."""
+    """Consumer ingest beside raw XREADGROUP+executemany+XACK and its two halves, with
+    Redis's own time per entry measured around the consumer's drain."""
     best = {"hub": float("inf"), "raw": float("inf"), "redis": float("inf"), "sqlite": float("inf")}
+    sqlite_cpu = float("inf")
+    redis_use: RedisUse | None = None
     client = connect(RedisTarget(url))
     try:
         for attempt in range(rounds):
@@ -216,12 +273,17 @@ def measure_consumer(url: str, events: int, rounds: int) -> dict[str, Any]:
                 preload(client, batch)
                 raw_s, raw_n = raw_ingest_seconds(client, directory)
                 preload(client, batch)
+                work = RedisWork(client)
                 hub_s, hub_n = consumer_seconds(client, url, directory)
+                used = work.per_entry(hub_n)
                 preload(client, batch)
                 redis_s, _ = raw_ingest_seconds(client, directory, with_sqlite=False)
-                sqlite_s = raw_sqlite_seconds(batch, directory)
+                sqlite_s, sqlite_cpu_s = raw_sqlite_seconds(batch, directory)
             if raw_n != events or hub_n != events:
                 raise ValueError(f"round {attempt}: raw {raw_n}, hub {hub_n} rows of {events}")
+            if hub_s < best["hub"]:
+                redis_use = used  # the floor of the round that counts
+            sqlite_cpu = min(sqlite_cpu, sqlite_cpu_s)
             for name, seconds in (
                 ("hub", hub_s),
                 ("raw", raw_s),
@@ -232,15 +294,19 @@ def measure_consumer(url: str, events: int, rounds: int) -> dict[str, Any]:
         client.flushall()
     finally:
         client.close()
+    assert redis_use is not None  # rounds >= 1
     rates = {name: _rate(events, seconds) for name, seconds in best.items()}
     return {
         "events": events,
         "batch": BATCH,
         "events_per_s": round(rates["hub"]),
-        "ceiling": "raw XREADGROUP + executemany INSERT + XACK of the same entries",
+        **ceilings.CONSUMER.describe(),
         "ceiling_events_per_s": round(rates["raw"]),
         "ratio": round(rates["hub"] / rates["raw"], 3) if rates["raw"] else 0.0,
         "target_ratio": 0.6,
         "raw_xreadgroup_xack_events_per_s": round(rates["redis"]),
         "raw_sqlite_batch_insert_events_per_s": round(rates["sqlite"]),
+        "floor": ceilings.floor(
+            redis_use, ceilings.CONSUMER_FLOOR_COMMANDS, rates["hub"], sqlite_cpu / events * 1e6
+        ),
     }

@@ -65,10 +65,13 @@ def bench(quick: bool, json_file: Path | None, hub_url: str | None, scale_out: b
 
     Starts its own redis-server (and nats-server, when installed) on free
     loopback ports; never touches a server this machine already runs. Measures
-    relay drain vs raw pipelined XADD, consumer ingest vs raw XREADGROUP +
-    executemany + XACK, the end-to-end drain with 1 relay and 2 consumers,
-    commit-to-hub latency at 1,000 and 5,000 events/s offered, peak RSS, and
-    the naive, RQ-per-event and NATS JetStream peers, all with ~540-byte events.
+    relay drain vs raw XADD packed as the relay packs (and vs redis-py's
+    pipeline), consumer ingest vs raw XREADGROUP + executemany + XACK, each
+    ceiling with what it omits and the floor Redis and SQLite set (Redis's
+    time per entry, INFO commandstats; SQLite's CPU per row), the end-to-end
+    drain with 1 relay and 2 consumers, commit-to-hub latency at 1,000 and
+    5,000 events/s offered, peak RSS, and the naive, RQ-per-event and NATS
+    JetStream peers, all with ~540-byte events.
     The end-to-end and latency hubs are temp SQLite files, or PostgreSQL with
     --hub-url.
 

@@ -107,7 +107,7 @@ def consume(
     from consumers.stream.worker import HubConsumer
     from hubstore import open_store
     from hubsync.core.gc_tuning import tune_for_throughput
-    from hubsync.core.metrics import start_metrics_server  # prometheus_client: daemons only
+    from hubsync.core.metrics import CONSUMER_REGISTRY, start_metrics_server  # prometheus_client
 
     if not once and not _wait_for_redis(target):
         return  # stopped by a signal before Redis answered
@@ -115,11 +115,16 @@ def consume(
     try:
         if once:
             ping(client, target)  # --once cannot wait: exit 3 now
-        start_metrics_server(settings.metrics_port, settings.metrics_host)
         with open_store(settings.hub_url, create_schema=True) as store:
             if accept_restore:
                 _accept_restore(client, store)
             worker = HubConsumer(client, store, settings, target=target)
+            start_metrics_server(
+                settings.metrics_port,
+                settings.metrics_host,
+                registry=CONSUMER_REGISTRY,
+                readiness=worker.readiness.problems,
+            )
             if once:
                 stats = worker.run_once()
             else:

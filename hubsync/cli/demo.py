@@ -7,7 +7,7 @@ import shlex
 import shutil
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -44,7 +44,8 @@ Examples:
     type=click.Choice(["auto", "redis-server", "fakeredis"]),
     default="auto",
     show_default=True,
-    help="The private Redis: redis-server when installed (auto), or fakeredis over TCP.",
+    help="The private Redis: redis-server when installed (auto), or fakeredis over TCP (the "
+    "demo extra: pip install 'hubsync[demo]').",
 )
 @options_from(DemoSettings)
 @click.option(
@@ -69,7 +70,8 @@ def demo(
     SIGKILL mid-batch and the other reclaims its entries; a duplicate, a
     conflicting entry, an unsigned forgery and a garbage entry are injected;
     two boxes contend for one shared effect's lease and the stale holder's
-    commit is refused. The summary shows
+    commit is refused; a box stalled past its lease while pushing to a shared git
+    branch is refused by the remote's fence. The summary shows
     what arrived and what was refused; the exit code is 1 if any invariant broke.
 
     SIGINT (Ctrl-C), SIGTERM or SIGHUP stops it: the daemons and the private
@@ -148,20 +150,30 @@ def _run_with_progress(scenario: DemoScenario, transient: bool) -> DemoResult:
 
 def _start_redis(embedded: str, keep: bool) -> EmbeddedRedis:
     from hubsync.demo.embedded_redis import (
+        DEMO_EXTRA,
         FakeRedisTcpServer,
+        fakeredis_missing,
         redis_server_binary,
         start_embedded_redis,
         start_redis_server,
     )
 
+    missing = ", ".join(fakeredis_missing())
     if embedded == "fakeredis":
         if keep:
             raise ConfigError("--keep needs a redis-server; fakeredis lives inside this process")
+        if missing:
+            raise ConfigError(f"--embedded fakeredis: {missing} not installed; {DEMO_EXTRA}")
         return FakeRedisTcpServer()
     if embedded == "redis-server":
         if redis_server_binary() is None:
             raise ConfigError("--embedded redis-server: redis-server is not installed")
         return start_redis_server(appendonly=True)
+    if missing and redis_server_binary() is None:
+        raise ConfigError(
+            "no private Redis for the demo: redis-server is not installed, and neither is the "
+            f"demo extra ({missing}); {DEMO_EXTRA}, install redis-server, or give --redis-url"
+        )
     return start_embedded_redis(appendonly=True)
 
 
@@ -188,6 +200,7 @@ def _print_summary(result: DemoResult, keep: bool, private: bool) -> None:
          f"{lease.get('token_a')} -> {lease.get('token_b')}"),
         ("stale holder's commit", f"refused: {lease.get('stale_attempt_state') or lease.get('stale_commit_code')}"
          if lease.get("stale_commit_refused") else "NOT refused"),
+        ("stalled holder's push to a shared branch", _shared_push_row(result.shared_push)),
         ("seconds", f"{result.seconds:.1f}"),
     ]  # fmt: skip
     for name, value in rows:
@@ -198,6 +211,12 @@ def _print_summary(result: DemoResult, keep: bool, private: bool) -> None:
         detail = f" ({check.detail})" if check.detail and not check.held else ""
         console.print(f"{mark} {check.name}{detail}")
     _print_where_to_look(result, keep, private)
+
+
+def _shared_push_row(push: dict[str, Any]) -> str:
+    if "skipped" in push:
+        return f"skipped: {push['skipped']}"
+    return "refused by the remote" if push.get("a_refused_by_remote") else "NOT refused"
 
 
 def _print_where_to_look(result: DemoResult, keep: bool, private: bool) -> None:

@@ -59,6 +59,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "Check a deployment: Redis's version, eviction policy, AOF and consumer groups, the hub "
         "store's schema and the runtime's state dir, one line per check.",
     ),
+    "effects": (
+        "hubsync.cli.effects:effects",
+        "A runtime's shared effects: list them by state, show one, give the verdict on one "
+        "parked blocked_uncertain.",
+    ),
     "effects-worker": (
         "hubsync.cli.effects_worker:effects_worker",
         "Run shared-effect jobs from the RQ queue hubsync-effects (with RQ's scheduler).",
@@ -162,6 +167,8 @@ class LazyGroup(click.Group):
     "flags that choose what one call does (--json, --once, --check, --all, --burst, --create, "
     "--watch, --quick, --keep, --allow-actions), the --hub-project of status, dead and alerts, and what "
     "events and runs list (--hub-project, --project-id, --run, --after, --limit). "
+    "Nor do what effects list and resolve take (--state, --run, --committed, --not-executed, "
+    "--note). "
     "HUBSYNC_REDIS_URL wins over REDIS_URL. "
     "Exit codes: 0 ok, 1 failure, 2 usage error, 3 cannot reach Redis.",
 )

@@ -14,6 +14,10 @@
   log line when it goes and one when it comes back, never a line per retry;
 * ``Periodic``: a task due every N seconds on an injected monotonic clock;
 * ``HealthKey``: the key a live daemon keeps fresh with a TTL, deleted on a clean stop;
+* ``Readiness``: what ``/readyz`` answers: the loop's heartbeat (stalled once it
+  is ``stale_after`` seconds old on the injected clock) and the conditions the
+  work needs (Redis reachable; a hub consumer's store too). Not ready before the
+  loop's first pass, nor once a stop was asked; the answer names what fails;
 * ``log_summary``: the one line at shutdown, its figures also as fields of a JSON log record.
 
 Each daemon's own work (sending, acks, pruning; reading, judging, ingesting,
@@ -74,13 +78,18 @@ class Daemon:
         *,
         handle_signals: bool = True,
         monotonic: MonotonicClock = time.monotonic,
+        heartbeat_timeout: float = 30.0,
     ) -> None:
+        """``heartbeat_timeout``: seconds without a loop pass after which it is not ready."""
         self.label = label
         """How log lines name this daemon (``relay <runtime>``, ``consumer <name>``)."""
         self.handle_signals = handle_signals
         self.monotonic = monotonic
         self.stop_event = threading.Event()
         self.started_at = monotonic()
+        self.readiness = Readiness(heartbeat_timeout, monotonic)
+        """What ``/readyz`` answers: the loop ``beat``s it; each daemon adds its conditions."""
+        self.readiness.require("stopping", lambda: not self.stopping)
         self._signals_seen = itertools.count(1)
         self._restore_signals: Callable[[], None] | None = None
 
@@ -146,6 +155,48 @@ class Daemon:
     def log_summary(self, line: str, fields: Mapping[str, object]) -> None:
         """Log the one-line summary; a JSON log record carries ``fields`` as ``summary``."""
         log.info("%s", line, extra={"daemon": self.label, "summary": dict(fields)})
+
+
+class Readiness:
+    """A daemon's loop heartbeat and the conditions its work needs."""
+
+    def __init__(self, stale_after: float, monotonic: MonotonicClock = time.monotonic) -> None:
+        self.stale_after = stale_after
+        """Seconds without a ``beat`` after which the loop counts as stalled."""
+        self._monotonic = monotonic
+        self._last_beat: float | None = None
+        self._conditions: list[tuple[str, Callable[[], bool]]] = []
+        self._lock = threading.Lock()
+
+    def require(self, problem: str, holds: Callable[[], bool]) -> Readiness:
+        """Not ready while ``holds()`` is false, which the answer calls ``problem``
+        (``"Redis unreachable"``); returns self."""
+        with self._lock:
+            self._conditions.append((problem, holds))
+        return self
+
+    def beat(self) -> None:
+        """The loop made one more pass (called once per pass, by the loop itself)."""
+        self._last_beat = self._monotonic()
+
+    def problems(self) -> list[str]:
+        """Why the daemon is not ready now; empty when it is."""
+        found = []
+        if self._last_beat is None:
+            found.append("loop not started")
+        else:
+            silent = self._monotonic() - self._last_beat
+            if silent > self.stale_after:
+                found.append(f"loop stalled: no pass for {silent:.0f}s")
+        with self._lock:
+            conditions = list(self._conditions)
+        found.extend(problem for problem, holds in conditions if not holds())
+        return found
+
+    @property
+    def ready(self) -> bool:
+        """Whether the daemon is ready now."""
+        return not self.problems()
 
 
 class RedisOutages:

@@ -126,6 +126,17 @@ class RuntimeSettings(BaseSettings):
     )
 
 
+class EffectsLedgerSettings(BaseSettings):
+    """Which effects ledger an operator command reads (``hubsync effects``)."""
+
+    model_config = SettingsConfigDict(env_prefix="HUBSYNC_", extra="ignore", frozen=True)
+
+    effects_ledger: Path = Field(
+        description="The runtime's effects ledger (the SQLite file its effect jobs are given); "
+        "a missing file is refused, never created."
+    )
+
+
 class ProduceSettings(BaseSettings):
     """What ``hubsync produce`` appends: how many synthetic runs, of what size."""
 
@@ -201,7 +212,7 @@ class DaemonSettings(CommonSettings):
         ge=0,
         le=65535,
         description="Serve Prometheus metrics on this port at /metrics (and a liveness "
-        "answer at /healthz); 0 or unset = off.",
+        "answer at /healthz, a readiness answer at /readyz); 0 or unset = off.",
     )
     metrics_host: str = Field(
         default=DEFAULT_METRICS_HOST,

@@ -3,12 +3,14 @@
 ``RedisServerProcess`` runs ``redis-server`` on a free loopback port in its own
 directory (optionally with AOF, so a restart keeps the data), loads hubsync's
 functions library on it, and can stop, kill -9 and restart it on the same port. ``FakeRedisTcpServer`` is the fallback
-for machines without the binary: fakeredis speaking RESP over TCP, in-process.
+for machines without the binary: fakeredis speaking RESP over TCP, in-process. fakeredis (with
+lupa, for the Lua of hubsync's functions) is the ``demo`` extra, not a dependency of hubsync.
 """
 
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import shutil
 import signal
 import socket
@@ -46,6 +48,15 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+DEMO_EXTRA = "pip install 'hubsync[demo]'"
+"""What installs the fallback Redis: fakeredis, with lupa for its Lua."""
+
+
+def fakeredis_missing() -> list[str]:
+    """The modules of the ``demo`` extra that are not installed (none: fakeredis can start)."""
+    return [name for name in ("fakeredis", "lupa") if importlib.util.find_spec(name) is None]
 
 
 def redis_server_binary() -> str | None:

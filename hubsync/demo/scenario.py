@@ -9,7 +9,9 @@ a conflicting entry under a runtime's own key, an unsigned forgery, a forged
 ack, a garbage entry and a run signed into another runtime's project are
 injected, and a lease's proof read from Redis is replayed
 (``hubsync.faults.inject``); two boxes
-contend for one shared effect's lease and the stale one's commit is refused.
+contend for one shared effect's lease and the stale one's commit is refused, and
+a box stalled past its lease while pushing to a shared git branch is refused by the
+remote itself (``hubsync.demo.shared_push``).
 Then it waits for the drain and checks every invariant
 (``hubsync.faults.invariants``, the chaos soak's checks too).
 """
@@ -40,6 +42,7 @@ from hubsync.core.entries import ConflictReason, SecurityReason
 from hubsync.core.settings import safe_url
 from hubsync.core.signing import RuntimeKey
 from hubsync.demo.lease_contention import lease_contention
+from hubsync.demo.shared_push import shared_branch_push
 from hubsync.faults.inject import FaultInjector
 from hubsync.faults.invariants import Check, InvariantChecker, relay_told
 from hubsync.faults.records import InjectedOffer, RuntimeUnderTest
@@ -93,6 +96,7 @@ class DemoResult:
     reclaimed: int = 0
     secrets_found: list[str] = field(default_factory=list)
     lease: dict[str, Any] = field(default_factory=dict)
+    shared_push: dict[str, Any] = field(default_factory=dict)
     invariants: list[Invariant] = field(default_factory=list)
     seconds: float = 0.0
 
@@ -117,6 +121,7 @@ class DemoResult:
             "reclaimed": self.reclaimed,
             "secrets_found": len(self.secrets_found),
             "lease": self.lease,
+            "shared_push": self.shared_push,
             "invariants": [vars(check) for check in self.invariants],
             "seconds": round(self.seconds, 2),
         }
@@ -199,6 +204,7 @@ class DemoScenario:
                                      lambda: injector.garbage("bad_json"),
                                      injector.cross_runtime, injector.lease_replay])  # fmt: skip
             self.result.lease = lease_contention(self.redis, self.workdir)
+            self.result.shared_push = shared_branch_push(self.redis, self.workdir)
             producer.join()
             self._wait_for_drain(hub, injector)
             self.daemons.stop_all()
@@ -438,6 +444,14 @@ class DemoScenario:
             ("fencing tokens grew on takeover", lease.get("token_b", 0) > lease.get("token_a", 0),
              f"{lease.get('token_a')} -> {lease.get('token_b')}"),
         ]  # fmt: skip
+        push = self.result.shared_push
+        if "skipped" not in push:
+            checks += [
+                ("the stalled holder's push was refused by the remote",
+                 bool(push.get("a_refused_by_remote")), str(push.get("a_refusal"))),
+                ("the shared branch holds only the new holder's commit",
+                 bool(push.get("main_holds_only_b")), str(push.get("main"))),
+            ]  # fmt: skip
         self.result.invariants += [
             Invariant(name, bool(held), detail) for name, held, detail in checks
         ]

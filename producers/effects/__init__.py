@@ -1,7 +1,9 @@
 """Shared external effects: a SQLite ledger on the runtime and fenced leases in Redis.
 
 Start at ``SharedEffects`` (claim / heartbeat / commit), ``EffectsLedger`` (the
-``external_effects`` table) and ``kinds`` (which effects need a lease).
+``external_effects`` table), ``kinds`` (which effects need a lease) and ``review``
+(the operator's list, show and verdict: ``list_effects``, ``show_effect``,
+``resolve_effect``).
 """
 
 from producers.effects.kinds import SHARED_KINDS, EffectKind, lease_resource_for, requires_lease
@@ -17,6 +19,16 @@ from producers.effects.records import (
     EffectSpec,
     EffectStatus,
 )
+from producers.effects.review import (
+    EffectDetail,
+    EffectResolved,
+    EffectState,
+    EffectView,
+    Verdict,
+    list_effects,
+    resolve_effect,
+    show_effect,
+)
 from producers.effects.shared import SharedEffects
 
 __all__ = [
@@ -25,15 +37,23 @@ __all__ = [
     "EffectBeat",
     "EffectClaim",
     "EffectCommitted",
+    "EffectDetail",
     "EffectKind",
     "EffectRecord",
     "EffectRefusalCode",
     "EffectRefused",
+    "EffectResolved",
     "EffectSpec",
+    "EffectState",
     "EffectStatus",
+    "EffectView",
     "EffectsLedger",
     "SharedEffects",
+    "Verdict",
     "effect_key",
     "lease_resource_for",
+    "list_effects",
     "requires_lease",
+    "resolve_effect",
+    "show_effect",
 ]

@@ -26,6 +26,15 @@ class EffectRefusedError(EffectError):
         self.code = code
 
 
+class VerdictRefusedError(EffectError, ConfigError):
+    """An operator's verdict names an effect that is missing or not parked
+    ``blocked_uncertain``; nothing was changed (exit 2 in the CLI)."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
 class NothingExecutedError(EffectError):
     """The executor certainly did not touch the outside world (connection refused, 503):
     the attempt is dropped and the effect may safely be tried again."""

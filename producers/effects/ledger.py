@@ -2,7 +2,10 @@
 
 A row is claimed ``in-flight`` by one attempt, heartbeated while it executes and
 ``committed`` with its receipt; an attempt whose outcome cannot be proven is
-parked ``blocked_uncertain`` and stays in-flight, so nothing retries it.
+parked ``blocked_uncertain`` and stays in-flight, so nothing retries it until an
+operator gives a verdict (``producers.effects.review``). Every transition is
+also written to ``effect_history`` (``producers.effects.history``), in the
+transition's own transaction.
 
 Rows of fenced (shared) effects also advance ``resource_fences`` (see
 ``hubstore.leases.fence``) in the same transaction as the claim and the commit: a commit
@@ -26,6 +29,14 @@ from hubsync.core.errors import WireError
 from hubsync.core.names import validate_name
 from hubsync.core.sqlite import Database, Migration, split_statements
 from producers.effects.errors import InvalidEffectError
+from producers.effects.history import (
+    HISTORY_DDL,
+    EffectEvent,
+    HistoryEntry,
+    history_of,
+    purge_history,
+    record_event,
+)
 from producers.effects.kinds import EffectKind
 from producers.effects.records import (
     AttemptState,
@@ -36,14 +47,19 @@ from producers.effects.records import (
     EffectStatus,
 )
 
-SCHEMA_VERSION = 2
-"""``PRAGMA user_version`` of the ledger (``resource_fences`` included): an older file is
-migrated at open (after a backup), a newer one refused."""
+SCHEMA_VERSION = 3
+"""``PRAGMA user_version`` of the ledger (``resource_fences`` and ``effect_history``
+included): an older file is migrated at open (after a backup), a newer one refused."""
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         1,
         "resource_fences keeps the holder of each resource's highest token",
         (FENCE_HOLDER_COLUMN,),
+    ),
+    Migration(
+        2,
+        "effect_history keeps each effect's transitions and the operator's verdicts",
+        tuple(split_statements(HISTORY_DDL)),
     ),
 )
 """Version N -> N+1 steps, oldest first (``hubsync.core.sqlite.Migration``)."""
@@ -76,7 +92,7 @@ CREATE INDEX IF NOT EXISTS external_effects_status ON external_effects (status, 
 {FENCE_DDL};
 """
 
-_COLUMNS = (
+COLUMNS = (
     "effect_key, run_id, step_id, attempt_id, action_kind, target_ref, status, attempt_state, "
     "payload_hash, receipt, claimed_at, last_heartbeat_at, committed_at, blocked_reason, "
     "lease_resource, fencing_token"
@@ -110,7 +126,8 @@ def validate_spec(spec: EffectSpec) -> EffectSpec:
     return spec
 
 
-def _record(row: sqlite3.Row | tuple[Any, ...]) -> EffectRecord:
+def record_of(row: sqlite3.Row | tuple[Any, ...]) -> EffectRecord:
+    """An ``EffectRecord`` of a row selected as ``COLUMNS``."""
     (key, run, step, attempt, kind, target, status, state, payload_hash, receipt, claimed,
      beat, committed, reason, resource, token) = row  # fmt: skip
     return EffectRecord(
@@ -133,6 +150,13 @@ def _record(row: sqlite3.Row | tuple[Any, ...]) -> EffectRecord:
     )
 
 
+def read_record(conn: sqlite3.Connection, key: str) -> EffectRecord | None:
+    """The row of ``key`` on ``conn`` (inside a transaction), or None."""
+    row = conn.execute(f"SELECT {COLUMNS} FROM external_effects WHERE effect_key = ?", (key,))
+    found = row.fetchone()
+    return record_of(found) if found else None
+
+
 class EffectsLedger:
     """The ``external_effects`` table of one runtime, in its own SQLite file."""
 
@@ -142,7 +166,10 @@ class EffectsLedger:
         self.db = Database(self.path)
         try:
             self.db.ensure_schema(
-                SCHEMA_VERSION, split_statements(LEDGER_DDL), "hubsync effects ledger", MIGRATIONS
+                SCHEMA_VERSION,
+                split_statements(LEDGER_DDL + HISTORY_DDL),
+                "hubsync effects ledger",
+                MIGRATIONS,
             )
         except BaseException:
             self.db.close()
@@ -177,7 +204,7 @@ class EffectsLedger:
         payload_hash = content_hash(canonical_json(spec.payload))
 
         def work(conn: sqlite3.Connection) -> str | EffectRefused:
-            existing = self._get(conn, key)
+            existing = read_record(conn, key)
             if existing is not None:
                 refused = self._claim_refusal(existing)
                 if refused is not None:
@@ -188,9 +215,15 @@ class EffectsLedger:
                 except FencedWriteRefusedError as exc:
                     return EffectRefused(EffectRefusalCode.LEASE_SUPERSEDED, str(exc))
             now = utc_now_iso()
+            taken_over = f"took over dead attempt {existing.attempt_id}; " if existing else ""
+            fenced = f"under lease token {token}" if token is not None else "lease-free"
+            record_event(
+                conn, key, EffectEvent.CLAIMED, attempt_id=spec.attempt_id, actor=holder,
+                note=taken_over + fenced,
+            )  # fmt: skip
             conn.execute(
                 f"""
-                INSERT INTO external_effects ({_COLUMNS})
+                INSERT INTO external_effects ({COLUMNS})
                 VALUES (?, ?, ?, ?, ?, ?, 'in-flight', NULL, ?, NULL, ?, ?, NULL, NULL, ?, ?)
                 ON CONFLICT (effect_key) DO UPDATE SET
                     attempt_id = excluded.attempt_id, status = 'in-flight',
@@ -250,7 +283,7 @@ class EffectsLedger:
             raise InvalidEffectError("a fenced commit names the holder of its token")
 
         def work(conn: sqlite3.Connection) -> EffectRecord | EffectRefused:
-            existing = self._get(conn, key)
+            existing = read_record(conn, key)
             if existing is None or existing.attempt_id != attempt_id:
                 return self._not_in_flight(conn, key, attempt_id)
             if existing.status is EffectStatus.COMMITTED:
@@ -271,7 +304,8 @@ class EffectsLedger:
                 " WHERE effect_key = ?",
                 (receipt_text, utc_now_iso(), key),
             )
-            record = self._get(conn, key)
+            record_event(conn, key, EffectEvent.COMMITTED, attempt_id=attempt_id, actor=holder)
+            record = read_record(conn, key)
             assert record is not None
             return record
 
@@ -281,18 +315,24 @@ class EffectsLedger:
         """Park the attempt ``blocked_uncertain`` (the row stays in-flight); None if gone."""
 
         def work(conn: sqlite3.Connection) -> EffectRecord | None:
-            conn.execute(
+            cursor = conn.execute(
                 "UPDATE external_effects SET attempt_state = 'blocked_uncertain', "
                 "blocked_reason = ? WHERE effect_key = ? AND attempt_id = ? AND "
                 "status = 'in-flight'",
                 (reason[:500], key, attempt_id),
             )
-            return self._get(conn, key)
+            if cursor.rowcount == 1:
+                record_event(conn, key, EffectEvent.PARKED, attempt_id=attempt_id, note=reason)
+            return read_record(conn, key)
 
         return self.db.write(work)
 
-    def abandon(self, key: str, attempt_id: str) -> bool:
-        """Drop an in-flight row whose attempt certainly did nothing (so it may be retried)."""
+    def abandon(
+        self, key: str, attempt_id: str, reason: str = "nothing executed", *, failed: bool = False
+    ) -> bool:
+        """Drop an in-flight row whose attempt certainly did nothing (so it may be retried);
+        its history records it ``dropped``, or ``failed`` if the target refused it for good,
+        with ``reason``."""
 
         def work(conn: sqlite3.Connection) -> bool:
             cursor = conn.execute(
@@ -300,6 +340,9 @@ class EffectsLedger:
                 "status = 'in-flight' AND attempt_state IS NULL",
                 (key, attempt_id),
             )
+            if cursor.rowcount == 1:
+                event = EffectEvent.FAILED if failed else EffectEvent.DROPPED
+                record_event(conn, key, event, attempt_id=attempt_id, note=reason)
             return cursor.rowcount == 1
 
         return self.db.write(work)
@@ -308,6 +351,7 @@ class EffectsLedger:
         """Delete committed rows older than ``older_than``; return how many.
 
         In-flight and blocked rows are never purged: they are what an operator must see.
+        History older than that goes too, except for effects still in-flight.
         """
         cutoff = format_timestamp(utc_now() - timedelta(seconds=older_than))
 
@@ -316,6 +360,7 @@ class EffectsLedger:
                 "DELETE FROM external_effects WHERE status = 'committed' AND committed_at < ?",
                 (cutoff,),
             )
+            purge_history(conn, cutoff)
             return cursor.rowcount
 
         return self.db.write(work)
@@ -324,15 +369,19 @@ class EffectsLedger:
 
     def get(self, key: str) -> EffectRecord | None:
         """The row of ``key``, or None."""
-        return self.db.read(lambda conn: self._get(conn, key))
+        return self.db.read(lambda conn: read_record(conn, key))
+
+    def history(self, key: str) -> list[HistoryEntry]:
+        """Every transition and verdict of ``key``, oldest first (also once its row is gone)."""
+        return self.db.read(lambda conn: history_of(conn, key))
 
     def list_run(self, run_id: str) -> list[EffectRecord]:
         """Every row of one run, in claim order."""
         return self.db.read(
             lambda conn: [
-                _record(row)
+                record_of(row)
                 for row in conn.execute(
-                    f"SELECT {_COLUMNS} FROM external_effects WHERE run_id = ? ORDER BY claimed_at",
+                    f"SELECT {COLUMNS} FROM external_effects WHERE run_id = ? ORDER BY claimed_at",
                     (run_id,),
                 )
             ]
@@ -342,23 +391,15 @@ class EffectsLedger:
         """Every attempt parked blocked_uncertain (for the operator)."""
         return self.db.read(
             lambda conn: [
-                _record(row)
+                record_of(row)
                 for row in conn.execute(
-                    f"SELECT {_COLUMNS} FROM external_effects "
+                    f"SELECT {COLUMNS} FROM external_effects "
                     "WHERE attempt_state = 'blocked_uncertain' ORDER BY claimed_at"
                 )
             ]
         )
 
     # -- helpers -------------------------------------------------------------------------
-
-    @staticmethod
-    def _get(conn: sqlite3.Connection, key: str) -> EffectRecord | None:
-        row = conn.execute(
-            f"SELECT {_COLUMNS} FROM external_effects WHERE effect_key = ?",
-            (key,),
-        ).fetchone()
-        return _record(row) if row else None
 
     def _claim_refusal(self, existing: EffectRecord) -> EffectRefused | None:
         if existing.status is EffectStatus.COMMITTED:
@@ -390,7 +431,7 @@ class EffectsLedger:
         )
 
     def _not_in_flight(self, conn: sqlite3.Connection, key: str, attempt_id: str) -> EffectRefused:
-        existing = self._get(conn, key)
+        existing = read_record(conn, key)
         if existing is None:
             return EffectRefused(
                 EffectRefusalCode.NOT_FOUND, f"effect_not_found: {key} has no ledger row"

@@ -42,6 +42,8 @@ class EffectRefusalCode(StrEnum):
     NOT_IN_FLIGHT = "effect_not_in_flight"
     """The row is not in-flight under this attempt any more."""
     NOT_FOUND = "effect_not_found"
+    NOT_BLOCKED = "effect_not_blocked"
+    """An operator's verdict names an effect that is not parked blocked_uncertain."""
     EXECUTION_UNCERTAIN = "effect_execution_uncertain"
     """The executor could not tell whether the effect landed (e.g. a timeout mid-request)."""
 

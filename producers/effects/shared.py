@@ -180,9 +180,12 @@ class SharedEffects:
             self._release_quietly(self.leases, claim)
         return EffectCommitted(record)
 
-    def abandon(self, claim: EffectClaim) -> None:
-        """The executor certainly did nothing: drop the row and give the lease back."""
-        self.ledger.abandon(claim.effect_key, claim.spec.attempt_id)
+    def abandon(
+        self, claim: EffectClaim, reason: str = "nothing executed", *, failed: bool = False
+    ) -> None:
+        """The executor certainly did nothing: drop the row (its history says ``reason``, and
+        ``failed`` when the target refused it for good) and give the lease back."""
+        self.ledger.abandon(claim.effect_key, claim.spec.attempt_id, reason, failed=failed)
         if claim.lease is not None and self.leases is not None:
             self._release_quietly(self.leases, claim)
 

@@ -103,7 +103,10 @@ class Relay(Daemon):
                 f"not {settings.runtime_id!r}"
             )
         super().__init__(
-            f"relay {self.runtime_id}", handle_signals=handle_signals, monotonic=monotonic
+            f"relay {self.runtime_id}",
+            handle_signals=handle_signals,
+            monotonic=monotonic,
+            heartbeat_timeout=settings.health_ttl + settings.backoff_max,  # + an outage's wait
         )
         self.credentials = RelayCredentials(self.registry)
         self.sender_stats = SenderStats()
@@ -113,6 +116,7 @@ class Relay(Daemon):
             down="Redis unavailable ({error}); rows stay pending, retrying with backoff",
             up="Redis reachable again after {seconds:.1f}s; draining pending rows",
         )
+        self.readiness.require("Redis unreachable", lambda: self.outages.up)
         self.health_key = HealthKey(keys.relay_health(self.runtime_id), settings.health_ttl)
         self.progress = DrainProgress(self.label, settings.progress_interval, monotonic)
         self.project_states = project_states or ProjectStates(self.label)
@@ -296,7 +300,7 @@ class Relay(Daemon):
             sender.store.close()
         self.marker.forget(project_id)
         with contextlib.suppress(KeyError):  # an unreadable backlog is unknown, not stale
-            metrics.OUTBOX_BACKLOG.remove(project_id)
+            metrics.OUTBOX_BACKLOG.remove(project_id, self.runtime_id)  # its home runtime
 
     def _unreadable_elsewhere(self, project_id: str, exc: BaseException) -> None:
         """The marker or ack thread could not read a store: the sender closes it next."""
@@ -328,6 +332,7 @@ class Relay(Daemon):
 
         try:
             while not self.stopping:
+                self.readiness.beat()
                 refresh.run(self.refresh_projects)
                 try:
                     if not self.outages.up:

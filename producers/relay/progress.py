@@ -44,9 +44,9 @@ batch, short enough to follow a change of pace within half a minute (at the defa
 
 def project_backlog(store: RunEventStore) -> int:
     """A project's outbox backlog (rows not yet acknowledged), ``hubsync_outbox_backlog`` of
-    the project set to it."""
+    the project (and its runtime, the relay's) set to it."""
     backlog = store.pending_count()
-    metrics.OUTBOX_BACKLOG.labels(store.project_id).set(backlog)
+    metrics.OUTBOX_BACKLOG.labels(store.project_id, store.home_runtime_id).set(backlog)
     return backlog
 
 

@@ -179,6 +179,8 @@ def test_the_image_is_built_from_this_repository_with_pip_the_pins_and_the_postg
         r'^RUN pip install -c constraints.txt "\.\[postgres\]"', dockerfile, re.MULTILINE
     )
     assert re.search(r"^COPY [^\n]*\bconstraints.txt\b", dockerfile, re.MULTILINE)
+    # pyproject.toml's license-files: the package the image installs carries its license
+    assert re.search(r"^COPY [^\n]*\bLICENSE\b", dockerfile, re.MULTILINE)
     for package in ("hubsync", "producers", "consumers", "hubstore"):
         assert f"COPY {package} ./{package}" in dockerfile
     assert all(SERVICES[name]["build"] == "." for name in OURS)

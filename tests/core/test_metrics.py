@@ -1,7 +1,8 @@
 """Metrics move with what the relay, the consumer and the leases really do (real private Redis).
 
-Metrics live in the process-wide registry and other tests move them too, so
-each test reads a counter before acting and checks the difference.
+Metrics live in process-wide registries (one per role, and the library's) and
+other tests move them too, so each test reads a counter before acting and
+checks the difference.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from pathlib import Path
 
 import pytest
 import redis
-from prometheus_client import REGISTRY
+from prometheus_client import CollectorRegistry
+from prometheus_client.metrics import MetricWrapperBase
 
 from consumers.stream.lag import read_lag
 from consumers.stream.worker import HubConsumer
@@ -26,6 +28,8 @@ from hubstore.leases import LeaseClient
 from hubstore.sqlite.store import SqliteHubStore
 from hubsync.core import keys, metrics
 from hubsync.core.canonical import content_hash
+from hubsync.core.daemon import Readiness
+from hubsync.core.entries import PresenceBeat
 from hubsync.core.metrics_server import MetricsServer
 from hubsync.core.settings import ConsumerSettings
 from hubsync.core.signing import SIGNATURE_FIELD
@@ -38,16 +42,26 @@ from tests.helpers.relay_player import (
     entry_fields,
     send,
     send_fields,
+    send_presence,
     sync_event,
 )
 from tests.helpers.relay_support import relay_with_events
 from tests.helpers.support import wait_until
 from tests.helpers.trust import enroll, signed_event
 
+REGISTRIES = (metrics.RELAY_REGISTRY, metrics.CONSUMER_REGISTRY, metrics.LIBRARY_REGISTRY)
+
 
 def sample(name: str, **labels: str) -> float:
-    """The current value of one exported sample (0 when it does not exist yet)."""
-    return REGISTRY.get_sample_value(name, labels) or 0.0
+    """The current value of one exported sample, in whichever registry holds it (0 when it
+    does not exist yet)."""
+    found = (registry.get_sample_value(name, labels) for registry in REGISTRIES)
+    return next((value for value in found if value is not None), 0.0)
+
+
+def families(registry: CollectorRegistry) -> dict[str, str]:
+    """The hubsync families ``registry`` exports: name -> type."""
+    return {f.name: f.type for f in registry.collect() if f.name.startswith("hubsync_")}
 
 
 def delta(name: str, **labels: str) -> Callable[[], float]:
@@ -66,28 +80,53 @@ def worker(redis_client: redis.Redis, redis_url: str, tmp_path: Path) -> Iterato
         yield HubConsumer(redis_client, store, settings, name="w1")
 
 
-def test_every_metric_of_the_contract_is_exported_with_its_type() -> None:
-    exported = {family.name: family.type for family in REGISTRY.collect()}
-    expected = {
+def test_each_role_registry_holds_its_own_families_with_their_types() -> None:
+    relay = {
         "hubsync_events_sent": "counter",
+        "hubsync_relay_outcomes": "counter",
+        "hubsync_outbox_backlog": "gauge",
+        "hubsync_relay_project_unreadable": "gauge",
+        "hubsync_relay_send_failures": "counter",
+        "hubsync_pruned_rows": "counter",
+    }
+    consumer = {
         "hubsync_events_ingested": "counter",
         "hubsync_dead_letters": "counter",
         "hubsync_conflicts": "counter",
         "hubsync_reclaimed": "counter",
-        "hubsync_lease_refusals": "counter",
-        "hubsync_relay_outcomes": "counter",
-        "hubsync_outbox_backlog": "gauge",
         "hubsync_consumer_lag": "gauge",
         "hubsync_oldest_pending_age_seconds": "gauge",
         "hubsync_runtime_unstored_entries": "gauge",
         "hubsync_runtime_oldest_unstored_age_seconds": "gauge",
-        "hubsync_relay_send_failures": "counter",
+        "hubsync_runtime_heartbeat_age_seconds": "gauge",
+        "hubsync_runtime_reported_backlog": "gauge",
         "hubsync_consumer_stream_failures": "counter",
         "hubsync_consumer_streams_set_aside": "gauge",
         "hubsync_batch_ingest_seconds": "histogram",
         "hubsync_end_to_end_latency_seconds": "histogram",
     }
-    assert {name: exported.get(name) for name in expected} == expected
+    relay_exported = families(metrics.RELAY_REGISTRY)
+    consumer_exported = families(metrics.CONSUMER_REGISTRY)
+    assert {name: relay_exported.get(name) for name in relay} == relay
+    assert {name: consumer_exported.get(name) for name in consumer} == consumer
+    assert not relay_exported.keys() & consumer_exported.keys()
+    library = families(metrics.LIBRARY_REGISTRY)
+    assert library.get("hubsync_lease_refusals") == "counter"
+    assert not library.keys() & (relay_exported.keys() | consumer_exported.keys())
+
+
+def test_every_metric_of_the_module_belongs_to_one_registry() -> None:
+    """A family made without ``registry=`` would land in the library's registry, which no
+    daemon serves: each one is in exactly one registry, and only leases are the library's."""
+    made = {
+        value._name: value
+        for value in vars(metrics).values()
+        if isinstance(value, MetricWrapperBase)
+    }
+    homes = {name: [r for r in REGISTRIES if name in families(r)] for name in made}
+    assert all(len(found) == 1 for found in homes.values()), homes
+    in_library = {name for name, found in homes.items() if found == [metrics.LIBRARY_REGISTRY]}
+    assert in_library == {"hubsync_lease_refusals"}
 
 
 def test_relay_counts_new_sends_resends_applied_outcomes_and_backlog(
@@ -103,7 +142,10 @@ def test_relay_counts_new_sends_resends_applied_outcomes_and_backlog(
     try:
         relay.run_once()
         assert sent() == 10 and acked() == 0
-        assert sample("hubsync_outbox_backlog", project=store.project_id) == 10
+        assert (
+            sample("hubsync_outbox_backlog", project=store.project_id, runtime=relay.runtime_id)
+            == 10
+        )
 
         clock.advance(5)  # past the resend timeout every row goes out again, once
         relay.run_once()
@@ -114,7 +156,7 @@ def test_relay_counts_new_sends_resends_applied_outcomes_and_backlog(
     finally:
         relay.close()
     assert acked() == 10
-    assert sample("hubsync_outbox_backlog", project=store.project_id) == 0
+    assert sample("hubsync_outbox_backlog", project=store.project_id, runtime=relay.runtime_id) == 0
 
 
 def test_consumer_counts_outcomes_conflicts_dead_letters_latency_and_ingest_time(
@@ -172,13 +214,13 @@ def test_lag_and_oldest_pending_age_follow_the_group(
     assert stuck.oldest_unstored_age_seconds == stuck.oldest_pending_age_seconds
 
     worker.run_once()
-    assert sample("hubsync_consumer_lag", hub_project=HUB_PROJECT) == 0
     per_runtime = {"hub_project": HUB_PROJECT, "runtime": RUNTIME}
+    assert sample("hubsync_consumer_lag", **per_runtime) == 0
     assert sample("hubsync_runtime_unstored_entries", **per_runtime) == 2  # the dead one's
     assert sample("hubsync_runtime_oldest_unstored_age_seconds", **per_runtime) >= 0
     # The dead consumer's two entries stay pending (reclaim_idle is 60 s): the
     # gauge holds their age as of the run, which a later reading can only exceed.
-    exported = sample("hubsync_oldest_pending_age_seconds", hub_project=HUB_PROJECT)
+    exported = sample("hubsync_oldest_pending_age_seconds", **per_runtime)
     (later,) = read_lag(redis_client, [stream])
     assert later.pending == 2
     assert 0 <= exported <= later.oldest_pending_age_seconds
@@ -186,7 +228,7 @@ def test_lag_and_oldest_pending_age_follow_the_group(
     stuck_ids = redis_client.xpending_range(stream, keys.CONSUMER_GROUP, "-", "+", 10)
     redis_client.xack(stream, keys.CONSUMER_GROUP, *[e["message_id"] for e in stuck_ids])
     worker.run_once()
-    assert sample("hubsync_oldest_pending_age_seconds", hub_project=HUB_PROJECT) == 0
+    assert sample("hubsync_oldest_pending_age_seconds", **per_runtime) == 0
     assert sample("hubsync_runtime_unstored_entries", **per_runtime) == 0
     assert sample("hubsync_runtime_oldest_unstored_age_seconds", **per_runtime) == 0
 
@@ -201,6 +243,27 @@ def test_an_entry_never_delivered_counts_as_unstored_with_its_age(
     assert (waiting.lag, waiting.pending, waiting.unstored) == (1, 0, 1)
     assert waiting.oldest_pending_age_seconds == 0.0
     assert waiting.oldest_unstored_age_seconds >= 0
+
+
+def test_each_enrolled_runtimes_presence_is_exported_from_the_hub_store(
+    redis_client: redis.Redis, worker: HubConsumer
+) -> None:
+    beat = PresenceBeat(RUNTIME, HUB_PROJECT, "box", 7, "0.1.0", 12, "2026-11-29T16:38:54Z")
+    send_presence(redis_client, beat)
+    worker.run_once()
+    per_runtime = {"hub_project": HUB_PROJECT, "runtime": RUNTIME}
+    assert sample("hubsync_runtime_reported_backlog", **per_runtime) == 12
+    age = sample("hubsync_runtime_heartbeat_age_seconds", **per_runtime)
+    assert 0 <= age < 60  # the hub's clock at receipt, not the beat's own heartbeat field
+
+    worker.store.revoke(RUNTIME)
+    worker.run_once()
+    assert (
+        metrics.CONSUMER_REGISTRY.get_sample_value(
+            "hubsync_runtime_heartbeat_age_seconds", per_runtime
+        )
+        is None
+    )  # a revoked runtime's series go away
 
 
 def test_reclaimed_entries_are_counted(redis_client: redis.Redis, worker: HubConsumer) -> None:
@@ -232,26 +295,39 @@ def test_lease_refusals_are_counted_by_reason(redis_client: redis.Redis) -> None
     assert (held(), superseded(), stale_write()) == (1, 1, 1)
 
 
+def no_problems() -> list[str]:
+    """A readiness that finds nothing wrong."""
+    return []
+
+
+def start_consumer_metrics(port: int | None, **addr: str) -> bool:
+    """``start_metrics_server`` of the consumer's registry, always ready."""
+    return metrics.start_metrics_server(
+        port, registry=metrics.CONSUMER_REGISTRY, readiness=no_problems, **addr
+    )
+
+
 def test_metrics_server_is_off_for_port_zero_and_a_taken_port_is_a_clear_error() -> None:
-    assert metrics.start_metrics_server(0) is False
-    assert metrics.start_metrics_server(None) is False
+    assert start_consumer_metrics(0) is False
+    assert start_consumer_metrics(None) is False
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
         with pytest.raises(metrics.MetricsServerError, match=f"--metrics-port.*{port}|{port}"):
-            metrics.start_metrics_server(port, addr="127.0.0.1")
+            start_consumer_metrics(port, addr="127.0.0.1")
 
 
-def test_metrics_server_serves_the_registry_over_http() -> None:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    assert metrics.start_metrics_server(port, addr="127.0.0.1") is True
+def test_metrics_server_serves_its_registry_only_over_http() -> None:
+    port = free_port()
+    assert start_consumer_metrics(port, addr="127.0.0.1") is True
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
         body = response.read().decode()
     assert "# TYPE hubsync_events_ingested_total counter" in body
-    assert 'hubsync_events_sent_total{kind="new"}' in body
+    assert 'hubsync_events_ingested_total{outcome="accepted"}' in body
+    assert "hubsync_events_sent_total" not in body  # the relay's
+    assert "hubsync_lease_refusals_total" not in body  # the library's
+    assert "python_gc_objects_collected_total" not in body  # the default registry's
 
 
 def free_port() -> int:
@@ -262,13 +338,49 @@ def free_port() -> int:
 
 def test_metrics_server_answers_healthz_apart_and_refuses_other_paths() -> None:
     port = free_port()
-    assert metrics.start_metrics_server(port) is True  # the default address: loopback
+    assert start_consumer_metrics(port) is True  # the default address: loopback
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as response:
         assert (response.status, response.read()) == (200, b"ok\n")
     with pytest.raises(urllib.error.HTTPError) as refused:
         urllib.request.urlopen(f"http://127.0.0.1:{port}/anything", timeout=5)
     refused.value.close()
     assert refused.value.code == 404
+
+
+def get(port: int, path: str) -> tuple[int, bytes]:
+    """Status and body of ``GET path`` on the metrics port (an error status too)."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as refused:
+        with refused:
+            return refused.code, refused.read()
+
+
+def test_readyz_follows_the_loop_heartbeat_and_the_conditions_while_healthz_stays_ok(
+    server_clock: FakeClock,
+) -> None:
+    readiness = Readiness(stale_after=30.0, monotonic=server_clock)
+    redis_up = [True]
+    readiness.require("Redis unreachable", lambda: redis_up[0])
+    server = metrics.serve_metrics(0, "127.0.0.1", metrics.RELAY_REGISTRY, readiness.problems)
+    port = server.address[1]
+    try:
+        assert get(port, "/readyz") == (503, b"not ready: loop not started\n")
+        readiness.beat()
+        assert get(port, "/readyz") == (200, b"ready\n")
+        server_clock.advance(30.0)
+        assert get(port, "/readyz") == (200, b"ready\n")  # stale only past stale_after
+        server_clock.advance(12.0)
+        assert get(port, "/readyz") == (503, b"not ready: loop stalled: no pass for 42s\n")
+        assert get(port, "/healthz") == (200, b"ok\n")  # liveness is not readiness
+        readiness.beat()
+        redis_up[0] = False
+        assert get(port, "/readyz") == (503, b"not ready: Redis unreachable\n")
+        redis_up[0] = True
+        assert get(port, "/readyz") == (200, b"ready\n")
+    finally:
+        server.close()
 
 
 def test_metrics_listen_on_loopback_unless_told_otherwise() -> None:
@@ -420,7 +532,13 @@ def server_clock() -> FakeClock:
 def bounded_server(server_clock: FakeClock) -> Iterator[MetricsServer]:
     """A metrics server of at most 32 connections, each given 10 s of ``server_clock``."""
     server = metrics.serve_metrics(
-        0, "127.0.0.1", max_connections=32, timeout=10.0, clock=server_clock
+        0,
+        "127.0.0.1",
+        metrics.CONSUMER_REGISTRY,
+        no_problems,
+        max_connections=32,
+        timeout=10.0,
+        clock=server_clock,
     )
     try:
         yield server

@@ -11,7 +11,7 @@ import psycopg
 import pytest
 from click.testing import CliRunner
 
-from hubsync.benchmarks import pipeline, report, scaleout
+from hubsync.benchmarks import ceilings, pipeline, report, scaleout
 from hubsync.benchmarks.procs import percentiles
 from hubsync.benchmarks.workload import EVENT_BYTES, entries
 from hubsync.cli.main import cli
@@ -61,6 +61,7 @@ def test_bench_writes_a_report_with_every_section_and_prints_its_table(
     consumer = document["consumer"]
     assert consumer["raw_xreadgroup_xack_events_per_s"] > 0
     assert consumer["raw_sqlite_batch_insert_events_per_s"] > 0
+    check_ceilings_and_floors(document, output)
     assert document["end_to_end"]["relay_peak_rss_mb"] > 0
     assert document["end_to_end"]["consumer_peak_rss_mb"] > 0
     (latency,) = document["latency"].values()
@@ -74,6 +75,34 @@ def test_bench_writes_a_report_with_every_section_and_prints_its_table(
     assert "end to end (1 relay, 2 consumers, sqlite hub)" in output
     assert "peer: rq_job_per_event" in output
     assert "signature verify / sign (us per event)" in output
+
+
+def check_ceilings_and_floors(document: dict[str, Any], output: str) -> None:
+    """Every ceiling says what it is and omits, in the JSON and the table; the relay's is
+    hiredis-packed, with redis-py's beside it; each stage has its servers' floor."""
+    relay, consumer = document["relay"], document["consumer"]
+    for section, ceiling in (
+        (relay, ceilings.RELAY),
+        (consumer, ceilings.CONSUMER),
+        (document["end_to_end"], ceilings.END_TO_END),
+    ):
+        assert (section["ceiling"], section["ceiling_omits"]) == (ceiling.does, list(ceiling.omits))
+        assert "; ".join(ceiling.omits) in output
+    assert "hiredis" in relay["ceiling"] and "signature check" in consumer["ceiling_omits"]
+    assert relay["redis_py_ceiling"]["ceiling"] == ceilings.RELAY_REDIS_PY.does
+    assert relay["redis_py_ceiling_events_per_s"] > 0 and relay["redis_py_ratio"] > 0
+    for section, commands in ((relay, ("xadd",)), (consumer, ("xreadgroup", "xack"))):
+        floor = section["floor"]
+        assert set(floor["redis_us_per_entry"]) == set(commands)
+        assert all(floor["redis_all_commands_us_per_event"][name] > 0 for name in commands)
+        assert floor["redis_server_cpu_us_per_event"] >= 0
+        # the floor's commands, or the server's whole CPU when that is less (rounded to 0.001)
+        assert 0 < floor["redis_us_per_event"] <= sum(floor["redis_us_per_entry"].values()) + 0.001
+        assert floor["us_per_event"] > 0 and floor["events_per_s"] > 0
+        assert floor["stage_ratio"] > 0
+        assert "info" not in floor["redis_all_commands_us_per_event"]
+    assert consumer["floor"]["sqlite_us_per_row"] > 0 and "sqlite_us_per_row" not in relay["floor"]
+    assert "floor: Redis's XADD" in output and "what each ceiling omits:" in output
 
 
 @pytest.mark.timeout(300)

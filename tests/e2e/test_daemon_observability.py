@@ -71,6 +71,7 @@ class Pipeline:
 
     marker: str
     project_id: str
+    runtime_id: str
     hub_project: str
     relay_metrics: Samples
     consumer_metrics: Samples
@@ -188,6 +189,10 @@ def run_pipeline(work: Path, processes: PipelineProcesses) -> Pipeline:
         env={"HUBSYNC_METRICS_PORT": str(consumer_port)},  # via the env var
     )
 
+    runtime_id = report["runtime_id"]
+    backlog_labels = {"project": report["project_id"], "runtime": runtime_id}
+    lag_labels = frozenset({"hub_project": hub_project, "runtime": runtime_id}.items())
+
     def settled() -> tuple[Samples, Samples] | None:
         try:
             relay_now, consumer_now = scrape(relay_port), scrape(consumer_port)
@@ -195,11 +200,9 @@ def run_pipeline(work: Path, processes: PipelineProcesses) -> Pipeline:
             return None  # not listening yet
         done = (
             value(relay_now, "hubsync_relay_outcomes_total", outcome="acked") == EVENTS
-            and value(relay_now, "hubsync_outbox_backlog", project=report["project_id"]) == 0
-            and (
-                ("hubsync_consumer_lag", frozenset({("hub_project", hub_project)})) in consumer_now
-            )
-            and value(consumer_now, "hubsync_consumer_lag", hub_project=hub_project) == 0
+            and value(relay_now, "hubsync_outbox_backlog", **backlog_labels) == 0
+            and ("hubsync_consumer_lag", lag_labels) in consumer_now
+            and consumer_now[("hubsync_consumer_lag", lag_labels)] == 0
         )
         return (relay_now, consumer_now) if done else None
 
@@ -218,6 +221,7 @@ def run_pipeline(work: Path, processes: PipelineProcesses) -> Pipeline:
     return Pipeline(
         marker=marker,
         project_id=report["project_id"],
+        runtime_id=runtime_id,
         hub_project=hub_project,
         relay_metrics=relay_metrics,
         consumer_metrics=consumer_metrics,
@@ -236,7 +240,8 @@ def test_scraped_metrics_equal_what_was_sent_and_ingested(pipeline: Pipeline) ->
     assert value(relay, "hubsync_events_sent_total", kind="resend") == 0
     assert value(relay, "hubsync_relay_outcomes_total", outcome="acked") == EVENTS
     assert value(relay, "hubsync_relay_outcomes_total", outcome="conflict") == 0
-    assert value(relay, "hubsync_outbox_backlog", project=pipeline.project_id) == 0
+    backlog = {"project": pipeline.project_id, "runtime": pipeline.runtime_id}
+    assert value(relay, "hubsync_outbox_backlog", **backlog) == 0
 
     assert value(consumer, "hubsync_events_ingested_total", outcome="accepted") == EVENTS
     assert value(consumer, "hubsync_events_ingested_total", outcome="duplicate") == 0
@@ -245,12 +250,21 @@ def test_scraped_metrics_equal_what_was_sent_and_ingested(pipeline: Pipeline) ->
     assert value(consumer, "hubsync_dead_letters_total", reason="unauthenticated") == 1
     assert value(consumer, "hubsync_end_to_end_latency_seconds_count") == EVENTS
     assert value(consumer, "hubsync_batch_ingest_seconds_count") >= 1
-    hub = pipeline.hub_project
-    assert value(consumer, "hubsync_consumer_lag", hub_project=hub) == 0
-    assert value(consumer, "hubsync_oldest_pending_age_seconds", hub_project=hub) == 0
-    # each daemon exports its own side only
-    assert value(relay, "hubsync_events_ingested_total", outcome="accepted") == 0
-    assert value(consumer, "hubsync_events_sent_total", kind="new") == 0
+    per_runtime = {"hub_project": pipeline.hub_project, "runtime": pipeline.runtime_id}
+    assert value(consumer, "hubsync_consumer_lag", **per_runtime) == 0
+    assert value(consumer, "hubsync_oldest_pending_age_seconds", **per_runtime) == 0
+
+
+def test_each_daemon_exports_its_own_roles_families_only(pipeline: Pipeline) -> None:
+    relay = {name for name, _ in pipeline.relay_metrics}
+    consumer = {name for name, _ in pipeline.consumer_metrics}
+    assert "hubsync_events_sent_total" in relay and "hubsync_events_ingested_total" in consumer
+    assert all(name.startswith("hubsync_") for name in relay | consumer)  # no process series
+    assert not relay & consumer
+    assert not any(
+        name.startswith(("hubsync_events_ingested", "hubsync_consumer")) for name in relay
+    )
+    assert not any(name.startswith(("hubsync_events_sent", "hubsync_relay")) for name in consumer)
 
 
 def test_json_logs_are_json_lines_without_event_bytes(pipeline: Pipeline) -> None:

@@ -113,6 +113,10 @@ def test_demo_runs_the_pipeline_end_to_end_and_every_invariant_holds(embedded: s
     assert summary["secrets_found"] == 0
     assert summary["lease"]["token_b"] > summary["lease"]["token_a"]
     assert summary["lease"]["stale_attempt_state"] == "blocked_uncertain"
+    shared_push = summary["shared_push"]
+    assert shared_push["a_refused_by_remote"] and shared_push["main_holds_only_b"]
+    names = {check["name"] for check in summary["invariants"]}
+    assert "the stalled holder's push was refused by the remote" in names
     assert all(check["held"] for check in summary["invariants"])
 
 

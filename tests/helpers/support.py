@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TypeVar
+from typing import NoReturn, TypeVar
 
 import pytest
 
@@ -35,12 +36,27 @@ def start_python(*args: str) -> subprocess.Popen[str]:
     )
 
 
+def unavailable(reason: str) -> NoReturn:
+    """Skip the test for want of something (``reason``); in CI (``CI`` set) fail it instead:
+    there scripts/test.sh installs what the tests need."""
+    if os.environ.get("CI"):
+        pytest.fail(f"{reason}: it is required in CI (scripts/test.sh installs it)")
+    pytest.skip(reason)
+
+
 def require_redis_server() -> None:
-    """Skip the test without ``redis-server``; in CI (``CI`` set) fail it instead."""
+    """Skip the test without ``redis-server``; in CI fail it instead."""
     if redis_server_binary() is None:
-        if os.environ.get("CI"):
-            pytest.fail("redis-server is required in CI (scripts/test.sh installs it)")
-        pytest.skip("redis-server is not installed")
+        unavailable("redis-server is not installed")
+
+
+def require_tool(name: str, package: str) -> str:
+    """The path of the command ``name``; skip the test without it (naming Debian's
+    ``package``), and in CI fail it instead."""
+    path = shutil.which(name)
+    if path is None:
+        unavailable(f"{name} is not installed (apt-get install -y {package})")
+    return path
 
 
 def wait_until(

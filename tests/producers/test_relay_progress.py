@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 import redis
-from prometheus_client import REGISTRY
 
 from hubsync.core.logs import JsonFormatter
+from hubsync.core.metrics import RELAY_REGISTRY
 from producers.relay import Relay
 from producers.relay.progress import DrainProgress, DrainReading
 from tests.helpers.clock import FakeClock
@@ -57,7 +57,7 @@ def progress_lines(lines: pytest.LogCaptureFixture) -> list[str]:
 
 
 def gauge(name: str) -> float | None:
-    return REGISTRY.get_sample_value(name)
+    return RELAY_REGISTRY.get_sample_value(name)
 
 
 def samples(
@@ -227,7 +227,8 @@ def test_a_real_relay_draining_a_backlog_logs_its_progress_and_sets_its_gauges(
         ]
         assert gauge("hubsync_relay_drain_rows_per_second") == 20.0
         assert gauge("hubsync_relay_drain_eta_seconds") == 10.0
-        backlog = REGISTRY.get_sample_value("hubsync_outbox_backlog", {"project": store.project_id})
+        labels = {"project": store.project_id, "runtime": registry.runtime_id}
+        backlog = RELAY_REGISTRY.get_sample_value("hubsync_outbox_backlog", labels)
         assert backlog == 200
 
         ack_events(redis_client, "alpha", events[100:])

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 import redis
-from prometheus_client import REGISTRY
 
 from hubsync.core import keys
+from hubsync.core.metrics import RELAY_REGISTRY
 from producers.relay import Relay
 from tests.helpers.clock import FakeClock
 from tests.helpers.hub_double import ack_everything
@@ -25,7 +25,7 @@ LAST_ID = "18446744073709551615-18446744073709551615"
 
 
 def refusals(hub_project: str) -> float:
-    value = REGISTRY.get_sample_value(
+    value = RELAY_REGISTRY.get_sample_value(
         "hubsync_relay_send_failures_total", {"hub_project": hub_project}
     )
     return value or 0.0

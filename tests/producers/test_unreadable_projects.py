@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 import redis
-from prometheus_client import REGISTRY
 
 from hubsync.core import keys
+from hubsync.core.metrics import RELAY_REGISTRY
 from hubsync.demo.embedded_redis import free_port
 from hubsync.processes import run_hubsync
 from producers.registry import RuntimeRegistry
@@ -41,7 +41,9 @@ def two_projects(
 
 
 def unreadable_gauge(project_id: str) -> float | None:
-    return REGISTRY.get_sample_value("hubsync_relay_project_unreadable", {"project": project_id})
+    return RELAY_REGISTRY.get_sample_value(
+        "hubsync_relay_project_unreadable", {"project": project_id}
+    )
 
 
 # ----- the retry schedule ---------------------------------------------------
