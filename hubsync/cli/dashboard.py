@@ -23,7 +23,7 @@ DEFAULT_PORT = 8472
     epilog="""\b
 Examples:
   hubsync dashboard --hub-db /var/lib/hubsync/hub.db      http://127.0.0.1:8472, read-only
-  hubsync dashboard --hub-db hub.db --allow-actions       with confirmed replay, purge, remove
+  hubsync dashboard --hub-db hub.db --allow-actions       confirmed replay, purge, remove, resolve
   hubsync dashboard --host 0.0.0.0 --token-file /etc/hubsync/dashboard.token
 \b
 Exit codes: 0 stopped by Ctrl-C or SIGTERM, 2 bad arguments (binding beyond this
@@ -54,8 +54,9 @@ machine without --token-file, among others).
 @click.option(
     "--allow-actions",
     is_flag=True,
-    help="Offer dead-letter replay and purge and consumer removal, each after a confirmation "
-    "page (no environment variable: read-only unless asked on the command line).",
+    help="Offer dead-letter replay and purge, consumer removal and verdicts on parked effects, "
+    "each after a confirmation page (no environment variable: read-only unless asked on the "
+    "command line).",
 )
 @env_option(
     "--effects-ledger",

@@ -4,7 +4,8 @@ Pages are rendered on the server by Jinja2 with autoescape on, and every value
 goes first through the CLI's printable rule (``shown``): control characters,
 line separators and bidi overrides escaped as ``\\x..``/``\\u....``, then HTML
 escaping. The main page polls ``/live`` for its live part. Actions (replay
-and purge dead letters, remove a consumer) exist only with ``allow_actions``:
+and purge dead letters, remove a consumer, resolve a parked effect) exist only with
+``allow_actions``:
 each is a confirmation page whose form carries a ``Confirmations`` token,
 then a POST that runs the CLI's own code.
 """
@@ -32,6 +33,7 @@ from starlette.routing import Route
 from starlette.templating import Jinja2Templates
 
 from consumers.errors import UnknownHubProjectError
+from hubsync.cli.effects import default_actor
 from hubsync.cli.paging import (
     decode_event_cursor,
     decode_run_cursor,
@@ -44,6 +46,7 @@ from hubsync.core.redis_values import printable
 from hubsync.dashboard.guard import LOOPBACK_NAMES, BearerGuard, Confirmations, is_loopback
 from hubsync.dashboard.history import WINDOW_SECONDS, sparkline_points
 from hubsync.dashboard.sources import PAGE_ROWS, Sources
+from producers.effects import EffectRefused, Verdict
 
 log = logging.getLogger(__name__)
 
@@ -127,6 +130,7 @@ class Dashboard:
             Route("/runs", self.runs),
             Route("/events", self.events),
             Route("/consumers/remove", self.remove_consumer, methods=["GET", "POST"]),
+            Route("/effects/resolve", self.resolve_effect, methods=["GET", "POST"]),
         ]
         return Starlette(
             routes=routes,
@@ -277,6 +281,46 @@ class Dashboard:
         )
         done = f"removed consumer {removal.name} from {removal.streams} stream(s); {handed}"
         return self._page(request, "done.html", {"done": done, "back": "/"})
+
+    async def resolve_effect(self, request: Request) -> Response:
+        """``effects resolve KEY``: a confirmation page asking the verdict and the note, then
+        the POST that gives it (audited: this dashboard's user and host, and the note)."""
+        if not self.config.allow_actions:
+            return self._actions_off(request)
+        form = await request.form() if request.method == "POST" else request.query_params
+        ledger_text, key = str(form.get("ledger", "")), str(form.get("key", ""))
+        if not ledger_text.isdecimal():
+            raise ConfigError("ledger must be the number of a ledger the dashboard lists")
+        ledger = int(ledger_text)
+        if request.method == "GET":
+            view = await anyio.to_thread.run_sync(self.sources.effect, ledger, key)
+            if view is None:
+                return self._error(request, 404, f"no effect {key} parked blocked_uncertain")
+            context = {
+                "action": "resolve",
+                "ledger": ledger,
+                "effect": view.as_dict(),
+                "csrf": self.confirmations.token("resolve", str(ledger), [key]),
+            }
+            return self._page(request, "confirm.html", context)
+        if not self.confirmations.valid(str(form.get("csrf", "")), "resolve", str(ledger), [key]):
+            return self._error(request, 403, "this action was not confirmed on its own page")
+        verdict_text = str(form.get("verdict", ""))
+        if verdict_text not in {v.value for v in Verdict}:
+            raise ConfigError("choose a verdict: committed or not-executed")
+        verdict = Verdict(verdict_text)
+        actor = f"dashboard {default_actor()}"
+        note = str(form.get("note", ""))
+        done = await anyio.to_thread.run_sync(
+            self.sources.resolve_effect, ledger, key, verdict, note, actor
+        )
+        if isinstance(done, EffectRefused):
+            return self._error(request, 409, done.message)
+        after = (
+            "committed" if verdict is Verdict.COMMITTED else "its row dropped; a retry may claim it"
+        )
+        message = f"{key}: resolved {verdict.value} by {actor}; {after}"
+        return self._page(request, "done.html", {"done": message, "back": "/"})
 
     # ----- helpers -----
 

@@ -5,7 +5,8 @@ the gatherer of ``hubsync status``) and serialises their use with a lock, so
 the request threads and the sampler never share a connection mid-command.
 Each page's data is read as its command reads it: the overview is a
 ``StatusReport`` plus ``read_alerts`` and the hub store's ``alerts``, live
-leases from ``LeaseClient.list``, parked effects from ``EffectsLedger.list_blocked``;
+leases from ``LeaseClient.list``, parked effects from ``list_effects`` (``hubsync effects
+list --state blocked_uncertain``);
 dead letters through ``DeadLetters``; runs and events through ``HubStore.runs`` and
 ``HubStore.events`` with the cursors of ``hubsync runs`` and ``hubsync events``.
 """
@@ -33,19 +34,29 @@ from hubstore.store import (
     RunSummary,
     StoredEvent,
 )
+from hubsync.cli.effects import opened_ledger
 from hubsync.cli.runs import GAPS_PER_RUN
 from hubsync.cli.status import StatusGatherer
 from hubsync.cli.status_view import StatusReport
 from hubsync.core.connections import RedisClient, RedisTarget
 from hubsync.core.errors import ConfigError
 from hubsync.dashboard.history import History
-from producers.effects.ledger import EffectsLedger
-from producers.effects.records import EffectRecord
+from producers.effects import (
+    EffectRefused,
+    EffectResolved,
+    EffectState,
+    EffectView,
+    Verdict,
+    list_effects,
+    resolve_effect,
+)
 
 ALERTS_SHOWN = 20
 """Newest alerts shown per hub project (stream) and from the hub store."""
 DEAD_LETTERS_SHOWN = 200
 """Most dead letters a drill-down lists (oldest first, as ``hubsync dead list``)."""
+EFFECTS_SHOWN = 100
+"""Most parked effects listed per ledger (newest claim first, as ``hubsync effects list``)."""
 PAGE_ROWS = 50
 """Runs or events per page of the browsers."""
 
@@ -57,7 +68,7 @@ class EffectsLedgerView:
     """A ledger named by ``--effects-ledger``: its parked attempts, or why it was not read."""
 
     path: Path
-    blocked: list[EffectRecord] = field(default_factory=list)
+    blocked: list[EffectView] = field(default_factory=list)
     problem: str | None = None
 
 
@@ -178,6 +189,27 @@ class Sources:
         with self._redis() as client:
             return remove_consumer(client, name)
 
+    def effect(self, ledger: int, key: str) -> EffectView | None:
+        """The parked effect ``key`` of the ``ledger``-th ledger, as listed; None if it is not
+        parked there (``ConfigError`` for a ledger number the dashboard was not given)."""
+        path = self._ledger_path(ledger)
+        with opened_ledger(path) as opened:
+            states = (EffectState.BLOCKED_UNCERTAIN,)
+            found = list_effects(opened, states=states, limit=EFFECTS_SHOWN)
+        return next((view for view in found if view.record.effect_key == key), None)
+
+    def resolve_effect(
+        self, ledger: int, key: str, verdict: Verdict, note: str, actor: str
+    ) -> EffectResolved | EffectRefused:
+        """``hubsync effects resolve KEY --committed|--not-executed --note NOTE``."""
+        with opened_ledger(self._ledger_path(ledger)) as opened:
+            return resolve_effect(opened, key, verdict, note=note, actor=actor)
+
+    def _ledger_path(self, ledger: int) -> Path:
+        if not 0 <= ledger < len(self.effects_ledgers):
+            raise ConfigError("no such effects ledger: name one the dashboard lists")
+        return self.effects_ledgers[ledger]
+
     def runs(self, hub_project: str, after: RunPosition | None, limit: int) -> list[RunSummary]:
         """A page of ``hubsync runs`` (one row more than ``limit``: says whether more remain)."""
         return self._stored(
@@ -206,12 +238,10 @@ class Sources:
 def _blocked_effects(path: Path) -> EffectsLedgerView:
     """The attempts parked ``blocked_uncertain`` in the ledger at ``path``, never creating it."""
     view = EffectsLedgerView(path)
-    if not path.is_file():
-        view.problem = "no such file"
-        return view
-    ledger = EffectsLedger(path)
     try:
-        view.blocked = ledger.list_blocked()
-    finally:
-        ledger.close()
+        with opened_ledger(path) as ledger:
+            states = (EffectState.BLOCKED_UNCERTAIN,)
+            view.blocked = list_effects(ledger, states=states, limit=EFFECTS_SHOWN)
+    except ConfigError:
+        view.problem = "no such file"
     return view

@@ -18,7 +18,9 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from hubstore.leases import LeaseClient
+from hubsync.cli.effects import opened_ledger
 from hubsync.core import keys
+from producers.effects import show_effect
 from producers.effects.kinds import EffectKind
 from producers.effects.ledger import EffectsLedger
 from producers.effects.records import EffectSpec
@@ -194,7 +196,10 @@ def test_actions_run_once_confirmed_and_a_forgery_is_never_replayed(
     client, dead = pipeline.client, keys.dead_stream(HUB_PROJECT)
     letters = {f[b"reason"].decode(): i.decode() for i, f in client.xrange(dead)}
     assert set(letters) == {"unauthenticated", "bad_json"}
-    with served_dashboard(tmp_path, *dashboard_args(pipeline, "--allow-actions")) as base:
+    ledger = tmp_path / "effects.db"
+    effect = parked_effect(ledger)
+    args = dashboard_args(pipeline, "--allow-actions", "--effects-ledger", str(ledger))
+    with served_dashboard(tmp_path, *args) as base:
         page.goto(f"{base}/dead?project={HUB_PROJECT}")
         forged = page.locator(f'[data-letter="{letters["unauthenticated"]}"]')
         assert forged.locator('[data-field="replayable"]').inner_text().startswith("not")
@@ -218,10 +223,24 @@ def test_actions_run_once_confirmed_and_a_forgery_is_never_replayed(
         page.get_by_test_id("confirm").click()
         done = page.get_by_test_id("done").inner_text()
         assert done == "removed consumer ghost from 1 stream(s); 2 pending entries handed to hub-1"
+
+        # a parked effect takes the verdict given on its confirmation page, audited
+        page.goto(base + "/")
+        page.get_by_test_id("blocked").get_by_text("resolve…").click()
+        page.get_by_label("it did not land").check()
+        page.get_by_test_id("note").fill("no commit on main")
+        page.get_by_test_id("confirm").click()
+        done = page.get_by_test_id("done").inner_text()
+        assert done.startswith(f"{effect}: resolved not-executed by dashboard ")
     assert [i.decode() for i, _ in client.xrange(dead)] == [letters["unauthenticated"]]
     assert client.xlen(pipeline.events) == before + 1
     after = consumers_pending(pipeline)
     assert "ghost" not in after and after["hub-1"] == pending["hub-1"] + pending["ghost"]
+    with opened_ledger(ledger) as opened:
+        detail = show_effect(opened, effect)
+    assert detail is not None and detail.view is None  # its row dropped: a retry claims it
+    [verdict] = [h for h in detail.history if h.note == "no commit on main"]
+    assert verdict.actor is not None and verdict.actor.startswith("dashboard ")
 
 
 def consumers_pending(p: LivePipeline) -> dict[str, int]:
@@ -241,6 +260,7 @@ def test_without_allow_actions_every_action_is_refused(
             f"/dead/replay?project={HUB_PROJECT}&id={letter}",
             f"/dead/purge?project={HUB_PROJECT}&id={letter}",
             "/consumers/remove?name=ghost",
+            "/effects/resolve?ledger=0&key=eff_x",
         ):
             reply = page.goto(base + path)
             assert reply is not None and reply.status == 403
