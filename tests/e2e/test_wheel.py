@@ -195,6 +195,9 @@ def test_the_installed_command_answers_version_help_acl_and_completion(
     acl = installed.run("hubsync", "acl", "--operator")
     assert acl.returncode == 0, acl.stderr
     assert acl.stdout.startswith("ACL SETUSER")
+    dashboard = installed.run("hubsync", "dashboard")  # the wheel alone has no web extra
+    assert dashboard.returncode == 2 and "pip install 'hubsync[web]'" in dashboard.stderr
+    assert len(dashboard.stderr.splitlines()) == 1, dashboard.stderr
     completion = installed.run("hubsync", env={"_HUBSYNC_COMPLETE": "bash_source"})
     assert "complete -o nosort -F _hubsync_completion hubsync" in completion.stdout
 
