@@ -24,7 +24,7 @@ from typing import Any
 from consumers.stream.worker import HubConsumer
 from hubstore.factory import open_store
 from hubsync.benchmarks import ceilings
-from hubsync.benchmarks.ceilings import RedisUse, RedisWork
+from hubsync.benchmarks.ceilings import Ceiling, RedisUse, RedisWork
 from hubsync.benchmarks.workload import (
     HUB_PROJECT,
     INSERT_ROW,
@@ -57,6 +57,27 @@ def stream_of(fields: dict[str, str | bytes]) -> str:
 
 def _rate(count: int, seconds: float) -> float:
     return count / seconds if seconds > 0 else 0.0
+
+
+def _keep_best(best: dict[str, float], **seconds: float) -> None:
+    """Keep each measure's fastest round in ``best``."""
+    for name, value in seconds.items():
+        best[name] = min(best[name], value)
+
+
+def _ratio(rate: float, of: float) -> float:
+    return round(rate / of, 3) if of else 0.0
+
+
+def _against(rate: float, ceiling_rate: float, ceiling: Ceiling, target: float) -> dict[str, Any]:
+    """What every stage reports: its rate beside its ceiling's, what that omits, the target."""
+    return {
+        "events_per_s": round(rate),
+        **ceiling.describe(),
+        "ceiling_events_per_s": round(ceiling_rate),
+        "ratio": _ratio(rate, ceiling_rate),
+        "target_ratio": target,
+    }
 
 
 # ----- relay -----
@@ -148,8 +169,7 @@ def measure_relay(url: str, events: int, rounds: int) -> dict[str, Any]:
                 )
             if relay_s < best["relay"]:
                 redis_use = used  # the floor of the round that counts
-            for name, seconds in (("relay", relay_s), ("raw", raw_s), ("redis_py", redis_py_s)):
-                best[name] = min(best[name], seconds)
+            _keep_best(best, relay=relay_s, raw=raw_s, redis_py=redis_py_s)
     finally:
         client.close()
     assert redis_use is not None  # rounds >= 1
@@ -158,16 +178,10 @@ def measure_relay(url: str, events: int, rounds: int) -> dict[str, Any]:
         "events": events,
         "event_bytes": event_bytes,
         "batch": BATCH,
-        "events_per_s": round(rates["relay"]),
-        **ceilings.RELAY.describe(),
-        "ceiling_events_per_s": round(rates["raw"]),
-        "ratio": round(rates["relay"] / rates["raw"], 3) if rates["raw"] else 0.0,
-        "target_ratio": 0.8,
+        **_against(rates["relay"], rates["raw"], ceilings.RELAY, 0.8),
         "redis_py_ceiling": ceilings.RELAY_REDIS_PY.describe(),
         "redis_py_ceiling_events_per_s": round(rates["redis_py"]),
-        "redis_py_ratio": round(rates["relay"] / rates["redis_py"], 3)
-        if rates["redis_py"]
-        else 0.0,
+        "redis_py_ratio": _ratio(rates["relay"], rates["redis_py"]),
         "floor": ceilings.floor(redis_use, ceilings.RELAY_FLOOR_COMMANDS, rates["relay"]),
     }
 
@@ -284,13 +298,7 @@ def measure_consumer(url: str, events: int, rounds: int) -> dict[str, Any]:
             if hub_s < best["hub"]:
                 redis_use = used  # the floor of the round that counts
             sqlite_cpu = min(sqlite_cpu, sqlite_cpu_s)
-            for name, seconds in (
-                ("hub", hub_s),
-                ("raw", raw_s),
-                ("redis", redis_s),
-                ("sqlite", sqlite_s),
-            ):
-                best[name] = min(best[name], seconds)
+            _keep_best(best, hub=hub_s, raw=raw_s, redis=redis_s, sqlite=sqlite_s)
         client.flushall()
     finally:
         client.close()
@@ -299,11 +307,7 @@ def measure_consumer(url: str, events: int, rounds: int) -> dict[str, Any]:
     return {
         "events": events,
         "batch": BATCH,
-        "events_per_s": round(rates["hub"]),
-        **ceilings.CONSUMER.describe(),
-        "ceiling_events_per_s": round(rates["raw"]),
-        "ratio": round(rates["hub"] / rates["raw"], 3) if rates["raw"] else 0.0,
-        "target_ratio": 0.6,
+        **_against(rates["hub"], rates["raw"], ceilings.CONSUMER, 0.6),
         "raw_xreadgroup_xack_events_per_s": round(rates["redis"]),
         "raw_sqlite_batch_insert_events_per_s": round(rates["sqlite"]),
         "floor": ceilings.floor(

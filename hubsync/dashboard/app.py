@@ -46,7 +46,7 @@ from hubsync.core.redis_values import printable
 from hubsync.dashboard.guard import LOOPBACK_NAMES, BearerGuard, Confirmations, is_loopback
 from hubsync.dashboard.history import WINDOW_SECONDS, sparkline_points
 from hubsync.dashboard.sources import PAGE_ROWS, Sources
-from producers.effects import EffectRefused, Verdict
+from producers.effects import EffectRefused, review
 
 log = logging.getLogger(__name__)
 
@@ -306,9 +306,9 @@ class Dashboard:
         if not self.confirmations.valid(str(form.get("csrf", "")), "resolve", str(ledger), [key]):
             return self._error(request, 403, "this action was not confirmed on its own page")
         verdict_text = str(form.get("verdict", ""))
-        if verdict_text not in {v.value for v in Verdict}:
+        if verdict_text not in {v.value for v in review.Verdict}:
             raise ConfigError("choose a verdict: committed or not-executed")
-        verdict = Verdict(verdict_text)
+        verdict = review.Verdict(verdict_text)
         actor = f"dashboard {default_actor()}"
         note = str(form.get("note", ""))
         done = await anyio.to_thread.run_sync(
@@ -317,7 +317,9 @@ class Dashboard:
         if isinstance(done, EffectRefused):
             return self._error(request, 409, done.message)
         after = (
-            "committed" if verdict is Verdict.COMMITTED else "its row dropped; a retry may claim it"
+            "committed"
+            if verdict is review.Verdict.COMMITTED
+            else "its row dropped; a retry may claim it"
         )
         message = f"{key}: resolved {verdict.value} by {actor}; {after}"
         return self._page(request, "done.html", {"done": message, "back": "/"})

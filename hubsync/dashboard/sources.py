@@ -41,15 +41,7 @@ from hubsync.cli.status_view import StatusReport
 from hubsync.core.connections import RedisClient, RedisTarget
 from hubsync.core.errors import ConfigError
 from hubsync.dashboard.history import History
-from producers.effects import (
-    EffectRefused,
-    EffectResolved,
-    EffectState,
-    EffectView,
-    Verdict,
-    list_effects,
-    resolve_effect,
-)
+from producers.effects import EffectRefused, review
 
 ALERTS_SHOWN = 20
 """Newest alerts shown per hub project (stream) and from the hub store."""
@@ -68,7 +60,7 @@ class EffectsLedgerView:
     """A ledger named by ``--effects-ledger``: its parked attempts, or why it was not read."""
 
     path: Path
-    blocked: list[EffectView] = field(default_factory=list)
+    blocked: list[review.EffectView] = field(default_factory=list)
     problem: str | None = None
 
 
@@ -189,21 +181,21 @@ class Sources:
         with self._redis() as client:
             return remove_consumer(client, name)
 
-    def effect(self, ledger: int, key: str) -> EffectView | None:
+    def effect(self, ledger: int, key: str) -> review.EffectView | None:
         """The parked effect ``key`` of the ``ledger``-th ledger, as listed; None if it is not
         parked there (``ConfigError`` for a ledger number the dashboard was not given)."""
         path = self._ledger_path(ledger)
         with opened_ledger(path) as opened:
-            states = (EffectState.BLOCKED_UNCERTAIN,)
-            found = list_effects(opened, states=states, limit=EFFECTS_SHOWN)
+            states = (review.EffectState.BLOCKED_UNCERTAIN,)
+            found = review.list_effects(opened, states=states, limit=EFFECTS_SHOWN)
         return next((view for view in found if view.record.effect_key == key), None)
 
     def resolve_effect(
-        self, ledger: int, key: str, verdict: Verdict, note: str, actor: str
-    ) -> EffectResolved | EffectRefused:
+        self, ledger: int, key: str, verdict: review.Verdict, note: str, actor: str
+    ) -> review.EffectResolved | EffectRefused:
         """``hubsync effects resolve KEY --committed|--not-executed --note NOTE``."""
         with opened_ledger(self._ledger_path(ledger)) as opened:
-            return resolve_effect(opened, key, verdict, note=note, actor=actor)
+            return review.resolve_effect(opened, key, verdict, note=note, actor=actor)
 
     def _ledger_path(self, ledger: int) -> Path:
         if not 0 <= ledger < len(self.effects_ledgers):
@@ -240,8 +232,8 @@ def _blocked_effects(path: Path) -> EffectsLedgerView:
     view = EffectsLedgerView(path)
     try:
         with opened_ledger(path) as ledger:
-            states = (EffectState.BLOCKED_UNCERTAIN,)
-            view.blocked = list_effects(ledger, states=states, limit=EFFECTS_SHOWN)
+            states = (review.EffectState.BLOCKED_UNCERTAIN,)
+            view.blocked = review.list_effects(ledger, states=states, limit=EFFECTS_SHOWN)
     except ConfigError:
         view.problem = "no such file"
     return view

@@ -20,7 +20,7 @@ import pytest
 from hubstore.leases import LeaseClient
 from hubsync.cli.effects import opened_ledger
 from hubsync.core import keys
-from producers.effects import show_effect
+from producers.effects import review
 from producers.effects.kinds import EffectKind
 from producers.effects.ledger import EffectsLedger
 from producers.effects.records import EffectSpec
@@ -237,7 +237,7 @@ def test_actions_run_once_confirmed_and_a_forgery_is_never_replayed(
     after = consumers_pending(pipeline)
     assert "ghost" not in after and after["hub-1"] == pending["hub-1"] + pending["ghost"]
     with opened_ledger(ledger) as opened:
-        detail = show_effect(opened, effect)
+        detail = review.show_effect(opened, effect)
     assert detail is not None and detail.view is None  # its row dropped: a retry claims it
     [verdict] = [h for h in detail.history if h.note == "no commit on main"]
     assert verdict.actor is not None and verdict.actor.startswith("dashboard ")
