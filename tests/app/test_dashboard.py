@@ -294,6 +294,7 @@ def test_with_a_token_file_every_request_needs_the_bearer_token(
         (["--token-file", "short"], "shorter than 16"),
         (["--token-file", "missing"], "cannot read it"),
         (["--amber-after", "10m", "--red-after", "1m"], "--red-after"),
+        (["--hub-db", "missing.db"], "--hub-url"),  # a hub store is read, never created
     ],
 )
 def test_bad_arguments_are_one_line_and_exit_2(
@@ -309,3 +310,4 @@ def test_bad_arguments_are_one_line_and_exit_2(
     assert code == 2 and out == ""
     [line] = error_lines(err)
     assert said in line and "abc" not in line
+    assert not (tmp_path / "missing.db").exists()
