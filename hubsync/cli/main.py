@@ -78,7 +78,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "hub": (
         "hubsync.cli.hub:hub",
-        "The hub store itself: its schema (migrate), its id (init), its backup, who owns a project.",
+        "The hub store itself: its schema (migrate), its id (init), its backup and restore, who "
+        "owns a project.",
     ),
     "lease": (
         "hubsync.cli.lease:lease",
@@ -95,6 +96,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "relay": (
         "hubsync.cli.relay:relay",
         "Move this runtime's outboxes onto Redis Streams and apply the hub's acks.",
+    ),
+    "resync": (
+        "hubsync.cli.resync:resync",
+        "Ask one runtime to resend a slice of its events: a rewind.",
     ),
     "runtime": (
         "hubsync.cli.runtime:runtime",
@@ -168,7 +173,8 @@ class LazyGroup(click.Group):
     "--watch, --quick, --keep, --allow-actions), the --hub-project of status, dead and alerts, and what "
     "events and runs list (--hub-project, --project-id, --run, --after, --limit). "
     "Nor do what effects list and resolve take (--state, --run, --committed, --not-executed, "
-    "--note). "
+    "--note), nor whom resync asks and from when (--runtime, --hub-project, --project-id, "
+    "--run, --since, --wait). "
     "HUBSYNC_REDIS_URL wins over REDIS_URL. "
     "Exit codes: 0 ok, 1 failure, 2 usage error, 3 cannot reach Redis.",
 )

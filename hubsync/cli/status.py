@@ -13,6 +13,7 @@ import redis
 
 from consumers.views.projects import known_hub_projects, require_hub_project
 from consumers.views.queue_status import health_keys, mark_liveness, project_status
+from hubstore.resyncs import ResyncGroup, groups
 from hubstore.store import DEFAULT_STALE_AFTER, HubStore
 from hubsync.cli import exit_codes
 from hubsync.cli.options import (
@@ -180,6 +181,8 @@ class StatusGatherer:
         # The local part first: it needs no network, so it shows even when Redis is down.
         if self.state_dir is not None:
             report.local = local_status(self.state_dir)
+        if self._store is not None:
+            report.resyncs = shown_resyncs(self._store)
         if self.no_redis:
             return report
         try:
@@ -221,6 +224,13 @@ class StatusGatherer:
             with contextlib.suppress(redis.RedisError):
                 self._client.close()
             self._client = None
+
+
+def shown_resyncs(store: HubStore) -> list[ResyncGroup]:
+    """The resyncs in progress, and the latest one when it is done."""
+    found = groups(store.resyncs())
+    latest = found[-1:] if found and found[-1].finished else []
+    return [g for g in found if not g.finished] + latest
 
 
 def _watch(gather: StatusGatherer, interval: float) -> None:
