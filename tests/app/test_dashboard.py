@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from hubstore.leases import LeaseClient
+from hubstore.resyncs import ResyncRecord
 from hubsync.cli.effects import opened_ledger
 from hubsync.core import keys
 from producers.effects import review
@@ -98,6 +99,9 @@ def test_the_main_page_agrees_with_redis_and_the_hub_store(
 ) -> None:
     p, client = pipeline, pipeline.client
     effect = parked_effect(tmp_path / "effects.db")
+    restore = ResyncRecord("rq-1", "rs-1", p.runtime_id, HUB_PROJECT, "restore", "{}",
+                           "run cursors", 1, "2026-03-01T12:00:00.000000Z")  # fmt: skip
+    p.hub.record_resyncs([restore])  # a hub restore asked the runtime to resend
     ledgers = ["--effects-ledger", str(tmp_path / "effects.db")]
     ledgers += ["--effects-ledger", str(tmp_path / "none.db")]
     args = dashboard_args(p, "--amber-after", "0", "--red-after", "1h", *ledgers)
@@ -138,6 +142,15 @@ def test_the_main_page_agrees_with_redis_and_the_hub_store(
         assert effect in page.get_by_test_id("blocked").inner_text()
         assert "none.db: no such file" in page.locator("body").inner_text()
         assert not (tmp_path / "none.db").exists()  # a ledger is never created here
+        [progress] = p.hub.resyncs()
+        assert (
+            page.get_by_test_id("resyncs").inner_text()
+            == (
+                "resync rs-1 (restore, asked 2026-03-01T12:00:00.000000Z): 0 of 1 runtimes done, "
+                "0 events re-accepted, 0 already held, 0 rows pending, 1 requests not reported yet"
+            )
+            and not progress.done
+        )
 
         # security alerts come first, and every forged value shows escaped and runs nothing
         assert page.locator("h2").first.inner_text() == "Security alerts"
