@@ -229,6 +229,15 @@ def test_actions_run_once_confirmed_and_a_forgery_is_never_replayed(
         page.screenshot(path=tmp_path / "confirm.png")
         page.get_by_test_id("confirm").click()
         assert page.get_by_test_id("done").inner_text().startswith("replayed 1 dead letter(s)")
+        assert [i.decode() for i, _ in client.xrange(dead)] == [letters["unauthenticated"]]
+        assert client.xlen(pipeline.events) == before + 1
+
+        # the forgery, read, is purged once confirmed
+        page.goto(f"{base}/dead?project={HUB_PROJECT}")
+        forged.get_by_text("purge…").click()
+        page.get_by_test_id("confirm").click()
+        assert page.get_by_test_id("done").inner_text() == "purged 1 dead letter(s) from acme"
+        assert client.xlen(dead) == 0
         # a dead consumer is removed once confirmed, its pending entries handed to a live one
         pending = consumers_pending(pipeline)
         page.goto(base + "/")
@@ -245,8 +254,6 @@ def test_actions_run_once_confirmed_and_a_forgery_is_never_replayed(
         page.get_by_test_id("confirm").click()
         done = page.get_by_test_id("done").inner_text()
         assert done.startswith(f"{effect}: resolved not-executed by dashboard ")
-    assert [i.decode() for i, _ in client.xrange(dead)] == [letters["unauthenticated"]]
-    assert client.xlen(pipeline.events) == before + 1
     after = consumers_pending(pipeline)
     assert "ghost" not in after and after["hub-1"] == pending["hub-1"] + pending["ghost"]
     with opened_ledger(ledger) as opened:
