@@ -23,7 +23,7 @@ import orjson
 
 from hubstore import resyncs, store
 from hubstore import sql_statements as statements
-from hubstore.decide import ProjectOwner
+from hubstore.decide import Conflict, ProjectOwner
 from hubstore.enrollments import check_move, enrolled, log_move, revoked
 from hubstore.errors import HubNotInitializedError
 from hubstore.pages import EventFilter, Page
@@ -71,6 +71,20 @@ def security_alert_row(alert: store.SecurityAlert) -> AlertRow:
         None,
         alert.offered_hash,
         alert.detail,
+    )
+
+
+def conflict_row(conflict: Conflict) -> AlertRow:
+    """The columns of a refused conflict's alert."""
+    entry = conflict.entry
+    return (
+        conflict.reason.value,
+        entry.event.hub_project,
+        entry.runtime_id,
+        *entry.key,
+        conflict.existing_hash,
+        entry.content_hash,
+        conflict.detail,
     )
 
 
