@@ -255,8 +255,7 @@ class HubStore(ClosesOnExit, ABC):
     Implementations must be safe to share between processes (several consumer
     workers on one database) and must never surface a transient lock as an
     error before their retry budget is spent. ``events``, ``runs``, ``count_events``,
-    ``presence`` and ``enroll`` fill in their defaults here, once, and hand the backend's
-    hook for it (``_list_events``, ``_enroll``...) a ``Page``, an ``EventFilter``, a cutoff or a moment.
+    ``presence`` and ``enroll`` fill in their defaults here, once, for the backend's hooks.
     """
 
     @abstractmethod
@@ -338,9 +337,8 @@ class HubStore(ClosesOnExit, ABC):
         Keyset paging as ``events``. A backend computes a page in a bounded
         number of queries, however many runs or events the hub holds.
         """
-        return self._list_runs(
-            Page(EventFilter(hub_project, project_id), after, limit), gaps_per_run
-        )
+        page = Page(EventFilter(hub_project, project_id), after, limit)
+        return self._list_runs(page, gaps_per_run)
 
     @abstractmethod
     def _list_runs(self, page: Page[RunPosition], gaps_per_run: int) -> list[RunSummary]:
@@ -374,8 +372,7 @@ class HubStore(ClosesOnExit, ABC):
 
     @abstractmethod
     def _list_presence(self, hub_project: str | None, cutoff: datetime) -> list[PresenceRecord]:
-        """Known runtimes (of one hub project, or all), by hub project then runtime; stale: heard
-        from last before ``cutoff``."""
+        """Known runtimes (of one hub project, or all); stale: last heard from before ``cutoff``."""
 
     @abstractmethod
     def alerts(self, hub_project: str | None = None, limit: int = 100) -> list[AlertRecord]:
