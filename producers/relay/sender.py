@@ -37,7 +37,13 @@ from hubsync.core.clock import EpochClock, epoch_seconds
 from hubsync.core.connections import UNAVAILABLE_ERRORS, RedisClient
 from hubsync.core.entries import KIND_EVENT
 from hubsync.core.settings import RelaySettings
-from hubsync.core.signing import SIGNATURE_FIELD, EventSigner, RuntimeKey
+from hubsync.core.signing import (
+    EVENT_OPTIONAL_SIGNED_FIELD,
+    SIGNATURE_FIELD,
+    EventSigner,
+    RuntimeKey,
+)
+from hubsync.core.tracing import is_traceparent
 from hubsync.core.wire import MAX_EVENT_BYTES
 from producers.relay.credentials import RelayCredentials
 from producers.relay.marker import AttemptMarker
@@ -86,6 +92,8 @@ class EntryBuilder:
 
     def pairs(self, row: OutboxRow) -> tuple[str | bytes, ...]:
         """Field names and values, alternating: the arguments of XADD after the id."""
+        if row.traceparent is not None:
+            return self._traced_pairs(row, row.traceparent.encode())
         run_id, digest, event_type = row.run_id, row.content_hash, row.event_type
         sequence = b"%d" % row.sequence
         sig = self.signer.sign(run_id.encode(), sequence, event_type.encode(), digest.encode())
@@ -103,6 +111,37 @@ class EntryBuilder:
             digest,
             "event",
             row.sync_event,
+            SIGNATURE_FIELD,
+            sig,
+        )
+
+    def _traced_pairs(self, row: OutboxRow, traceparent: bytes) -> tuple[str | bytes, ...]:
+        """``pairs`` of a row that kept its caller's trace context: the signed ``traceparent``
+        field after ``event``, when the context is exactly a W3C one (a row another writer
+        left with anything else goes out without it)."""
+        if not is_traceparent(traceparent):
+            return self.pairs(row._replace(traceparent=None))
+        run_id, digest, event_type = row.run_id, row.content_hash, row.event_type
+        sequence = b"%d" % row.sequence
+        sig = self.signer.sign(
+            run_id.encode(), sequence, event_type.encode(), digest.encode(), traceparent
+        )
+        return (
+            *self._head,
+            "run_id",
+            run_id,
+            "sequence",
+            sequence,
+            "event_type",
+            event_type,
+            "runtime_id",
+            self._runtime_id,
+            "content_hash",
+            digest,
+            "event",
+            row.sync_event,
+            EVENT_OPTIONAL_SIGNED_FIELD,
+            traceparent,
             SIGNATURE_FIELD,
             sig,
         )

@@ -1,5 +1,7 @@
 """The event store's schema migration 1 -> 2: the outbox rows' bytes move to ``outbox_payloads``.
 
+(A version-1 file goes on through every later step, up to the current version.)
+
 A version-1 file is built with the exact DDL hubsync shipped as version 1 (kept
 here, never edited), holding real sync events in every outbox state (acked,
 parked conflict and rejected, attempted, never sent). Opened by the relay or by
@@ -187,7 +189,7 @@ def test_a_v1_store_is_upgraded_when_the_relay_opens_it_and_its_unsent_rows_are_
     relay = Relay(relay_settings(tmp_path / "state", redis_url), registry)
     relay.run_once()
 
-    assert version_of(path) == EVENT_STORE_SCHEMA_VERSION == 2
+    assert version_of(path) == EVENT_STORE_SCHEMA_VERSION == 3
     backup = backup_path(path, 1)
     assert version_of(backup) == 1 and file_rows(backup) == before
     assert os.stat(backup).st_mode & 0o777 == 0o600
@@ -268,4 +270,4 @@ def test_status_and_doctor_open_a_v1_store_upgrading_it_and_show_its_rows(
         [line] = [line for line in out.splitlines() if line[5:].startswith("project ")]
         assert line.startswith("ok   project "), out + err
         assert "outbox 5 pending, 2 acked, 1 conflict, 1 rejected" in line
-    assert version_of(path) == 2 and version_of(backup_path(path, 1)) == 1
+    assert version_of(path) == 3 and version_of(backup_path(path, 1)) == 1

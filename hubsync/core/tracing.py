@@ -1,0 +1,96 @@
+"""Following one event with OpenTelemetry: its trace context, captured, carried and linked.
+
+The runtime captures the caller's span context when an event is appended
+(``current_traceparent``) and keeps it in the outbox row; the relay carries it on the
+entry as a W3C ``traceparent`` field, signed with the rest; the hub's ingest span and the
+relay's ack span link to it (``start_linked_span``), as OpenTelemetry's messaging
+conventions do for a batch: one span per batch, one link per message.
+
+Only the OpenTelemetry API is used here. Without an SDK configured the API's tracer is a
+no-op: capturing is one context-variable read, a batch span is a non-recording span, and
+no link is built (``start_linked_span`` parses the carried contexts only for a recording
+span). What configures the SDK is the daemon's business (``hubsync.telemetry``).
+
+A ``traceparent`` is judged strictly (``parse_traceparent``): version ``00``, a 32-hex
+trace id and a 16-hex span id that are not all zeros, two hex flag digits, lower case,
+nothing more. A value that is not exactly that is never linked to.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import Final
+
+from opentelemetry import trace
+from opentelemetry.trace import Span, SpanContext, SpanKind, TraceFlags
+
+_TRACEPARENT = re.compile(rb"00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})")
+_NO_TRACE = b"0" * 32
+_NO_SPAN = b"0" * 16
+
+MESSAGING_SYSTEM: Final = "redis_streams"
+"""``messaging.system`` of hubsync's spans (no registered value names Redis Streams)."""
+
+_tracer = trace.get_tracer("hubsync")
+
+
+def current_traceparent() -> str | None:
+    """The current span's context as a ``traceparent``, or None when there is no valid one
+    (no span, or no SDK configured: the API's non-recording span has an invalid context)."""
+    context = trace.get_current_span().get_span_context()
+    if not context.is_valid:
+        return None
+    return f"00-{context.trace_id:032x}-{context.span_id:016x}-{context.trace_flags:02x}"
+
+
+def is_traceparent(value: bytes) -> bool:
+    """Whether ``value`` is exactly a valid version-00 ``traceparent`` (see the module)."""
+    return parse_traceparent(value) is not None
+
+
+def parse_traceparent(value: bytes | str) -> SpanContext | None:
+    """The remote span context ``value`` carries, or None for anything not exactly valid."""
+    raw = value.encode("ascii", "replace") if isinstance(value, str) else value
+    match = _TRACEPARENT.fullmatch(raw)
+    if match is None:
+        return None
+    trace_id, span_id, flags = match.groups()
+    if trace_id == _NO_TRACE or span_id == _NO_SPAN:
+        return None
+    return SpanContext(
+        int(trace_id, 16),
+        int(span_id, 16),
+        is_remote=True,
+        trace_flags=TraceFlags(int(flags, 16)),
+    )
+
+
+def start_linked_span(
+    name: str,
+    traceparents: Iterable[bytes | str],
+    *,
+    kind: SpanKind,
+    attributes: dict[str, str | int],
+) -> Span:
+    """A span for one batch, linked to each valid context of ``traceparents``; end it.
+
+    The contexts are parsed only when the span records (an SDK is configured and samples
+    it): with the API alone this is one call returning a non-recording span.
+    """
+    span = _tracer.start_span(name, kind=kind, attributes=attributes)
+    if span.is_recording():
+        for value in traceparents:
+            context = parse_traceparent(value)
+            if context is not None:
+                span.add_link(context)
+    return span
+
+
+__all__ = [
+    "MESSAGING_SYSTEM",
+    "current_traceparent",
+    "is_traceparent",
+    "parse_traceparent",
+    "start_linked_span",
+]
