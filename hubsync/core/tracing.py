@@ -2,14 +2,14 @@
 
 The runtime captures the caller's span context when an event is appended
 (``current_traceparent``) and keeps it in the outbox row; the relay carries it on the
-entry as a W3C ``traceparent`` field, signed with the rest; the hub's ingest span and the
-relay's ack span link to it (``start_linked_span``), as OpenTelemetry's messaging
-conventions do for a batch: one span per batch, one link per message.
+entry as a W3C ``traceparent`` field, signed with the rest; the relay's send span, the
+hub's ingest span and the relay's ack span link to it (``start_batch_span``,
+``link_traceparents``), as OpenTelemetry's messaging conventions do for a batch: one span
+per batch, one link per message.
 
 Only the OpenTelemetry API is used here. Without an SDK configured the API's tracer is a
 no-op: capturing is one context-variable read, a batch span is a non-recording span, and
-no link is built (``start_linked_span`` parses the carried contexts only for a recording
-span). What configures the SDK is the daemon's business (``hubsync.telemetry``).
+no link is gathered or built (callers ask ``span.is_recording()`` first). What configures the SDK is the daemon's business (``hubsync.telemetry``).
 
 A ``traceparent`` is judged strictly (``parse_traceparent``): version ``00``, a 32-hex
 trace id and a 16-hex span id that are not all zeros, two hex flag digits, lower case,
@@ -19,7 +19,8 @@ nothing more. A value that is not exactly that is never linked to.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from typing import Final
 
 from opentelemetry import trace
@@ -66,31 +67,46 @@ def parse_traceparent(value: bytes | str) -> SpanContext | None:
     )
 
 
-def start_linked_span(
-    name: str,
-    traceparents: Iterable[bytes | str],
-    *,
-    kind: SpanKind,
-    attributes: dict[str, str | int],
-) -> Span:
-    """A span for one batch, linked to each valid context of ``traceparents``; end it.
-
-    The contexts are parsed only when the span records (an SDK is configured and samples
-    it): with the API alone this is one call returning a non-recording span.
-    """
+@contextmanager
+def batch_span(
+    name: str, destination: str | None, count: int, *, kind: SpanKind, operation: str
+) -> Iterator[Span]:
+    """The current span, while the block runs, for one batch of ``count`` messages on
+    ``destination`` (None: several), with the messaging attributes; link it to the
+    messages' contexts with ``link_traceparents``. With the API alone this is a
+    non-recording span, made and ended at the cost of a few calls."""
+    attributes: dict[str, str | int] = {
+        "messaging.system": MESSAGING_SYSTEM,
+        "messaging.operation": operation,
+        "messaging.operation.type": operation,
+        "messaging.batch.message_count": count,
+    }
+    if destination is not None:
+        attributes["messaging.destination.name"] = destination
     span = _tracer.start_span(name, kind=kind, attributes=attributes)
-    if span.is_recording():
-        for value in traceparents:
-            context = parse_traceparent(value)
-            if context is not None:
-                span.add_link(context)
-    return span
+    with trace.use_span(span, end_on_exit=True):
+        yield span
+
+
+def link_traceparents(span: Span, traceparents: Iterable[bytes | str | None]) -> None:
+    """Link ``span`` to each valid context of ``traceparents`` (None and anything not exactly
+    a ``traceparent`` are skipped). Only a recording span is given links: ask
+    ``span.is_recording()`` before gathering them."""
+    if not span.is_recording():
+        return
+    for value in traceparents:
+        context = parse_traceparent(value) if value is not None else None
+        if context is not None:
+            span.add_link(context)
 
 
 __all__ = [
     "MESSAGING_SYSTEM",
+    "Span",
+    "SpanKind",
+    "batch_span",
     "current_traceparent",
     "is_traceparent",
+    "link_traceparents",
     "parse_traceparent",
-    "start_linked_span",
 ]

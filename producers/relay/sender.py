@@ -43,7 +43,7 @@ from hubsync.core.signing import (
     EventSigner,
     RuntimeKey,
 )
-from hubsync.core.tracing import is_traceparent
+from hubsync.core.tracing import SpanKind, batch_span, is_traceparent, link_traceparents
 from hubsync.core.wire import MAX_EVENT_BYTES
 from producers.relay.credentials import RelayCredentials
 from producers.relay.marker import AttemptMarker
@@ -307,6 +307,21 @@ class OutboxSender:
             rows, entries = [row for row, _ in kept], [entry for _, entry in kept]
             if not rows:
                 return 0
+        with batch_span(
+            "hubsync send", self.stream, len(rows), kind=SpanKind.PRODUCER, operation="send"
+        ) as span:
+            if span.is_recording():
+                link_traceparents(span, [row.traceparent for row in rows])
+            return self._xadd(client, rows, entries, key, read_ahead)
+
+    def _xadd(
+        self,
+        client: RedisClient,
+        rows: Sequence[OutboxRow],
+        entries: Sequence[Entry],
+        key: RuntimeKey,
+        read_ahead: bool,
+    ) -> int:
         # XADD stream * field value ...: what xadd() sends, without its per-call dict and
         # option handling (this runs once per event).
         stream = self.stream

@@ -324,6 +324,25 @@ class OutboxQueries:
         created = self._db.read(oldest)
         return None if created is None else max(0.0, now - created)
 
+    def traceparents(self, rows: Sequence[tuple[str, int]]) -> list[str]:
+        """The trace contexts kept with the rows ``(run_id, sequence)`` that have one (the
+        relay's ack span links to them; asked only while tracing)."""
+
+        def read(c: sqlite3.Connection) -> list[str]:
+            found = []
+            for run_id, sequence in rows:
+                row = c.execute(
+                    "SELECT p.traceparent FROM outbox AS o "
+                    "JOIN outbox_payloads AS p ON p.seq = o.seq "
+                    "WHERE o.run_id = ? AND o.sequence = ? AND p.traceparent IS NOT NULL",
+                    (run_id, sequence),
+                ).fetchone()
+                if row is not None:
+                    found.append(row[0])
+            return found
+
+        return self._db.read(read)
+
     def outbox_for_run(self, run_id: str) -> list[OutboxEntry]:
         """Every outbox row of one run, in sequence order."""
         return self._db.read(
