@@ -35,6 +35,13 @@ from hubsync.processes import child_environment, python_command
 
 MODES = ("off", "on")
 
+STAGES = {
+    "append": "append_event_per_s",
+    "relay": "relay_events_per_s",
+    "consumer": "consumer_events_per_s",
+}
+"""The report's name of each stage -> a child's figure for it."""
+
 
 def measure_tracing(url: str, events: int, rounds: int) -> dict[str, Any]:
     """Each stage's rate with tracing off and on (median of ``rounds`` paired rounds), and
@@ -49,10 +56,9 @@ def measure_tracing(url: str, events: int, rounds: int) -> dict[str, Any]:
         "events": events,
         "rounds": rounds,
     }
-    for stage in ("append_event_per_s", "relay_events_per_s", "consumer_events_per_s"):
+    for name, stage in STAGES.items():
         off = statistics.median(run[stage] for run in runs["off"])
         on = statistics.median(run[stage] for run in runs["on"])
-        name = stage.removesuffix("_per_s").removesuffix("_events")
         result[name] = {
             "off_events_per_s": round(off),
             "on_events_per_s": round(on),

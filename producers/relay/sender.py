@@ -91,38 +91,19 @@ class EntryBuilder:
         self._runtime_id = store.home_runtime_id
 
     def pairs(self, row: OutboxRow) -> tuple[str | bytes, ...]:
-        """Field names and values, alternating: the arguments of XADD after the id."""
-        if row.traceparent is not None:
-            return self._traced_pairs(row, row.traceparent.encode())
+        """Field names and values, alternating: the arguments of XADD after the id. A row
+        that kept its caller's trace context carries it, signed, after ``event``, when it is
+        exactly a W3C ``traceparent`` (a row another writer left with anything else goes out
+        without it)."""
         run_id, digest, event_type = row.run_id, row.content_hash, row.event_type
         sequence = b"%d" % row.sequence
-        sig = self.signer.sign(run_id.encode(), sequence, event_type.encode(), digest.encode())
-        return (
-            *self._head,
-            "run_id",
-            run_id,
-            "sequence",
-            sequence,
-            "event_type",
-            event_type,
-            "runtime_id",
-            self._runtime_id,
-            "content_hash",
-            digest,
-            "event",
-            row.sync_event,
-            SIGNATURE_FIELD,
-            sig,
-        )
-
-    def _traced_pairs(self, row: OutboxRow, traceparent: bytes) -> tuple[str | bytes, ...]:
-        """``pairs`` of a row that kept its caller's trace context: the signed ``traceparent``
-        field after ``event``, when the context is exactly a W3C one (a row another writer
-        left with anything else goes out without it)."""
-        if not is_traceparent(traceparent):
-            return self.pairs(row._replace(traceparent=None))
-        run_id, digest, event_type = row.run_id, row.content_hash, row.event_type
-        sequence = b"%d" % row.sequence
+        traceparent = None if row.traceparent is None else row.traceparent.encode()
+        traced: tuple[str | bytes, ...] = ()
+        if traceparent is not None:
+            if is_traceparent(traceparent):
+                traced = (EVENT_OPTIONAL_SIGNED_FIELD, traceparent)
+            else:
+                traceparent = None
         sig = self.signer.sign(
             run_id.encode(), sequence, event_type.encode(), digest.encode(), traceparent
         )
@@ -140,8 +121,7 @@ class EntryBuilder:
             digest,
             "event",
             row.sync_event,
-            EVENT_OPTIONAL_SIGNED_FIELD,
-            traceparent,
+            *traced,
             SIGNATURE_FIELD,
             sig,
         )

@@ -9,8 +9,6 @@ span's context, and the relay carries it, signed.
 
 from __future__ import annotations
 
-import os
-import sqlite3
 from pathlib import Path
 
 import redis
@@ -18,19 +16,20 @@ from opentelemetry.sdk.trace import TracerProvider
 
 from hubsync.core.entries import TRACED_EVENT_ENTRY_FIELDS
 from hubsync.core.signing import verify_event_entry
-from hubsync.core.sqlite import backup_path, split_statements
+from hubsync.core.sqlite import backup_path
 from producers.registry import RuntimeRegistry
 from producers.relay import Relay
 from producers.store.event_store import EVENT_STORE_SCHEMA_VERSION
 from tests.helpers.hub_double import stream_events
-from tests.helpers.relay_support import make_runtime, relay_settings
+from tests.helpers.relay_support import relay_settings
 from tests.helpers.sqlite_files import read_only, version_of
 from tests.helpers.trust import key_of
 from tests.producers.test_migrations_event_store import (
     HUB_PROJECT,
     file_rows,
-    fill,
     fresh_store_schema,
+    old_runtime,
+    rewrite_as_old,
     schema_of,
 )
 
@@ -85,36 +84,19 @@ CREATE TABLE outbox_payloads (
 
 def rewrite_as_v2(path: Path) -> None:
     """Replace the store at ``path`` by a version-2 file holding the same rows, numbers and all."""
-    source = path.with_name(path.name + ".v3-source")
-    os.replace(path, source)
-    conn = sqlite3.connect(path, isolation_level=None)
-    path.chmod(0o600)  # private, as every hubsync made it
-    conn.execute("PRAGMA journal_mode = WAL")
-    conn.execute("ATTACH DATABASE ? AS source", (str(source),))
-    conn.execute("BEGIN")
-    for statement in split_statements(EVENT_STORE_SCHEMA_V2):
-        conn.execute(statement)
-    conn.execute("PRAGMA main.user_version = 2")
-    for table in ("store_meta", "run_events", "relay_state", "outbox"):
-        conn.execute(f"INSERT INTO main.{table} SELECT * FROM source.{table}")
-    conn.execute(
+    copies = [
+        f"INSERT INTO main.{table} SELECT * FROM source.{table}"
+        for table in ("store_meta", "run_events", "relay_state", "outbox")
+    ]
+    copies.append(
         "INSERT INTO main.outbox_payloads SELECT seq, sync_event FROM source.outbox_payloads"
     )
-    conn.execute("COMMIT")
-    conn.execute("DETACH DATABASE source")
-    conn.close()
-    source.unlink()
+    rewrite_as_old(path, EVENT_STORE_SCHEMA_V2, 2, copies)
 
 
 def v2_runtime(state_dir: Path) -> tuple[RuntimeRegistry, Path, dict[str, list[tuple[str, int]]]]:
     """A runtime with one project whose store is a version-2 file in every outbox state."""
-    registry, (store,) = make_runtime(state_dir, [HUB_PROJECT])
-    with store:
-        keys = fill(store)
-        path = store.path
-    rewrite_as_v2(path)
-    assert version_of(path) == 2
-    return registry, path, keys
+    return old_runtime(state_dir, rewrite_as_v2, 2)
 
 
 def test_a_v2_store_is_upgraded_keeping_every_row_with_no_trace_context(tmp_path: Path) -> None:
