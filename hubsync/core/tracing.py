@@ -75,15 +75,21 @@ def batch_span(
     ``destination`` (None: several), with the messaging attributes; link it to the
     messages' contexts with ``link_traceparents``. With the API alone this is a
     non-recording span, made and ended at the cost of a few calls."""
-    attributes: dict[str, str | int] = {
-        "messaging.system": MESSAGING_SYSTEM,
-        "messaging.operation": operation,
-        "messaging.operation.type": operation,
-        "messaging.batch.message_count": count,
-    }
+    span = _tracer.start_span(name, kind=kind)
+    if not span.is_recording():
+        # no SDK (or not sampled): nothing to describe, and nothing worth making current
+        yield span
+        return
+    span.set_attributes(
+        {
+            "messaging.system": MESSAGING_SYSTEM,
+            "messaging.operation": operation,
+            "messaging.operation.type": operation,
+            "messaging.batch.message_count": count,
+        }
+    )
     if destination is not None:
-        attributes["messaging.destination.name"] = destination
-    span = _tracer.start_span(name, kind=kind, attributes=attributes)
+        span.set_attribute("messaging.destination.name", destination)
     with trace.use_span(span, end_on_exit=True):
         yield span
 
