@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 from hubstore.decide import EventKey, Known, ProjectOwner, RunKey, decide, warn_conflicts
 from hubstore.enrollments import check_move, enrolled, log_move, revoked
 from hubstore.errors import HubNotInitializedError
+from hubstore.resyncs import ResyncRecord, reported
 from hubstore.revocations import KeyRevocation, retired_keys
 from hubstore.store import (
     DEFAULT_ROTATION_GRACE,
@@ -43,6 +44,7 @@ from hubsync.core.entries import (
 )
 from hubsync.core.errors import ConfigError
 from hubsync.core.migration import SchemaChange
+from hubsync.core.resync import ResyncReport
 
 AlertKey = tuple[str | int, ...]
 """What makes two alerts one: for a conflict the key, the reason and the offered hash; for a
@@ -72,6 +74,31 @@ class MemoryHubStore(HubStore):
         self._commit_counter = 0
         self._revocations: dict[str, KeyRevocation] = {}
         self._enrolled: dict[str, EnrolledRuntime] = {}
+        self._resyncs: dict[str, ResyncRecord] = {}
+
+    def record_resyncs(self, records: Sequence[ResyncRecord]) -> None:
+        """Keep requests to resync (see ``HubStore.record_resyncs``)."""
+        with self._lock:
+            for record in records:
+                self._resyncs.setdefault(record.request_id, record)
+
+    def record_resync_reports(self, reports: Sequence[ResyncReport]) -> int:
+        """Apply verified progress reports (see ``HubStore.record_resync_reports``)."""
+        counted = 0
+        with self._lock:
+            for report in reports:
+                record = self._resyncs.get(report.request_id)
+                changed = None if record is None else reported(record, report)
+                if changed is not None:
+                    self._resyncs[report.request_id] = changed
+                    counted += 1
+        return counted
+
+    def resyncs(self, *, open_only: bool = False) -> list[ResyncRecord]:
+        """The requests kept (those not done, if ``open_only``), oldest first."""
+        with self._lock:
+            kept = sorted(self._resyncs.values(), key=lambda r: (r.asked_at, r.request_id))
+        return [r for r in kept if not (open_only and r.done)]
 
     def create_schema(self) -> None:
         """Nothing to create: a memory store starts with its (empty) tables."""

@@ -38,7 +38,7 @@ from datetime import datetime
 
 from hubstore.store import EnrolledRuntime
 from hubsync.core.clock import format_timestamp, parse_timestamp
-from hubsync.core.signing import RuntimeKey
+from hubsync.core.signing import RuntimeKey, sign_tagged
 
 REVOCATION_TAG = b"hubsync/key-revocation/v1"
 """The domain tag of a revocation's signature (a signature of no other kind verifies as one)."""
@@ -115,6 +115,5 @@ def retired_keys(
 
 
 def _signature(secret: bytes, runtime_id: str, fingerprint: str, effective_at: str) -> str:
-    items = (REVOCATION_TAG, runtime_id.encode(), fingerprint.encode(), effective_at.encode())
-    message = b"".join(b"%d:%b," % (len(item), item) for item in items)
-    return hmac.new(secret, message, "sha256").hexdigest()
+    values = (runtime_id.encode(), fingerprint.encode(), effective_at.encode())
+    return sign_tagged(RuntimeKey(secret), REVOCATION_TAG, values)

@@ -21,10 +21,12 @@ from typing import Any, ClassVar, Protocol, TypeVar
 
 import orjson
 
+from hubstore import resyncs
 from hubstore import sql_statements as statements
 from hubstore.decide import ProjectOwner
 from hubstore.enrollments import check_move, enrolled, log_move, revoked
 from hubstore.errors import HubNotInitializedError
+from hubstore.resyncs import ResyncRecord
 from hubstore.revocations import KeyRevocation, decoded, retired_keys
 from hubstore.sql_statements import Dialect
 from hubstore.store import (
@@ -46,6 +48,7 @@ from hubstore.store import (
 from hubsync.core.clock import format_timestamp, utc_now
 from hubsync.core.enrollment import Enrollment, new_hub_id
 from hubsync.core.entries import PresenceBeat, alert_reason
+from hubsync.core.resync import ResyncReport
 
 T = TypeVar("T")
 
@@ -400,6 +403,39 @@ class SqlHubStore(HubStore):
             ProjectMove(int(r[0]), r[1], r[2], r[3], r[4], int(r[5]), self._as_moment(r[6]))
             for r in rows
         ]
+
+    # ----- resync requests -----
+
+    def record_resyncs(self, records: Sequence[ResyncRecord]) -> None:
+        """Keep requests to resync as they are published (``hubstore.resyncs``)."""
+        statement = resyncs.insert(self.dialect)
+
+        def work(conn: Connection) -> None:
+            for record in records:
+                conn.execute(statement, resyncs.insert_args(record))
+
+        self._write(work)
+
+    def record_resync_reports(self, reports: Sequence[ResyncReport]) -> int:
+        """Apply verified progress reports to their requests; how many counted."""
+        select, update = resyncs.select(self.dialect), resyncs.update(self.dialect)
+
+        def work(conn: Connection) -> int:
+            counted = 0
+            for report in reports:
+                row = conn.execute(select, (report.request_id,)).fetchone()
+                changed = None if row is None else resyncs.reported(resyncs.record_of(row), report)
+                if changed is not None:
+                    conn.execute(update, resyncs.update_args(changed))
+                    counted += 1
+            return counted
+
+        return self._write(work)
+
+    def resyncs(self, *, open_only: bool = False) -> list[ResyncRecord]:
+        """The requests to resync kept (those not done, if ``open_only``), oldest first."""
+        rows = self._read(lambda conn: conn.execute(resyncs.listing(open_only)).fetchall())
+        return [resyncs.record_of(row) for row in rows]
 
     def _enrolled(self, conn: Connection, runtime_id: str) -> EnrolledRuntime | None:
         row = conn.execute(statements.enrolled(self.dialect), (runtime_id,)).fetchone()

@@ -32,7 +32,9 @@ from hubsync.core.entries import (
 )
 
 if TYPE_CHECKING:
+    from hubstore.resyncs import ResyncRecord
     from hubstore.revocations import KeyRevocation
+    from hubsync.core.resync import ResyncReport
 
 DEFAULT_STALE_AFTER = timedelta(seconds=60)
 """A runtime not heard from for this long is listed as stale."""
@@ -451,6 +453,21 @@ class HubStore(ClosesOnExit, ABC):
         one kept as the previous key, at the end of its grace. The consumers
         publish them to Redis, where they outlive a restore of the store.
         """
+
+    @abstractmethod
+    def record_resyncs(self, records: Sequence[ResyncRecord]) -> None:
+        """Keep requests to resync as they are published, in one transaction (a request id
+        kept already is left as it is)."""
+
+    @abstractmethod
+    def record_resync_reports(self, reports: Sequence[ResyncReport]) -> int:
+        """Apply verified progress reports to their requests (``hubstore.resyncs.reported``:
+        only the asked runtime's, for its hub project, newest first, never after done);
+        how many counted."""
+
+    @abstractmethod
+    def resyncs(self, *, open_only: bool = False) -> list[ResyncRecord]:
+        """The requests to resync kept (those not done, if ``open_only``), oldest first."""
 
     @abstractmethod
     def close(self) -> None:

@@ -15,6 +15,7 @@ and content hash are computed here, once, on the runtime (``hubsync.core.wire``)
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -180,6 +181,19 @@ class EventDeriver:
                     "allowlisted fields)"
                 ) from None
         return data, content_hash(data)
+
+    def rederive(
+        self, run_id: str, sequence: int, event_type: str, occurred_at: str, local_json: str
+    ) -> tuple[bytes, str]:
+        """Canonical sync-event bytes and content hash of a stored local event (a
+        ``run_events`` row, its payload redacted when it was appended), derived again as its
+        append derived them: the same bytes, unless a secret scrubbed from the payload since
+        changed them."""
+        local = json.loads(local_json)
+        data = self.allowlist.select(event_type, local)
+        return self.encode(
+            PreparedEvent(run_id, event_type, occurred_at, local_json, data), sequence
+        )
 
     def _check_ids(self, run_id: str, event_type: str) -> None:
         secrets = self.redactor.secret_count

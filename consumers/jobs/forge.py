@@ -34,12 +34,11 @@ from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
 from pydantic import Field, SecretStr
-from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from consumers.jobs.effect_executors import ExecutionContext, http_exchange
 from hubsync.core.errors import ConfigError
 from hubsync.core.redis_credentials import read_secret_file
-from hubsync.core.settings import safe_url
+from hubsync.core.settings import HubsyncSettings, safe_url
 from producers.effects.errors import (
     EffectFailedError,
     NothingExecutedError,
@@ -54,10 +53,8 @@ _PR_TARGET = re.compile(rf"({_NAME})/({_NAME}):([^\s:]+(?::[^\s:]+)?)\.\.\.(\S+)
 _ISSUE_TARGET = re.compile(rf"({_NAME})/({_NAME})(?:#\S{{1,200}})?")
 
 
-class ForgeSettings(BaseSettings):
+class ForgeSettings(HubsyncSettings):
     """Where the forge is and how to reach it (env prefix ``HUBSYNC_``)."""
-
-    model_config = SettingsConfigDict(env_prefix="HUBSYNC_", extra="ignore", frozen=True)
 
     forge_api_url: str = Field(
         default=GITHUB_API_URL,

@@ -21,7 +21,6 @@ from typing import Any
 
 import redis
 from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from consumers.jobs.job_connection import job_connection
 from consumers.stream.reclaim import remove_idle_consumers
@@ -29,16 +28,14 @@ from consumers.views.projects import known_hub_projects
 from consumers.views.queue_status import events_streams
 from hubstore.factory import open_store
 from hubstore.redis_functions import functions_for
-from hubsync.core.settings import hub_url_of
+from hubsync.core.settings import HubsyncSettings, hub_url_of
 from producers.effects.ledger import EffectsLedger
 
 log = logging.getLogger(__name__)
 
 
-class MaintenanceSettings(BaseSettings):
+class MaintenanceSettings(HubsyncSettings):
     """Settings of the maintenance job (env prefix ``HUBSYNC_``)."""
-
-    model_config = SettingsConfigDict(env_prefix="HUBSYNC_", extra="ignore", frozen=True)
 
     effects_ledger: Path | None = Field(
         default=None, description="effects ledger to purge (none: skip the purge)"

@@ -43,6 +43,7 @@ from hubsync.core.entries import (
 )
 from hubsync.core.names import validate_name
 from hubsync.core.redis_values import printable
+from hubsync.core.resync import RESYNC_REPORT_ENTRY_FIELDS, verify_resync_report
 from hubsync.core.signing import (
     RuntimeKey,
     verify_event_entry,
@@ -109,6 +110,13 @@ class RuntimeAuthenticator:
         if problem is not None:
             return _unauthenticated(problem, fields)
         return self._check(fields, hub_project, verify_presence_entry)
+
+    def resync_report(self, fields: Mapping[str, bytes], hub_project: str) -> RuntimeKey | Refusal:
+        """The key that signed this resync report, or why it is refused."""
+        problem = field_set_problem(fields, RESYNC_REPORT_ENTRY_FIELDS)
+        if problem is not None:
+            return _unauthenticated(problem, fields)
+        return self._check(fields, hub_project, verify_resync_report)
 
     def cached_keys(self, hub_project: str, raw_runtime_id: bytes) -> list[RuntimeKey] | None:
         """The keys an event entry naming ``raw_runtime_id`` (as read) may be signed with,

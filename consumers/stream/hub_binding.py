@@ -52,8 +52,9 @@ class StoreBehindError(ConsumerError, ConfigError):
             f"{mark} ingest batches here ({keys.HUB_MARK}), this store holds {counter}, so it "
             "was restored from a backup or copied and lacks events the runtimes were told "
             "are stored. Point the consumer at the hub's newest store; if this is the newest "
-            "there is, start one consumer with --accept-restore (docs/operations.md, "
-            '"Backup and restore")'
+            "there is, run hubsync hub restore, which has the runtimes resend what it lacks "
+            "(or start one consumer with --accept-restore to take it as it is; "
+            'docs/operations.md, "Backup and restore")'
         )
         self.hub_id = hub_id
         self.counter = counter

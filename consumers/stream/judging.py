@@ -17,6 +17,9 @@ takes the general path, whose verdict and dead-letter reason are the answer:
   its runtime;
 * ``presence``: ``RuntimeAuthenticator.presence``, then ``parse_presence_entry``
   and ``wrong_stream`` likewise; a valid beat is acknowledged at once;
+* ``resync_report``: ``RuntimeAuthenticator.resync_report``, then
+  ``parse_resync_report`` and ``wrong_stream`` likewise; a valid report is
+  acknowledged at once and kept (``HubStore.record_resync_reports``);
 * anything else: ``unknown_kind``; and a ``ValueError``, ``TypeError``,
   ``KeyError`` or ``UnicodeError`` while validating: ``invalid_entry``.
 
@@ -50,6 +53,7 @@ from hubsync.core.entries import (
 )
 from hubsync.core.errors import WireError
 from hubsync.core.redis_values import RawEntry
+from hubsync.core.resync import KIND_RESYNC_REPORT, ResyncReport, parse_resync_report
 from hubsync.core.signing import EVENT_OPTIONAL_SIGNED_FIELD, RuntimeKey
 
 log = logging.getLogger(__name__)
@@ -59,6 +63,7 @@ StreamBatch = Sequence[tuple[str, Sequence[RawEntry]]]
 
 _KIND_EVENT = KIND_EVENT.encode()
 _KIND_PRESENCE = KIND_PRESENCE.encode()
+_KIND_REPORT = KIND_RESYNC_REPORT.encode()
 _TRACEPARENT = EVENT_OPTIONAL_SIGNED_FIELD.encode()
 
 
@@ -73,6 +78,8 @@ class Verdicts:
     valid_ids: dict[str, list[str]] = field(default_factory=dict)
     """Stream -> ids of its valid events, acknowledged once their outcomes are queued."""
     beats: list[PresenceBeat] = field(default_factory=list)
+    reports: list[ResyncReport] = field(default_factory=list)
+    """Verified resync progress reports, for the hub store."""
     count: int = 0
     """Entries judged (deleted ones included)."""
     rejected: int = 0
@@ -148,14 +155,23 @@ class EntryJudge:
                 verdicts.valid.append(entry)
                 verdicts.answer_to.append((project, entry.runtime_id, key))
                 verdicts.valid_ids[stream].append(entry_id)
-            elif kind == _KIND_PRESENCE:
-                key = self.authenticator.presence(fields, project)
+            elif kind in (_KIND_PRESENCE, _KIND_REPORT):
+                presence = kind == _KIND_PRESENCE
+                check = (
+                    self.authenticator.presence if presence else self.authenticator.resync_report
+                )
+                key = check(fields, project)
                 if isinstance(key, Refusal):
                     _refuse(pub, stream, entry_id, fields, key)
                     return
-                beat = parse_presence_entry(fields)
-                _same_project(beat.hub_project, project)
-                verdicts.beats.append(beat)
+                if presence:
+                    beat = parse_presence_entry(fields)
+                    _same_project(beat.hub_project, project)
+                    verdicts.beats.append(beat)
+                else:
+                    report = parse_resync_report(fields)
+                    _same_project(report.hub_project, project)
+                    verdicts.reports.append(report)
                 pub.ack(stream, entry_id)
             else:
                 named = entry_kind(fields)

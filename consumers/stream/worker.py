@@ -426,6 +426,8 @@ class HubConsumer(Daemon):
             self.stats.count_ingested(verdicts.valid, outcomes)
         if verdicts.beats:
             self.store.record_presence(verdicts.beats)
+        if verdicts.reports:
+            self.store.record_resync_reports(verdicts.reports)
         if pub.security_alerts:
             # kept before anything is acknowledged: a crash here redelivers the entries
             self.store.record_security_alerts(pub.security_alerts)

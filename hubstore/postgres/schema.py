@@ -27,11 +27,12 @@ from typing import Any
 
 import psycopg
 
+from hubstore.resyncs import POSTGRES_TABLE as POSTGRES_RESYNC_TABLE
 from hubstore.sql_statements import FOLDED_BY_SENDER, KEPT_PER_OFFENCE
 from hubsync.core.errors import SchemaVersionError
 from hubsync.core.migration import Migration, SchemaChange, check_migrations, steps_from
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 VERSION_TABLE = "hub_schema_versions"
 
@@ -44,6 +45,7 @@ TABLES = (
     "sync_project_moves",
     "hub_meta",
     "enrolled_runtimes",
+    "sync_resyncs",
 )
 """The hub tables; one of them without ``VERSION_TABLE`` beside it is someone else's."""
 
@@ -209,6 +211,7 @@ SCHEMA_STATEMENTS = (
         revoked_at timestamptz
     )
     """,
+    POSTGRES_RESYNC_TABLE,
 )
 """The latest schema, what a new hub store gets (the version table first)."""
 
@@ -232,6 +235,11 @@ MIGRATIONS: tuple[Migration, ...] = (
             *_FOLD_REFUSED_ALERTS,
             *ALERT_INDEXES,
         ),
+    ),
+    Migration(
+        from_version=2,
+        summary="add sync_resyncs (requests to resync and the runtimes' progress with them)",
+        change=(POSTGRES_RESYNC_TABLE,),
     ),
 )
 """Version N -> N+1 steps, oldest first (``hubsync.core.migration.Migration``)."""

@@ -8,6 +8,8 @@ version 3, the hub's identity (``hub_meta``) and its enrolled runtimes
 Since version 4 a project names the runtime it belongs to (``sync_projects.runtime_id``),
 moves of a project are recorded (``sync_project_moves``), and refused entries are
 kept as one alert per hub project, claimed runtime and reason (``sync_alerts_per_sender``).
+Since version 5 the requests to resync and the runtimes' progress with them are kept
+(``sync_resyncs``, ``hubstore.resyncs``).
 
 ``SCHEMA_STATEMENTS`` is the latest schema, what a new database gets;
 ``MIGRATIONS`` upgrade an older one step by step (``hubsync.core.sqlite.Migration``).
@@ -17,10 +19,11 @@ that brings a file of the previous version to the same shape.
 
 from __future__ import annotations
 
+from hubstore.resyncs import SQLITE_TABLE as RESYNC_TABLE
 from hubstore.sql_statements import ALERT_COLUMNS, FOLDED_BY_SENDER, KEPT_PER_OFFENCE
 from hubsync.core.sqlite import Migration
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 ENROLLMENT_TABLES = (
     # name -> value; 'hub_id' is written once by init_hub and never changed.
@@ -182,6 +185,7 @@ SCHEMA_STATEMENTS = (
     ) STRICT
     """,
     *ENROLLMENT_TABLES,
+    RESYNC_TABLE,
 )
 
 MIGRATIONS = (
@@ -219,6 +223,11 @@ MIGRATIONS = (
             FOLD_REFUSED_ALERTS,
             "DROP TABLE sync_alerts_v3",
         ),
+    ),
+    Migration(
+        from_version=4,
+        summary="add sync_resyncs (requests to resync and the runtimes' progress with them)",
+        change=(RESYNC_TABLE,),
     ),
 )
 """Version N -> N+1 steps, oldest first (see ``hubsync.core.sqlite.Database.ensure_schema``)."""

@@ -24,7 +24,7 @@ from typing import Any
 from consumers.stream.worker import HubConsumer
 from hubstore.factory import open_store
 from hubsync.benchmarks import ceilings
-from hubsync.benchmarks.ceilings import RedisUse, RedisWork
+from hubsync.benchmarks.ceilings import Ceiling, RedisUse, RedisWork
 from hubsync.benchmarks.workload import (
     HUB_PROJECT,
     INSERT_ROW,
@@ -57,6 +57,47 @@ def stream_of(fields: dict[str, str | bytes]) -> str:
 
 def _rate(count: int, seconds: float) -> float:
     return count / seconds if seconds > 0 else 0.0
+
+
+class _Best:
+    """Each measure's fastest round, and the Redis use of the stage's fastest (its floor)."""
+
+    def __init__(self, stage: str) -> None:
+        self.stage = stage
+        self.seconds: dict[str, float] = {}
+        self.redis_use: RedisUse | None = None
+
+    def keep(self, used: RedisUse, **seconds: float) -> None:
+        """One round's seconds per measure, and what Redis did in the stage's."""
+        if seconds[self.stage] < self.seconds.get(self.stage, float("inf")):
+            self.redis_use = used
+        for name, value in seconds.items():
+            self.seconds[name] = min(self.seconds.get(name, float("inf")), value)
+
+    def rates(self, events: int) -> tuple[dict[str, float], RedisUse]:
+        """Events per second of each measure's best round, and the stage's Redis use."""
+        assert self.redis_use is not None  # rounds >= 1
+        return {name: _rate(events, s) for name, s in self.seconds.items()}, self.redis_use
+
+
+def _ratio(rate: float, of: float) -> float:
+    return round(rate / of, 3) if of else 0.0
+
+
+def _against(
+    events: int, rate: float, ceiling_rate: float, ceiling: Ceiling, target: float
+) -> dict[str, Any]:
+    """What every stage reports: its events and batch, its rate beside its ceiling's, what
+    that omits, the target."""
+    return {
+        "events": events,
+        "batch": BATCH,
+        "events_per_s": round(rate),
+        **ceiling.describe(),
+        "ceiling_events_per_s": round(ceiling_rate),
+        "ratio": _ratio(rate, ceiling_rate),
+        "target_ratio": target,
+    }
 
 
 # ----- relay -----
@@ -126,9 +167,8 @@ def measure_relay(url: str, events: int, rounds: int) -> dict[str, Any]:
     """Relay drain rate beside the raw XADD ceilings of the same entries (best of ``rounds``),
     with Redis's own time per XADD measured around the relay's drain."""
     client = connect(RedisTarget(url))
-    best = {"relay": float("inf"), "raw": float("inf"), "redis_py": float("inf")}
+    best = _Best("relay")
     event_bytes = 0
-    redis_use: RedisUse | None = None
     try:
         for _ in range(rounds):
             client.flushall()
@@ -146,28 +186,16 @@ def measure_relay(url: str, events: int, rounds: int) -> dict[str, Any]:
                 raise ValueError(
                     f"relay sent {sent}, ceilings {raw_n} and {redis_py_n}, of {events}"
                 )
-            if relay_s < best["relay"]:
-                redis_use = used  # the floor of the round that counts
-            for name, seconds in (("relay", relay_s), ("raw", raw_s), ("redis_py", redis_py_s)):
-                best[name] = min(best[name], seconds)
+            best.keep(used, relay=relay_s, raw=raw_s, redis_py=redis_py_s)
     finally:
         client.close()
-    assert redis_use is not None  # rounds >= 1
-    rates = {name: _rate(events, seconds) for name, seconds in best.items()}
+    rates, redis_use = best.rates(events)
     return {
-        "events": events,
+        **_against(events, rates["relay"], rates["raw"], ceilings.RELAY, 0.8),
         "event_bytes": event_bytes,
-        "batch": BATCH,
-        "events_per_s": round(rates["relay"]),
-        **ceilings.RELAY.describe(),
-        "ceiling_events_per_s": round(rates["raw"]),
-        "ratio": round(rates["relay"] / rates["raw"], 3) if rates["raw"] else 0.0,
-        "target_ratio": 0.8,
         "redis_py_ceiling": ceilings.RELAY_REDIS_PY.describe(),
         "redis_py_ceiling_events_per_s": round(rates["redis_py"]),
-        "redis_py_ratio": round(rates["relay"] / rates["redis_py"], 3)
-        if rates["redis_py"]
-        else 0.0,
+        "redis_py_ratio": _ratio(rates["relay"], rates["redis_py"]),
         "floor": ceilings.floor(redis_use, ceilings.RELAY_FLOOR_COMMANDS, rates["relay"]),
     }
 
@@ -261,9 +289,8 @@ def raw_sqlite_seconds(batch: list[dict[str, str | bytes]], directory: Path) -> 
 def measure_consumer(url: str, events: int, rounds: int) -> dict[str, Any]:
     """Consumer ingest beside raw XREADGROUP+executemany+XACK and its two halves, with
     Redis's own time per entry measured around the consumer's drain."""
-    best = {"hub": float("inf"), "raw": float("inf"), "redis": float("inf"), "sqlite": float("inf")}
+    best = _Best("hub")
     sqlite_cpu = float("inf")
-    redis_use: RedisUse | None = None
     client = connect(RedisTarget(url))
     try:
         for attempt in range(rounds):
@@ -281,29 +308,14 @@ def measure_consumer(url: str, events: int, rounds: int) -> dict[str, Any]:
                 sqlite_s, sqlite_cpu_s = raw_sqlite_seconds(batch, directory)
             if raw_n != events or hub_n != events:
                 raise ValueError(f"round {attempt}: raw {raw_n}, hub {hub_n} rows of {events}")
-            if hub_s < best["hub"]:
-                redis_use = used  # the floor of the round that counts
             sqlite_cpu = min(sqlite_cpu, sqlite_cpu_s)
-            for name, seconds in (
-                ("hub", hub_s),
-                ("raw", raw_s),
-                ("redis", redis_s),
-                ("sqlite", sqlite_s),
-            ):
-                best[name] = min(best[name], seconds)
+            best.keep(used, hub=hub_s, raw=raw_s, redis=redis_s, sqlite=sqlite_s)
         client.flushall()
     finally:
         client.close()
-    assert redis_use is not None  # rounds >= 1
-    rates = {name: _rate(events, seconds) for name, seconds in best.items()}
+    rates, redis_use = best.rates(events)
     return {
-        "events": events,
-        "batch": BATCH,
-        "events_per_s": round(rates["hub"]),
-        **ceilings.CONSUMER.describe(),
-        "ceiling_events_per_s": round(rates["raw"]),
-        "ratio": round(rates["hub"] / rates["raw"], 3) if rates["raw"] else 0.0,
-        "target_ratio": 0.6,
+        **_against(events, rates["hub"], rates["raw"], ceilings.CONSUMER, 0.6),
         "raw_xreadgroup_xack_events_per_s": round(rates["redis"]),
         "raw_sqlite_batch_insert_events_per_s": round(rates["sqlite"]),
         "floor": ceilings.floor(

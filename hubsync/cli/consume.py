@@ -122,7 +122,7 @@ def _consume(
     from consumers.stream.worker import HubConsumer
     from hubstore import open_store
     from hubsync.core.gc_tuning import tune_for_throughput
-    from hubsync.core.metrics import CONSUMER_REGISTRY, start_metrics_server  # prometheus_client
+    from hubsync.core.metrics import CONSUMER_REGISTRY, serve_daemon_metrics  # prometheus_client
 
     if not once and not _wait_for_redis(target):
         return  # stopped by a signal before Redis answered
@@ -134,12 +134,7 @@ def _consume(
             if accept_restore:
                 _accept_restore(client, store)
             worker = HubConsumer(client, store, settings, target=target)
-            start_metrics_server(
-                settings.metrics_port,
-                settings.metrics_host,
-                registry=CONSUMER_REGISTRY,
-                readiness=worker.readiness.problems,
-            )
+            serve_daemon_metrics(settings, CONSUMER_REGISTRY, worker.readiness.problems)
             if once:
                 stats = worker.run_once()
             else:

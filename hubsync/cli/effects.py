@@ -16,25 +16,14 @@ from hubsync.cli.options import count_option, env_option, json_option, options_f
 from hubsync.core.errors import ConfigError
 from hubsync.core.redis_values import printable
 from hubsync.core.settings import EffectsLedgerSettings
-from producers.effects import (
-    EffectDetail,
-    EffectRefusalCode,
-    EffectRefused,
-    EffectsLedger,
-    EffectState,
-    EffectView,
-    Verdict,
-    list_effects,
-    resolve_effect,
-    show_effect,
-)
+from producers.effects import EffectRefusalCode, EffectRefused, EffectsLedger, review
 from producers.effects.errors import EffectRefusedError, VerdictRefusedError
 
 _ledger_option = options_from(EffectsLedgerSettings)
 
 
 @contextmanager
-def _opened(path: Path) -> Iterator[EffectsLedger]:
+def opened_ledger(path: Path) -> Iterator[EffectsLedger]:
     """The existing ledger at ``path`` (a missing one is a usage error, never created)."""
     if not path.is_file():
         raise ConfigError(
@@ -48,7 +37,8 @@ def _opened(path: Path) -> Iterator[EffectsLedger]:
         ledger.close()
 
 
-def _default_actor() -> str:
+def default_actor() -> str:
+    """``USER@HOST`` of this process: who gives a verdict, unless told (``--actor``)."""
     try:
         user = getpass.getuser()
     except (KeyError, OSError):
@@ -56,7 +46,7 @@ def _default_actor() -> str:
     return f"{user}@{socket.gethostname()}"[:128]
 
 
-def _line(view: EffectView) -> str:
+def _line(view: review.EffectView) -> str:
     shown = view.as_dict()
     token = shown["fencing_token"] if shown["fencing_token"] is not None else "-"
     return printable(
@@ -65,7 +55,7 @@ def _line(view: EffectView) -> str:
     )
 
 
-def _detail_lines(detail: EffectDetail) -> Iterator[str]:
+def _detail_lines(detail: review.EffectDetail) -> Iterator[str]:
     document = detail.as_dict()
     if detail.view is None:
         yield f"{detail.effect_key}  no ledger row (a retry may claim it)"
@@ -107,7 +97,7 @@ def effects() -> None:
     "--state",
     "states",
     multiple=True,
-    type=click.Choice([s.value for s in EffectState]),
+    type=click.Choice([s.value for s in review.EffectState]),
     help="Only effects in this state (repeatable) [default: every state] "
     "(no environment variable).",
 )
@@ -125,9 +115,9 @@ def list_command(
     retries it until resolved), committed. A failed attempt leaves no row (show
     KEY has its history).
     """
-    chosen = tuple(EffectState(s) for s in states)
-    with _opened(effects_ledger) as ledger:
-        found = list_effects(ledger, states=chosen, run_id=run_id, limit=count)
+    chosen = tuple(review.EffectState(s) for s in states)
+    with opened_ledger(effects_ledger) as ledger:
+        found = review.list_effects(ledger, states=chosen, run_id=run_id, limit=count)
     if as_json:
         click.echo(json.dumps({"effects": [v.as_dict() for v in found]}, sort_keys=True))
         return
@@ -143,8 +133,8 @@ def list_command(
 @json_option
 def show(key: str, effects_ledger: Path, as_json: bool) -> None:
     """Show effect KEY: its row, receipt and history (claims, commits, parking, verdicts)."""
-    with _opened(effects_ledger) as ledger:
-        detail = show_effect(ledger, key)
+    with opened_ledger(effects_ledger) as ledger:
+        detail = review.show_effect(ledger, key)
     if detail is None:
         raise EffectRefusedError(
             EffectRefusalCode.NOT_FOUND.value,
@@ -170,7 +160,7 @@ def show(key: str, effects_ledger: Path, as_json: bool) -> None:
               help="Why: what you checked (kept in the history; no environment variable).")  # fmt: skip
 @env_option(
     "--actor",
-    default=_default_actor,
+    default=default_actor,
     show_default="USER@HOST",
     help="Who gives the verdict, kept in the history.",
 )
@@ -192,9 +182,9 @@ def resolve(
     """
     if committed == not_executed:
         raise click.UsageError("--committed: give exactly one of --committed and --not-executed")
-    verdict = Verdict.COMMITTED if committed else Verdict.NOT_EXECUTED
-    with _opened(effects_ledger) as ledger:
-        done = resolve_effect(ledger, key, verdict, note=note, actor=actor)
+    verdict = review.Verdict.COMMITTED if committed else review.Verdict.NOT_EXECUTED
+    with opened_ledger(effects_ledger) as ledger:
+        done = review.resolve_effect(ledger, key, verdict, note=note, actor=actor)
     if isinstance(done, EffectRefused):
         if done.code is EffectRefusalCode.NOT_FOUND:
             raise EffectRefusedError(done.code.value, printable(done.message))  # exit 1

@@ -1,6 +1,7 @@
 """``hubsync hub``: the hub store itself (``hub migrate``: create or upgrade its schema and
 give a new hub its identity; ``hub init``: the same, printing the hub id; ``hub backup``:
-an online copy of a SQLite hub; ``hub move-project``: give a project to another runtime).
+an online copy of a SQLite hub; ``hub restore``: make a restored store whole again, in
+``hubsync.cli.hub_restore``; ``hub move-project``: give a project to another runtime).
 
 Both migrate and init give a hub without an id its id, so either one is the single step
 that makes a hub ready for ``hubsync enroll``. Given ``--redis-url`` (as the Redis
@@ -19,31 +20,28 @@ from typing import Any, NamedTuple, TypeVar
 
 import click
 
-from hubsync.cli.options import hub_options, json_option, open_hub_store, shown_store, valid_name
+from hubsync.cli.options import (
+    admin_redis_options,
+    hub_options,
+    json_option,
+    open_hub_store,
+    required_hub_url,
+    shown_store,
+    valid_name,
+)
 from hubsync.core.clock import format_timestamp
 from hubsync.core.errors import ConfigError, HubsyncError
 from hubsync.core.migration import SchemaChange
-from hubsync.core.settings import hub_url_of, safe_url
+from hubsync.core.settings import safe_url
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def _admin_redis_options(command: F) -> F:
-    """``--redis-url`` and ``--redis-password-file`` of the Redis to prepare; no environment
-    variable, since the pipeline's own (HUBSYNC_REDIS_URL) is not the administrator's."""
-    command = click.option(
-        "--redis-password-file",
-        type=click.Path(exists=True, dir_okay=False, path_type=Path),
-        help="File holding the Redis administrator's password, for a URL without one.",
-    )(command)
-    return click.option(
-        "--redis-url",
-        default=None,
-        metavar="URL",
-        help="Also prepare this Redis (every master of a cluster): load hubsync's functions "
-        "and move old lease fences into their counters. Log in as a user allowed FUNCTION "
-        "LOAD, SCAN, GET, SET, HGET and HDEL on hubsync:lease:* (the administrator).",
-    )(command)
+_admin_redis_options = admin_redis_options(
+    "Also prepare this Redis (every master of a cluster): load hubsync's functions "
+    "and move old lease fences into their counters. Log in as a user allowed FUNCTION "
+    "LOAD, SCAN, GET, SET, HGET and HDEL on hubsync:lease:* (the administrator)."
+)
 
 
 def _prepare_redis(url: str | None, password_file: Path | None) -> dict[str, object] | None:
@@ -85,11 +83,12 @@ Examples:
   hubsync hub migrate --hub-db hub.db --redis-url redis://admin@redis.internal:6379/0 \\
       --redis-password-file admin.pw
   hubsync hub backup --hub-db /var/lib/hubsync/hub.db --to /backup/hub-$(date +%F).db
+  hubsync hub restore --hub-db /var/lib/hubsync/hub.db --redis-url redis://admin@redis:6379/0
   hubsync hub move-project shop-48ee17a7 --to rt-build-2 --hub-db /var/lib/hubsync/hub.db
 """
 )
 def hub() -> None:
-    """The hub store itself: its schema (migrate), its id (init), its backup, who owns a project."""
+    """The hub store itself: its schema (migrate), its id (init), its backup and restore, who owns a project."""
 
 
 @hub.command(
@@ -216,7 +215,7 @@ def backup(hub_url: str | None, hub_db: Path | None, to: Path, force: bool, as_j
     from hubstore.factory import url_scheme
     from hubstore.sqlite.store import SqliteHubStore, sqlite_path
 
-    url = _required_url(hub_url, hub_db)
+    url = required_hub_url(hub_url, hub_db)
     scheme = url_scheme(url)
     if scheme != "sqlite":
         raise ConfigError(_not_copied_here(scheme, shown_store(url)))
@@ -307,7 +306,7 @@ def move_project(
     and nothing changes. The move is recorded in the hub store
     (sync_project_moves) and logged.
     """
-    url = _required_url(hub_url, hub_db)
+    url = required_hub_url(hub_url, hub_db)
     with open_hub_store(url) as store:
         move = store.move_project(project_id, runtime_id)
     if as_json:
@@ -349,7 +348,7 @@ def _ready_hub(
     """Create or upgrade the store's schema, give the hub its id, and prepare the Redis."""
     from hubstore import migrate_store
 
-    url = _required_url(hub_url, hub_db)
+    url = required_hub_url(hub_url, hub_db)
     change = migrate_store(url)
     hub_id, created = _give_id(url)
     redis_done = _prepare_redis(redis_url, password_file)
@@ -378,13 +377,6 @@ def _give_id(url: str) -> tuple[str, bool]:
         return store.init_hub(), created
 
 
-def _required_url(hub_url: str | None, hub_db: Path | None) -> str:
-    url = hub_url_of(hub_url, hub_db)
-    if url is None:
-        raise click.UsageError("--hub-url: missing; give --hub-url or --hub-db (HUBSYNC_HUB_URL)")
-    return url
-
-
 def _document(store: str, change: SchemaChange) -> dict[str, object]:
     return {
         "store": store,
@@ -408,3 +400,12 @@ def _sentence(store: str, change: SchemaChange) -> str:
         f"hub store {store}: upgraded from schema version {change.from_version} to "
         f"{change.to_version}{kept}{steps}"
     )
+
+
+def _add_restore() -> None:
+    from hubsync.cli.hub_restore import restore
+
+    hub.add_command(restore)
+
+
+_add_restore()

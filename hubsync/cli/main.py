@@ -40,6 +40,12 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "hubsync.cli.consumers:consumers",
         "The consumers of group hub: list them, remove one that is gone.",
     ),
+    "dashboard": (
+        "hubsync.cli.dashboard:dashboard",
+        "Serve the pipeline in a browser: security alerts, a card per hub project with its "
+        "sparklines, runtimes, consumers, leases and parked effects, and drill-downs into dead "
+        "letters, runs and events.",
+    ),
     "dead": (
         "hubsync.cli.dead:dead",
         "Dead letters: entries the hub refused (bad bytes) or gave up on (max_deliveries).",
@@ -72,7 +78,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "hub": (
         "hubsync.cli.hub:hub",
-        "The hub store itself: its schema (migrate), its id (init), its backup, who owns a project.",
+        "The hub store itself: its schema (migrate), its id (init), its backup and restore, who "
+        "owns a project.",
     ),
     "lease": (
         "hubsync.cli.lease:lease",
@@ -89,6 +96,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "relay": (
         "hubsync.cli.relay:relay",
         "Move this runtime's outboxes onto Redis Streams and apply the hub's acks.",
+    ),
+    "resync": (
+        "hubsync.cli.resync:resync",
+        "Ask one runtime to resend a slice of its events: a rewind.",
     ),
     "runtime": (
         "hubsync.cli.runtime:runtime",
@@ -159,10 +170,11 @@ class LazyGroup(click.Group):
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
     epilog="Options read HUBSYNC_<OPTION> (each --help shows the variable), except the "
     "flags that choose what one call does (--json, --once, --check, --all, --burst, --create, "
-    "--watch, --quick, --keep), the --hub-project of status, dead and alerts, and what "
+    "--watch, --quick, --keep, --allow-actions), the --hub-project of status, dead and alerts, and what "
     "events and runs list (--hub-project, --project-id, --run, --after, --limit). "
     "Nor do what effects list and resolve take (--state, --run, --committed, --not-executed, "
-    "--note). "
+    "--note), nor whom resync asks and from when (--runtime, --hub-project, --project-id, "
+    "--run, --since, --wait). "
     "HUBSYNC_REDIS_URL wins over REDIS_URL. "
     "Exit codes: 0 ok, 1 failure, 2 usage error, 3 cannot reach Redis.",
 )

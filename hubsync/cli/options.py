@@ -43,6 +43,7 @@ from hubsync.core.settings import (
     CommonSettings,
     HubStoreSettings,
     RuntimeSettings,
+    hub_url_of,
 )
 
 if TYPE_CHECKING:
@@ -271,6 +272,22 @@ def redis_url_option(command: F) -> F:
     return cast(F, url_options(with_target))
 
 
+def admin_redis_options(url_help: str, *, required: bool = False) -> Callable[[F], F]:
+    """``--redis-url`` (``url_help``) and ``--redis-password-file`` of the Redis an
+    administrator's command works on; no environment variable, since the pipeline's own
+    (HUBSYNC_REDIS_URL) is not the administrator's."""
+
+    def decorate(command: F) -> F:
+        command = click.option(
+            "--redis-password-file",
+            type=click.Path(exists=True, dir_okay=False, path_type=Path),
+            help="File holding the Redis administrator's password, for a URL without one.",
+        )(command)
+        return click.option("--redis-url", required=required, metavar="URL", help=url_help)(command)
+
+    return decorate
+
+
 hub_options = options_from(HubStoreSettings, required=False)
 """``--hub-url`` and its shorthand ``--hub-db``; resolve them with ``settings.hub_url_of``."""
 
@@ -351,6 +368,14 @@ hub_project_filter = click.option(
     help="Only this hub project [default: every project in hubsync:projects] "
     "(no environment variable).",
 )
+
+
+def required_hub_url(hub_url: str | None, hub_db: Path | None) -> str:
+    """The hub store's URL from ``--hub-url``/``--hub-db``; a usage error without one."""
+    url = hub_url_of(hub_url, hub_db)
+    if url is None:
+        raise click.UsageError("--hub-url: missing; give --hub-url or --hub-db (HUBSYNC_HUB_URL)")
+    return url
 
 
 def shown_store(hub_url: str) -> str:

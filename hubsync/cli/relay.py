@@ -78,7 +78,7 @@ def relay(once: bool, check: bool, as_json: bool, **options: Any) -> None:
             runtime_id = registry.runtime_id
         raise SystemExit(_check(target, runtime_id))
     from hubsync.core.gc_tuning import tune_for_throughput
-    from hubsync.core.metrics import RELAY_REGISTRY, start_metrics_server  # prometheus_client
+    from hubsync.core.metrics import RELAY_REGISTRY, serve_daemon_metrics  # prometheus_client
     from producers.relay import Relay
 
     # SIGTERM and SIGINT stop the daemon (not --once) until it has closed: the first finishes
@@ -87,12 +87,7 @@ def relay(once: bool, check: bool, as_json: bool, **options: Any) -> None:
     daemon = Relay(settings, target=target, handle_signals=not once)
     with daemon.stop_signals():
         try:
-            start_metrics_server(
-                settings.metrics_port,
-                settings.metrics_host,
-                registry=RELAY_REGISTRY,
-                readiness=daemon.readiness.problems,
-            )
+            serve_daemon_metrics(settings, RELAY_REGISTRY, daemon.readiness.problems)
             if once:
                 probe(target).close()  # --once cannot wait: exit 3 now
                 summary = daemon.run_once()

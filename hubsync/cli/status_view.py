@@ -10,6 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from consumers.views.queue_status import HealthKey, HubProjectStatus
+from hubstore.resyncs import ResyncGroup
 from hubsync.core.durations import format_duration
 from hubsync.core.redis_values import printable
 from producers.store.outbox_status import LocalStatus
@@ -42,6 +43,8 @@ class StatusReport:
     hub_projects: list[HubProjectStatus] = field(default_factory=list)
     health: list[HealthKey] = field(default_factory=list)
     local: LocalStatus | None = None
+    resyncs: list[ResyncGroup] = field(default_factory=list)
+    """The resyncs in progress at the hub store, and the latest one once it is done."""
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON document of ``hubsync status --json``."""
@@ -56,6 +59,7 @@ class StatusReport:
             "hub_projects": [p.as_dict() for p in self.hub_projects],
             "health": [h.as_dict() for h in self.health],
             "local": None if self.local is None else self.local.as_dict(),
+            "resyncs": [g.as_dict() | {"finished": g.finished} for g in self.resyncs],
             "unhealthy": self.unhealthy(),
         }
 
@@ -113,6 +117,8 @@ def render(report: StatusReport) -> RenderableType:
             parts.append(_health_table(report))
     if report.local is not None:
         parts.append(_local_table(report.local))
+    for group in report.resyncs:
+        parts.append(Text(group.line(), "green" if group.finished else "yellow"))
     unhealthy = report.unhealthy()
     if unhealthy:
         parts.append(Text("\n".join(["unhealthy:", *(f"  {u}" for u in unhealthy)]), "red"))

@@ -25,7 +25,7 @@ from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histo
 from hubsync.core.entries import ConflictReason, Outcome
 from hubsync.core.errors import HubsyncError
 from hubsync.core.metrics_server import MetricsServer, WsgiApp
-from hubsync.core.settings import DEFAULT_METRICS_HOST
+from hubsync.core.settings import DEFAULT_METRICS_HOST, DaemonSettings
 
 log = logging.getLogger(__name__)
 
@@ -339,3 +339,12 @@ def start_metrics_server(
         ) from None
     log.info("serving Prometheus metrics on http://%s:%d%s", addr, port, METRICS_PATH)
     return True
+
+
+def serve_daemon_metrics(
+    settings: DaemonSettings, registry: CollectorRegistry, readiness: Problems
+) -> bool:
+    """``start_metrics_server`` on a daemon's ``--metrics-port`` and ``--metrics-host``."""
+    return start_metrics_server(
+        settings.metrics_port, settings.metrics_host, registry=registry, readiness=readiness
+    )

@@ -67,10 +67,15 @@ def hub_url_from_path(path: Path | str) -> str:
     return SQLITE_URL_PREFIX + str(Path(path).expanduser().absolute())
 
 
-class CommonSettings(BaseSettings):
-    """What every hubsync process needs."""
+class HubsyncSettings(BaseSettings):
+    """What every settings class shares: read from ``HUBSYNC_<NAME>`` variables, unknown ones
+    ignored, frozen once read."""
 
     model_config = SettingsConfigDict(env_prefix="HUBSYNC_", extra="ignore", frozen=True)
+
+
+class CommonSettings(HubsyncSettings):
+    """What every hubsync process needs."""
 
     redis_url: str = Field(
         default=DEFAULT_REDIS_URL,
@@ -109,10 +114,8 @@ class EffectsWorkerSettings(CommonSettings):
     )
 
 
-class RuntimeSettings(BaseSettings):
+class RuntimeSettings(HubsyncSettings):
     """Which runtime: its state directory and, optionally, its expected id."""
-
-    model_config = SettingsConfigDict(env_prefix="HUBSYNC_", extra="ignore", frozen=True)
 
     state_dir: Path = Field(
         description="The runtime's state directory (registry.sqlite, stores/). Only "
@@ -126,10 +129,8 @@ class RuntimeSettings(BaseSettings):
     )
 
 
-class EffectsLedgerSettings(BaseSettings):
+class EffectsLedgerSettings(HubsyncSettings):
     """Which effects ledger an operator command reads (``hubsync effects``)."""
-
-    model_config = SettingsConfigDict(env_prefix="HUBSYNC_", extra="ignore", frozen=True)
 
     effects_ledger: Path = Field(
         description="The runtime's effects ledger (the SQLite file its effect jobs are given); "
@@ -137,10 +138,8 @@ class EffectsLedgerSettings(BaseSettings):
     )
 
 
-class ProduceSettings(BaseSettings):
+class ProduceSettings(HubsyncSettings):
     """What ``hubsync produce`` appends: how many synthetic runs, of what size."""
-
-    model_config = SettingsConfigDict(env_prefix="HUBSYNC_", extra="ignore", frozen=True)
 
     hub_project: str | None = Field(
         default=None,
@@ -169,10 +168,8 @@ class ProduceSettings(BaseSettings):
     )
 
 
-class DemoSettings(BaseSettings):
+class DemoSettings(HubsyncSettings):
     """How much ``hubsync demo`` produces."""
-
-    model_config = SettingsConfigDict(env_prefix="HUBSYNC_", extra="ignore", frozen=True)
 
     runs_per_runtime: int = Field(
         default=4, ge=1, le=1000, description="Runs each of 3 runtimes appends."
@@ -180,10 +177,8 @@ class DemoSettings(BaseSettings):
     events_per_run: int = Field(default=400, ge=2, le=100_000, description="Events in each run.")
 
 
-class HubStoreSettings(BaseSettings):
+class HubStoreSettings(HubsyncSettings):
     """Which hub store: a URL, or the path of a SQLite file as shorthand."""
-
-    model_config = SettingsConfigDict(env_prefix="HUBSYNC_", extra="ignore", frozen=True)
 
     hub_url: str = Field(
         description="Hub store URL: sqlite:///PATH, or postgresql://user@host:port/database."

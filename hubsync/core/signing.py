@@ -482,6 +482,33 @@ def verify_outcomes_entry(
     return _first_match(keys, "_outcomes", body, signature)
 
 
+# ----- the rarer kinds (resync requests and reports) -----
+
+
+def sign_tagged(key: RuntimeKey, tag: bytes, values: Sequence[bytes]) -> str:
+    """HMAC-SHA256 hex under ``key`` of the netstrings of ``tag`` then ``values``: the
+    signature of a kind signed too rarely to keep a tagged HMAC per key for it."""
+    message = b"".join(map(_netstring, (tag, *values)))
+    return hmac.new(key.reveal(), message, "sha256").hexdigest()
+
+
+def verify_tagged(
+    keys: Sequence[RuntimeKey], tag: bytes, values: Sequence[bytes], signature: object
+) -> RuntimeKey | None:
+    """The key among ``keys`` whose ``sign_tagged`` of ``tag`` and ``values`` is
+    ``signature`` (64 lowercase hex digits, as text or bytes), or None; never raises."""
+    if isinstance(signature, bytes):
+        signature = signature.decode("ascii", "replace")
+    if not isinstance(signature, str) or len(signature) != SIGNATURE_HEX_CHARS:
+        return None
+    if not signature.isascii():
+        return None
+    for key in keys:
+        if hmac.compare_digest(sign_tagged(key, tag, values), signature):
+            return key
+    return None
+
+
 # ----- matching -----
 
 
@@ -527,8 +554,10 @@ __all__ = [
     "sign_event_entry",
     "sign_outcomes_entry",
     "sign_presence_entry",
+    "sign_tagged",
     "verify_event_body",
     "verify_event_entry",
     "verify_outcomes_entry",
     "verify_presence_entry",
+    "verify_tagged",
 ]

@@ -341,8 +341,8 @@ def hub_mark_check(
             f"{shown} has committed {counter} ingest batches, but this Redis saw hub {hub_id} "
             f"commit {int(mark)} ({keys.HUB_MARK}): it was restored from a backup or is a copy, "
             "and its consumers refuse to start",
-            "point the consumers at the hub's newest store; if this is it, start one consumer "
-            'with --accept-restore (docs/operations.md, "Backup and restore")',
+            "point the consumers at the hub's newest store; if this is it, run hubsync hub "
+            'restore (docs/operations.md, "Backup and restore")',
         )
     return Check(
         "hub-mark",

@@ -35,10 +35,12 @@ from hubsync.core.connections import RedisClient
 from hubsync.core.entries import Outcome, OutcomeRecord, decode_fields, parse_outcomes_entry
 from hubsync.core.errors import WireError
 from hubsync.core.redis_values import as_text, entry_id_order, printable
+from hubsync.core.resync import KIND_RESYNC
 from hubsync.core.signing import HUB_ID_FIELD, SIGNATURE_FIELD, verify_outcomes_entry
 from hubsync.core.stream_reads import read_streams
 from hubsync.core.tracing import SpanKind, batch_span, link_traceparents
 from producers.relay.credentials import RelayCredentials
+from producers.relay.resyncs import RelayResyncs, ResyncStats
 from producers.store.event_store import RunEventStore
 from producers.store.outbox_outcomes import OutcomeApplication
 from producers.store.unreadable import UNREADABLE_STORE_ERRORS
@@ -46,6 +48,8 @@ from producers.store.unreadable import UNREADABLE_STORE_ERRORS
 log = logging.getLogger(__name__)
 
 START_POSITION = "0-0"
+
+_KIND_RESYNC = KIND_RESYNC.encode()
 
 READ_INTERVAL = 0.02
 """Shortest time between two ack reads that brought entries. A blocking XREAD returns as
@@ -86,7 +90,8 @@ class AckStats:
     unknown: int = 0
     malformed: int = 0
     unverified: int = 0
-    """Outcomes entries skipped because they were not signed by this runtime's hub."""
+    """Outcomes entries (and resync requests) skipped because they were not signed by this
+    runtime's hub for this runtime."""
 
 
 class AckReader:
@@ -100,12 +105,14 @@ class AckReader:
         on_unreadable: Callable[[str, BaseException], None] | None = None,
         set_aside: Callable[[str], bool] = lambda project_id: False,
         trim_interval: float = TRIM_INTERVAL,
+        resync_stats: ResyncStats | None = None,
     ) -> None:
         """``set_aside(project_id)`` tells a project of this runtime that is unreadable
         now (its outcomes are skipped quietly) from one this runtime does not sync."""
         self.runtime_id = runtime_id
         self.stats = stats
         self.credentials = credentials
+        self.resyncs = RelayResyncs(runtime_id, credentials, resync_stats or ResyncStats())
         self._said_unverified: set[str] = set()
         self._on_unreadable = on_unreadable
         self._set_aside = set_aside
@@ -167,6 +174,7 @@ class AckReader:
                 self._untrimmed[key] = last_id
         if entries:
             self._read_at = time.monotonic()
+        self.report_resyncs(client)
         if self._untrimmed and (
             not entries or time.monotonic() - self._trimmed_at >= self._trim_interval
         ):
@@ -189,6 +197,9 @@ class AckReader:
         for raw_id, raw_fields in raw_entries:
             last_id = as_text(raw_id)
             fields = decode_fields(raw_fields)
+            if fields.get("kind") == _KIND_RESYNC:
+                self._resync(key, last_id, fields, hub_project)
+                continue
             problem = self._unverified(fields, hub_project)
             if problem is not None:
                 self._skip_unverified(key, last_id, problem)
@@ -239,6 +250,29 @@ class AckReader:
         if fields.get("hub_project") != hub_project.encode():
             return "wrong_stream"
         return None
+
+    def _resync(self, key: str, entry_id: str, fields: dict[str, bytes], hub_project: str) -> None:
+        """Apply a resync request part to this hub project's stores, once it verifies."""
+        problem = self.resyncs.unverified(fields, hub_project)
+        if problem is not None:
+            self._skip_unverified(key, entry_id, problem)
+            return
+        request = self.resyncs.parsed(fields)
+        if request is None:
+            self.stats.malformed += 1
+            return
+        now, applied = time.time(), list[bool]()
+
+        def apply(store: RunEventStore) -> None:
+            applied.append(store.apply_resync(request, now))
+
+        for store in [s for s in self._stores.values() if s.hub_project == hub_project]:
+            self._isolated(store, apply)
+        self.resyncs.applied(request, sum(applied))
+
+    def report_resyncs(self, client: RedisClient, force: bool = False) -> None:
+        """Report the progress of the open resync requests (when due, or ``force``d)."""
+        self.resyncs.report(client, list(self._stores.values()), force)
 
     def _skip_unverified(self, key: str, entry_id: str, problem: str) -> None:
         self.stats.unverified += 1

@@ -58,6 +58,7 @@ from producers.relay.marker import AttemptMarker
 from producers.relay.progress import DrainProgress, project_backlog, settled_rows
 from producers.relay.project_states import ProjectStates
 from producers.relay.pruner import Pruner
+from producers.relay.resyncs import ResyncStats
 from producers.relay.sender import OutboxSender, SenderStats
 from producers.relay.state_lock import StateDirLock
 from producers.relay.summary import RelaySummary
@@ -111,6 +112,7 @@ class Relay(Daemon):
         self.credentials = RelayCredentials(self.registry)
         self.sender_stats = SenderStats()
         self.ack_stats = AckStats()
+        self.resync_stats = ResyncStats()
         self.outages = RedisOutages(
             self.label,
             down="Redis unavailable ({error}); rows stay pending, retrying with backoff",
@@ -189,8 +191,13 @@ class Relay(Daemon):
             self._open_new_ack_stores(reader, {})
             self._each_project(lambda sender: self._drain(sender, client))
             self.marker.flush()
+            applied = self.resync_stats.applied
             while reader.read(client, block_ms=None, count=500):
                 pass
+            if self.resync_stats.applied != applied:  # rows put back: they leave in this pass
+                self._each_project(lambda sender: self._drain(sender, client))
+                self.marker.flush()
+            reader.report_resyncs(client, force=True)
             self._beat_presence(client, force=True)
             self._write_health(client)
             self.pruner.prune_once()
@@ -477,6 +484,7 @@ class Relay(Daemon):
             self.credentials,
             on_unreadable=self._unreadable_elsewhere,
             set_aside=self.project_states.is_unreadable,
+            resync_stats=self.resync_stats,
         )
 
     def _open_new_ack_stores(self, reader: AckReader, opened_at: dict[str, int]) -> None:

@@ -124,7 +124,8 @@ class Pruner:
             store = self.registry.open_store(registration, synchronous=BOOKKEEPING_SYNCHRONOUS)
             self._stores[registration.project_id] = store
         now = self.clock()
-        pruned = self._walk(store.prune_acked_outbox, now - self.settings.outbox_retention, now)
+        outbox = partial(store.prune_acked_outbox, below=store.resync_floor())
+        pruned = self._walk(outbox, now - self.settings.outbox_retention, now)
         self.stats.outbox_rows += pruned
         metrics.PRUNED_ROWS.labels("outbox").inc(pruned)
         if self.settings.event_retention is not None:

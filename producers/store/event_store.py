@@ -31,6 +31,7 @@ from typing import Any, NamedTuple
 from hubsync.core.closing import ClosesOnExit
 from hubsync.core.entries import Outcome
 from hubsync.core.errors import ConfigError
+from hubsync.core.resync import ResyncRequest
 from hubsync.core.sqlite import (
     DEFAULT_BUSY_BUDGET,
     DEFAULT_BUSY_TIMEOUT,
@@ -42,6 +43,7 @@ from hubsync.core.tracing import current_traceparent
 from producers.derivation import Allowlist, EventDeriver, PreparedEvent, StoreIdentity
 from producers.errors import RebindError, StoreClosedError
 from producers.redaction import Redactor
+from producers.store import resync_rows
 from producers.store.late_secrets import SECRET_IN_ID, scrub_late_secret
 from producers.store.outbox import (
     OUTBOX_DDL,
@@ -52,6 +54,7 @@ from producers.store.outbox import (
 )
 from producers.store.outbox_outcomes import OutcomeApplication
 from producers.store.outbox_retry import RetryCounts, retry_parked
+from producers.store.resync_rows import ResyncProgress
 from producers.store.retention import RetentionQueries
 
 EVENT_STORE_SCHEMA_VERSION = 3
@@ -283,6 +286,24 @@ class RunEventStore(ClosesOnExit, OutboxQueries, RetentionQueries):
         (``producers.store.outbox_retry``)."""
         self._check_open()
         return retry_parked(self._db, self.redactor, now, run_id=run_id, outcome=outcome)
+
+    def apply_resync(self, request: ResyncRequest, now: float) -> bool:
+        """Apply one part of a verified resync request; False when it was applied before
+        (``producers.store.resync_rows``)."""
+        self._check_open()
+        return resync_rows.apply_resync(self._db, self._deriver, request, now)
+
+    def resync_progress(self) -> list[ResyncProgress]:
+        """The resync requests this store applied that the hub has not finished judging."""
+        return resync_rows.resync_progress(self._db)
+
+    def close_resync(self, request_id: str) -> None:
+        """Remember that the hub judged every row ``request_id`` put back."""
+        resync_rows.close_resync(self._db, request_id)
+
+    def resync_floor(self) -> int | None:
+        """The lowest outbox seq an open resync request put back (retention keeps it)."""
+        return resync_rows.resync_floor(self._db)
 
     def _scrub_late_secret(self, value: str) -> None:
         if self._db.closed:

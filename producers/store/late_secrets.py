@@ -31,7 +31,7 @@ import sqlite3
 from dataclasses import dataclass
 
 from hubsync.core.sqlite import Database
-from producers.derivation import EventDeriver, PreparedEvent
+from producers.derivation import EventDeriver
 from producers.errors import ProducerError
 
 log = logging.getLogger(__name__)
@@ -172,11 +172,8 @@ def _rewrite(
             f"outbox row {seq} has no local event to derive it again from; it was left "
             "unchanged and still holds a secret: mark it rejected before the relay sends it"
         )
-    local = json.loads(payload)  # scrubbed by _scrub_run_events just before
-    prepared = PreparedEvent(
-        run_id, event_type, occurred_at, payload, deriver.allowlist.select(event_type, local)
-    )
-    data, digest = deriver.encode(prepared, sequence)
+    # the payload was scrubbed by _scrub_run_events just before
+    data, digest = deriver.rederive(run_id, sequence, event_type, occurred_at, payload)
     # Hash and bytes change together, in the caller's transaction (the row is unsent:
     # checked under the same write lock).
     changed: int = c.execute(

@@ -67,11 +67,12 @@ class RetentionQueries:
     _db: Database
 
     def prune_acked_outbox(
-        self, after_seq: int, cutoff: float, limit: int, now: float
+        self, after_seq: int, cutoff: float, limit: int, now: float, *, below: int | None = None
     ) -> PruneStep:
         """Delete the rows acked before ``cutoff`` among the ``limit`` rows after ``after_seq``.
 
-        ``now`` stamps ``pruned_at``.
+        ``now`` stamps ``pruned_at``. Rows from seq ``below`` on are kept (a resync request
+        still open counts its progress on them: ``resync_floor``).
 
         Bounded: the window is ``seq > ? ORDER BY seq LIMIT ?`` on the integer
         primary key (EXPLAIN QUERY PLAN: ``SEARCH outbox USING INTEGER PRIMARY
@@ -93,6 +94,11 @@ class RetentionQueries:
             ).fetchone()
             if not count:
                 return PruneStep(0, after_seq, True)
+            held = below is not None and last >= below
+            if held:  # the rest of the walk is kept for an open resync request
+                last = below - 1  # type: ignore[operator]
+                if last <= after_seq:
+                    return PruneStep(0, after_seq, True)
             # The bytes first, of the very rows the next statement deletes (same window,
             # same condition, same transaction): no row outlives its bytes nor they it.
             c.execute(
@@ -105,7 +111,8 @@ class RetentionQueries:
                 (after_seq, last, cutoff),
             ).rowcount
             _add_pruned(c, PRUNED_OUTBOX_ROWS, deleted, now)
-            return PruneStep(deleted, int(last), count < limit or float(newest) >= cutoff)
+            done = held or count < limit or float(newest) >= cutoff
+            return PruneStep(deleted, int(last), done)
 
         return self._db.write(prune)
 
@@ -114,8 +121,9 @@ class RetentionQueries:
 
         Read once per pruning pass, before any write lock: it costs as much as
         there are unacked rows (the partial indexes). Safe outside the chunks'
-        transactions, since a row never goes back from acked, and a run appended
-        to meanwhile has a recent last event, checked under the lock.
+        transactions, since a row goes back from acked only for a resync request
+        (keeping its bytes in the outbox), and a run appended to meanwhile has a
+        recent last event, checked under the lock.
         """
         return frozenset(
             row[0] for row in self._db.read(lambda c: c.execute(_UNSETTLED_RUNS).fetchall())

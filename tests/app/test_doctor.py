@@ -485,7 +485,7 @@ def test_a_hub_store_behind_what_redis_saw_it_commit_fails_hub_mark(
     assert behind.code == 1, behind.out + behind.err
     line = next(line for line in behind.out.splitlines() if "hub-mark" in line)
     assert line.startswith("FAIL hub-mark: ") and "committed 2" in line and "commit 7" in line
-    assert "--accept-restore" in line
+    assert "hubsync hub restore" in line
     assert "hub-mark" not in doctor(capsys, private_redis.url).out  # no store: no line
 
 

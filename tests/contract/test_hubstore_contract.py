@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 from hubstore import hub_url_from_path, open_store
 from hubstore.errors import HubNotInitializedError, RuntimeNotEnrolledError
+from hubstore.resyncs import ResyncRecord
 from hubstore.sqlite.store import SqliteHubStore
 from hubstore.store import (
     DEFAULT_ROTATION_GRACE,
@@ -37,6 +38,7 @@ from hubsync.core.canonical import content_hash
 from hubsync.core.clock import utc_now
 from hubsync.core.entries import ConflictReason, EventEntry, Outcome, PresenceBeat, SecurityReason
 from hubsync.core.errors import ConfigError
+from hubsync.core.resync import ResyncReport
 from hubsync.core.signing import RuntimeKey
 from hubsync.core.wire import CheckedEvent, parse_sync_event
 from tests.contract.ownership_contract import OwnershipContract
@@ -707,6 +709,30 @@ class HubStoreContract(OwnershipContract):
             # 200 keys, each written by all four workers, stored once
             assert store.count_events() == 200
             assert store.alerts() == []
+
+    # ----- resync requests -----
+
+    def test_a_resync_report_counts_only_for_its_runtime_newest_first_and_done_stays_done(
+        self, store: HubStore
+    ) -> None:
+        asked = ResyncRecord("rq-1", "rs-1", "rt-1", "acme", "restore", "{}", "run cursors", 1,
+                             "2026-03-01T12:00:00.000000Z")  # fmt: skip
+        store.record_resyncs([asked, replace(asked, runtime_id="rt-9")])  # a repeat: kept once
+        [kept] = store.resyncs()
+        assert kept == asked and not kept.done and kept.pending is None
+
+        def report(runtime_id: str, at: str, pending: int) -> ResyncReport:
+            return ResyncReport(runtime_id, "acme", "rq-1", 5, 1, 3, 1, 0, pending, at)
+
+        late, early = "2026-03-01T12:00:09.000000Z", "2026-03-01T12:00:05.000000Z"
+        assert store.record_resync_reports([report("rt-2", late, 0)]) == 0  # not asked of it
+        assert store.record_resync_reports([report("rt-1", late, 2), report("rt-1", early, 0)]) == 1
+        [progress] = store.resyncs(open_only=True)
+        assert (progress.accepted, progress.pending, progress.reported_at) == (3, 2, late)
+        done_at = "2026-03-01T12:00:10.000000Z"
+        assert store.record_resync_reports([report("rt-1", done_at, 0)]) == 1
+        assert store.resyncs(open_only=True) == [] and store.resyncs()[0].done_at == done_at
+        assert store.record_resync_reports([report("rt-1", "2026-03-01T12:01:00.000000Z", 4)]) == 0
 
 
 class TestSqliteHubStore(HubStoreContract):

@@ -191,7 +191,7 @@ def test_opening_without_creating_refuses_an_empty_database_and_creates_nothing(
 
 def test_migrate_creates_the_schema_then_finds_it_current(postgres_url: str) -> None:
     change = migrate_store(postgres_url)
-    assert (change.action, change.from_version, change.to_version) == ("created", 0, 2)
+    assert (change.action, change.from_version, change.to_version) == ("created", 0, SCHEMA_VERSION)
     assert change.backup is None
     assert migrate_store(postgres_url).action == "current"
     assert "sync_events" in tables(postgres_url)

@@ -1,4 +1,4 @@
-"""PostgreSQL: project ownership under concurrency, and the upgrade from schema version 1.
+"""PostgreSQL: project ownership under concurrency, and the upgrades from schema versions 1 and 2.
 
 The upgrade is tested from a database built with the exact DDL hubsync shipped
 as version 1, kept here as a fixture.
@@ -15,7 +15,7 @@ import pytest
 
 from hubstore import migrate_store, open_store
 from hubstore.postgres import sql
-from hubstore.postgres.schema import SCHEMA_VERSION
+from hubstore.postgres.schema import MIGRATIONS, SCHEMA_VERSION
 from hubstore.store import HubStore
 from hubsync.core.entries import ConflictReason, Outcome, SecurityReason
 from tests.helpers.postgres_races import Ingesting, blocked_sessions
@@ -180,8 +180,8 @@ def test_a_v1_store_is_upgraded_each_project_owned_by_its_earliest_runs_runtime(
     url, fresh = postgres_databases.new_url(), postgres_databases.new_url()
     make_v1_store(url)
     change = migrate_store(url)
-    assert (change.action, change.from_version, change.to_version) == ("upgraded", 1, 2)
-    assert SCHEMA_VERSION == 2
+    assert (change.action, change.from_version, change.to_version) == ("upgraded", 1, 3)
+    assert SCHEMA_VERSION == 3
     migrate_store(fresh)
     assert shape_of(url) == shape_of(fresh)
     with psycopg.connect(url) as conn:
@@ -199,6 +199,22 @@ def test_a_v1_store_is_upgraded_each_project_owned_by_its_earliest_runs_runtime(
         assert alert.last_detected_at.startswith("2024-01-03T00:00:00")
         conflicts = [a for a in store.alerts() if a.reason is ConflictReason.SEQUENCE_REUSED]
         assert sorted((a.run_id, a.occurrences) for a in conflicts) == [("run-1", 3), ("run-2", 1)]
+
+
+def test_a_v2_store_gains_the_resync_records(postgres_databases: PostgresDatabases) -> None:
+    url, fresh = postgres_databases.new_url(), postgres_databases.new_url()
+    make_v1_store(url)
+    migrate_store(url)
+    with psycopg.connect(url) as conn:  # version 3 is version 2 and sync_resyncs
+        conn.execute("DROP TABLE sync_resyncs")
+        conn.execute("DELETE FROM hub_schema_versions WHERE version = 3")
+    change = migrate_store(url)
+    assert (change.action, change.from_version, change.to_version) == ("upgraded", 2, 3)
+    assert change.steps == (MIGRATIONS[1].summary,)
+    migrate_store(fresh)
+    assert shape_of(url) == shape_of(fresh)
+    with open_store(url, create_schema=False) as store:
+        assert store.resyncs() == [] and store.count_events() == 0
 
 
 # ----- moves and ingest, concurrently -----

@@ -7,14 +7,23 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 import redis
 
 from consumers.stream.hub_binding import namespace_mark
+from hubstore import open_store
+from hubstore.resyncs import ResyncGroup, groups
 from hubstore.sqlite.store import SqliteHubStore
+from hubstore.store import HubStore, RuntimeState
 from hubsync.core import keys
 from hubsync.processes import PipelineProcesses, run_hubsync
+from hubsync.servers.postgres import postgres_bindir
+from producers.registry import RuntimeRegistry
+from producers.store.event_store import RunEventStore
 from tests.helpers.consumer_support import (
     consume_once,
     count_rows,
@@ -22,7 +31,8 @@ from tests.helpers.consumer_support import (
     hub_id_of,
     run_consume,
 )
-from tests.helpers.relay_player import RUNTIME, send, sync_event
+from tests.helpers.relay_player import HUB_PROJECT, RUNTIME, send, sync_event
+from tests.helpers.relay_support import make_runtime
 from tests.helpers.support import wait_until
 
 
@@ -140,3 +150,198 @@ def test_a_runtime_revoked_after_the_backup_stays_revoked_once_it_is_restored(
     [(_, letter)] = redis_client.xrange(keys.dead_stream("acme"))
     assert letter[b"reason"] == b"unauthenticated" and b"revoked" in letter[b"detail"]
     assert count_rows(hub_db) == 1
+
+
+# ----- hub restore: the runtimes make the restored hub whole again -----
+
+
+class Hub(NamedTuple):
+    """A hub store as the acceptance test drives it: the options naming it, how to open it,
+    and how an operator backs it up and puts the backup back."""
+
+    args: tuple[str, ...]
+    open: Callable[[], HubStore]
+    back_up: Callable[[], None]
+    put_back: Callable[[], None]
+
+
+class Runtime(NamedTuple):
+    """A runtime of the acceptance test: its state dir, registry, one project's store, and
+    the options its relay runs with."""
+
+    state_dir: Path
+    registry: RuntimeRegistry
+    store: RunEventStore
+    relay_options: tuple[str, ...]
+
+    @property
+    def runtime_id(self) -> str:
+        return self.registry.runtime_id
+
+
+def a_runtime(tmp_path: Path, name: str, hub: Hub, *relay_options: str) -> Runtime:
+    """A runtime enrolled on ``hub`` for hub project ``acme``, with one project."""
+    state_dir = tmp_path / name / "state"
+    with hub.open() as store:
+        registry, (project,) = make_runtime(state_dir, [HUB_PROJECT], store)
+    return Runtime(state_dir, registry, project, relay_options)
+
+
+def append(runtime: Runtime, first: int, count: int) -> None:
+    """``count`` events over two runs of ``runtime``'s project."""
+    for n in range(first, first + count):
+        runtime.store.append_event(f"run-{n % 2}", "step.completed", {"step": f"s{n}", "ok": True})
+
+
+def relay_once(runtime: Runtime, redis_url: str) -> None:
+    """``hubsync relay --once`` of ``runtime`` as a real process."""
+    argv = ["relay", "--once", "--state-dir", str(runtime.state_dir), "--redis-url", redis_url]
+    done = run_hubsync([*argv, *runtime.relay_options])
+    assert done.returncode == 0, done.stderr
+
+
+def consume(hub: Hub, redis_url: str, *extra: str) -> subprocess.CompletedProcess[str]:
+    """``hubsync consume --once --json`` on ``hub`` as a real process."""
+    return run_hubsync(["consume", *hub.args, "--redis-url", redis_url, "--once", "--json", *extra])
+
+
+def sync(runtimes: list[Runtime], redis_url: str, hub: Hub) -> None:
+    """Every relay sends, one consumer pass stores, every relay applies the acks."""
+    for runtime in runtimes:
+        relay_once(runtime, redis_url)
+    stored = consume(hub, redis_url)
+    assert stored.returncode == 0, stored.stderr
+    for runtime in runtimes:
+        relay_once(runtime, redis_url)
+
+
+def local_events(runtime: Runtime) -> dict[tuple[str, int], bytes]:
+    """Every event of the runtime's project, as its own derivation makes its bytes."""
+    store = runtime.store
+    return {
+        (e.run_id, e.sequence): store._deriver.rederive(
+            e.run_id, e.sequence, e.event_type, e.occurred_at, e.payload
+        )[0]
+        for run_id in store.run_ids()
+        for e in store.events(run_id)
+    }
+
+
+def hub_events(hub: Hub, project_id: str) -> dict[tuple[str, int], bytes]:
+    """Every event the hub stored of ``project_id``, its bytes as stored."""
+    with hub.open() as store:
+        stored = store.events(HUB_PROJECT, project_id=project_id, limit=10_000)
+    return {(e.run_id, e.sequence): e.record for e in stored}
+
+
+def restore_scenario(hub: Hub, redis_url: str, tmp_path: Path) -> None:
+    """Back up, sync more (one runtime pruning its acked rows at once), revoke a runtime, put
+    the backup back: the consumer refuses it; after hub restore and the relays, the hub holds
+    every event of the runtimes once, byte for byte, and the revoked runtime stays refused."""
+    kept = a_runtime(tmp_path, "kept", hub)
+    pruned = a_runtime(tmp_path, "pruned", hub, "--outbox-retention", "0")
+    leaked = a_runtime(tmp_path, "leaked", hub)
+    runtimes = [kept, pruned, leaked]
+    for runtime in runtimes:
+        append(runtime, 0, 4)
+    sync(runtimes, redis_url, hub)
+    hub.back_up()
+    with hub.open() as store:
+        backed_up = store.commit_counter()
+
+    for runtime in runtimes:
+        append(runtime, 4, 6)  # acked after the backup: the restored hub lacks them
+    sync(runtimes, redis_url, hub)
+    with hub.open() as store:
+        assert store.count_events() == 30
+    assert pruned.store.outbox_counts()["total"] == 0  # acked, then pruned at once
+    assert kept.store.outbox_counts()["acked"] == 10
+    revoked = run_hubsync(["enroll", "--revoke", leaked.runtime_id, *hub.args])
+    assert revoked.returncode == 0, revoked.stderr
+    consume(hub, redis_url)  # a worker's maintenance publishes the revocation
+
+    hub.put_back()
+    refused = consume(hub, redis_url)
+    assert refused.returncode == 2 and "hubsync hub restore" in refused.stderr, refused.stderr
+
+    restored = run_hubsync(["hub", "restore", *hub.args, "--redis-url", redis_url, "--json"])
+    assert restored.returncode == 0, restored.stderr
+    document = json.loads(restored.stdout)
+    assert [r["runtime_id"] for r in document["revocations"] if r["revoked"]] == [leaked.runtime_id]
+    assert document["mark"]["after"] == backed_up < document["mark"]["before"]
+    assert sorted(a["runtime_id"] for a in document["asked"]) == sorted(
+        [kept.runtime_id, pruned.runtime_id]
+    )
+
+    def finished() -> list[ResyncGroup]:
+        with hub.open() as store:
+            return groups(store.resyncs())
+
+    def whole() -> bool:
+        sync([kept, pruned], redis_url, hub)
+        return all(g.finished for g in finished())
+
+    wait_until(whole, timeout=120, interval=0.1, what="every runtime asked done")
+    for runtime in (kept, pruned):
+        project_id = runtime.store.project_id
+        assert hub_events(hub, project_id) == local_events(runtime)  # once, byte for byte
+    [group] = finished()
+    assert (group.runtimes, group.done, group.accepted) == (2, 2, 12)
+    assert group.duplicate == 0  # the cursors are exact: nothing the backup held came again
+    with hub.open() as store:
+        record = store.enrolled_runtime(leaked.runtime_id)
+    assert record is not None and record.state is RuntimeState.REVOKED
+
+    append(leaked, 10, 1)  # the revoked runtime is still refused: its stream is not read
+    sync([leaked], redis_url, hub)
+    assert len(hub_events(hub, leaked.store.project_id)) == 4
+    assert leaked.store.outbox_counts()["pending"] == 1
+    status = run_hubsync(["status", *hub.args, "--redis-url", redis_url, "--json"])
+    assert status.returncode == 0, status.stderr
+    [shown] = json.loads(status.stdout)["resyncs"]
+    assert (shown["runtimes_asked"], shown["runtimes_done"]) == (2, 2)
+
+
+def test_hub_restore_makes_a_restored_hub_whole_again_from_the_runtimes(
+    redis_url: str, tmp_path: Path
+) -> None:
+    hub_db, backup = tmp_path / "hub.db", tmp_path / "nightly.db"
+    hub = Hub(
+        ("--hub-db", str(hub_db)),
+        lambda: SqliteHubStore(hub_db),
+        lambda: back_up(hub_db, backup),
+        lambda: restore(backup, hub_db),
+    )
+    restore_scenario(hub, redis_url, tmp_path)
+
+
+def test_hub_restore_makes_a_postgresql_hub_restored_from_a_dump_whole_again(
+    redis_url: str, postgres_url: str, tmp_path: Path
+) -> None:
+    dump = tmp_path / "hub.dump"
+    tools = postgres_tools()
+
+    def pg_dump() -> None:  # taken mid-run: the runtimes go on syncing after it
+        subprocess.run([tools / "pg_dump", "--format=custom", f"--file={dump}", postgres_url],
+                       check=True, capture_output=True)  # fmt: skip
+
+    def pg_restore() -> None:
+        subprocess.run([tools / "pg_restore", "--clean", "--if-exists", "--single-transaction",
+                        f"--dbname={postgres_url}", dump], check=True, capture_output=True)  # fmt: skip
+
+    with open_store(postgres_url, create_schema=True) as store:
+        store.init_hub()
+    hub = Hub(
+        ("--hub-url", postgres_url),
+        lambda: open_store(postgres_url, create_schema=False),
+        pg_dump,
+        pg_restore,
+    )
+    restore_scenario(hub, redis_url, tmp_path)
+
+
+def postgres_tools() -> Path:
+    """The directory of ``pg_dump`` and ``pg_restore``, beside the server's ``initdb``."""
+    bindir = postgres_bindir()
+    assert bindir is not None and (bindir / "pg_dump").exists()
+    return bindir

@@ -18,9 +18,20 @@ import sys
 from pathlib import Path
 
 PACKAGES = ("hubsync", "producers", "consumers", "hubstore")
-OPTIONAL = frozenset({"psycopg", "psycopg_pool", "nats", "opentelemetry.sdk"})
-"""What only an extra installs (postgres, bench, otel: the OpenTelemetry SDK, whose API is a
-dependency): a module that imports it may be left out."""
+OPTIONAL = frozenset(
+    {
+        "psycopg",
+        "psycopg_pool",
+        "nats",
+        "starlette",
+        "anyio",
+        "jinja2",
+        "uvicorn",
+        "opentelemetry.sdk",
+    }
+)
+"""What only an extra installs (postgres, bench, web, otel: the OpenTelemetry SDK, whose API is
+a dependency): a module that imports it may be left out."""
 
 
 def main(site_packages: str) -> int:

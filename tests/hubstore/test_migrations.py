@@ -275,9 +275,9 @@ def test_a_v1_hub_database_is_upgraded_at_open_keeping_every_row_byte_for_byte(
     before = rows_of(path)
     with SqliteHubStore(path, create_schema=True) as store:
         assert store.schema_change.action == "upgraded"
-        assert (store.schema_change.from_version, store.schema_change.to_version) == (1, 4)
+        assert (store.schema_change.from_version, store.schema_change.to_version) == (1, 5)
         assert store.schema_change.backup == tmp_path / "hub.db.v1.bak"
-    assert version_of(path) == sqlite_schema.SCHEMA_VERSION == 4
+    assert version_of(path) == sqlite_schema.SCHEMA_VERSION == 5
     assert_rows_kept(path, before)
     assert_shaped_as_a_new_hub(path, tmp_path)
     assert shape_of(path)["sync_events.sync_events_by_position"] == (
@@ -314,9 +314,9 @@ def test_a_v3_hub_database_gives_each_project_to_its_earliest_runs_runtime_and_f
     with SqliteHubStore(path, create_schema=True) as store:
         change = store.schema_change
         assert (change.from_version, change.to_version, change.backup) == (
-            3, 4, backup_path(path, 3),
+            3, 5, backup_path(path, 3),
         )  # fmt: skip
-        assert change.steps == (sqlite_schema.MIGRATIONS[2].summary,)
+        assert change.steps == tuple(m.summary for m in sqlite_schema.MIGRATIONS[2:])
         [folded] = [a for a in store.alerts() if a.reason.value == "unauthenticated"]
         assert (folded.run_id, folded.occurrences) == ("run-6", 8)  # the latest, all counted
         assert (folded.detected_at, folded.last_detected_at) == (
@@ -339,6 +339,39 @@ def test_a_v3_hub_database_gives_each_project_to_its_earliest_runs_runtime_and_f
     assert_shaped_as_a_new_hub(path, tmp_path)
 
 
+# ----- the hub database: version 4 -> 5 -----
+
+
+def make_v4_hub(path: Path) -> Path:
+    """A hub database of version 4, holding rows: version 5 has exactly one table more
+    (``sync_resyncs``), so it is a new database without it."""
+    make_v3_hub(path)
+    SqliteHubStore(path, create_schema=True).close()
+    conn = sqlite3.connect(path)
+    conn.execute("DROP TABLE sync_resyncs")
+    conn.execute("PRAGMA user_version = 4")
+    conn.commit()
+    conn.close()
+    backup_path(path, 3).unlink()
+    return path
+
+
+def test_a_v4_hub_database_gains_the_resync_records_keeping_every_row(tmp_path: Path) -> None:
+    path = make_v4_hub(tmp_path / "hub.db")
+    before = rows_of(path)
+    with SqliteHubStore(path, create_schema=True) as store:
+        change = store.schema_change
+        assert (change.from_version, change.to_version, change.backup) == (
+            4,
+            5,
+            backup_path(path, 4),
+        )
+        assert change.steps == (sqlite_schema.MIGRATIONS[3].summary,)
+        assert store.resyncs() == []
+    assert rows_of(path) == before  # byte for byte, the projects' owners included
+    assert_shaped_as_a_new_hub(path, tmp_path)
+
+
 # ----- the hub database: version 2 -> 3 -----
 
 
@@ -349,10 +382,10 @@ def test_a_v2_hub_database_is_upgraded_at_open_keeping_every_row_byte_for_byte(
     before, v2_shape = rows_of(path), shape_of(path)
     with SqliteHubStore(path, create_schema=True) as store:
         change = store.schema_change
-        assert (change.action, change.from_version, change.to_version) == ("upgraded", 2, 4)
+        assert (change.action, change.from_version, change.to_version) == ("upgraded", 2, 5)
         assert change.backup == backup_path(path, 2)
         assert change.steps == tuple(m.summary for m in sqlite_schema.MIGRATIONS[1:])
-    assert version_of(path) == 4
+    assert version_of(path) == 5
     assert_rows_kept(path, before)
     assert_shaped_as_a_new_hub(path, tmp_path)
     assert {"hub_meta", "enrolled_runtimes"} <= set(shape_of(path)) - set(v2_shape)
@@ -377,7 +410,7 @@ def test_an_upgraded_v2_hub_database_has_no_hub_id_until_init_then_enrolls(
 def test_reading_a_v2_hub_database_without_creating_is_refused_untouched(tmp_path: Path) -> None:
     path = make_v2_hub(tmp_path / "hub.db")
     image = path.read_bytes()
-    with pytest.raises(SchemaVersionError, match="schema version 2; this hubsync needs version 4"):
+    with pytest.raises(SchemaVersionError, match="schema version 2; this hubsync needs version 5"):
         open_store(hub_url_from_path(path), create_schema=False)
     assert path.read_bytes() == image
 
@@ -418,7 +451,7 @@ def test_reading_a_v1_hub_database_without_creating_is_refused_naming_hub_migrat
     with pytest.raises(SchemaVersionError) as info:
         open_store(hub_url_from_path(path), create_schema=False)
     message = str(info.value)
-    assert "schema version 1" in message and "needs version 4" in message
+    assert "schema version 1" in message and "needs version 5" in message
     assert f"hubsync hub migrate --hub-url {hub_url_from_path(path)}" in message
     assert path.read_bytes() == image
     assert not backup_path(path, 1).exists()
@@ -432,7 +465,7 @@ def test_hub_migrate_upgrades_then_finds_the_database_current(
     path = make_v1_hub(tmp_path / "hub.db")
     code, out, _ = run_cli(capsys, "hub", "migrate", "--hub-url", hub_url_from_path(path))
     assert code == 0
-    assert out.startswith(f"hub store {path}: upgraded from schema version 1 to 4; ")
+    assert out.startswith(f"hub store {path}: upgraded from schema version 1 to 5; ")
     assert f"kept at {path}.v1.bak" in out and "1 -> 2: index sync_events" in out
     assert "2 -> 3: add hub_meta (the hub id) and enrolled_runtimes" in out
     assert "3 -> 4: a project belongs to a runtime" in out
@@ -443,8 +476,8 @@ def test_hub_migrate_upgrades_then_finds_the_database_current(
     assert document == {
         "store": str(path),
         "action": "current",
-        "from_version": 4,
-        "to_version": 4,
+        "from_version": 5,
+        "to_version": 5,
         "backup": None,
         "steps": [],
         "hub_id_created": False,
@@ -463,7 +496,7 @@ def test_hub_migrate_creates_a_missing_database(
     assert (document["action"], document["from_version"], document["to_version"]) == (
         "created",
         0,
-        4,
+        5,
     )
     with open_store(hub_url_from_path(path), create_schema=False) as store:
         assert store.count_events() == 0
@@ -476,11 +509,11 @@ def test_hub_migrate_refuses_a_newer_database_untouched_with_exit_1(
         monkeypatch.delenv(name, raising=False)
     path = tmp_path / "hub.db"
     SqliteHubStore(path).close()
-    set_version(path, 5)
+    set_version(path, 6)
     image = path.read_bytes()
     code, out, err = run_cli(capsys, "hub", "migrate", "--hub-db", str(path))
     assert (code, out) == (1, "")
-    assert "schema version 5, newer than this hubsync knows" in err
+    assert "schema version 6, newer than this hubsync knows" in err
     assert "Traceback" not in err
     assert path.read_bytes() == image
 

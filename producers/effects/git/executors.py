@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any, Protocol, Self
 
 from pydantic import Field, ValidationError
-from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from hubsync.core.durations import Duration
+from hubsync.core.settings import HubsyncSettings
 from producers.effects.errors import EffectFailedError
 from producers.effects.git.cleanup import cleanup_merged_run
 from producers.effects.git.command import GIT_TIMEOUT, check_remote, git_output, run_git
@@ -33,10 +33,8 @@ from producers.effects.kinds import requires_lease
 from producers.effects.records import EffectClaim
 
 
-class GitSettings(BaseSettings):
+class GitSettings(HubsyncSettings):
     """Where the git executors work (env prefix ``HUBSYNC_``)."""
-
-    model_config = SettingsConfigDict(env_prefix="HUBSYNC_", extra="ignore", frozen=True)
 
     git_repository: Path = Field(
         description="The runtime's clone the run worktrees are added to (git worktree add)."

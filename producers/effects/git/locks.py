@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from hubsync.core.clock import EpochClock, epoch_seconds
@@ -77,6 +77,7 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
+@dataclass(kw_only=True)
 class WorktreeLock:
     """The lock of the worktree at ``worktree`` (of ``repository``), file at ``lock_file``.
 
@@ -84,25 +85,15 @@ class WorktreeLock:
     process holds it. ``clock`` gives epoch seconds (a fake in tests).
     """
 
-    def __init__(
-        self,
-        repository: Path,
-        worktree: Path,
-        lock_file: Path,
-        *,
-        max_age: float = DEFAULT_LOCK_MAX_AGE,
-        clock: EpochClock = epoch_seconds,
-        host: str | None = None,
-    ) -> None:
-        self.repository = repository
-        self.worktree = worktree
-        self.lock_file = lock_file
-        self.max_age = max_age
-        self.clock = clock
-        self.host = host or socket.gethostname()
-        self.recovered: LockHolder | str | None = None
-        """The stale lock this acquisition took back (its holder, or a foreign reason)."""
-        self._file: FileLock | None = None
+    repository: Path
+    worktree: Path
+    lock_file: Path
+    max_age: float = DEFAULT_LOCK_MAX_AGE
+    clock: EpochClock = epoch_seconds
+    host: str = field(default_factory=socket.gethostname)
+    recovered: LockHolder | str | None = field(default=None, init=False)
+    """The stale lock this acquisition took back (its holder, or a foreign reason)."""
+    _file: FileLock | None = field(default=None, init=False, repr=False)
 
     def __enter__(self) -> WorktreeLock:
         self.acquire()

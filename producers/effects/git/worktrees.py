@@ -48,9 +48,9 @@ class Workspace:
     def lock(self, run_id: str) -> WorktreeLock:
         """The run's worktree lock (not yet taken: use it as a context manager)."""
         return WorktreeLock(
-            self.repository,
-            self.worktree(run_id),
-            self.root / "locks" / f"{self._dir_name(run_id)}.lock",
+            repository=self.repository,
+            worktree=self.worktree(run_id),
+            lock_file=self.root / "locks" / f"{self._dir_name(run_id)}.lock",
             max_age=self.lock_max_age,
             clock=self.clock,
         )
