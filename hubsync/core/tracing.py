@@ -46,8 +46,10 @@ def current_traceparent() -> str | None:
 
 
 def is_traceparent(value: bytes) -> bool:
-    """Whether ``value`` is exactly a valid version-00 ``traceparent`` (see the module)."""
-    return parse_traceparent(value) is not None
+    """Whether ``value`` is exactly a valid version-00 ``traceparent`` (see the module): what
+    ``parse_traceparent`` accepts, without making the context (the relay asks per row)."""
+    match = _TRACEPARENT.fullmatch(value)
+    return match is not None and match[1] != _NO_TRACE and match[2] != _NO_SPAN
 
 
 def parse_traceparent(value: bytes | str) -> SpanContext | None:
@@ -95,12 +97,13 @@ def batch_span(
 
 
 def link_traceparents(span: Span, traceparents: Iterable[bytes | str | None]) -> None:
-    """Link ``span`` to each valid context of ``traceparents`` (None and anything not exactly
-    a ``traceparent`` are skipped). Only a recording span is given links: ask
+    """Link ``span`` once to each distinct valid context of ``traceparents`` (None and
+    anything not exactly a ``traceparent`` are skipped). Only a recording span is given links: ask
     ``span.is_recording()`` before gathering them."""
     if not span.is_recording():
         return
-    for value in traceparents:
+    # one link per context: the events one span appended (an append_events call) share it
+    for value in dict.fromkeys(traceparents):
         context = parse_traceparent(value) if value is not None else None
         if context is not None:
             span.add_link(context)
