@@ -1,7 +1,8 @@
 """Who wrote an entry: a hub worker's check of every event and presence beat before use.
 
 An entry is authenticated when it has exactly its kind's fields
-(``hubsync.core.entries.EVENT_ENTRY_FIELDS``, ``PRESENCE_ENTRY_FIELDS``) and its
+(``hubsync.core.entries.event_entry_field_set``: ``EVENT_ENTRY_FIELDS``, or
+``TRACED_EVENT_ENTRY_FIELDS`` with a ``traceparent``; ``PRESENCE_ENTRY_FIELDS``) and its
 ``sig`` verifies under a key the hub enrolled for the runtime it names
 (``hubsync.core.signing``), and authorised when that runtime is enrolled for the
 hub project whose stream carried it. An event is authentic only as a whole:
@@ -34,10 +35,10 @@ from hubstore.store import EnrolledRuntime, HubStore
 from hubsync.core.canonical import content_hash
 from hubsync.core.clock import utc_now
 from hubsync.core.entries import (
-    EVENT_ENTRY_FIELDS,
     MAX_FIELD_BYTES,
     PRESENCE_ENTRY_FIELDS,
     SecurityReason,
+    event_entry_field_set,
     field_set_problem,
 )
 from hubsync.core.names import validate_name
@@ -94,7 +95,7 @@ class RuntimeAuthenticator:
 
     def event(self, fields: Mapping[str, bytes], hub_project: str) -> RuntimeKey | Refusal:
         """The key that signed this event entry, bytes and all, or why it is refused."""
-        problem = field_set_problem(fields, EVENT_ENTRY_FIELDS)
+        problem = field_set_problem(fields, event_entry_field_set(fields))
         if problem is not None:
             return _unauthenticated(problem, fields)
         key = self._check(fields, hub_project, verify_event_entry)

@@ -20,7 +20,8 @@ verdict and dead-letter reason of any entry are the reference's own.
 * ``check_event_entry``: ``parse_event_entry``'s verdict (an entry or its ``WireError``):
   the proof above, else the reference itself. The consumer's general path runs it.
 * ``FastEventCheck.prove``: an entry as redis-py read it (bytes names and values), exactly
-  an event entry's fields, its signature verified first under the runtime's cached keys,
+  an event entry's fields (with or without a ``traceparent``, which must be exactly a W3C
+  one), its signature verified first under the runtime's cached keys,
   then proven as above; None for anything else (another kind or field set, an oversized
   field, a runtime id not yet seen, a rotation's grace, a signature, hash or flat field
   that disagrees, another hub project's event), which the general path then judges, with
@@ -43,6 +44,7 @@ from hubsync.core.canonical import content_hash
 from hubsync.core.entries import (
     EVENT_ENTRY_FIELDS,
     MAX_FIELD_BYTES,
+    TRACED_EVENT_ENTRY_FIELDS,
     EventEntry,
     flat_fields_of,
     flat_fields_read,
@@ -51,14 +53,18 @@ from hubsync.core.entries import (
 from hubsync.core.names import EVENT_TYPE_PATTERN, MAX_NAME_LENGTH, NAME_PATTERN
 from hubsync.core.signing import (
     EVENT_KIND,
+    EVENT_OPTIONAL_SIGNED_FIELD,
     RuntimeKey,
     event_signed_body,
     verify_event_body,
 )
+from hubsync.core.tracing import is_traceparent
 from hubsync.core.wire import MAX_EVENT_BYTES, MAX_SEQUENCE, SYNC_EVENT_SCHEMA, CheckedEvent
 
 _KIND_EVENT = EVENT_KIND
 _EVENT_ENTRY_FIELD_COUNT = len(EVENT_ENTRY_FIELDS)
+_TRACED_FIELD_COUNT = len(TRACED_EVENT_ENTRY_FIELDS)
+_TRACEPARENT = EVENT_OPTIONAL_SIGNED_FIELD.encode()
 
 _QUICK_MAX_BRACKETS = 128
 """Bytes with more ``{`` and ``[`` than this (inside strings too) go to the model: they could
@@ -201,8 +207,16 @@ class FastEventCheck:
         than ``MAX_FIELD_BYTES``, so no field can be over the limit.
         """
         try:
-            # exactly the ten fields of a signed event entry: ten names, each read below
-            if len(raw) != _EVENT_ENTRY_FIELD_COUNT or raw[b"kind"] != _KIND_EVENT:
+            # exactly the ten fields of a signed event entry, each read below, or eleven
+            # with a traceparent that is exactly a W3C one
+            traceparent = None
+            if len(raw) != _EVENT_ENTRY_FIELD_COUNT:
+                if len(raw) != _TRACED_FIELD_COUNT:
+                    return None
+                traceparent = raw[_TRACEPARENT]
+                if not is_traceparent(traceparent):
+                    return None
+            if raw[b"kind"] != _KIND_EVENT:
                 return None
             signature = raw[b"sig"]
             project_id = raw[b"project_id"]
@@ -228,6 +242,7 @@ class FastEventCheck:
                 event_type,
                 runtime_id,
                 digest,
+                traceparent,
             )
             key = verify_event_body(keys, body, signature)
             if key is None:

@@ -54,7 +54,7 @@ from hubsync.core.entries import (
 from hubsync.core.errors import WireError
 from hubsync.core.redis_values import RawEntry
 from hubsync.core.resync import KIND_RESYNC_REPORT, ResyncReport, parse_resync_report
-from hubsync.core.signing import RuntimeKey
+from hubsync.core.signing import EVENT_OPTIONAL_SIGNED_FIELD, RuntimeKey
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +64,7 @@ StreamBatch = Sequence[tuple[str, Sequence[RawEntry]]]
 _KIND_EVENT = KIND_EVENT.encode()
 _KIND_PRESENCE = KIND_PRESENCE.encode()
 _KIND_REPORT = KIND_RESYNC_REPORT.encode()
+_TRACEPARENT = EVENT_OPTIONAL_SIGNED_FIELD.encode()
 
 
 @dataclass(slots=True)
@@ -184,6 +185,21 @@ class EntryJudge:
             verdicts.rejected += _dead_letter(
                 pub, stream, entry_id, fields, "invalid_entry", detail, key
             )
+
+
+def traceparents_of(batch: StreamBatch, verdicts: Verdicts) -> list[bytes]:
+    """The ``traceparent`` of each valid event of ``batch`` that carries one: signed, so
+    vouched for by its runtime (refused entries are never linked). Gathered only for a
+    recording span, after judging: the per-entry path pays nothing for it."""
+    found = []
+    for stream, entries in batch:
+        valid = set(verdicts.valid_ids.get(stream, ()))
+        for entry_id, raw in entries:
+            if raw is not None and entry_id in valid:
+                value = raw.get(_TRACEPARENT)
+                if value is not None:
+                    found.append(value)
+    return found
 
 
 def _refuse(

@@ -26,7 +26,7 @@ from consumers.stream.authentication import RuntimeAuthenticator
 from consumers.stream.consumer_stats import ConsumerStats
 from consumers.stream.health import claim_name, write_health
 from consumers.stream.hub_binding import check_binding, queue_binding
-from consumers.stream.judging import EntryJudge, StreamBatch
+from consumers.stream.judging import EntryJudge, StreamBatch, traceparents_of
 from consumers.stream.lag import export_lag
 from consumers.stream.presence_gauges import export_presence
 from consumers.stream.publishing import MAX_DELIVERIES_REASON, Publication
@@ -53,6 +53,7 @@ from hubsync.core.names import validate_name
 from hubsync.core.redis_values import RawEntry, as_text, stream_entries
 from hubsync.core.settings import ConsumerSettings
 from hubsync.core.stream_reads import read_streams
+from hubsync.core.tracing import Span, SpanKind, batch_span, link_traceparents
 
 log = logging.getLogger(__name__)
 
@@ -399,8 +400,21 @@ class HubConsumer(Daemon):
 
         ``largest``: the size of the batch's largest entry (names and values), when measured.
         """
+        count = sum(len(entries) for _, entries in batch)
+        if not count:
+            return self._process(batch, largest, None)  # nothing read: no span
+        destination = batch[0][0] if len(batch) == 1 else None
+        kind = SpanKind.CONSUMER
+        with batch_span(
+            "hubsync ingest", destination, count, kind=kind, operation="process"
+        ) as span:
+            return self._process(batch, largest, span)
+
+    def _process(self, batch: StreamBatch, largest: int | None, span: Span | None) -> int:
         pub = self._publication()
         verdicts = self.judge.judge(batch, pub, largest)  # refusals and dead letters on pub
+        if span is not None and span.is_recording():
+            link_traceparents(span, traceparents_of(batch, verdicts))
         if verdicts.valid:
             started = time.perf_counter()
             outcomes = self.store.ingest(verdicts.valid)

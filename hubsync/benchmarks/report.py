@@ -1,7 +1,7 @@
 """``hubsync bench``: every measurement in one run, one JSON document and one table.
 
 The JSON's top-level keys are ``relay``, ``consumer``, ``end_to_end``,
-``latency``, ``signature``, ``peers`` and ``machine``; every throughput entry has
+``latency``, ``signature``, ``tracing``, ``peers`` and ``machine``; every throughput entry has
 ``events_per_s`` and, where a ceiling applies, ``ceiling_events_per_s``
 measured in the same run, what the ceiling is (``ceiling``) and what it omits
 (``ceiling_omits``); the relay and the consumer also have the ``floor`` their
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hubsync.benchmarks import ceilings, hubs, peers, pipeline, signing, stages
+from hubsync.benchmarks import ceilings, hubs, peers, pipeline, signing, stages, tracing
 from hubsync.benchmarks.procs import machine
 from hubsync.benchmarks.workload import EVENT_BYTES
 from hubsync.demo.embedded_redis import RedisServerProcess
@@ -38,11 +38,13 @@ class Sizes:
     rq_events: int
     jetstream_events: int
     signature_calls: int = 20_000
+    tracing_events: int = 5_000
+    tracing_rounds: int = 3
 
 
 FULL = Sizes(100_000, 50_000, 3, 200_000, (1_000, 5_000), 15.0, 20_000, 10_000, 100_000)
 QUICK = Sizes(20_000, 10_000, 1, 40_000, (1_000, 5_000), 4.0, 3_000, 2_000, 20_000, 5_000)
-TINY = Sizes(600, 600, 1, 600, (500,), 1.5, 100, 60, 300, 200)
+TINY = Sizes(600, 600, 1, 600, (500,), 1.5, 100, 60, 300, 200, 200, 1)
 """For tests of the report's shape: seconds, not minutes."""
 
 
@@ -76,6 +78,8 @@ def run(
             latency[f"at_{rate}_per_s"] = pipeline.measure_latency(
                 url, rate, sizes.latency_seconds, hub_url
             )
+        progress("tracing off and on: append, relay drain, consumer ingest")
+        traced = tracing.measure_tracing(url, sizes.tracing_events, sizes.tracing_rounds)
         progress("peer: naive")
         naive = peers.measure_naive(url, sizes.naive_events)
         progress("peer: one RQ job per event")
@@ -98,6 +102,7 @@ def run(
         "end_to_end": end_to_end,
         "latency": latency,
         "signature": signature,
+        "tracing": traced,
         "peers": {"naive": naive, "rq_job_per_event": rq, "jetstream": jetstream},
         "machine": machine()
         | {
@@ -151,6 +156,21 @@ def table(report: dict[str, Any]) -> str:
             f"verify <= {signature['target_verify_us']} us",
         )
     )
+    traced = report["tracing"]
+    for stage, label in (
+        ("append", "append_event"),
+        ("relay", "relay drain"),
+        ("consumer", "consumer ingest"),
+    ):
+        figures = traced[stage]
+        rows.append(
+            (
+                f"tracing off / on: {label}",
+                f"{_n(figures['off_events_per_s'])}/{_n(figures['on_events_per_s'])}",
+                "",
+                f"on costs {figures['on_cost_percent']}%",
+            )
+        )
     rows.append(("relay peak RSS (MB)", str(e2e["relay_peak_rss_mb"]), "", ""))
     rows.append(("consumer peak RSS (MB)", str(e2e["consumer_peak_rss_mb"]), "", ""))
     header = ("measure", "events/s", "ceiling/s", "note")

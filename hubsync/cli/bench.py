@@ -70,7 +70,8 @@ def bench(quick: bool, json_file: Path | None, hub_url: str | None, scale_out: b
     ceiling with what it omits and the floor Redis and SQLite set (Redis's
     time per entry, INFO commandstats; SQLite's CPU per row), the end-to-end
     drain with 1 relay and 2 consumers, commit-to-hub latency at 1,000 and
-    5,000 events/s offered, peak RSS, and the naive, RQ-per-event and NATS
+    5,000 events/s offered, peak RSS, each stage with OpenTelemetry tracing off
+    and on (the SDK recording every span), and the naive, RQ-per-event and NATS
     JetStream peers, all with ~540-byte events.
     The end-to-end and latency hubs are temp SQLite files, or PostgreSQL with
     --hub-url.

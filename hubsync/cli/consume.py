@@ -25,6 +25,7 @@ from hubsync.core.connections import (
 from hubsync.core.logs import configure_logging
 from hubsync.core.names import validate_name
 from hubsync.core.settings import ConsumerSettings, hub_url_of
+from hubsync.telemetry import configure_tracing
 
 if TYPE_CHECKING:
     from hubstore.store import HubStore
@@ -103,7 +104,21 @@ def consume(
         if settings.name is None:
             raise click.UsageError("--check needs --name (the consumer to check)")
         raise SystemExit(_check(settings, target, validate_name(settings.name, "consumer name")))
+    tracing = configure_tracing("hubsync-consume")  # spans only when OTEL_* asks for them
+    try:
+        _consume(settings, target, once, as_json, accept_restore)
+    finally:
+        if tracing is not None:
+            tracing.shutdown()
 
+
+def _consume(
+    settings: ConsumerSettings,
+    target: RedisTarget,
+    once: bool,
+    as_json: bool,
+    accept_restore: bool,
+) -> None:
     from consumers.stream.worker import HubConsumer
     from hubstore import open_store
     from hubsync.core.gc_tuning import tune_for_throughput

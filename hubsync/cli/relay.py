@@ -20,6 +20,7 @@ from hubsync.core.connections import (
 )
 from hubsync.core.logs import configure_logging
 from hubsync.core.settings import RelaySettings
+from hubsync.telemetry import configure_tracing
 from producers.errors import UnreadableStoreError
 
 log = logging.getLogger(__name__)
@@ -82,6 +83,7 @@ def relay(once: bool, check: bool, as_json: bool, **options: Any) -> None:
 
     # SIGTERM and SIGINT stop the daemon (not --once) until it has closed: the first finishes
     # the current batch, a second exits at once
+    tracing = configure_tracing("hubsync-relay")  # spans only when OTEL_* asks for them
     daemon = Relay(settings, target=target, handle_signals=not once)
     with daemon.stop_signals():
         try:
@@ -95,6 +97,8 @@ def relay(once: bool, check: bool, as_json: bool, **options: Any) -> None:
                 summary = daemon.run()
         finally:
             daemon.close()
+            if tracing is not None:
+                tracing.shutdown()
     daemon.log_summary(summary.line(), summary.as_dict())
     if as_json:
         click.echo(json.dumps(summary.as_dict(), sort_keys=True))

@@ -7,8 +7,10 @@ Events stream ``hubsync:{P}:events`` carries two kinds of entry:
 
 * ``kind=event``: ``project_id``, ``hub_project``, ``run_id``, ``sequence``,
   ``event_type``, ``runtime_id``, ``content_hash``, ``event`` (the canonical
-  JSON bytes) and ``sig``, and nothing else (``EVENT_ENTRY_FIELDS``). The flat
-  fields are a readable index; the signature covers them and, through
+  JSON bytes) and ``sig``, and nothing else (``EVENT_ENTRY_FIELDS``), but for one
+  optional field, ``traceparent`` (the appending caller's W3C trace context,
+  ``TRACED_EVENT_ENTRY_FIELDS``). The flat fields are a readable index; the
+  signature covers them, the ``traceparent`` when present and, through
   ``content_hash``, the bytes, and the hub checks that they agree.
 * ``kind=presence``: a runtime's heartbeat (``runtime_id``, ``hub_project``,
   ``host``, ``pid``, ``version``, ``backlog``, ``heartbeat``, ``sig``, and nothing
@@ -33,7 +35,13 @@ import orjson
 from hubsync.core.canonical import canonical_json, content_hash
 from hubsync.core.errors import WireError
 from hubsync.core.names import validate_name
-from hubsync.core.signing import EVENT_SIGNED_FIELDS, PRESENCE_SIGNED_FIELDS, SIGNATURE_FIELD
+from hubsync.core.signing import (
+    EVENT_OPTIONAL_SIGNED_FIELD,
+    EVENT_SIGNED_FIELDS,
+    PRESENCE_SIGNED_FIELDS,
+    SIGNATURE_FIELD,
+)
+from hubsync.core.tracing import is_traceparent
 from hubsync.core.wire import (
     MAX_EVENT_BYTES,
     CheckedEvent,
@@ -49,7 +57,19 @@ EVENT_FIELDS = (*EVENT_SIGNED_FIELDS, "event")
 """The fields of an event entry but its ``sig``: the signed ones, then the event's bytes."""
 
 EVENT_ENTRY_FIELDS = frozenset((*EVENT_FIELDS, SIGNATURE_FIELD))
-"""Exactly the fields of a signed event entry: one more, or one less, and it is refused."""
+"""Exactly the fields of a signed event entry without a trace context: one more (but
+``traceparent``), or one less, and it is refused."""
+
+TRACED_EVENT_ENTRY_FIELDS = EVENT_ENTRY_FIELDS | {EVENT_OPTIONAL_SIGNED_FIELD}
+"""Exactly the fields of a signed event entry that carries a ``traceparent``."""
+
+
+def event_entry_field_set(fields: Mapping[str, object]) -> frozenset[str]:
+    """The field set an event entry must have exactly: with its ``traceparent`` if it has one."""
+    if EVENT_OPTIONAL_SIGNED_FIELD in fields:
+        return TRACED_EVENT_ENTRY_FIELDS
+    return EVENT_ENTRY_FIELDS
+
 
 PRESENCE_ENTRY_FIELDS = frozenset(("kind", *PRESENCE_SIGNED_FIELDS, SIGNATURE_FIELD))
 """Exactly the fields of a signed presence beat."""
@@ -158,9 +178,11 @@ def raw_event_entry_fields(
     runtime_id: str,
     digest: str,
     data: bytes,
+    traceparent: str | None = None,
 ) -> dict[str, str | bytes]:
-    """The same fields from already-validated parts (the relay's hot path: no re-parse)."""
-    return {
+    """The same fields from already-validated parts (the relay's hot path: no re-parse), with
+    ``traceparent`` when one is given."""
+    fields: dict[str, str | bytes] = {
         "kind": KIND_EVENT,
         "project_id": project_id,
         "hub_project": hub_project,
@@ -171,6 +193,9 @@ def raw_event_entry_fields(
         "content_hash": digest,
         "event": data,
     }
+    if traceparent is not None:
+        fields[EVENT_OPTIONAL_SIGNED_FIELD] = traceparent
+    return fields
 
 
 _BYTES_ONLY = frozenset({bytes})
@@ -214,9 +239,10 @@ def entry_kind(fields: Mapping[str, bytes]) -> str:
 def parse_event_entry(fields: Mapping[str, bytes]) -> EventEntry:
     """Validate a ``kind=event`` entry; raise ``WireError`` with a dead-letter reason.
 
-    Reasons: ``missing_field``, ``field_too_large``, ``bad_field``, and those of
-    ``parse_sync_event`` (``hash_mismatch``, ``bad_json``, ...), then
-    ``field_mismatch`` when a flat field disagrees with the event bytes.
+    Reasons: ``missing_field``, ``field_too_large``, ``bad_field`` (also for a
+    ``traceparent`` that is not exactly a W3C one), and those of ``parse_sync_event``
+    (``hash_mismatch``, ``bad_json``, ...), then ``field_mismatch`` when a flat field
+    disagrees with the event bytes.
 
     The reference check: the pydantic model (``parse_sync_event``) judges the
     bytes. The hub's consumers reach the same verdict, with the same reason,
@@ -243,6 +269,9 @@ def parse_event_entry(fields: Mapping[str, bytes]) -> EventEntry:
         raise WireError("bad_field", "content_hash or runtime_id is not text") from None
     if not _SHA256_HEX.fullmatch(digest):
         raise WireError("bad_field", "content_hash must be 64 lowercase hex digits")
+    traceparent = fields.get(EVENT_OPTIONAL_SIGNED_FIELD)
+    if traceparent is not None and not is_traceparent(traceparent):
+        raise WireError("bad_field", "traceparent is not a W3C version-00 traceparent")
     event = CheckedEvent.of(parse_sync_event(data, expected_hash=digest))
     expected = flat_fields_of(event)
     if flat != expected:
@@ -451,6 +480,7 @@ __all__ = [
     "KIND_OUTCOMES",
     "KIND_PRESENCE",
     "PRESENCE_ENTRY_FIELDS",
+    "TRACED_EVENT_ENTRY_FIELDS",
     "AlertReason",
     "ConflictReason",
     "EventEntry",
@@ -462,6 +492,7 @@ __all__ = [
     "content_hash",
     "decode_fields",
     "entry_kind",
+    "event_entry_field_set",
     "event_entry_fields",
     "field_set_problem",
     "flat_fields_of",

@@ -16,7 +16,9 @@ lowercase hex digits. The exact bytes signed are specified in docs/contract.md
   text is UTF-8, and a verifier signs the field bytes exactly as they came
   off the stream;
 * an event signature covers every field of the entry but ``event`` itself, whose
-  bytes it covers through ``content_hash`` (their SHA-256). What else makes an
+  bytes it covers through ``content_hash`` (their SHA-256). The one optional field,
+  ``traceparent``, is a last netstring when the entry carries it and nothing when it does
+  not, so an entry without it signs and verifies exactly as before it existed. What else makes an
   entry authentic (exactly these fields, bytes that hash to the signed hash and
   agree with the flat fields) the hub checks beside the signature
   (``consumers.stream.authentication``).
@@ -74,6 +76,10 @@ EVENT_SIGNED_FIELDS: Final = (
 """The event entry fields an event signature covers, in the order they are encoded: every
 field of the entry but ``event`` (covered by ``content_hash``) and ``sig``."""
 
+EVENT_OPTIONAL_SIGNED_FIELD: Final = "traceparent"
+"""The optional event entry field a signature covers when present, after
+``EVENT_SIGNED_FIELDS`` (``hubsync.core.tracing``: the appending caller's trace context)."""
+
 EVENT_KIND: Final = b"event"
 """The ``kind`` of an event entry, the first field an event signature covers."""
 
@@ -97,6 +103,9 @@ def _netstring(value: bytes) -> bytes:
     return b"%d:%b," % (len(value), value)
 
 
+_SignedValues = tuple[bytes, bytes, bytes, bytes, bytes, bytes, bytes, bytes]
+"""``EVENT_SIGNED_FIELDS``' values as bytes, in order."""
+
 _event_signed_values = itemgetter(*EVENT_SIGNED_FIELDS)
 """An entry's ``EVENT_SIGNED_FIELDS`` values, in order (one C-level call); ``KeyError`` when
 one is missing."""
@@ -116,8 +125,10 @@ def event_signed_body(
     event_type: bytes,
     runtime_id: bytes,
     content_hash: bytes,
+    traceparent: bytes | None = None,
 ) -> bytes:
-    """The bytes an event signature covers after its tag: ``EVENT_SIGNED_FIELDS``' netstrings.
+    """The bytes an event signature covers after its tag: ``EVENT_SIGNED_FIELDS``' netstrings,
+    then ``traceparent``'s when the entry carries one (``EVENT_OPTIONAL_SIGNED_FIELD``).
 
     The one place an event's signed encoding is spelled out. The message a signature is
     the HMAC of is the tag's netstring then these bytes (``event_message``); every signer
@@ -127,11 +138,14 @@ def event_signed_body(
     ``bytes`` raises ``TypeError``.
     """
     # one flat tuple (no unpacking): this runs for every event sent and received
-    return _EVENT_BODY % (
+    body = _EVENT_BODY % (
         len(kind), kind, len(project_id), project_id, len(hub_project), hub_project,
         len(run_id), run_id, len(sequence), sequence, len(event_type), event_type,
         len(runtime_id), runtime_id, len(content_hash), content_hash,
     )  # fmt: skip
+    if traceparent is None:
+        return body
+    return body + b"%d:%b," % (len(traceparent), traceparent)
 
 
 class RuntimeKey:
@@ -201,11 +215,11 @@ def _mac(tagged: hmac.HMAC, body: bytes) -> str:
 # ----- encodings (the bytes signed, without the key) -----
 
 
-def event_message(*fields: str | bytes | int) -> bytes:
+def event_message(*fields: str | bytes | int, traceparent: str | bytes | None = None) -> bytes:
     """The exact bytes an event signature is the HMAC of: the tag's netstring, then
     ``event_signed_body`` of ``fields`` (``EVENT_SIGNED_FIELDS``, in order, as text, bytes
-    or integers)."""
-    return _netstring(EVENT_TAG) + _event_body(fields)
+    or integers) and of ``traceparent`` when given."""
+    return _netstring(EVENT_TAG) + _event_body(fields, traceparent)
 
 
 def presence_message(fields: Mapping[str, str | bytes | int]) -> bytes:
@@ -220,12 +234,18 @@ def outcomes_message(
     return _netstring(OUTCOMES_TAG) + _outcomes_body(hub_id, hub_project, runtime_id, outcomes)
 
 
-def _event_body(values: Sequence[str | bytes | int]) -> bytes:
-    """``event_signed_body`` of ``EVENT_SIGNED_FIELDS``' values given as text, bytes or
-    integers (``_as_bytes``); ``ConfigError`` for another count of values."""
+def _event_body(
+    values: Sequence[str | bytes | int], traceparent: str | bytes | int | None = None
+) -> bytes:
+    """``event_signed_body`` of ``EVENT_SIGNED_FIELDS``' values (and ``traceparent``) given
+    as text, bytes or integers (``_as_bytes``); ``ConfigError`` for another count of values."""
     if len(values) != len(EVENT_SIGNED_FIELDS):
         raise ConfigError(f"cannot sign: an event signs {len(EVENT_SIGNED_FIELDS)} fields")
-    return event_signed_body(*map(_as_bytes, EVENT_SIGNED_FIELDS, values))
+    optional = None
+    if traceparent is not None:
+        optional = _as_bytes(EVENT_OPTIONAL_SIGNED_FIELD, traceparent)
+    encoded = cast("_SignedValues", tuple(map(_as_bytes, EVENT_SIGNED_FIELDS, values)))
+    return event_signed_body(*encoded, optional)
 
 
 def _presence_body(fields: Mapping[str, str | bytes | int]) -> bytes:
@@ -289,9 +309,10 @@ def sign_event(
     event_type: str | bytes,
     runtime_id: str | bytes,
     content_hash: str | bytes,
+    traceparent: str | bytes | None = None,
 ) -> str:
-    """The ``sig`` of one event entry (``kind`` ``event``); raises ``ConfigError`` naming a
-    field it cannot encode."""
+    """The ``sig`` of one event entry (``kind`` ``event``, with ``traceparent`` when it carries
+    one); raises ``ConfigError`` naming a field it cannot encode."""
     body = _event_body(
         (
             EVENT_KIND,
@@ -302,7 +323,8 @@ def sign_event(
             event_type,
             runtime_id,
             content_hash,
-        )
+        ),
+        traceparent,
     )
     return _mac(key._event, body)
 
@@ -327,9 +349,16 @@ class EventSigner:
         self._hub_project = _as_bytes("hub_project", hub_project)
         self._runtime_id = _as_bytes("runtime_id", runtime_id)
 
-    def sign(self, run_id: bytes, sequence: bytes, event_type: bytes, content_hash: bytes) -> str:
-        """The ``sig`` of this project's event ``(run_id, sequence)`` of that type and hash,
-        each given as the bytes the entry carries."""
+    def sign(
+        self,
+        run_id: bytes,
+        sequence: bytes,
+        event_type: bytes,
+        content_hash: bytes,
+        traceparent: bytes | None = None,
+    ) -> str:
+        """The ``sig`` of this project's event ``(run_id, sequence)`` of that type and hash
+        (and trace context, when it carries one), each given as the bytes the entry carries."""
         body = event_signed_body(
             EVENT_KIND,
             self._project_id,
@@ -339,13 +368,17 @@ class EventSigner:
             event_type,
             self._runtime_id,
             content_hash,
+            traceparent,
         )
         return _mac(self._mac, body)
 
 
 def sign_event_entry(key: RuntimeKey, fields: Mapping[str, str | bytes]) -> str:
     """The ``sig`` of an event entry's fields (``hubsync.core.entries.raw_event_entry_fields``)."""
-    body = _event_body([_field(fields, name) for name in EVENT_SIGNED_FIELDS])
+    body = _event_body(
+        [_field(fields, name) for name in EVENT_SIGNED_FIELDS],
+        fields.get(EVENT_OPTIONAL_SIGNED_FIELD),
+    )
     return _mac(key._event, body)
 
 
@@ -364,11 +397,13 @@ def verify_event_entry(
         values = _event_signed_values(fields)
     except KeyError:
         return None
+    traceparent = fields.get(EVENT_OPTIONAL_SIGNED_FIELD)
     try:
-        body = event_signed_body(*cast("tuple[bytes, ...]", values))
+        signed = cast("_SignedValues", values)
+        body = event_signed_body(*signed, cast("bytes | None", traceparent))
     except TypeError:  # str values (or worse): encode each as a signer does
         try:
-            body = _event_body(values)
+            body = _event_body(values, traceparent)
         except ConfigError:
             return None
     return _first_match(keys, "_event", body, signature)
@@ -499,6 +534,7 @@ def _first_match(
 
 __all__ = [
     "EVENT_KIND",
+    "EVENT_OPTIONAL_SIGNED_FIELD",
     "EVENT_SIGNED_FIELDS",
     "EVENT_TAG",
     "HUB_ID_FIELD",

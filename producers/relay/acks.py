@@ -38,6 +38,7 @@ from hubsync.core.redis_values import as_text, entry_id_order, printable
 from hubsync.core.resync import KIND_RESYNC
 from hubsync.core.signing import HUB_ID_FIELD, SIGNATURE_FIELD, verify_outcomes_entry
 from hubsync.core.stream_reads import read_streams
+from hubsync.core.tracing import SpanKind, batch_span, link_traceparents
 from producers.relay.credentials import RelayCredentials
 from producers.relay.resyncs import RelayResyncs, ResyncStats
 from producers.store.event_store import RunEventStore
@@ -305,9 +306,20 @@ class AckReader:
     def _apply(
         self, store: RunEventStore, records: list[OutcomeRecord], now: float, last_id: str
     ) -> None:
-        result = store.apply_outcomes(
-            records, now, position=(position_name(store.hub_project), last_id)
-        )
+        with batch_span(
+            "hubsync ack",
+            keys.acks_stream(store.hub_project, self.runtime_id),
+            len(records),
+            kind=SpanKind.CONSUMER,
+            operation="process",
+        ) as span:
+            if span.is_recording():  # the acked rows' contexts, read before pruning can
+                link_traceparents(
+                    span, store.traceparents([(r.run_id, r.sequence) for r in records])
+                )
+            result = store.apply_outcomes(
+                records, now, position=(position_name(store.hub_project), last_id)
+            )
         self.stats.acked += result.acked
         self.stats.conflict += result.conflict
         self.stats.rejected += result.rejected

@@ -37,7 +37,13 @@ from hubsync.core.clock import EpochClock, epoch_seconds
 from hubsync.core.connections import UNAVAILABLE_ERRORS, RedisClient
 from hubsync.core.entries import KIND_EVENT
 from hubsync.core.settings import RelaySettings
-from hubsync.core.signing import SIGNATURE_FIELD, EventSigner, RuntimeKey
+from hubsync.core.signing import (
+    EVENT_OPTIONAL_SIGNED_FIELD,
+    SIGNATURE_FIELD,
+    EventSigner,
+    RuntimeKey,
+)
+from hubsync.core.tracing import SpanKind, batch_span, is_traceparent, link_traceparents
 from hubsync.core.wire import MAX_EVENT_BYTES
 from producers.relay.credentials import RelayCredentials
 from producers.relay.marker import AttemptMarker
@@ -85,10 +91,22 @@ class EntryBuilder:
         self._runtime_id = store.home_runtime_id
 
     def pairs(self, row: OutboxRow) -> tuple[str | bytes, ...]:
-        """Field names and values, alternating: the arguments of XADD after the id."""
+        """Field names and values, alternating: the arguments of XADD after the id. A row
+        that kept its caller's trace context carries it, signed, after ``event``, when it is
+        exactly a W3C ``traceparent`` (a row another writer left with anything else goes out
+        without it)."""
         run_id, digest, event_type = row.run_id, row.content_hash, row.event_type
         sequence = b"%d" % row.sequence
-        sig = self.signer.sign(run_id.encode(), sequence, event_type.encode(), digest.encode())
+        traceparent = None if row.traceparent is None else row.traceparent.encode()
+        traced: tuple[str | bytes, ...] = ()
+        if traceparent is not None:
+            if is_traceparent(traceparent):
+                traced = (EVENT_OPTIONAL_SIGNED_FIELD, traceparent)
+            else:
+                traceparent = None
+        sig = self.signer.sign(
+            run_id.encode(), sequence, event_type.encode(), digest.encode(), traceparent
+        )
         return (
             *self._head,
             "run_id",
@@ -103,6 +121,7 @@ class EntryBuilder:
             digest,
             "event",
             row.sync_event,
+            *traced,
             SIGNATURE_FIELD,
             sig,
         )
@@ -268,6 +287,21 @@ class OutboxSender:
             rows, entries = [row for row, _ in kept], [entry for _, entry in kept]
             if not rows:
                 return 0
+        with batch_span(
+            "hubsync send", self.stream, len(rows), kind=SpanKind.PRODUCER, operation="send"
+        ) as span:
+            if span.is_recording():
+                link_traceparents(span, [row.traceparent for row in rows])
+            return self._xadd(client, rows, entries, key, read_ahead)
+
+    def _xadd(
+        self,
+        client: RedisClient,
+        rows: Sequence[OutboxRow],
+        entries: Sequence[Entry],
+        key: RuntimeKey,
+        read_ahead: bool,
+    ) -> int:
         # XADD stream * field value ...: what xadd() sends, without its per-call dict and
         # option handling (this runs once per event).
         stream = self.stream

@@ -39,6 +39,7 @@ from hubsync.core.sqlite import (
     Migration,
     split_statements,
 )
+from hubsync.core.tracing import current_traceparent
 from producers.derivation import Allowlist, EventDeriver, PreparedEvent, StoreIdentity
 from producers.errors import RebindError, StoreClosedError
 from producers.redaction import Redactor
@@ -56,9 +57,17 @@ from producers.store.outbox_retry import RetryCounts, retry_parked
 from producers.store.resync_rows import ResyncProgress
 from producers.store.retention import RetentionQueries
 
-EVENT_STORE_SCHEMA_VERSION = 2
+EVENT_STORE_SCHEMA_VERSION = 3
 """``PRAGMA user_version`` of event store files: an older file is migrated at open (after a
 backup), a newer one refused."""
+
+_PAYLOADS_DDL_V2 = """
+CREATE TABLE outbox_payloads (
+  seq INTEGER PRIMARY KEY,
+  sync_event BLOB NOT NULL
+);
+"""
+"""``outbox_payloads`` as version 2 made it (the step from version 1 creates it as then)."""
 
 EVENT_STORE_MIGRATIONS: tuple[Migration, ...] = (
     Migration(
@@ -66,12 +75,19 @@ EVENT_STORE_MIGRATIONS: tuple[Migration, ...] = (
         summary="move the outbox rows' bytes (outbox.sync_event) to their own table, "
         "outbox_payloads, keyed by seq: acking a row no longer rewrites its bytes",
         change=(
-            *split_statements(PAYLOADS_DDL),
+            *split_statements(_PAYLOADS_DDL_V2),
             "INSERT INTO outbox_payloads (seq, sync_event) SELECT seq, sync_event FROM outbox",
             # The column is in no index, so SQLite drops it in place (rewriting each row
             # without it): the table keeps its indexes and its AUTOINCREMENT counter.
             "ALTER TABLE outbox DROP COLUMN sync_event",
         ),
+    ),
+    Migration(
+        from_version=2,
+        summary="keep the appending caller's trace context beside each outbox row's bytes "
+        "(outbox_payloads.traceparent, NULL for the rows already there)",
+        # ADD COLUMN with no default rewrites nothing: old records read the column as NULL.
+        change=("ALTER TABLE outbox_payloads ADD COLUMN traceparent TEXT",),
     ),
 )
 """Version N -> N+1 steps, oldest first (``hubsync.core.sqlite.Migration``)."""
@@ -221,26 +237,34 @@ class RunEventStore(ClosesOnExit, OutboxQueries, RetentionQueries):
         payload: Mapping[str, Any],
         occurred_at: datetime | str | None = None,
     ) -> AppendedEvent:
-        """Append one event to its run; event row and outbox row commit together."""
+        """Append one event to its run; event row and outbox row commit together.
+
+        The outbox row keeps the caller's current trace context, if any
+        (``hubsync.core.tracing.current_traceparent``)."""
         args = NewEvent(run_id, event_type, payload, occurred_at)
         known = self.redactor.secret_count
         prepared = self._deriver.prepare(*args)
+        traced = current_traceparent()
         self._check_open()
-        return self._db.write(lambda c: self._insert(c, self._current(prepared, args, known), None))
+        return self._db.write(
+            lambda c: self._insert(c, self._current(prepared, args, known), None, traced)
+        )
 
     def append_events(self, items: Iterable[NewEvent | tuple[Any, ...]]) -> list[AppendedEvent]:
-        """Append many events in ONE transaction (all or nothing), in the order given."""
+        """Append many events in ONE transaction (all or nothing), in the order given; each
+        outbox row keeps the caller's current trace context, if any."""
         events = [NewEvent(*item) for item in items]
         known = self.redactor.secret_count
         prepared = [self._deriver.prepare(*event) for event in events]
         if not prepared:
             return []
+        traced = current_traceparent()
         self._check_open()
 
         def insert_all(c: sqlite3.Connection) -> list[AppendedEvent]:
             next_sequence: dict[str, int] = {}
             return [
-                self._insert(c, self._current(p, event, known), next_sequence)
+                self._insert(c, self._current(p, event, known), next_sequence, traced)
                 for p, event in zip(prepared, events, strict=True)
             ]
 
@@ -297,7 +321,11 @@ class RunEventStore(ClosesOnExit, OutboxQueries, RetentionQueries):
             )
 
     def _insert(
-        self, c: sqlite3.Connection, event: PreparedEvent, next_sequence: dict[str, int] | None
+        self,
+        c: sqlite3.Connection,
+        event: PreparedEvent,
+        next_sequence: dict[str, int] | None,
+        traceparent: str | None,
     ) -> AppendedEvent:
         run_id = event.run_id
         now = time.time()
@@ -325,7 +353,10 @@ class RunEventStore(ClosesOnExit, OutboxQueries, RetentionQueries):
             "VALUES (?, ?, ?, ?, ?)",
             (run_id, sequence, event.event_type, digest, now),
         ).lastrowid
-        c.execute("INSERT INTO outbox_payloads (seq, sync_event) VALUES (?, ?)", (outbox_seq, data))
+        c.execute(
+            "INSERT INTO outbox_payloads (seq, sync_event, traceparent) VALUES (?, ?, ?)",
+            (outbox_seq, data, traceparent),
+        )
         if next_sequence is not None:
             next_sequence[run_id] = sequence + 1
         assert outbox_seq is not None  # an INSERT into a rowid table always has one

@@ -49,6 +49,8 @@ class OutboxRow(NamedTuple):
     content_hash: str
     attempts: int
     event_type: str
+    traceparent: str | None
+    """The appending caller's trace context (``hubsync.core.tracing``), carried on the entry."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,11 +84,14 @@ class OutboxEntry:
 PAYLOADS_DDL = """
 CREATE TABLE outbox_payloads (
   seq INTEGER PRIMARY KEY,
-  sync_event BLOB NOT NULL
+  sync_event BLOB NOT NULL,
+  traceparent TEXT
 );
 """
-"""The outbox rows' bytes, keyed by ``outbox.seq`` (the migration from version 1 creates it
-from this same statement). No declared foreign key: SQLite enforces one only with
+"""The outbox rows' bytes, keyed by ``outbox.seq``, and the trace context of the caller that
+appended each (a W3C ``traceparent``, NULL when none: ``hubsync.core.tracing``). Both are
+written once, with the row, so the context lives beside the bytes and an ack never rewrites
+it. No declared foreign key: SQLite enforces one only with
 ``PRAGMA foreign_keys`` on; the writers keep the two tables in step instead (an append
 inserts both, pruning deletes both, each in one transaction)."""
 
@@ -126,7 +131,10 @@ the rows are sent again and the hub answers ``duplicate``. Appends stay FULL; an
 commit syncs the WAL frames before it, so a later append makes earlier marks durable too.
 See docs/relay.md (durability)."""
 
-_ROW_COLUMNS = "o.seq, o.run_id, o.sequence, p.sync_event, o.content_hash, o.attempts, o.event_type"
+_ROW_COLUMNS = (
+    "o.seq, o.run_id, o.sequence, p.sync_event, o.content_hash, o.attempts, o.event_type, "
+    "p.traceparent"
+)
 # The pending row first, then its bytes by integer primary key: CROSS JOIN keeps SQLite from
 # choosing another loop order, so the partial index drives the walk.
 _ROWS_FROM = "outbox AS o INDEXED BY {index} CROSS JOIN outbox_payloads AS p ON p.seq = o.seq"
@@ -315,6 +323,25 @@ class OutboxQueries:
 
         created = self._db.read(oldest)
         return None if created is None else max(0.0, now - created)
+
+    def traceparents(self, rows: Sequence[tuple[str, int]]) -> list[str]:
+        """The trace contexts kept with the rows ``(run_id, sequence)`` that have one (the
+        relay's ack span links to them; asked only while tracing)."""
+
+        def read(c: sqlite3.Connection) -> list[str]:
+            found = []
+            for run_id, sequence in rows:
+                row = c.execute(
+                    "SELECT p.traceparent FROM outbox AS o "
+                    "JOIN outbox_payloads AS p ON p.seq = o.seq "
+                    "WHERE o.run_id = ? AND o.sequence = ? AND p.traceparent IS NOT NULL",
+                    (run_id, sequence),
+                ).fetchone()
+                if row is not None:
+                    found.append(row[0])
+            return found
+
+        return self._db.read(read)
 
     def outbox_for_run(self, run_id: str) -> list[OutboxEntry]:
         """Every outbox row of one run, in sequence order."""

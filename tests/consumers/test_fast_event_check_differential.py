@@ -8,8 +8,8 @@ model) accepts, with the same field values; ``check_event_entry`` must give
 entry and key, and leave every refusal to them. Valid events, encoded every way
 a writer might (canonical, orjson, spaced, unsorted, ASCII-escaped), and broken
 ones (a byte changed, dropped or added; a field removed, renamed, retyped or
-added; a wrong hash; flat fields that disagree; a forged or odd signature) go
-through both.
+added; a wrong hash; flat fields that disagree; a forged or odd signature; a
+``traceparent``, valid or not, signed or added after signing, or taken away) go through both.
 """
 
 from __future__ import annotations
@@ -47,6 +47,26 @@ from hubsync.core.wire import MAX_EVENT_BYTES, CheckedEvent, parse_sync_event
 
 SCHEMA = "hubsync.sync-event.v1"
 Verdict = tuple[str, str, str]
+
+TRACEPARENT = b"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+valid_traceparents = st.from_regex(rb"\A00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}\Z").filter(
+    lambda v: v[3:35] != b"0" * 32 and v[36:52] != b"0" * 16
+)
+odd_traceparents = st.sampled_from(
+    [
+        b"",
+        TRACEPARENT.upper(),
+        b"01" + TRACEPARENT[2:],
+        b"00-" + b"0" * 32 + TRACEPARENT[35:],
+        TRACEPARENT[:36] + b"0" * 16 + TRACEPARENT[52:],
+        TRACEPARENT + b"-00",
+        TRACEPARENT + b"\n",
+        TRACEPARENT[:-1],
+        b"\xff" * 55,
+        b"x" * 70,
+    ]
+)
+traceparents = valid_traceparents | odd_traceparents
 
 
 def _verdict(check: Any, *args: Any, **kwargs: Any) -> Verdict:
@@ -353,6 +373,8 @@ def entries(draw: st.DrawFn) -> dict[str, bytes]:
         )
     elif change == 1:
         del fields[draw(st.sampled_from(sorted(fields)))]
+    elif change in (2, 3):
+        fields["traceparent"] = draw(traceparents)
     return fields
 
 
@@ -448,6 +470,8 @@ def signed_entries(draw: st.DrawFn) -> dict[bytes, bytes]:
     enrolled for the stream's hub project."""
     if draw(st.booleans()):
         fields = _genuine_fields(draw)
+        if draw(st.booleans()):
+            fields["traceparent"] = draw(valid_traceparents)
         fields["sig"] = sign_event_entry(_KEYS["rt-1"], fields).encode()
         return {name.encode(): value for name, value in fields.items()}
     event = draw(events())
@@ -455,9 +479,11 @@ def signed_entries(draw: st.DrawFn) -> dict[bytes, bytes]:
         event["home_runtime_id"] = draw(st.sampled_from(["rt-1", "rt-1", "rt-2", "rt-3"]))
         event["hub_project"] = draw(st.sampled_from([_HUB_PROJECT, _HUB_PROJECT, "other"]))
     fields = _entry_fields(draw, event)
+    if draw(st.integers(0, 3)) == 0:
+        fields["traceparent"] = draw(traceparents)  # signed with the rest, valid or not
     signer = _KEYS.get(fields["runtime_id"].decode(), _STRANGER)
     fields["sig"] = sign_event_entry(signer, fields).encode()
-    change = draw(st.integers(0, 13))
+    change = draw(st.integers(0, 15))
     if change in (0, 6):
         name = draw(st.sampled_from(sorted(fields)))
         fields[name] = draw(
@@ -477,6 +503,8 @@ def signed_entries(draw: st.DrawFn) -> dict[bytes, bytes]:
         fields["sig"] = sign_event_entry(_STRANGER, fields).encode()
     elif change == 7:
         del fields["kind"]  # what a plain producer wrote: not a signed event entry
+    elif change == 8:
+        fields["traceparent"] = draw(traceparents)  # added, or changed, after signing
     return {name.encode(): value for name, value in fields.items()}
 
 
@@ -580,6 +608,19 @@ def _signed(
         ({k: v for k, v in _signed().items() if k != b"sig"}, ("refused", "unauthenticated")),
         (_signed() | {b"project_id": b"proj-2"}, ("refused", "unauthenticated")),
         (_signed(kind=b"presence"), ("not an event",)),
+        (_signed() | {b"traceparent": TRACEPARENT}, ("refused", "unauthenticated")),
+        (
+            {k: v for k, v in _signed(traceparent=TRACEPARENT).items() if k != b"traceparent"},
+            ("refused", "unauthenticated"),
+        ),
+        (
+            _signed(traceparent=TRACEPARENT) | {b"traceparent": TRACEPARENT[:-1] + b"0"},
+            ("refused", "unauthenticated"),
+        ),
+        (_signed(traceparent=TRACEPARENT.upper()), ("dead", "bad_field")),
+        (_signed(traceparent=b"00-" + b"0" * 32 + TRACEPARENT[35:]), ("dead", "bad_field")),
+        (_signed(traceparent=TRACEPARENT + b"\n"), ("dead", "bad_field")),
+        (_signed(traceparent=b""), ("dead", "bad_field")),
     ],
 )
 def test_the_fast_path_leaves_every_refusal_to_the_general_path(
@@ -611,3 +652,16 @@ def test_the_fast_path_proves_a_signed_entry_and_refuses_nothing_itself() -> Non
     forged = raw | {b"sig": sign_event_entry(_STRANGER, fields).encode()}
     assert fast.prove(forged, _HUB_PROJECT) is None
     assert _general_verdict(auth, forged)[:2] == ("refused", SecurityReason.UNAUTHENTICATED)
+
+
+def test_the_fast_path_proves_a_signed_entry_with_its_traceparent() -> None:
+    raw = _signed(traceparent=TRACEPARENT)
+    auth = RuntimeAuthenticator(_hub)
+    fast = FastEventCheck(auth)
+    general = _general_verdict(auth, raw)
+    assert general[0] == "ok"
+    assert fast.prove(raw, _HUB_PROJECT) == general[1:]
+    # without the field the same signature is another message: refused on both paths
+    stripped = {k: v for k, v in raw.items() if k != b"traceparent"}
+    assert fast.prove(stripped, _HUB_PROJECT) is None
+    assert _general_verdict(auth, stripped)[:2] == ("refused", SecurityReason.UNAUTHENTICATED)

@@ -61,10 +61,15 @@ EVENT_VECTOR = (
     b"14:rt-vm-76ff556c,64:" + EMPTY_SHA256.encode() + b","
 )
 EVENT_VECTOR_SIG = "a3dca1c0315ce0f08932f91205397459855bcc578f6e673d47f5a94eec3007c0"
+TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+TRACED_EVENT_VECTOR = EVENT_VECTOR + b"55:" + TRACEPARENT.encode() + b","
+TRACED_EVENT_VECTOR_SIG = "9aca7bbcec4d59e797ebfc280570abaa66ce33bbb215b756b1f145480f51de6d"
 EVENT_VALUES = (
     "event", "shop-48ee17a7", "shop", "run-2026-0001", 7, "run.started", RUNTIME, EMPTY_SHA256
 )  # fmt: skip
 """The vector's ``EVENT_SIGNED_FIELDS``, in order."""
+EVENT_VALUES_READ = tuple(str(value).encode() for value in EVENT_VALUES)
+"""The same as the consumer reads them (bytes)."""
 PRESENCE_VECTOR = (
     b"19:hubsync/presence/v1,14:rt-vm-76ff556c,4:shop,7:build-3,4:4242,5:0.4.0,1:0,"
     b"27:2026-12-01T00:03:51.698340Z,"
@@ -167,6 +172,34 @@ def test_event_vector_is_the_hmac_of_the_documented_encoding() -> None:
     )
 
 
+def test_a_traceparent_is_one_more_netstring_and_signs_on_every_path() -> None:
+    key = RuntimeKey(KEY)
+    assert event_message(*EVENT_VALUES, traceparent=TRACEPARENT) == TRACED_EVENT_VECTOR
+    assert hmac_hex(TRACED_EVENT_VECTOR) == TRACED_EVENT_VECTOR_SIG
+    fields = relay_event_fields(traceparent=TRACEPARENT)
+    assert sign_event_entry(key, fields) == TRACED_EVENT_VECTOR_SIG
+    signer = EventSigner(key, project_id="shop-48ee17a7", hub_project="shop", runtime_id=RUNTIME)
+    args = (b"run-2026-0001", b"7", b"run.started", EMPTY_SHA256.encode())
+    assert signer.sign(*args, TRACEPARENT.encode()) == TRACED_EVENT_VECTOR_SIG
+    assert signer.sign(*args) == EVENT_VECTOR_SIG, "without it, the message is as before"
+    read = decode_fields(fields | {SIGNATURE_FIELD: TRACED_EVENT_VECTOR_SIG})
+    assert verify_event_entry([key], read) is key
+    assert (
+        verify_event_body(
+            [key], event_signed_body(*EVENT_VALUES_READ, TRACEPARENT.encode()), read["sig"]
+        )
+        is key
+    )
+    # taken away, added or changed, it breaks the signature
+    stripped = {name: value for name, value in read.items() if name != "traceparent"}
+    assert verify_event_entry([key], stripped) is None
+    assert (
+        verify_event_entry([key], signed_event(key) | {"traceparent": TRACEPARENT.encode()}) is None
+    )
+    changed = read | {"traceparent": TRACEPARENT[:-1].encode() + b"0"}
+    assert verify_event_entry([key], changed) is None
+
+
 def test_presence_vector_is_the_hmac_of_the_documented_encoding() -> None:
     assert presence_message(beat().to_fields()) == PRESENCE_VECTOR
     assert hmac_hex(PRESENCE_VECTOR) == PRESENCE_VECTOR_SIG
@@ -185,6 +218,7 @@ def test_the_contract_shows_these_vectors() -> None:
     contract = (REPO_ROOT / "docs" / "contract.md").read_text()
     for message, sig in (
         (EVENT_VECTOR, EVENT_VECTOR_SIG),
+        (TRACED_EVENT_VECTOR, TRACED_EVENT_VECTOR_SIG),
         (PRESENCE_VECTOR, PRESENCE_VECTOR_SIG),
         (OUTCOMES_VECTOR, OUTCOMES_VECTOR_SIG),
     ):

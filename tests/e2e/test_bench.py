@@ -50,7 +50,7 @@ def test_bench_writes_a_report_with_every_section_and_prints_its_table(
 ) -> None:
     document, output = run_bench(tmp_path, monkeypatch, report)
     assert set(document) == {
-        "relay", "consumer", "end_to_end", "latency", "signature", "peers", "machine"
+        "relay", "consumer", "end_to_end", "latency", "signature", "tracing", "peers", "machine"
     }  # fmt: skip
     signature = document["signature"]
     assert signature["verify_us"] > 0 and signature["verify_during_rotation_us"] > 0
@@ -75,6 +75,14 @@ def test_bench_writes_a_report_with_every_section_and_prints_its_table(
     assert "end to end (1 relay, 2 consumers, sqlite hub)" in output
     assert "peer: rq_job_per_event" in output
     assert "signature verify / sign (us per event)" in output
+    tracing = document["tracing"]
+    for stage, label in (
+        ("append", "append_event"),
+        ("relay", "relay drain"),
+        ("consumer", "consumer ingest"),
+    ):
+        assert tracing[stage]["off_events_per_s"] > 0 and tracing[stage]["on_events_per_s"] > 0
+        assert f"tracing off / on: {label}" in output
 
 
 def check_ceilings_and_floors(document: dict[str, Any], output: str) -> None:

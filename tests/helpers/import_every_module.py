@@ -18,8 +18,20 @@ import sys
 from pathlib import Path
 
 PACKAGES = ("hubsync", "producers", "consumers", "hubstore")
-OPTIONAL = frozenset({"psycopg", "psycopg_pool", "nats", "starlette", "anyio", "jinja2", "uvicorn"})
-"""What only an extra installs (postgres, bench, web): a module that imports it may be left out."""
+OPTIONAL = frozenset(
+    {
+        "psycopg",
+        "psycopg_pool",
+        "nats",
+        "starlette",
+        "anyio",
+        "jinja2",
+        "uvicorn",
+        "opentelemetry.sdk",
+    }
+)
+"""What only an extra installs (postgres, bench, web, otel: the OpenTelemetry SDK, whose API is
+a dependency): a module that imports it may be left out."""
 
 
 def main(site_packages: str) -> int:
@@ -39,7 +51,8 @@ def main(site_packages: str) -> int:
         try:
             module = importlib.import_module(name)
         except ModuleNotFoundError as exc:
-            if (exc.name or "").partition(".")[0] in OPTIONAL:
+            missing = exc.name or ""
+            if any(missing == extra or missing.startswith(extra + ".") for extra in OPTIONAL):
                 optional[name] = str(exc.name)
             else:
                 failed[name] = repr(exc)

@@ -1,5 +1,7 @@
 """The event store's schema migration 1 -> 2: the outbox rows' bytes move to ``outbox_payloads``.
 
+(A version-1 file goes on through every later step, up to the current version.)
+
 A version-1 file is built with the exact DDL hubsync shipped as version 1 (kept
 here, never edited), holding real sync events in every outbox state (acked,
 parked conflict and rejected, attempted, never sent). Opened by the relay or by
@@ -13,6 +15,7 @@ import json
 import os
 import sqlite3
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -107,39 +110,57 @@ def fill(store: RunEventStore) -> dict[str, list[tuple[str, int]]]:
     }
 
 
-def rewrite_as_v1(path: Path) -> None:
-    """Replace the store at ``path`` by a version-1 file holding the same rows, numbers and all."""
-    source = path.with_name(path.name + ".v2-source")
+def rewrite_as_old(path: Path, schema: str, version: int, copies: Sequence[str]) -> None:
+    """Replace the store at ``path`` by a file of ``schema`` at ``version`` holding the same
+    rows, numbers and all: ``copies`` are the statements filling ``main`` from ``source``."""
+    source = path.with_name(path.name + ".source")
     os.replace(path, source)
     conn = sqlite3.connect(path, isolation_level=None)
     path.chmod(0o600)  # private, as every hubsync made it
     conn.execute("PRAGMA journal_mode = WAL")
     conn.execute("ATTACH DATABASE ? AS source", (str(source),))
     conn.execute("BEGIN")
-    for statement in split_statements(EVENT_STORE_SCHEMA_V1):
+    for statement in split_statements(schema):
         conn.execute(statement)
-    conn.execute("PRAGMA main.user_version = 1")
-    for table in ("store_meta", "run_events", "relay_state"):
-        conn.execute(f"INSERT INTO main.{table} SELECT * FROM source.{table}")
-    conn.execute(
-        f"INSERT INTO main.outbox ({V1_OUTBOX_COLUMNS}) SELECT {V2_OUTBOX_COLUMNS} "
-        "FROM source.outbox AS o JOIN source.outbox_payloads AS p ON p.seq = o.seq"
-    )
+    conn.execute(f"PRAGMA main.user_version = {version}")
+    for statement in copies:
+        conn.execute(statement)
     conn.execute("COMMIT")
     conn.execute("DETACH DATABASE source")
     conn.close()
     source.unlink()
 
 
-def v1_runtime(state_dir: Path) -> tuple[RuntimeRegistry, Path, dict[str, list[tuple[str, int]]]]:
-    """A runtime with one project whose store is a version-1 file in every outbox state."""
+def rewrite_as_v1(path: Path) -> None:
+    """Replace the store at ``path`` by a version-1 file holding the same rows, numbers and all."""
+    copies = [
+        f"INSERT INTO main.{table} SELECT * FROM source.{table}"
+        for table in ("store_meta", "run_events", "relay_state")
+    ]
+    copies.append(
+        f"INSERT INTO main.outbox ({V1_OUTBOX_COLUMNS}) SELECT {V2_OUTBOX_COLUMNS} "
+        "FROM source.outbox AS o JOIN source.outbox_payloads AS p ON p.seq = o.seq"
+    )
+    rewrite_as_old(path, EVENT_STORE_SCHEMA_V1, 1, copies)
+
+
+def old_runtime(
+    state_dir: Path, rewrite: Callable[[Path], None], version: int
+) -> tuple[RuntimeRegistry, Path, dict[str, list[tuple[str, int]]]]:
+    """A runtime with one project whose store ``rewrite`` made a ``version`` file, in every
+    outbox state."""
     registry, (store,) = make_runtime(state_dir, [HUB_PROJECT])
     with store:
         keys = fill(store)
         path = store.path
-    rewrite_as_v1(path)
-    assert version_of(path) == 1
+    rewrite(path)
+    assert version_of(path) == version
     return registry, path, keys
+
+
+def v1_runtime(state_dir: Path) -> tuple[RuntimeRegistry, Path, dict[str, list[tuple[str, int]]]]:
+    """A runtime with one project whose store is a version-1 file in every outbox state."""
+    return old_runtime(state_dir, rewrite_as_v1, 1)
 
 
 def file_rows(path: Path) -> dict[str, list[tuple[Any, ...]]]:
@@ -187,7 +208,7 @@ def test_a_v1_store_is_upgraded_when_the_relay_opens_it_and_its_unsent_rows_are_
     relay = Relay(relay_settings(tmp_path / "state", redis_url), registry)
     relay.run_once()
 
-    assert version_of(path) == EVENT_STORE_SCHEMA_VERSION == 2
+    assert version_of(path) == EVENT_STORE_SCHEMA_VERSION == 3
     backup = backup_path(path, 1)
     assert version_of(backup) == 1 and file_rows(backup) == before
     assert os.stat(backup).st_mode & 0o777 == 0o600
@@ -268,4 +289,4 @@ def test_status_and_doctor_open_a_v1_store_upgrading_it_and_show_its_rows(
         [line] = [line for line in out.splitlines() if line[5:].startswith("project ")]
         assert line.startswith("ok   project "), out + err
         assert "outbox 5 pending, 2 acked, 1 conflict, 1 rejected" in line
-    assert version_of(path) == 2 and version_of(backup_path(path, 1)) == 1
+    assert version_of(path) == 3 and version_of(backup_path(path, 1)) == 1
