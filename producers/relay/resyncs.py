@@ -177,7 +177,7 @@ class RelayResyncs:
 def _summed(
     runtime_id: str, request_id: str, hub_project: str, parts: list[ResyncProgress]
 ) -> ResyncReport:
-    counts = {name: sum(getattr(p, name) for p in parts) for name in REPORT_COUNTS}
+    counts = {name: sum(p.counts[name] for p in parts) for name in REPORT_COUNTS}
     return ResyncReport(runtime_id, hub_project, request_id, reported_at=utc_now_iso(), **counts)
 
 
