@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+from dataclasses import dataclass, field
 
 import redis
 
@@ -26,18 +27,18 @@ from producers.relay.credentials import RelayCredentials
 log = logging.getLogger(__name__)
 
 
+@dataclass
 class PresenceBeats:
-    """When each hub project's next beat is due, and the beats written."""
+    """When each hub project's next beat is due (``interval`` seconds after its last), and the
+    beats written."""
 
-    def __init__(
-        self, runtime_id: str, host: str, credentials: RelayCredentials, interval: float
-    ) -> None:
-        self.runtime_id = runtime_id
-        self.host = host
-        self.credentials = credentials
-        self.interval = interval
-        self._next_beat: dict[str, float] = {}
-        self._refused: set[str] = set()  # hub projects whose last beat was refused
+    runtime_id: str
+    host: str
+    credentials: RelayCredentials
+    interval: float
+    _next_beat: dict[str, float] = field(default_factory=dict, init=False)
+    _refused: set[str] = field(default_factory=set, init=False)
+    """Hub projects whose last beat was refused."""
 
     def due(self, hub_project: str, now: float) -> bool:
         """Whether ``hub_project``'s next beat is due at ``now`` (monotonic seconds)."""
