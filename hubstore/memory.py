@@ -16,11 +16,10 @@ from urllib.parse import urlsplit
 from hubstore.decide import EventKey, Known, ProjectOwner, RunKey, decide, warn_conflicts
 from hubstore.enrollments import check_move, enrolled, log_move, revoked
 from hubstore.errors import HubNotInitializedError
+from hubstore.pages import EventFilter, Page
 from hubstore.resyncs import ResyncRecord, reported
 from hubstore.revocations import KeyRevocation, retired_keys
 from hubstore.store import (
-    DEFAULT_ROTATION_GRACE,
-    DEFAULT_STALE_AFTER,
     AlertRecord,
     EnrolledRuntime,
     EventPosition,
@@ -248,65 +247,29 @@ class MemoryHubStore(HubStore):
             sequences = self._sequences(project_id, run_id)
         return _gap_ranges(sequences)[:limit]
 
-    def events(
-        self,
-        hub_project: str,
-        run_id: str | None = None,
-        after: EventPosition | None = None,
-        limit: int = 1000,
-        *,
-        project_id: str | None = None,
-    ) -> list[StoredEvent]:
-        """Events of a hub project by run, project, then sequence, after ``after``."""
+    def _list_events(self, page: Page[EventPosition]) -> list[StoredEvent]:
+        """The page's events by run, project, then sequence."""
         with self._lock:
             chosen = [
-                e
-                for e in self._events.values()
-                if e.hub_project == hub_project
-                and (run_id is None or e.run_id == run_id)
-                and (project_id is None or e.project_id == project_id)
-                and (after is None or e.position > after)
+                e for e in self._events.values() if page.of.matches(e) and page.past(e.position)
             ]
         chosen.sort(key=lambda e: e.position)
-        return chosen[:limit]
+        return chosen[: page.limit]
 
-    def runs(
-        self,
-        hub_project: str,
-        after: RunPosition | None = None,
-        limit: int = 1000,
-        *,
-        project_id: str | None = None,
-        gaps_per_run: int = 10,
-    ) -> list[RunSummary]:
-        """The runs of a hub project by run then project, after ``after``."""
+    def _list_runs(self, page: Page[RunPosition], gaps_per_run: int) -> list[RunSummary]:
+        """The page's runs by run then project."""
         by_run: dict[RunPosition, list[StoredEvent]] = {}
         with self._lock:
             for e in self._events.values():
                 position = RunPosition(e.run_id, e.project_id)
-                if (
-                    e.hub_project == hub_project
-                    and (project_id is None or e.project_id == project_id)
-                    and (after is None or position > after)
-                ):
+                if page.of.matches(e) and page.past(position):
                     by_run.setdefault(position, []).append(e)
-        return [_summary(by_run[position], gaps_per_run) for position in sorted(by_run)[:limit]]
+        return [_summary(by_run[p], gaps_per_run) for p in sorted(by_run)[: page.limit]]
 
-    def count_events(
-        self,
-        hub_project: str | None = None,
-        project_id: str | None = None,
-        run_id: str | None = None,
-    ) -> int:
-        """How many events are stored, optionally filtered."""
+    def _count_events(self, of: EventFilter) -> int:
+        """How many stored events ``of`` takes."""
         with self._lock:
-            return sum(
-                1
-                for e in self._events.values()
-                if (hub_project is None or e.hub_project == hub_project)
-                and (project_id is None or e.project_id == project_id)
-                and (run_id is None or e.run_id == run_id)
-            )
+            return sum(1 for e in self._events.values() if of.matches(e))
 
     def record_presence(self, beats: Sequence[PresenceBeat]) -> None:
         """Upsert each beat's runtime presence, stamped with the hub's clock."""
@@ -317,14 +280,9 @@ class MemoryHubStore(HubStore):
                     beat.host, now, beat
                 )
 
-    def presence(
-        self,
-        hub_project: str | None = None,
-        stale_after: timedelta = DEFAULT_STALE_AFTER,
-        now: datetime | None = None,
-    ) -> list[PresenceRecord]:
-        """Known runtimes, each flagged stale when not heard from within ``stale_after``."""
-        cutoff = format_timestamp((now or utc_now()) - stale_after)
+    def _list_presence(self, hub_project: str | None, cutoff: datetime) -> list[PresenceRecord]:
+        """Known runtimes, each flagged stale when last heard from before ``cutoff``."""
+        stale_before = format_timestamp(cutoff)
         with self._lock:
             rows = sorted(self._presence.items())
         return [
@@ -334,7 +292,7 @@ class MemoryHubStore(HubStore):
                 host=p.host,
                 heartbeat=p.heartbeat,
                 beat=p.beat,
-                stale=p.heartbeat < cutoff,
+                stale=p.heartbeat < stale_before,
             )
             for (project, runtime_id), p in rows
             if hub_project is None or project == hub_project
@@ -375,25 +333,19 @@ class MemoryHubStore(HubStore):
         with self._lock:
             return self._hub_id
 
-    def enroll(
-        self,
-        runtime_id: str,
-        hub_projects: Sequence[str],
-        *,
-        now: datetime | None = None,
-        rotation_grace: timedelta = DEFAULT_ROTATION_GRACE,
+    def _enroll(
+        self, runtime_id: str, hub_projects: Sequence[str], now: datetime, rotation_grace: timedelta
     ) -> Enrollment:
         """Enroll or re-key ``runtime_id`` (see ``HubStore.enroll``)."""
-        moment = now or utc_now()
         with self._lock:
             if self._hub_id is None:
                 raise HubNotInitializedError(
                     "this in-memory hub store has no hub id yet; call init_hub() first"
                 )
             existing = self._enrolled.get(runtime_id)
-            record = enrolled(existing, runtime_id, hub_projects, moment, rotation_grace)
+            record = enrolled(existing, runtime_id, hub_projects, now, rotation_grace)
             self._enrolled[runtime_id] = record
-            self._keep_revocations(retired_keys(existing, record, moment))
+            self._keep_revocations(retired_keys(existing, record, now))
             assert record.key is not None
             return Enrollment(self._hub_id, runtime_id, record.hub_projects, record.key)
 

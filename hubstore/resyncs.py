@@ -17,10 +17,24 @@ from typing import Any
 from hubstore.sql_statements import Dialect
 from hubsync.core.resync import REPORT_COUNTS, ResyncReport
 
-RESYNC_COLUMNS = (
-    "request_id, group_id, runtime_id, hub_project, reason, scope, point, parts, asked_at, "
-    "reported_at, requeued, rederived, accepted, duplicate, refused, pending, done_at"
+ASKED_COLUMNS = (
+    "request_id",
+    "group_id",
+    "runtime_id",
+    "hub_project",
+    "reason",
+    "scope",
+    "point",
+    "parts",
+    "asked_at",
 )
+"""What a request is kept with as it is published (``insert``)."""
+
+REPORTED_COLUMNS = ("reported_at", *REPORT_COUNTS, "done_at")
+"""What a report writes (``update``)."""
+
+RESYNC_COLUMNS = ", ".join(ASKED_COLUMNS + REPORTED_COLUMNS)
+"""Every column of ``sync_resyncs``: ``ResyncRecord``'s fields, in order."""
 
 SQLITE_TABLE = """
     CREATE TABLE IF NOT EXISTS sync_resyncs (
@@ -117,26 +131,16 @@ def reported(record: ResyncRecord, report: ResyncReport) -> ResyncRecord | None:
 
 def insert(dialect: Dialect) -> str:
     """Keep one new request (a request id recorded already is left as it is)."""
-    marks = ", ".join([dialect.mark] * 9)
+    marks = ", ".join([dialect.mark] * len(ASKED_COLUMNS))
     return (
-        "INSERT INTO sync_resyncs (request_id, group_id, runtime_id, hub_project, reason, "
-        f"scope, point, parts, asked_at) VALUES ({marks}) ON CONFLICT (request_id) DO NOTHING"
+        f"INSERT INTO sync_resyncs ({', '.join(ASKED_COLUMNS)}) VALUES ({marks}) "
+        "ON CONFLICT (request_id) DO NOTHING"
     )
 
 
 def insert_args(record: ResyncRecord) -> tuple[object, ...]:
     """``insert``'s arguments for ``record``."""
-    return (
-        record.request_id,
-        record.group_id,
-        record.runtime_id,
-        record.hub_project,
-        record.reason,
-        record.scope,
-        record.point,
-        record.parts,
-        record.asked_at,
-    )
+    return tuple(getattr(record, column) for column in ASKED_COLUMNS)
 
 
 def select(dialect: Dialect) -> str:
@@ -146,27 +150,13 @@ def select(dialect: Dialect) -> str:
 
 def update(dialect: Dialect) -> str:
     """Write a record's report columns back (``reported``'s result)."""
-    m = dialect.mark
-    return (
-        f"UPDATE sync_resyncs SET reported_at = {m}, requeued = {m}, rederived = {m}, "
-        f"accepted = {m}, duplicate = {m}, refused = {m}, pending = {m}, done_at = {m} "
-        f"WHERE request_id = {m}"
-    )
+    columns = ", ".join(f"{column} = {dialect.mark}" for column in REPORTED_COLUMNS)
+    return f"UPDATE sync_resyncs SET {columns} WHERE request_id = {dialect.mark}"
 
 
 def update_args(record: ResyncRecord) -> tuple[object, ...]:
     """``update``'s arguments for ``record``."""
-    return (
-        record.reported_at,
-        record.requeued,
-        record.rederived,
-        record.accepted,
-        record.duplicate,
-        record.refused,
-        record.pending,
-        record.done_at,
-        record.request_id,
-    )
+    return (*(getattr(record, column) for column in REPORTED_COLUMNS), record.request_id)
 
 
 def listing(open_only: bool) -> str:

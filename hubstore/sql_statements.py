@@ -18,8 +18,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
+from typing import TYPE_CHECKING
 
+from hubstore.pages import EventFilter, Page
 from hubsync.core.entries import SecurityReason
+
+if TYPE_CHECKING:
+    from hubstore.store import EventPosition, RunPosition
 
 Query = tuple[str, list[object]]
 """A statement and its arguments."""
@@ -143,22 +148,14 @@ def keyset_where(
     return " AND ".join(where), args
 
 
-def events_page(
-    dialect: Dialect,
-    hub_project: str,
-    run_id: str | None,
-    project_id: str | None,
-    after: Sequence[object] | None,
-    limit: int,
-) -> Query:
+def events_page(dialect: Dialect, page: Page[EventPosition]) -> Query:
     """One page of a hub project's events (``HubStore.events``)."""
-    filters = (("hub_project", hub_project), ("run_id", run_id), ("project_id", project_id))
-    where, args = keyset_where(dialect, filters, EVENT_ORDER, after)
+    where, args = keyset_where(dialect, page.of.columns, EVENT_ORDER, page.after)
     statement = (
         f"SELECT {EVENT_COLUMNS} FROM sync_events WHERE {where} "
         f"ORDER BY {', '.join(EVENT_ORDER)} LIMIT {dialect.mark}"
     )
-    return statement, [*args, limit]
+    return statement, [*args, page.limit]
 
 
 # One page of runs in one statement (one snapshot, no query per run). Sequences
@@ -198,21 +195,13 @@ _RUNS_PAGE = """
 """
 
 
-def runs_page(
-    dialect: Dialect,
-    hub_project: str,
-    project_id: str | None,
-    after: Sequence[object] | None,
-    limit: int,
-    gaps_per_run: int,
-) -> Query:
+def runs_page(dialect: Dialect, page: Page[RunPosition], gaps_per_run: int) -> Query:
     """One page of a hub project's runs with their counts and first gaps (``HubStore.runs``).
 
     A row: run, project, home runtime, events, highest sequence, last received,
     first gap (None without one), then the dialect's ``gap_columns``.
     """
-    filters = (("hub_project", hub_project), ("project_id", project_id))
-    where, args = keyset_where(dialect, filters, RUN_ORDER, after)
+    where, args = keyset_where(dialect, page.of.columns, RUN_ORDER, page.after)
     statement = _RUNS_PAGE.format(
         where=where,
         mark=dialect.mark,
@@ -221,15 +210,12 @@ def runs_page(
         gap_lists=dialect.gap_lists.format(mark=dialect.mark),
         gap_columns=dialect.gap_columns,
     )
-    return statement, [*args, limit, *[gaps_per_run] * dialect.gap_limits]
+    return statement, [*args, page.limit, *[gaps_per_run] * dialect.gap_limits]
 
 
-def count_events(
-    dialect: Dialect, hub_project: str | None, project_id: str | None, run_id: str | None
-) -> Query:
+def count_events(dialect: Dialect, of: EventFilter) -> Query:
     """How many events (``HubStore.count_events``)."""
-    filters = (("hub_project", hub_project), ("project_id", project_id), ("run_id", run_id))
-    where, args = equal_filters(dialect, filters)
+    where, args = equal_filters(dialect, of.columns)
     return "SELECT count(*) FROM sync_events" + (
         f" WHERE {' AND '.join(where)}" if where else ""
     ), args

@@ -21,30 +21,15 @@ from typing import Any, ClassVar, Protocol, TypeVar
 
 import orjson
 
-from hubstore import resyncs
+from hubstore import resyncs, store
 from hubstore import sql_statements as statements
-from hubstore.decide import ProjectOwner
+from hubstore.decide import Conflict, ProjectOwner
 from hubstore.enrollments import check_move, enrolled, log_move, revoked
 from hubstore.errors import HubNotInitializedError
+from hubstore.pages import EventFilter, Page
 from hubstore.resyncs import ResyncRecord
 from hubstore.revocations import KeyRevocation, decoded, retired_keys
 from hubstore.sql_statements import Dialect
-from hubstore.store import (
-    DEFAULT_ROTATION_GRACE,
-    DEFAULT_STALE_AFTER,
-    AlertRecord,
-    EnrolledRuntime,
-    EventPosition,
-    HubStore,
-    PresenceRecord,
-    ProjectMove,
-    PurgeResult,
-    RunPosition,
-    RunSummary,
-    RuntimeState,
-    SecurityAlert,
-    StoredEvent,
-)
 from hubsync.core.clock import format_timestamp, utc_now
 from hubsync.core.enrollment import Enrollment, new_hub_id
 from hubsync.core.entries import PresenceBeat, alert_reason
@@ -74,7 +59,7 @@ AlertRow = tuple[str, str, str, str, str, int, str | None, str, str]
 """reason, hub project, runtime, project, run, sequence, existing hash, offered hash, detail."""
 
 
-def security_alert_row(alert: SecurityAlert) -> AlertRow:
+def security_alert_row(alert: store.SecurityAlert) -> AlertRow:
     """The columns of a refused entry's alert (no existing hash)."""
     return (
         alert.reason.value,
@@ -89,6 +74,20 @@ def security_alert_row(alert: SecurityAlert) -> AlertRow:
     )
 
 
+def conflict_row(conflict: Conflict) -> AlertRow:
+    """The columns of a refused conflict's alert."""
+    entry = conflict.entry
+    return (
+        conflict.reason.value,
+        entry.event.hub_project,
+        entry.runtime_id,
+        *entry.key,
+        conflict.existing_hash,
+        entry.content_hash,
+        conflict.detail,
+    )
+
+
 def one(conn: Connection, statement: str, args: Sequence[object] = ()) -> Any:
     """The first column of the one row ``statement`` returns."""
     row = conn.execute(statement, args).fetchone()
@@ -96,7 +95,7 @@ def one(conn: Connection, statement: str, args: Sequence[object] = ()) -> Any:
     return row[0]
 
 
-class SqlHubStore(HubStore):
+class SqlHubStore(store.HubStore):
     """The ``HubStore`` contract over SQL, apart from ingest (see the module docstring)."""
 
     dialect: ClassVar[Dialect]
@@ -160,47 +159,31 @@ class SqlHubStore(HubStore):
         rows = self._read(lambda conn: conn.execute(statement, args).fetchall())
         return [(int(a), int(b)) for a, b in rows]
 
-    def events(
-        self,
-        hub_project: str,
-        run_id: str | None = None,
-        after: EventPosition | None = None,
-        limit: int = 1000,
-        *,
-        project_id: str | None = None,
-    ) -> list[StoredEvent]:
-        """Events of a hub project by run, project, then sequence, after ``after``."""
-        statement, args = statements.events_page(
-            self.dialect, hub_project, run_id, project_id, after, limit
-        )
+    def _list_events(self, page: Page[store.EventPosition]) -> list[store.StoredEvent]:
+        """The page's events by run, project, then sequence: one statement."""
+        statement, args = statements.events_page(self.dialect, page)
         rows = self._read(lambda conn: conn.execute(statement, args).fetchall())
         timestamp = self._timestamp
         # EVENT_COLUMNS are StoredEvent's fields, in order
         return [
-            StoredEvent(
+            store.StoredEvent(
                 r[0], r[1], r[2], r[3], r[4], r[5], r[6], timestamp(r[7]), r[8].encode("utf-8")
             )
             for r in rows
         ]
 
-    def runs(
-        self,
-        hub_project: str,
-        after: RunPosition | None = None,
-        limit: int = 1000,
-        *,
-        project_id: str | None = None,
-        gaps_per_run: int = 10,
-    ) -> list[RunSummary]:
-        """The runs of a hub project by run then project, after ``after``: one statement."""
-        statement, args = statements.runs_page(
-            self.dialect, hub_project, project_id, after, limit, gaps_per_run
-        )
+    def _list_runs(
+        self, page: Page[store.RunPosition], gaps_per_run: int
+    ) -> list[store.RunSummary]:
+        """The page's runs by run then project: one statement."""
+        statement, args = statements.runs_page(self.dialect, page, gaps_per_run)
+        hub_project = page.of.hub_project
+        assert hub_project is not None  # ``runs`` lists one hub project's
         rows = self._read(lambda conn: conn.execute(statement, args).fetchall())
         summaries = []
         for run, project, home, count, highest, last, first_gap, *gap_columns in rows:
             summaries.append(
-                RunSummary(
+                store.RunSummary(
                     run_id=run,
                     project_id=project,
                     hub_project=hub_project,
@@ -215,46 +198,38 @@ class SqlHubStore(HubStore):
             )
         return summaries
 
-    def count_events(
-        self,
-        hub_project: str | None = None,
-        project_id: str | None = None,
-        run_id: str | None = None,
-    ) -> int:
-        """How many events are stored, optionally filtered."""
-        statement, args = statements.count_events(self.dialect, hub_project, project_id, run_id)
+    def _count_events(self, of: EventFilter) -> int:
+        """How many stored events ``of`` takes."""
+        statement, args = statements.count_events(self.dialect, of)
         return int(self._read(lambda conn: one(conn, statement, args)))
 
-    def presence(
-        self,
-        hub_project: str | None = None,
-        stale_after: timedelta = DEFAULT_STALE_AFTER,
-        now: datetime | None = None,
-    ) -> list[PresenceRecord]:
-        """Known runtimes, each flagged stale when not heard from within ``stale_after``."""
+    def _list_presence(
+        self, hub_project: str | None, cutoff: datetime
+    ) -> list[store.PresenceRecord]:
+        """Known runtimes, each flagged stale when last heard from before ``cutoff``."""
         statement, args = statements.presence(self.dialect, hub_project)
         rows = self._read(lambda conn: conn.execute(statement, args).fetchall())
         # compared as the column holds it: canonical text (SQLite), a timestamptz (PostgreSQL)
-        cutoff = self._moment((now or utc_now()) - stale_after)
+        stale_before = self._moment(cutoff)
         return [
-            PresenceRecord(
+            store.PresenceRecord(
                 runtime_id=r[0],
                 hub_project=r[1],
                 host=r[2],
                 heartbeat=self._timestamp(r[3]),
                 beat=PresenceBeat(**orjson.loads(r[4])),
-                stale=r[3] < cutoff,
+                stale=r[3] < stale_before,
             )
             for r in rows
         ]
 
-    def alerts(self, hub_project: str | None = None, limit: int = 100) -> list[AlertRecord]:
+    def alerts(self, hub_project: str | None = None, limit: int = 100) -> list[store.AlertRecord]:
         """Recorded alerts (conflicts and refused entries), newest first."""
         statement, args = statements.alerts(self.dialect, hub_project, limit)
         rows = self._read(lambda conn: conn.execute(statement, args).fetchall())
         timestamp = self._timestamp
         return [
-            AlertRecord(
+            store.AlertRecord(
                 alert_id=r[0],
                 reason=alert_reason(r[1]),
                 hub_project=r[2],
@@ -274,15 +249,15 @@ class SqlHubStore(HubStore):
 
     # ----- retention and the hub's identity -----
 
-    def purge(self, retention: timedelta, now: datetime | None = None) -> PurgeResult:
+    def purge(self, retention: timedelta, now: datetime | None = None) -> store.PurgeResult:
         """Remove alerts and presence older than ``retention``; events stay."""
         cutoff = (self._moment((now or utc_now()) - retention),)
         delete_alerts, delete_presence = statements.purge(self.dialect)
 
-        def work(conn: Connection) -> PurgeResult:
+        def work(conn: Connection) -> store.PurgeResult:
             alerts = conn.execute(delete_alerts, cutoff).rowcount
             presence = conn.execute(delete_presence, cutoff).rowcount
-            return PurgeResult(alerts=alerts, presence=presence)
+            return store.PurgeResult(alerts=alerts, presence=presence)
 
         return self._write(work)
 
@@ -309,16 +284,10 @@ class SqlHubStore(HubStore):
 
     # ----- enrollment -----
 
-    def enroll(
-        self,
-        runtime_id: str,
-        hub_projects: Sequence[str],
-        *,
-        now: datetime | None = None,
-        rotation_grace: timedelta = DEFAULT_ROTATION_GRACE,
+    def _enroll(
+        self, runtime_id: str, hub_projects: Sequence[str], now: datetime, rotation_grace: timedelta
     ) -> Enrollment:
         """Enroll or re-key ``runtime_id`` (see ``HubStore.enroll``), in one transaction."""
-        moment = now or utc_now()
 
         def work(conn: Connection) -> Enrollment:
             self._lock_enrollments(conn)
@@ -326,19 +295,19 @@ class SqlHubStore(HubStore):
             if hub_id is None:
                 raise self._no_hub_id()
             existing = self._enrolled(conn, runtime_id)
-            record = enrolled(existing, runtime_id, hub_projects, moment, rotation_grace)
+            record = enrolled(existing, runtime_id, hub_projects, now, rotation_grace)
             conn.execute(statements.upsert_enrolled(self.dialect), self._enrolled_row(record))
-            self._keep_revocations(conn, retired_keys(existing, record, moment))
+            self._keep_revocations(conn, retired_keys(existing, record, now))
             assert record.key is not None
             return Enrollment(hub_id, runtime_id, record.hub_projects, record.key)
 
         return self._write(work)
 
-    def revoke(self, runtime_id: str, *, now: datetime | None = None) -> EnrolledRuntime:
+    def revoke(self, runtime_id: str, *, now: datetime | None = None) -> store.EnrolledRuntime:
         """Revoke ``runtime_id`` (see ``HubStore.revoke``), erasing its keys."""
         moment = now or utc_now()
 
-        def work(conn: Connection) -> EnrolledRuntime:
+        def work(conn: Connection) -> store.EnrolledRuntime:
             self._lock_enrollments(conn)
             existing = self._enrolled(conn, runtime_id)
             record = revoked(existing, runtime_id, moment)
@@ -348,11 +317,11 @@ class SqlHubStore(HubStore):
 
         return self._write(work)
 
-    def enrolled_runtime(self, runtime_id: str) -> EnrolledRuntime | None:
+    def enrolled_runtime(self, runtime_id: str) -> store.EnrolledRuntime | None:
         """The enrollment of ``runtime_id``: one primary-key lookup."""
         return self._read(lambda conn: self._enrolled(conn, runtime_id))
 
-    def enrolled_runtimes(self) -> list[EnrolledRuntime]:
+    def enrolled_runtimes(self) -> list[store.EnrolledRuntime]:
         """Every runtime ever enrolled, by runtime id."""
         rows = self._read(lambda conn: conn.execute(statements.ALL_ENROLLED).fetchall())
         return [self._enrolled_record(row) for row in rows]
@@ -374,12 +343,12 @@ class SqlHubStore(HubStore):
 
     def move_project(
         self, project_id: str, runtime_id: str, *, now: datetime | None = None
-    ) -> ProjectMove:
+    ) -> store.ProjectMove:
         """Give ``project_id`` and its runs to ``runtime_id`` (see ``HubStore.move_project``)."""
         moment = now or utc_now()
         set_owner, rehome_runs, record = statements.move_project(self.dialect)
 
-        def work(conn: Connection) -> ProjectMove:
+        def work(conn: Connection) -> store.ProjectMove:
             self._lock_owners(conn)
             row = conn.execute(statements.project_owner(self.dialect), (project_id,)).fetchone()
             owner = None if row is None else ProjectOwner(str(row[0]), str(row[1]))
@@ -389,18 +358,18 @@ class SqlHubStore(HubStore):
             runs = conn.execute(rehome_runs, (runtime_id, project_id)).rowcount
             args = (project_id, before.hub_project, before.runtime_id, runtime_id, runs)
             move_id = one(conn, record, (*args, self._moment(moment)))
-            return ProjectMove(int(move_id), *args, moment)
+            return store.ProjectMove(int(move_id), *args, moment)
 
         move = self._write(work)
         log_move(move)
         return move
 
-    def project_moves(self, project_id: str | None = None) -> list[ProjectMove]:
+    def project_moves(self, project_id: str | None = None) -> list[store.ProjectMove]:
         """Every move recorded (of one project, if given), oldest first."""
         statement, args = statements.project_moves(self.dialect, project_id)
         rows = self._read(lambda conn: conn.execute(statement, args).fetchall())
         return [
-            ProjectMove(int(r[0]), r[1], r[2], r[3], r[4], int(r[5]), self._as_moment(r[6]))
+            store.ProjectMove(int(r[0]), r[1], r[2], r[3], r[4], int(r[5]), self._as_moment(r[6]))
             for r in rows
         ]
 
@@ -437,11 +406,11 @@ class SqlHubStore(HubStore):
         rows = self._read(lambda conn: conn.execute(resyncs.listing(open_only)).fetchall())
         return [resyncs.record_of(row) for row in rows]
 
-    def _enrolled(self, conn: Connection, runtime_id: str) -> EnrolledRuntime | None:
+    def _enrolled(self, conn: Connection, runtime_id: str) -> store.EnrolledRuntime | None:
         row = conn.execute(statements.enrolled(self.dialect), (runtime_id,)).fetchone()
         return None if row is None else self._enrolled_record(row)
 
-    def _enrolled_row(self, record: EnrolledRuntime) -> tuple[object, ...]:
+    def _enrolled_row(self, record: store.EnrolledRuntime) -> tuple[object, ...]:
         def moment(value: datetime | None) -> object:
             return None if value is None else self._moment(value)
 
@@ -457,14 +426,14 @@ class SqlHubStore(HubStore):
             record.previous_key,
         )
 
-    def _enrolled_record(self, row: Sequence[Any]) -> EnrolledRuntime:
+    def _enrolled_record(self, row: Sequence[Any]) -> store.EnrolledRuntime:
         def moment(value: object) -> datetime | None:
             return None if value is None else self._as_moment(value)
 
         runtime_id, state, projects, enrolled_at, rotated, revoked_at, until, key, previous = row
-        return EnrolledRuntime(
+        return store.EnrolledRuntime(
             runtime_id=str(runtime_id),
-            state=RuntimeState(str(state)),
+            state=store.RuntimeState(str(state)),
             hub_projects=self._as_list(projects),
             enrolled_at=self._as_moment(enrolled_at),
             rotated_at=moment(rotated),
@@ -480,8 +449,8 @@ def _hub_id(conn: Connection) -> str | None:
     return None if row is None else str(row[0])
 
 
-def no_hub_id(store: str, url: str) -> HubNotInitializedError:
-    """``enroll`` before ``init_hub`` on ``store`` (as named to an operator), opened by ``url``."""
+def no_hub_id(shown: str, url: str) -> HubNotInitializedError:
+    """``enroll`` before ``init_hub`` on the store ``shown`` to an operator, opened by ``url``."""
     return HubNotInitializedError(
-        f"{store} has no hub id yet; run `hubsync hub init --hub-url {shlex.quote(url)}` first"
+        f"{shown} has no hub id yet; run `hubsync hub init --hub-url {shlex.quote(url)}` first"
     )

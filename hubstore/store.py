@@ -21,6 +21,8 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import TYPE_CHECKING, NamedTuple
 
+from hubstore.pages import EventFilter, Page
+from hubsync.core.clock import utc_now
 from hubsync.core.closing import ClosesOnExit
 from hubsync.core.enrollment import Enrollment
 from hubsync.core.entries import (
@@ -252,7 +254,8 @@ class HubStore(ClosesOnExit, ABC):
 
     Implementations must be safe to share between processes (several consumer
     workers on one database) and must never surface a transient lock as an
-    error before their retry budget is spent.
+    error before their retry budget is spent. ``events``, ``runs``, ``count_events``,
+    ``presence`` and ``enroll`` fill in their defaults here, once, for the backend's hooks.
     """
 
     @abstractmethod
@@ -299,7 +302,6 @@ class HubStore(ClosesOnExit, ABC):
     def gaps(self, project_id: str, run_id: str, limit: int = 1000) -> list[tuple[int, int]]:
         """Missing sequence ranges ``(first, last)``, inclusive, below the run's highest one."""
 
-    @abstractmethod
     def events(
         self,
         hub_project: str,
@@ -315,8 +317,12 @@ class HubStore(ClosesOnExit, ABC):
         pass the last event's ``position`` as ``after`` to get the next page;
         every row comes exactly once whatever the page size.
         """
+        return self._list_events(Page(EventFilter(hub_project, project_id, run_id), after, limit))
 
     @abstractmethod
+    def _list_events(self, page: Page[EventPosition]) -> list[StoredEvent]:
+        """The events of ``page``, in ``EventPosition`` order."""
+
     def runs(
         self,
         hub_project: str,
@@ -331,8 +337,13 @@ class HubStore(ClosesOnExit, ABC):
         Keyset paging as ``events``. A backend computes a page in a bounded
         number of queries, however many runs or events the hub holds.
         """
+        page = Page(EventFilter(hub_project, project_id), after, limit)
+        return self._list_runs(page, gaps_per_run)
 
     @abstractmethod
+    def _list_runs(self, page: Page[RunPosition], gaps_per_run: int) -> list[RunSummary]:
+        """The runs of ``page``, in ``RunPosition`` order, with their first ``gaps_per_run`` gaps."""
+
     def count_events(
         self,
         hub_project: str | None = None,
@@ -340,12 +351,16 @@ class HubStore(ClosesOnExit, ABC):
         run_id: str | None = None,
     ) -> int:
         """How many events are stored, optionally for one hub project, project or run."""
+        return self._count_events(EventFilter(hub_project, project_id, run_id))
+
+    @abstractmethod
+    def _count_events(self, of: EventFilter) -> int:
+        """How many stored events ``of`` takes."""
 
     @abstractmethod
     def record_presence(self, beats: Sequence[PresenceBeat]) -> None:
         """Upsert the latest presence of each beat's runtime, stamped with the hub's clock."""
 
-    @abstractmethod
     def presence(
         self,
         hub_project: str | None = None,
@@ -353,6 +368,11 @@ class HubStore(ClosesOnExit, ABC):
         now: datetime | None = None,
     ) -> list[PresenceRecord]:
         """Known runtimes (of one hub project, or all), each flagged stale when silent too long."""
+        return self._list_presence(hub_project, (now or utc_now()) - stale_after)
+
+    @abstractmethod
+    def _list_presence(self, hub_project: str | None, cutoff: datetime) -> list[PresenceRecord]:
+        """Known runtimes (of one hub project, or all); stale: last heard from before ``cutoff``."""
 
     @abstractmethod
     def alerts(self, hub_project: str | None = None, limit: int = 100) -> list[AlertRecord]:
@@ -402,7 +422,6 @@ class HubStore(ClosesOnExit, ABC):
     def hub_id(self) -> str | None:
         """This hub's id, or None before ``init_hub``."""
 
-    @abstractmethod
     def enroll(
         self,
         runtime_id: str,
@@ -422,6 +441,13 @@ class HubStore(ClosesOnExit, ABC):
         ``HubNotInitializedError`` before ``init_hub`` and ``ConfigError`` for
         an invalid runtime id or hub project, or none.
         """
+        return self._enroll(runtime_id, hub_projects, now or utc_now(), rotation_grace)
+
+    @abstractmethod
+    def _enroll(
+        self, runtime_id: str, hub_projects: Sequence[str], now: datetime, rotation_grace: timedelta
+    ) -> Enrollment:
+        """``enroll`` at ``now``, in one transaction."""
 
     @abstractmethod
     def revoke(self, runtime_id: str, *, now: datetime | None = None) -> EnrolledRuntime:

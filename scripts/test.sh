@@ -4,7 +4,8 @@
 # constraints.txt, makes sure a redis-server binary and PostgreSQL's initdb/pg_ctl exist (the
 # tests start their own private servers from them, never the machine's Redis on 6379 or
 # PostgreSQL on 5432), installs promtool and systemd-analyze when it can (the deploy/ files'
-# checks), checks lint, format and types, then runs pytest.
+# checks) and Debian's chromium (the dashboard's browser tests), checks lint, format and
+# types, then runs pytest.
 #
 #   scripts/test.sh                    the pinned run (what CI and a fresh clone install)
 #   scripts/test.sh --latest           the same checks on the newest releases pyproject.toml
@@ -127,6 +128,8 @@ if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet prometheu
   systemctl disable --now prometheus >/dev/null 2>&1 || true
 fi
 install_tool systemd-analyze systemd
+# the dashboard's browser tests drive Debian's chromium (never a browser download)
+install_tool chromium chromium
 
 echo "== ruff (lint, format)"
 "$PY" -m ruff check hubsync producers consumers hubstore tests scripts

@@ -40,6 +40,8 @@ from tests.helpers.support import require_redis_server, unavailable
 from tests.helpers.trust import forget_enrollments
 
 if TYPE_CHECKING:
+    from playwright.sync_api import Browser
+
     from tests.helpers.postgres_server import PostgresCluster, PostgresDatabases
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -57,6 +59,8 @@ REAL_REDIS_FIXTURES = frozenset(
 """Using any of these makes a test a ``redis`` test."""
 POSTGRES_FIXTURES = frozenset({"postgres_server", "postgres_databases", "postgres_url"})
 """Using any of these makes a test a ``postgres`` test."""
+BROWSER_FIXTURES = frozenset({"chromium"})
+"""Using any of these makes a test a ``browser`` test."""
 
 os.environ["PYTHONPATH"] = os.pathsep.join(
     part for part in (str(ROOT), os.environ.get("PYTHONPATH")) if part
@@ -69,8 +73,8 @@ the folder is the mark. A test elsewhere marked ``e2e`` by hand stops the collec
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark ``e2e`` every test in ``tests/e2e/``, and ``redis`` (``postgres``) every test that
-    uses a real-Redis (PostgreSQL) fixture, however indirectly.
+    """Mark ``e2e`` every test in ``tests/e2e/``, and ``redis`` (``postgres``, ``browser``)
+    every test that uses a real-Redis (PostgreSQL, chromium) fixture, however indirectly.
 
     A test outside ``tests/e2e/`` that carries an ``e2e`` mark of its own is a usage error:
     a whole-pipeline test moves into the folder (its shared parts into ``tests/helpers/``).
@@ -93,6 +97,24 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.redis)
         if POSTGRES_FIXTURES & fixtures:
             item.add_marker(pytest.mark.postgres)
+        if BROWSER_FIXTURES & fixtures:
+            item.add_marker(pytest.mark.browser)
+
+
+@pytest.fixture(scope="session")
+def chromium() -> Iterator[Browser]:
+    """Debian's chromium under Playwright for the session (``tests/helpers/browser_support``):
+    skipped without it, failed in CI."""
+    from playwright.sync_api import sync_playwright
+
+    from tests.helpers.browser_support import require_chromium
+
+    path = require_chromium()
+    with sync_playwright() as playwright:
+        # --no-sandbox: root (CI, containers) cannot use chromium's user-namespace sandbox
+        browser = playwright.chromium.launch(executable_path=path, args=["--no-sandbox"])
+        yield browser
+        browser.close()
 
 
 @pytest.fixture(scope="session")

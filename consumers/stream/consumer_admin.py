@@ -184,13 +184,21 @@ def _members(client: RedisClient, stream: str) -> list[dict[Any, Any]]:
 
 
 def _health_records(client: RedisClient, names: list[str]) -> dict[str, dict[str, Any] | None]:
-    if not names:
-        return {}
-    pipe = client.pipeline(transaction=False)
+    # A member of a name no hubsync consumer may have (anyone who can XREADGROUP chooses
+    # it) never wrote a health key: it is listed as not running, and stops nothing.
+    records: dict[str, dict[str, Any] | None] = dict.fromkeys(names)
+    health_keys: dict[str, str] = {}
     for name in names:
-        pipe.get(keys.consumer_health(name))
-    records: dict[str, dict[str, Any] | None] = {}
-    for name, raw in zip(names, pipe.execute(), strict=True):
+        try:
+            health_keys[name] = keys.consumer_health(name)
+        except ConfigError:
+            continue
+    if not health_keys:
+        return records
+    pipe = client.pipeline(transaction=False)
+    for key in health_keys.values():
+        pipe.get(key)
+    for name, raw in zip(health_keys, pipe.execute(), strict=True):
         try:
             record = None if raw is None else json.loads(raw)
         except ValueError:

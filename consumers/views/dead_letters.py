@@ -6,7 +6,9 @@ A dead letter keeps its entry's original fields as ``field.<name>`` (see
 (``dead_replay.lua``), so a letter is replayed at most once even when two
 operators replay it at the same time. A letter whose fields were cut to a
 preview when it was recorded (listed in its ``truncated`` field) can never be
-replayed: the bytes are gone, and what is left would only die again.
+replayed: the bytes are gone, and what is left would only die again. Nor can a
+forgery's (an entry that did not authenticate: ``FORGERY_REASONS``): replay cannot
+make it genuine, it would only be refused and raise its alert again.
 
 Listing shows what a letter is about (reason, detail, source entry, the key it
 named) but never the event bytes or other field values.
@@ -25,7 +27,7 @@ from consumers.views.projects import require_hub_project
 from hubstore.redis_functions import functions_for
 from hubsync.core import keys
 from hubsync.core.connections import RedisClient
-from hubsync.core.entries import decode_fields
+from hubsync.core.entries import SecurityReason, decode_fields
 from hubsync.core.errors import ConfigError
 from hubsync.core.redis_values import as_text, redis_now_ms
 
@@ -39,6 +41,9 @@ KEY_FIELDS = ("project_id", "run_id", "sequence", "runtime_id", "event_type", "k
 """Original fields a listing shows as text (ids, bounded): what the letter was about."""
 
 _SHOWN_FIELD_CHARS = 128
+
+FORGERY_REASONS = frozenset({SecurityReason.UNAUTHENTICATED, SecurityReason.NOT_ENROLLED})
+"""Dead-letter reasons of entries that did not authenticate: never replayable."""
 
 
 def validate_entry_id(text: str) -> str:
@@ -78,8 +83,18 @@ class ListedDeadLetter:
 
     @property
     def replayable(self) -> bool:
-        """True when replay can put the original entry back whole."""
-        return self.letter.replayable and bool(self.letter.fields)
+        """True when replay can put the original entry back whole, and it was no forgery."""
+        return self.not_replayable_because is None
+
+    @property
+    def not_replayable_because(self) -> str | None:
+        """Why replay refuses this letter: ``truncated`` (only a preview of its fields was
+        kept), ``forged`` (it did not authenticate) or ``empty``; None if it may."""
+        if not self.letter.replayable:
+            return "truncated"
+        if self.letter.reason in FORGERY_REASONS:
+            return "forged"
+        return None if self.letter.fields else "empty"
 
     def key_fields(self) -> dict[str, str]:
         """The identifying fields the entry carried, when they are short printable text."""
@@ -100,7 +115,7 @@ class ReplayResult:
 
     replayed: list[tuple[str, str]] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)
-    """``(dead id, why)``: ``truncated``, ``empty``, ``missing``, or ``unknown_stream`` (it
+    """``(dead id, why)``: ``forged``, ``truncated``, ``empty``, ``missing``, or ``unknown_stream`` (it
     names no events stream of its hub project to go back to)."""
     streams: set[str] = field(default_factory=set)
     """The events streams letters went back to."""
@@ -172,12 +187,24 @@ class DeadLetters:
         ``DeadLetterNotFoundError`` / ``DeadLetterNotReplayableError`` say which.
         """
         found = self._require(ids)
-        cut = [i for i in dict.fromkeys(ids) if not found[i].replayable]
-        if cut:
+        refused = {i: found[i].not_replayable_because for i in dict.fromkeys(ids)}
+        forged = [i for i, why in refused.items() if why == "forged"]
+        cut = [i for i, why in refused.items() if why not in (None, "forged")]
+        if forged or cut:
+            reasons = []
+            if cut:
+                reasons.append(
+                    f"dead letter(s) {', '.join(cut[:10])} kept only a preview of their fields "
+                    "(see 'truncated' in `hubsync dead list --json`)"
+                )
+            if forged:
+                reasons.append(
+                    f"dead letter(s) {', '.join(forged[:10])} are of entries that did not "
+                    "authenticate (forgeries: replay cannot make them genuine)"
+                )
             raise DeadLetterNotReplayableError(
-                f"dead letter(s) {', '.join(cut[:10])} kept only a preview of their fields "
-                "(see 'truncated' in `hubsync dead list --json`), so they cannot be replayed; "
-                "nothing was replayed. Purge them once you have read them"
+                "; ".join(reasons) + ", so they cannot be replayed; nothing was replayed. "
+                "Purge them once you have read them"
             )
         return self._run_replay([found[i] for i in dict.fromkeys(ids)])
 
@@ -188,8 +215,8 @@ class DeadLetters:
         for listed in self._walk():
             if reason is not None and listed.letter.reason != reason:
                 continue
-            if not listed.replayable:
-                why = "truncated" if listed.letter.truncated else "empty"
+            why = listed.not_replayable_because
+            if why is not None:
                 result.skipped.append((listed.entry_id, why))
                 continue
             batch.append(listed)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from typing import Self
+from typing import Self, TypedDict, Unpack
 
 from hubstore.errors import LeaseLostError
 from hubstore.leases.client import LeaseClient
@@ -27,6 +27,14 @@ DEFAULT_RENEW_FRACTION = 1 / 3
 """Renew after a third of the TTL: two renewals can fail to arrive before the deadline."""
 
 LostCallback = Callable[[LeaseLostError], None]
+
+
+class Renewal(TypedDict, total=False):
+    """The options of an ``AutoRenewingLease`` (its constructor's keyword arguments)."""
+
+    on_lost: LostCallback | None
+    on_renewed: Callable[[Lease], None] | None
+    renew_fraction: float
 
 
 class AutoRenewingLease(ClosesOnExit):
@@ -72,20 +80,12 @@ class AutoRenewingLease(ClosesOnExit):
         resource: str,
         holder: str,
         ttl_ms: int,
-        *,
-        on_lost: LostCallback | None = None,
-        on_renewed: Callable[[Lease], None] | None = None,
-        renew_fraction: float = DEFAULT_RENEW_FRACTION,
+        **options: Unpack[Renewal],
     ) -> AutoRenewingLease:
-        """Acquire ``resource`` (raising ``LeaseHeldError`` if taken) and wrap it."""
+        """Acquire ``resource`` (raising ``LeaseHeldError`` if taken) and wrap it, with the
+        constructor's ``options``."""
         granted = client.acquire_or_raise(resource, holder, ttl_ms)
-        return cls(
-            client,
-            granted.lease,
-            on_lost=on_lost,
-            on_renewed=on_renewed,
-            renew_fraction=renew_fraction,
-        )
+        return cls(client, granted.lease, **options)
 
     # -- state -------------------------------------------------------------------------
 

@@ -58,7 +58,14 @@ from hubstore.postgres.connection import (
     postgres_target,
 )
 from hubstore.postgres.schema import SCHEMA_VERSION, check_schema, ensure_schema
-from hubstore.sql_store import AlertRow, SqlHubStore, no_hub_id, one, security_alert_row
+from hubstore.sql_store import (
+    AlertRow,
+    SqlHubStore,
+    conflict_row,
+    no_hub_id,
+    one,
+    security_alert_row,
+)
 from hubstore.sql_store import Connection as SqlConnection
 from hubstore.store import HubStore, SecurityAlert
 from hubsync.core.clock import format_timestamp, utc_now
@@ -282,7 +289,7 @@ def _ingest(conn: Connection, batch: Sequence[EventEntry], lookup: Lookup) -> _I
         )
         counted.append((conn.execute(sql.INSERT_EVENTS, args), len(accepted)))
     if decisions.conflicts:
-        rows = [_conflict_row(c) for c in decisions.conflicts]
+        rows = [conflict_row(c) for c in decisions.conflicts]
         conn.execute(sql.UPSERT_CONFLICT_ALERTS, _alert_arguments(rows, now, _offence))
     # last: the counter's row lock is held only from here to the commit
     counter = conn.execute(statements.BUMP_COMMIT_COUNTER)
@@ -293,21 +300,6 @@ def _ingest(conn: Connection, batch: Sequence[EventEntry], lookup: Lookup) -> _I
     raised = counter.fetchone()
     assert raised is not None  # the upsert returns its row
     return _Ingested(decisions.outcomes, decisions.conflicts, int(raised[0]))
-
-
-def _conflict_row(c: Conflict) -> AlertRow:
-    event = c.entry.event
-    return (
-        c.reason.value,
-        event.hub_project,
-        c.entry.runtime_id,
-        event.project_id,
-        event.run_id,
-        event.sequence,
-        c.existing_hash,
-        c.entry.content_hash,
-        c.detail,
-    )
 
 
 AlertKey = tuple[str | int, ...]

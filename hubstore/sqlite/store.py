@@ -32,7 +32,7 @@ from hubstore import sql_statements as statements
 from hubstore.decide import Known, ProjectOwner, decide, warn_conflicts
 from hubstore.errors import HubNotInitializedError, StoreError, StoreOpenError
 from hubstore.sql_statements import EVENT_COLUMNS, Dialect
-from hubstore.sql_store import SqlHubStore, no_hub_id, security_alert_row
+from hubstore.sql_store import SqlHubStore, conflict_row, no_hub_id, security_alert_row
 from hubstore.sqlite.schema import MIGRATIONS, SCHEMA_STATEMENTS, SCHEMA_VERSION
 from hubstore.store import HubStore, SecurityAlert
 from hubsync.core.clock import format_timestamp, parse_timestamp, utc_now_iso
@@ -297,20 +297,7 @@ class SqliteHubStore(SqlHubStore):
         if decisions.conflicts:
             conn.executemany(
                 _UPSERT_CONFLICT_ALERT,
-                [
-                    (
-                        c.reason.value,
-                        c.entry.event.hub_project,
-                        c.entry.runtime_id,
-                        *c.entry.key,
-                        c.existing_hash,
-                        c.entry.content_hash,
-                        c.detail,
-                        now,
-                        now,
-                    )
-                    for c in decisions.conflicts
-                ],
+                [(*conflict_row(c), now, now) for c in decisions.conflicts],
             )
             warn_conflicts(decisions.conflicts)
         counter = int(conn.execute(statements.BUMP_COMMIT_COUNTER).fetchone()[0])

@@ -105,7 +105,8 @@ def _print_letters(letters: DeadLetters, listed: list[ListedDeadLetter], total: 
     for item in listed:
         key = item.key_fields()
         shown = "/".join(key[n] for n in ("project_id", "run_id", "sequence") if n in key)
-        state = "replayable" if item.replayable else "truncated (not replayable)"
+        why = item.not_replayable_because
+        state = "replayable" if why is None else f"{why} (not replayable)"
         click.echo(  # the key and detail came off Redis: escaped, never raw
             printable(
                 f"{item.entry_id}  {item.letter.reason}  source {item.letter.source_id}  "

@@ -23,7 +23,7 @@ _ledger_option = options_from(EffectsLedgerSettings)
 
 
 @contextmanager
-def _opened(path: Path) -> Iterator[EffectsLedger]:
+def opened_ledger(path: Path) -> Iterator[EffectsLedger]:
     """The existing ledger at ``path`` (a missing one is a usage error, never created)."""
     if not path.is_file():
         raise ConfigError(
@@ -37,7 +37,8 @@ def _opened(path: Path) -> Iterator[EffectsLedger]:
         ledger.close()
 
 
-def _default_actor() -> str:
+def default_actor() -> str:
+    """``USER@HOST`` of this process: who gives a verdict, unless told (``--actor``)."""
     try:
         user = getpass.getuser()
     except (KeyError, OSError):
@@ -115,7 +116,7 @@ def list_command(
     KEY has its history).
     """
     chosen = tuple(review.EffectState(s) for s in states)
-    with _opened(effects_ledger) as ledger:
+    with opened_ledger(effects_ledger) as ledger:
         found = review.list_effects(ledger, states=chosen, run_id=run_id, limit=count)
     if as_json:
         click.echo(json.dumps({"effects": [v.as_dict() for v in found]}, sort_keys=True))
@@ -132,7 +133,7 @@ def list_command(
 @json_option
 def show(key: str, effects_ledger: Path, as_json: bool) -> None:
     """Show effect KEY: its row, receipt and history (claims, commits, parking, verdicts)."""
-    with _opened(effects_ledger) as ledger:
+    with opened_ledger(effects_ledger) as ledger:
         detail = review.show_effect(ledger, key)
     if detail is None:
         raise EffectRefusedError(
@@ -159,7 +160,7 @@ def show(key: str, effects_ledger: Path, as_json: bool) -> None:
               help="Why: what you checked (kept in the history; no environment variable).")  # fmt: skip
 @env_option(
     "--actor",
-    default=_default_actor,
+    default=default_actor,
     show_default="USER@HOST",
     help="Who gives the verdict, kept in the history.",
 )
@@ -182,7 +183,7 @@ def resolve(
     if committed == not_executed:
         raise click.UsageError("--committed: give exactly one of --committed and --not-executed")
     verdict = review.Verdict.COMMITTED if committed else review.Verdict.NOT_EXECUTED
-    with _opened(effects_ledger) as ledger:
+    with opened_ledger(effects_ledger) as ledger:
         done = review.resolve_effect(ledger, key, verdict, note=note, actor=actor)
     if isinstance(done, EffectRefused):
         if done.code is EffectRefusalCode.NOT_FOUND:

@@ -40,6 +40,12 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "hubsync.cli.consumers:consumers",
         "The consumers of group hub: list them, remove one that is gone.",
     ),
+    "dashboard": (
+        "hubsync.cli.dashboard:dashboard",
+        "Serve the pipeline in a browser: security alerts, a card per hub project with its "
+        "sparklines, runtimes, consumers, leases and parked effects, and drill-downs into dead "
+        "letters, runs and events.",
+    ),
     "dead": (
         "hubsync.cli.dead:dead",
         "Dead letters: entries the hub refused (bad bytes) or gave up on (max_deliveries).",
@@ -164,7 +170,7 @@ class LazyGroup(click.Group):
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
     epilog="Options read HUBSYNC_<OPTION> (each --help shows the variable), except the "
     "flags that choose what one call does (--json, --once, --check, --all, --burst, --create, "
-    "--watch, --quick, --keep), the --hub-project of status, dead and alerts, and what "
+    "--watch, --quick, --keep, --allow-actions), the --hub-project of status, dead and alerts, and what "
     "events and runs list (--hub-project, --project-id, --run, --after, --limit). "
     "Nor do what effects list and resolve take (--state, --run, --committed, --not-executed, "
     "--note), nor whom resync asks and from when (--runtime, --hub-project, --project-id, "

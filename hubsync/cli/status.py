@@ -33,6 +33,14 @@ from hubsync.core.redis_values import redis_now_ms
 from hubsync.core.settings import hub_url_of
 from producers.store.outbox_status import local_status
 
+stale_after_option = duration_option(
+    "--stale-after",
+    default=str(int(DEFAULT_STALE_AFTER.total_seconds())),
+    show_default=True,
+    help="A runtime silent this long (seconds, or 90s, 2m, ...) is flagged stale.",
+)
+"""``--stale-after``: when a runtime's presence is flagged stale (status, dashboard)."""
+
 
 @click.command(
     epilog="""\b
@@ -51,12 +59,7 @@ something is listed under "unhealthy", 2 bad arguments, 3 Redis unreachable
 )
 @deployment_options
 @hub_project_filter
-@duration_option(
-    "--stale-after",
-    default=str(int(DEFAULT_STALE_AFTER.total_seconds())),
-    show_default=True,
-    help="A runtime silent this long (seconds, or 90s, 2m, ...) is flagged stale.",
-)
+@stale_after_option
 @env_option(
     "--no-redis",
     is_flag=True,
@@ -116,7 +119,7 @@ def status(
         raise click.UsageError("--hub-db, --hub-url and --hub-project need Redis (drop --no-redis)")
     if no_redis and state_dir is None:
         raise click.UsageError("--no-redis shows the local outbox only: give --state-dir")
-    gather = _Gatherer(redis, url, state_dir, hub_project, stale_after, no_redis)
+    gather = StatusGatherer(redis, url, state_dir, hub_project, stale_after, no_redis)
     with gather:
         if watch:
             _watch(gather, interval)
@@ -135,7 +138,7 @@ def status(
     return exit_codes.OK
 
 
-class _Gatherer:
+class StatusGatherer:
     """Takes snapshots with connections kept open between redraws."""
 
     def __init__(
@@ -156,7 +159,7 @@ class _Gatherer:
         self._client: RedisClient | None = None
         self._store: HubStore | None = None
 
-    def __enter__(self) -> _Gatherer:
+    def __enter__(self) -> StatusGatherer:
         if self.hub_url is not None:
             self._store = open_hub_store(self.hub_url)
         return self
@@ -183,7 +186,7 @@ class _Gatherer:
         if self.no_redis:
             return report
         try:
-            client = self._connect()
+            client = self.connect()
             projects = (
                 [require_hub_project(client, self.hub_project)]
                 if self.hub_project is not None
@@ -200,16 +203,23 @@ class _Gatherer:
         except RedisUnavailableError as exc:
             report.redis_error = str(exc).partition(": ")[2] or str(exc)
         except (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError) as exc:
-            self._drop_client()
+            self.drop_client()
             report.redis_error = type(exc).__name__
         return report
 
-    def _connect(self) -> RedisClient:
+    @property
+    def store(self) -> HubStore | None:
+        """The hub store opened on entry (None without a hub URL)."""
+        return self._store
+
+    def connect(self) -> RedisClient:
+        """The Redis client snapshots use, connected (and PINGed) on first use."""
         if self._client is None:
             self._client = probe(self.redis)
         return self._client
 
-    def _drop_client(self) -> None:
+    def drop_client(self) -> None:
+        """Close the Redis client after an outage; the next use connects afresh."""
         if self._client is not None:
             with contextlib.suppress(redis.RedisError):
                 self._client.close()
@@ -223,7 +233,7 @@ def shown_resyncs(store: HubStore) -> list[ResyncGroup]:
     return [g for g in found if not g.finished] + latest
 
 
-def _watch(gather: _Gatherer, interval: float) -> None:
+def _watch(gather: StatusGatherer, interval: float) -> None:
     """Redraw in place until Ctrl-C, which ends the command with exit code 0."""
     from rich.live import Live
 

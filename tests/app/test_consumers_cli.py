@@ -81,6 +81,18 @@ def test_removing_a_gone_consumer_hands_its_entries_to_the_freshest_healthy_one(
     assert summary["pending"] == 4  # nothing dropped: 3 handed over + live's own
 
 
+def test_a_member_of_a_name_no_consumer_may_have_is_listed_escaped_and_stops_nothing(
+    capsys: pytest.CaptureFixture[str], two_streams: redis.Redis, redis_url: str
+) -> None:
+    hostile = "<b>\x1b[2J\u202e"  # anyone who can XREADGROUP names a member
+    read_as(two_streams, hostile, ACME, 1)
+    code, out, err = run_cli(capsys, "consumers", "list", "--redis-url", redis_url)
+    assert code == 0, err
+    assert "<b>\\x1b[2J\\u202e: 1 pending" in out and "no health key" in out
+    assert "\x1b" not in out and "\u202e" not in out
+    assert remove_consumer(two_streams, "ghost").moved == 4
+
+
 def test_a_running_consumer_is_removed_only_with_force(two_streams: redis.Redis) -> None:
     with pytest.raises(ConsumerAdminError, match="fresh health key") as refused:
         remove_consumer(two_streams, "live")

@@ -294,26 +294,57 @@ def test_letters_with_odd_field_name_bytes_list_and_replay(pipeline: LivePipelin
     big = b"x" * 5000
     cut = {b"kind": b"event", "a:²,b".encode(): big, b"\xff:\xb2,": big}
     whole = {b"kind": b"event", "x:²,y:³".encode(): b"\x00\xff:\xb2"}
-    for fields in (cut, whole):
-        pipeline.client.xadd(pipeline.events, fields)  # type: ignore[arg-type]
-    pipeline.consume_once()
-    assert pipeline.client.xlen(DEAD) == 2
+    # `whole` dies of deliveries (kept whole, replayable); `cut` is refused unauthenticated
+    # (a forgery, cut to a preview)
+    client = pipeline.client
+    client.xadd(pipeline.events, whole)  # type: ignore[arg-type]
+    client.xgroup_create(pipeline.events, keys.CONSUMER_GROUP, id="0")
+    reply: Any = client.xreadgroup(keys.CONSUMER_GROUP, "crashy", {pipeline.events: ">"})
+    ids = [entry_id for entry_id, _ in reply[0][1]]
+    for _ in range(4):
+        client.xclaim(pipeline.events, keys.CONSUMER_GROUP, "crashy", 0, ids)
+    wait_until(
+        lambda: client.xpending_range(pipeline.events, keys.CONSUMER_GROUP, "-", "+", 10, idle=100),
+        what="entries idle",
+    )
+    client.xadd(pipeline.events, cut)  # type: ignore[arg-type]
+    pipeline.consume_once(reclaim_idle=0.1, max_deliveries=5)
+    assert client.xlen(DEAD) == 2
 
     shown = {argv: hubsync_process(pipeline, *argv) for argv in (("list",), ("list", "--json"))}
     for listing in shown.values():
         assert listing.returncode == 0 and "Traceback" not in listing.stderr, listing.stderr
-    letters = json.loads(shown[("list", "--json")].stdout)["dead_letters"]
-    assert [x["replayable"] for x in letters] == [False, True]
+    letters = {x["reason"]: x for x in json.loads(shown[("list", "--json")].stdout)["dead_letters"]}
+    assert letters["unauthenticated"]["replayable"] is False
+    assert letters["max_deliveries"]["replayable"] is True
     # a name that is not UTF-8 was recorded with U+FFFD when it was dead-lettered
-    assert letters[0]["truncated"] == {"a:²,b": 5000, "\ufffd:\ufffd,": 5000}
+    assert letters["unauthenticated"]["truncated"] == {"a:²,b": 5000, "\ufffd:\ufffd,": 5000}
 
     replayed = hubsync_process(pipeline, "replay", "--all", "--json")
     assert replayed.returncode == 0 and "Traceback" not in replayed.stderr, replayed.stderr
     result = json.loads(replayed.stdout)
-    assert [r["id"] for r in result["replayed"]] == [letters[1]["id"]]
-    assert result["skipped"] == [{"id": letters[0]["id"], "why": "truncated"}]
-    reply: Any = pipeline.client.xrange(pipeline.events, result["replayed"][0]["new_id"], "+")
+    assert [r["id"] for r in result["replayed"]] == [letters["max_deliveries"]["id"]]
+    assert result["skipped"] == [{"id": letters["unauthenticated"]["id"], "why": "truncated"}]
+    reply = client.xrange(pipeline.events, result["replayed"][0]["new_id"], "+")
     assert reply[0][1] == whole  # the very bytes, names and values, are back
+
+
+def test_a_forged_letter_is_never_replayed(
+    capsys: pytest.CaptureFixture[str], pipeline: LivePipeline
+) -> None:
+    pipeline.relay_once()  # the project exists
+    unsigned = {b"kind": b"event", b"run_id": b"run-f", b"event": b"{}"}
+    pipeline.client.xadd(pipeline.events, unsigned)  # type: ignore[arg-type]
+    pipeline.consume_once()
+    [letter] = listed(capsys, pipeline)
+    assert (letter["reason"], letter["replayable"]) == ("unauthenticated", False)
+    before = pipeline.client.xlen(pipeline.events)
+    code, out, err = dead(capsys, pipeline, "replay", letter["id"])
+    assert code == 1 and out == ""
+    assert len(error_lines(err)) == 1 and "did not authenticate" in err
+    result = dead_json(capsys, pipeline, "replay", "--all")
+    assert result["replayed"] == [] and result["skipped"] == [{"id": letter["id"], "why": "forged"}]
+    assert pipeline.client.xlen(pipeline.events) == before and pipeline.client.xlen(DEAD) == 1
 
 
 @pytest.mark.parametrize(

@@ -30,6 +30,7 @@ from hubstore.store import HubStore
 from hubsync.core.entries import ConflictReason, EventEntry, Outcome
 from hubsync.core.errors import ConfigError, SchemaVersionError
 from hubsync.processes import child_environment, run_hubsync
+from tests.contract.postgres_writers import ingested_after
 from tests.helpers.operator_support import run_cli
 from tests.helpers.postgres_races import Ingesting, blocked_sessions
 from tests.helpers.postgres_server import PostgresCluster
@@ -378,16 +379,15 @@ def test_a_key_another_writer_holds_uncommitted_is_judged_once_that_writer_ends(
 def test_a_project_another_writer_claims_uncommitted_is_a_mismatch_once_it_commits(
     store: HubStore, postgres_url: str
 ) -> None:
-    with psycopg.connect(postgres_url) as other:
-        other.execute("INSERT INTO sync_projects VALUES ('proj-1', 'other', now(), 'rt-1')")
-        ingesting = Ingesting(store, [event_entry(sync_event(1))])
-        wait_until(
-            lambda: blocked_sessions(postgres_url) == 1, what="ingest waiting on the project"
-        )
-        other.commit()
-    [outcome] = ingesting.result()
-    assert outcome.outcome is Outcome.CONFLICT  # type: ignore[attr-defined]
-    assert outcome.reason == ConflictReason.PROJECT_MISMATCH  # type: ignore[attr-defined]
+    outcome = ingested_after(
+        store,
+        postgres_url,
+        event_entry(sync_event(1)),
+        "INSERT INTO sync_projects VALUES ('proj-1', 'other', now(), 'rt-1')",
+        what="ingest waiting on the project",
+    )
+    assert outcome.outcome is Outcome.CONFLICT
+    assert outcome.reason == ConflictReason.PROJECT_MISMATCH
     assert store.count_events() == 0
     assert store.alerts()[0].reason is ConflictReason.PROJECT_MISMATCH
 
@@ -396,13 +396,14 @@ def test_a_run_another_writer_homes_uncommitted_is_a_home_mismatch_once_it_commi
     store: HubStore, postgres_url: str
 ) -> None:
     store.ingest([event_entry(sync_event(1, run_id="run-0"))])  # the project is acme's already
-    with psycopg.connect(postgres_url) as other:
-        other.execute("INSERT INTO sync_runs VALUES ('proj-1', 'run-1', 'rt-9', now())")
-        ingesting = Ingesting(store, [event_entry(sync_event(1))])
-        wait_until(lambda: blocked_sessions(postgres_url) == 1, what="ingest waiting on the run")
-        other.commit()
-    [outcome] = ingesting.result()
-    assert outcome.reason == ConflictReason.HOME_RUNTIME_MISMATCH  # type: ignore[attr-defined]
+    outcome = ingested_after(
+        store,
+        postgres_url,
+        event_entry(sync_event(1)),
+        "INSERT INTO sync_runs VALUES ('proj-1', 'run-1', 'rt-9', now())",
+        what="ingest waiting on the run",
+    )
+    assert outcome.reason == ConflictReason.HOME_RUNTIME_MISMATCH
     assert store.count_events(run_id="run-1") == 0
 
 

@@ -18,7 +18,8 @@ from hubstore.postgres import sql
 from hubstore.postgres.schema import MIGRATIONS, SCHEMA_VERSION
 from hubstore.store import HubStore
 from hubsync.core.entries import ConflictReason, Outcome, SecurityReason
-from tests.helpers.postgres_races import Ingesting, blocked_sessions
+from tests.contract.postgres_writers import ingested_after
+from tests.helpers.postgres_races import blocked_sessions
 from tests.helpers.postgres_server import PostgresDatabases
 from tests.helpers.relay_player import event_entry, sync_event
 from tests.helpers.support import wait_until
@@ -232,15 +233,15 @@ def test_an_ingest_waits_for_a_move_in_flight_and_judges_by_its_outcome(
     store.init_hub()
     store.enroll("rt-b", ["acme"])
     store.ingest([event_entry(sync_event(1))])  # proj-1 is rt-1's
-    with psycopg.connect(postgres_url) as other:
-        # what move_project does, held open: the lock, then the new owner
-        other.execute("SELECT pg_advisory_xact_lock(%s)", (sql.OWNERS_LOCK,))
-        other.execute("UPDATE sync_projects SET runtime_id = 'rt-b' WHERE project_id = 'proj-1'")
-        ingesting = Ingesting(store, [event_entry(sync_event(2))])
-        wait_until(lambda: blocked_sessions(postgres_url) == 1, what="ingest waiting on the move")
-        other.commit()
-    [outcome] = ingesting.result()
-    assert outcome.reason == ConflictReason.NOT_OWNER  # type: ignore[attr-defined]
+    outcome = ingested_after(  # what move_project does, held open: the lock, then the new owner
+        store,
+        postgres_url,
+        event_entry(sync_event(2)),
+        f"SELECT pg_advisory_xact_lock({sql.OWNERS_LOCK})",
+        "UPDATE sync_projects SET runtime_id = 'rt-b' WHERE project_id = 'proj-1'",
+        what="ingest waiting on the move",
+    )
+    assert outcome.reason == ConflictReason.NOT_OWNER
     assert store.count_events() == 1
 
 

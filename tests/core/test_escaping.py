@@ -21,12 +21,9 @@ from hubsync.core.logs import JsonFormatter, TextFormatter
 from hubsync.core.redis_values import printable
 from hubsync.core.signing import SIGNATURE_FIELD
 from hubsync.processes import run_hubsync
-from tests.helpers.operator_support import HUB_PROJECT, LivePipeline
+from tests.helpers.operator_support import FORGED_LINE, HOSTILE, HUB_PROJECT, LivePipeline
 from tests.helpers.relay_player import send_fields
 from tests.helpers.trust import signed_outcomes, signed_presence
-
-FORGED_LINE = "2030-01-01 00:00:00,000 INFO producers.relay: all clear"
-HOSTILE = f"box\x1b[2J\x1b]0;owned\x07\n{FORGED_LINE}\r\u202eevil"
 
 
 @pytest.fixture

@@ -3,7 +3,8 @@
 A private redis-server with the default user switched off: the relay, a
 consumer and each operator command run as real processes under the user of
 their role, and Redis refuses none of their commands but doctor's CONFIG GET;
-the operator may not replay a dead letter, the replayer may.
+the operator may not replay a dead letter, the replayer may; the dashboard reads
+every page as the operator.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from hubsync.processes import PipelineProcesses, hubsync_command, run_hubsync
 from producers.store.event_store import NewEvent
 from tests.helpers import acl_support as acl
 from tests.helpers.acl_support import acl_redis  # noqa: F401  (a fixture)
+from tests.helpers.browser_support import http_status, served_dashboard
+from tests.helpers.operator_support import garbage_event
 from tests.helpers.relay_player import send_fields
 from tests.helpers.relay_support import make_runtime
 
@@ -42,9 +45,12 @@ def test_each_daemon_and_operator_command_works_under_its_own_user(
     consumer_url = acl.user_url(server_url, f"{acl.PREFIX}consumer")
     operator_env = {"HUBSYNC_REDIS_URL": acl.user_url(server_url, f"{acl.PREFIX}operator")}
     replayer_env = {"HUBSYNC_REDIS_URL": acl.user_url(server_url, f"{acl.PREFIX}replayer")}
-    # one unsigned entry, which the hub refuses: a dead letter to list and replay, and a
-    # security alert the consumer's user must be allowed to raise
+    # one unsigned entry, which the hub refuses: a dead letter (a forgery, never replayed) and
+    # a security alert the consumer's user must be allowed to raise; and one signed entry
+    # whose bytes are no JSON: a dead letter to replay
     send_fields(admin, acl.HUB_PROJECT, {"kind": "event", "note": "not an event"}, runtime_id)
+    garbage = garbage_event(store.project_id, runtime_id, hub_project=acl.HUB_PROJECT)
+    send_fields(admin, acl.HUB_PROJECT, garbage, runtime_id)
     LeaseClient(admin).acquire_or_raise("effect:pr:1", "box-1:1", 60_000)  # for lease list
 
     fast = ("--block-ms", "100", "--reclaim-interval", "0.5")
@@ -59,9 +65,9 @@ def test_each_daemon_and_operator_command_works_under_its_own_user(
             lambda: store.outbox_counts()["acked"] == 60, timeout=60, what="every row acked"
         )
         pipeline.wait_until(
-            lambda: admin.xlen(keys.dead_stream(acl.HUB_PROJECT)) == 1,
+            lambda: admin.xlen(keys.dead_stream(acl.HUB_PROJECT)) == 2,
             timeout=30,
-            what="the letter",
+            what="the letters",
         )
         status = run_hubsync(["status", "--json"], env=operator_env)
         dead_list = run_hubsync(
@@ -70,6 +76,11 @@ def test_each_daemon_and_operator_command_works_under_its_own_user(
         lease_list = run_hubsync(["lease", "list"], env=operator_env)
         alerts = run_hubsync(["alerts", "list"], env=operator_env)
         doctor = run_hubsync(["doctor"], env=operator_env)
+        with served_dashboard(tmp_path, "--hub-db", str(hub_db), env=operator_env) as base:
+            pages = [
+                http_status(base + path)
+                for path in ("/", "/live", f"/dead?project={acl.HUB_PROJECT}")
+            ]
         # everything above ran within its grants: Redis refused only doctor's CONFIG GET
         refusals = {(e[b"username"], e[b"object"]) for e in admin.execute_command("ACL", "LOG")}
         assert refusals == {(b"t-operator", b"config|get")}
@@ -88,11 +99,12 @@ def test_each_daemon_and_operator_command_works_under_its_own_user(
     for done in (status, dead_list, lease_list, alerts):
         assert done.returncode == 0, done.stderr
     shown = json.loads(status.stdout)
-    assert [p["dead_letters"] for p in shown["hub_projects"]] == [1]
+    assert [p["dead_letters"] for p in shown["hub_projects"]] == [2]
     assert {h["kind"] for h in shown["health"]} == {"relay", "consumer"}
-    assert "showing 1 of 1 dead letter(s)" in dead_list.stdout
+    assert "showing 2 of 2 dead letter(s)" in dead_list.stdout
     assert "effect:pr:1" in lease_list.stdout
     assert "1 alert(s)" in alerts.stdout and "unauthenticated" in alerts.stdout, alerts.stdout
+    assert pages == [200, 200, 200]  # the dashboard reads what status, dead, alerts, lease do
     assert "ok   consumer-group" in doctor.stdout
     assert "NOPERM" not in doctor.stdout + doctor.stderr, doctor.stdout
     assert replay_refused.returncode == 1 and "no permissions" in replay_refused.stderr

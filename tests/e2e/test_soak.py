@@ -154,7 +154,8 @@ def run_soak(
         figures["restarts"] = {c.name: c.starts - 1 for c in cluster.children() if c.starts > 1}
         figures |= checks.check_everything(cluster, injector, client)
         assert figures["outbox_rows"] > 0, "nothing was appended"
-        unused = [k for k in (*FaultInjector.KINDS, "exhaust_stream") if not scheduler.counts[k]]
+        required = (*FaultInjector.KINDS, "exhaust_stream", "restore_hub")
+        unused = [k for k in required if not scheduler.counts[k]]
         assert not unused, f"faults never injected: {unused}"
         stack.close()
         cluster.redis.stop()

@@ -174,9 +174,12 @@ def test_every_module_imports_from_the_install_and_the_functions_library_is_whol
     report = json.loads(done.stdout)
     assert report["failed"] == {}
     assert report["outside"] == []
-    # without extras: only the PostgreSQL backend's driver modules and the NATS benchmark wait
-    # for theirs; no module needs fakeredis
-    assert set(report["optional"].values()) <= {"psycopg", "psycopg_pool", "nats"}
+    # without extras: only the PostgreSQL backend's driver modules, the NATS benchmark and the
+    # dashboard's web application wait for theirs; no module needs fakeredis
+    assert set(report["optional"].values()) <= {
+        "psycopg", "psycopg_pool", "nats", "starlette", "anyio", "jinja2", "uvicorn",
+    }  # fmt: skip
+    assert "hubsync.cli.dashboard" in report["imported"]  # says to install the web extra
     assert len(report["imported"]) > 150
     assert {"hubsync.cli.demo", "hubsync.demo.embedded_redis"} <= set(report["imported"])
     assert report["library_chars"] > 1000
@@ -192,6 +195,9 @@ def test_the_installed_command_answers_version_help_acl_and_completion(
     acl = installed.run("hubsync", "acl", "--operator")
     assert acl.returncode == 0, acl.stderr
     assert acl.stdout.startswith("ACL SETUSER")
+    dashboard = installed.run("hubsync", "dashboard")  # the wheel alone has no web extra
+    assert dashboard.returncode == 2 and "pip install 'hubsync[web]'" in dashboard.stderr
+    assert len(dashboard.stderr.splitlines()) == 1, dashboard.stderr
     completion = installed.run("hubsync", env={"_HUBSYNC_COMPLETE": "bash_source"})
     assert "complete -o nosort -F _hubsync_completion hubsync" in completion.stdout
 

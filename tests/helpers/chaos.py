@@ -26,11 +26,13 @@ import itertools
 import json
 import random
 import secrets
+import sqlite3
 import string
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -41,10 +43,17 @@ from hubsync.demo.embedded_redis import RedisServerProcess
 from hubsync.faults.inject import FaultInjector
 from hubsync.faults.records import RuntimeUnderTest
 from hubsync.faults.secrets import needles
-from hubsync.processes import Child, PipelineProcesses, hubsync_command, python_command
+from hubsync.processes import (
+    Child,
+    PipelineProcesses,
+    hubsync_command,
+    python_command,
+    run_hubsync,
+)
 from hubsync.provisioning import enroll_runtime
 from hubsync.servers.redis_cluster import RedisClusterProcesses
 from producers.registry import RuntimeRegistry
+from tests.helpers.postgres_server import dump_database, restore_database
 from tests.helpers.support import wait_until
 
 HUB_PROJECTS = ("chaos-a", "chaos-a", "chaos-b")
@@ -272,6 +281,39 @@ class SoakCluster:
                     )
                 )
 
+    def back_up_hub(self) -> Path:
+        """A backup of the hub store, taken while the consumers write it: ``hubsync hub
+        backup`` of a SQLite file, ``pg_dump`` of a PostgreSQL database. Under ``BASE/hub``,
+        so the end's scan for secrets reads it too."""
+        if self.hub_url.startswith("sqlite"):
+            backup = self.base / "hub" / "backup.db"
+            done = run_hubsync(["hub", "backup", "--hub-url", self.hub_url, "--to", str(backup)])
+            assert done.returncode == 0, done.stderr
+        else:
+            backup = self.base / "hub" / "backup.dump"
+            dump_database(self.hub_url, backup)
+        return backup
+
+    def put_back_hub(self, backup: Path) -> None:
+        """Put ``backup`` back in place of the hub store (no consumer may run). A SQLite file
+        is written through SQLite's backup API, so a connection still open on it (the
+        soak's own) reads the restored pages, not a file unlinked under it."""
+        if not self.hub_url.startswith("sqlite"):
+            restore_database(self.hub_url, backup)
+            return
+        database = self.base / "hub" / "hub.db"
+        with closing(sqlite3.connect(backup)) as source, closing(sqlite3.connect(database)) as hub:
+            source.backup(hub)
+
+    def restore_hub(self) -> int:
+        """``hubsync hub restore`` on the put-back store; how many runtimes it asked."""
+        done = run_hubsync(
+            ["hub", "restore", "--redis-url", self.redis_url, "--json"],
+            env={"HUBSYNC_HUB_URL": self.hub_url},  # a PostgreSQL URL has a password
+        )
+        assert done.returncode == 0, done.stderr
+        return len({ask["runtime_id"] for ask in json.loads(done.stdout)["asked"]})
+
     def relay_logs(self) -> dict[str, str]:
         """Each runtime's relay's log text, by runtime id."""
         return {r.runtime_id: self.processes[f"relay-{r.index}"].log_text() for r in self.runtimes}
@@ -313,7 +355,14 @@ class SoakCluster:
         self.redis.stop()
 
 
-PROCESS_FAULTS = ("kill_relay", "kill_consumer", "pause", "restart_redis", "exhaust_stream")
+PROCESS_FAULTS = (
+    "kill_relay",
+    "kill_consumer",
+    "pause",
+    "restart_redis",
+    "exhaust_stream",
+    "restore_hub",
+)
 """The soak's own faults, each a ``_fault_KIND`` method of the scheduler; the others are
 ``FaultInjector.KINDS``."""
 FAULT_KINDS = PROCESS_FAULTS + FaultInjector.KINDS
@@ -331,6 +380,9 @@ _WEIGHTS = {
     "forged_ack": 2,
     "garbage": 3,
 }
+ONCE_KINDS = ("restore_hub",)
+"""Faults made once, in the first round before the late kinds: a restore loses what the hub
+stored since its backup, alerts included, so the conflicts and forgeries come after it."""
 REDIS_RESTART_SPACING = 10.0
 """At least this many seconds between two redis restarts, so work gets done in between."""
 
@@ -351,7 +403,8 @@ class FaultScheduler:
         self._pace = threading.Event()  # never set: a wait with a timeout paces the faults
 
     def run(self, seconds: float) -> None:
-        """Inject faults for ``seconds``: every kind once first (seeded order), then at random."""
+        """Inject faults for ``seconds``: every kind once first (seeded order), then at random;
+        at the end, once more each kind a first try had to skip (nothing to act on then)."""
         first = list(FAULT_KINDS)
         self.rng.shuffle(first)
         for late in LATE_KINDS:
@@ -365,9 +418,9 @@ class FaultScheduler:
             while time.monotonic() < min(next_at, deadline):
                 self._restore_due()
                 self._pace.wait(0.05)
-        for late in LATE_KINDS:
-            if not self.counts[late]:
-                self._inject(late)
+        for kind in (*LATE_KINDS, *FAULT_KINDS):  # each kind at least once, a skipped one too
+            if not self.counts[kind]:
+                self._inject(kind)
 
     def finish(self) -> None:
         """Do every pending restore now (restart the killed, continue the stopped)."""
@@ -376,7 +429,7 @@ class FaultScheduler:
             action()
 
     def _pick(self) -> str:
-        kinds = list(_WEIGHTS)
+        kinds = [k for k in _WEIGHTS if k not in ONCE_KINDS]
         return self.rng.choices(kinds, weights=[_WEIGHTS[k] for k in kinds])[0]
 
     def _later(self, delay: float, action: Callable[[], None]) -> None:
@@ -457,6 +510,23 @@ class FaultScheduler:
         self._pace.wait(self.rng.uniform(1.0, 3.0))
         self.injector.repair_stream(exhausted)
         return str(exhausted)
+
+    def _fault_restore_hub(self) -> str | None:
+        """The hub store put back from a backup taken a few seconds earlier, while the
+        runtimes went on syncing (what it acknowledged since is gone from it), then
+        ``hubsync hub restore``: the consumers start again on it and the relays resend
+        what it lacks."""
+        self.finish()  # every consumer running and none pending: they all stop for the swap
+        backup = self.cluster.back_up_hub()
+        held = self.rng.uniform(2.0, 4.0)
+        self._pace.wait(held)  # acked meanwhile: what the restore loses
+        for consumer in self.cluster.consumers:
+            consumer.stop()
+        self.cluster.put_back_hub(backup)
+        asked = self.cluster.restore_hub()
+        for consumer in self.cluster.consumers:
+            consumer.start()
+        return f"backup of {held:.1f}s before put back; {asked} runtime(s) asked to resync"
 
 
 def wait_for(condition: Callable[[], object], timeout: float, what: str) -> None:

@@ -18,8 +18,8 @@ import sys
 from pathlib import Path
 
 PACKAGES = ("hubsync", "producers", "consumers", "hubstore")
-OPTIONAL = frozenset({"psycopg", "psycopg_pool", "nats"})
-"""What only an extra installs (postgres, bench): a module that imports it may be left out."""
+OPTIONAL = frozenset({"psycopg", "psycopg_pool", "nats", "starlette", "anyio", "jinja2", "uvicorn"})
+"""What only an extra installs (postgres, bench, web): a module that imports it may be left out."""
 
 
 def main(site_packages: str) -> int:

@@ -37,6 +37,10 @@ from tests.helpers.support import REPO_ROOT
 from tests.helpers.trust import join, signed_event
 
 HUB_PROJECT = "acme"
+FORGED_LINE = "2030-01-01 00:00:00,000 INFO producers.relay: all clear"
+HOSTILE = f"box\x1b[2J\x1b]0;owned\x07\n{FORGED_LINE}\r\u202eevil"
+"""What someone who can write to Redis puts in an id, a host or a detail: terminal escapes,
+a newline forging a log line of its own, and a bidi override."""
 NOT_A_DATABASE = str(REPO_ROOT / "pyproject.toml")
 """A file that exists and is no database: what a mistyped --hub-db may name."""
 
@@ -116,19 +120,8 @@ class LivePipeline(ClosesOnExit):
     def inject_garbage(self, big: bool = False) -> str:
         """XADD an entry of this runtime, signed with its key, that no hub accepts: its event
         bytes are no JSON (``big``: over the dead-letter preview size)."""
-        data = b"x" * 10_000 if big else b"not an event"
-        fields: dict[str, str | bytes] = {
-            "kind": "event",
-            "project_id": self.registration.project_id,
-            "hub_project": HUB_PROJECT,
-            "run_id": "run-garbage",
-            "sequence": "1",
-            "event_type": "step.completed",
-            "runtime_id": self.runtime_id,
-            "content_hash": content_hash(data),
-            "event": data,
-        }
-        return send_fields(self.client, HUB_PROJECT, signed_event(fields), self.runtime_id)
+        fields = garbage_event(self.registration.project_id, self.runtime_id, big)
+        return send_fields(self.client, HUB_PROJECT, fields, self.runtime_id)
 
     def make_busy(self) -> None:
         """Six events stored and acked, one conflict, one dead letter, four events in flight of
@@ -156,6 +149,27 @@ class LivePipeline(ClosesOnExit):
         self.registry.close()
         self.hub.close()
         self.client.close()
+
+
+def garbage_event(
+    project_id: str, runtime_id: str, big: bool = False, hub_project: str = HUB_PROJECT
+) -> dict[str, str | bytes]:
+    """The fields of an event entry signed with ``runtime_id``'s key whose event bytes are no
+    JSON (``big``: over the dead-letter preview size): authentic, and refused ``bad_json``,
+    so its dead letter is one an operator may replay."""
+    data = b"x" * 10_000 if big else b"not an event"
+    fields: dict[str, str | bytes] = {
+        "kind": "event",
+        "project_id": project_id,
+        "hub_project": hub_project,
+        "run_id": "run-garbage",
+        "sequence": "1",
+        "event_type": "step.completed",
+        "runtime_id": runtime_id,
+        "content_hash": content_hash(data),
+        "event": data,
+    }
+    return signed_event(fields)
 
 
 class CliRun(NamedTuple):

@@ -16,13 +16,14 @@ in one shared database (``PostgresDatabases``).
 from __future__ import annotations
 
 import secrets
+import subprocess
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import psycopg
 
 from hubsync.core.closing import ClosesOnExit
-from hubsync.servers.postgres import PostgresServer, PostgresUnavailable
+from hubsync.servers.postgres import PostgresServer, PostgresUnavailable, postgres_bindir
 
 __all__ = ["PostgresCluster", "PostgresDatabases", "PostgresUnavailable"]
 
@@ -137,3 +138,30 @@ class PostgresDatabases:
             self.server.drop_database(name)
         self.schemas.clear()
         self.databases.clear()
+
+
+def _tool(name: str) -> Path:
+    """``pg_dump`` or ``pg_restore``, beside the server's ``initdb``."""
+    bindir = postgres_bindir()
+    assert bindir is not None and (bindir / name).exists(), f"no {name} beside initdb"
+    return bindir / name
+
+
+def dump_database(url: str, dump: Path) -> None:
+    """``pg_dump --format=custom`` of the database at ``url`` into ``dump``: a hub's backup."""
+    subprocess.run(
+        [_tool("pg_dump"), "--format=custom", f"--file={dump}", url],
+        check=True,
+        capture_output=True,
+    )
+
+
+def restore_database(url: str, dump: Path) -> None:
+    """Put ``dump`` back into the database at ``url``, in place of what it holds
+    (``pg_restore --clean``, one transaction)."""
+    subprocess.run(
+        [_tool("pg_restore"), "--clean", "--if-exists", "--single-transaction",
+         f"--dbname={url}", dump],
+        check=True,
+        capture_output=True,
+    )  # fmt: skip

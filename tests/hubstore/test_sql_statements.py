@@ -11,6 +11,7 @@ import pytest
 
 from hubstore import hub_url_from_path, open_store
 from hubstore import sql_statements as statements
+from hubstore.pages import EventFilter, Page
 from hubstore.postgres.sql import POSTGRES
 from hubstore.sqlite.store import SQLITE
 from hubstore.store import EventPosition, HubStore, RunPosition
@@ -33,8 +34,9 @@ POSITIONS: list[EventPosition | None] = [None, EventPosition("run-2", "proj-1", 
 def test_an_events_page_is_one_text_in_both_dialects(
     after: EventPosition | None, run_id: str | None, project_id: str | None
 ) -> None:
-    on_sqlite = statements.events_page(SQLITE, "acme", run_id, project_id, after, 50)
-    on_postgres = statements.events_page(POSTGRES, "acme", run_id, project_id, after, 50)
+    page = Page(EventFilter("acme", project_id, run_id), after, 50)
+    on_sqlite = statements.events_page(SQLITE, page)
+    on_postgres = statements.events_page(POSTGRES, page)
     assert as_postgres(on_sqlite) == on_postgres
     text, args = on_sqlite
     assert text.count("?") == len(args)
@@ -49,8 +51,9 @@ def test_an_events_page_is_one_text_in_both_dialects(
 
 def test_a_runs_page_differs_only_in_the_dialects_words() -> None:
     after = RunPosition("run-2", "proj-1")
-    on_sqlite, sqlite_args = statements.runs_page(SQLITE, "acme", "proj-1", after, 20, 4)
-    on_postgres, postgres_args = statements.runs_page(POSTGRES, "acme", "proj-1", after, 20, 4)
+    page = Page(EventFilter("acme", "proj-1"), after, 20)
+    on_sqlite, sqlite_args = statements.runs_page(SQLITE, page, 4)
+    on_postgres, postgres_args = statements.runs_page(POSTGRES, page, 4)
     keyset = "hub_project = ? AND project_id = ? AND (run_id, project_id) > (?, ?)"
     assert keyset in on_sqlite
     assert keyset.replace("?", POSTGRES_MARK) in on_postgres
@@ -64,8 +67,8 @@ def test_a_runs_page_differs_only_in_the_dialects_words() -> None:
 def test_the_other_shared_statements_differ_in_their_placeholders_only() -> None:
     pg = POSTGRES
     for query in (
-        lambda d: statements.count_events(d, "acme", None, "run-1"),
-        lambda d: statements.count_events(d, None, None, None),
+        lambda d: statements.count_events(d, EventFilter("acme", run_id="run-1")),
+        lambda d: statements.count_events(d, EventFilter()),
         lambda d: statements.presence(d, "acme"),
         lambda d: statements.alerts(d, None, 10),
     ):
