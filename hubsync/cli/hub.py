@@ -12,11 +12,12 @@ fences an older hubsync kept in lease hashes into their token counters
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, NamedTuple, TypeVar, cast
 
 import click
 
@@ -69,6 +70,48 @@ def _redis_sentence(url: str, done: dict[str, object]) -> str:
     return line
 
 
+class _Ready(NamedTuple):
+    """What ``hub init`` and ``hub migrate`` both did: the store's URL and its schema change,
+    the hub id and whether it was made now, and the Redis set up (URL and what was done) or
+    None for each."""
+
+    url: str
+    change: SchemaChange
+    hub_id: str
+    created: bool
+    redis_url: str | None
+    redis_done: dict[str, object] | None
+
+
+def _readied_hub(command: F) -> F:
+    """``--hub-url``/``--hub-db`` and the administrator's ``--redis-url`` and
+    ``--redis-password-file`` of ``hub init`` and ``hub migrate``.
+
+    Before the command runs, the store's schema is created or upgraded, the hub given its
+    id and the Redis prepared; the command gets what was done as ``ready``.
+    """
+
+    @functools.wraps(command)
+    def with_ready(
+        *args: Any,
+        hub_url: str | None,
+        hub_db: Path | None,
+        redis_url: str | None,
+        redis_password_file: Path | None,
+        **kwargs: Any,
+    ) -> Any:
+        from hubstore import migrate_store
+
+        url = required_hub_url(hub_url, hub_db)
+        change = migrate_store(url)
+        hub_id, created = _give_id(url)
+        redis_done = _prepare_redis(redis_url, redis_password_file)
+        ready = _Ready(url, change, hub_id, created, redis_url, redis_done)
+        return command(*args, ready=ready, **kwargs)
+
+    return cast(F, hub_options(_admin_redis_options(with_ready)))
+
+
 PROGRESS_EVERY = 1.0
 """Seconds between two progress lines of ``hub backup`` (a copy done sooner prints none)."""
 
@@ -99,16 +142,9 @@ Examples:
   hubsync hub init --hub-url sqlite:////var/lib/hubsync/hub.db --json
 """,
 )
-@hub_options
-@_admin_redis_options
+@_readied_hub
 @json_option
-def init(
-    hub_url: str | None,
-    hub_db: Path | None,
-    redis_url: str | None,
-    redis_password_file: Path | None,
-    as_json: bool,
-) -> None:
+def init(ready: _Ready, as_json: bool) -> None:
     """Give the hub its identity, a hub id made once; print it.
 
     Creates or upgrades the schema first, as `hubsync hub migrate` does. The
@@ -116,7 +152,6 @@ def init(
     Runtimes are enrolled on the hub afterwards (hubsync enroll). With
     --redis-url it prepares that Redis as `hubsync hub migrate` does.
     """
-    ready = _ready_hub(hub_url, hub_db, redis_url, redis_password_file)
     store_shown, change, hub_id = shown_store(ready.url), ready.change, ready.hub_id
     if as_json:
         document = {"hub_id": hub_id, "created": ready.created}
@@ -140,16 +175,9 @@ Examples:
       --redis-password-file admin.pw
 """,
 )
-@hub_options
-@_admin_redis_options
+@_readied_hub
 @json_option
-def migrate(
-    hub_url: str | None,
-    hub_db: Path | None,
-    redis_url: str | None,
-    redis_password_file: Path | None,
-    as_json: bool,
-) -> None:
+def migrate(ready: _Ready, as_json: bool) -> None:
     """Create or upgrade the hub store's schema, and give a new hub its id.
 
     Prints what was done: created, upgraded from version X to Y (and each
@@ -170,7 +198,6 @@ def migrate(
     moves the fence an older hubsync kept in each lease hash into the lease's
     token counter, never lowering it. Run it on every upgrade of hubsync.
     """
-    ready = _ready_hub(hub_url, hub_db, redis_url, redis_password_file)
     store_shown = shown_store(ready.url)
     if as_json:
         document = _document(store_shown, ready.change)
@@ -327,32 +354,6 @@ def move_project(
         f"{move.from_runtime_id} to runtime {move.to_runtime_id}: {move.runs} runs re-homed "
         f"(move {move.move_id}); only {move.to_runtime_id}'s key may write it now"
     )
-
-
-class _Ready(NamedTuple):
-    """What ``hub init`` and ``hub migrate`` both did: the store's URL and its schema change,
-    the hub id and whether it was made now, and the Redis set up (URL and what was done) or
-    None for each."""
-
-    url: str
-    change: SchemaChange
-    hub_id: str
-    created: bool
-    redis_url: str | None
-    redis_done: dict[str, object] | None
-
-
-def _ready_hub(
-    hub_url: str | None, hub_db: Path | None, redis_url: str | None, password_file: Path | None
-) -> _Ready:
-    """Create or upgrade the store's schema, give the hub its id, and prepare the Redis."""
-    from hubstore import migrate_store
-
-    url = required_hub_url(hub_url, hub_db)
-    change = migrate_store(url)
-    hub_id, created = _give_id(url)
-    redis_done = _prepare_redis(redis_url, password_file)
-    return _Ready(url, change, hub_id, created, redis_url, redis_done)
 
 
 def _report_json(ready: _Ready, document: dict[str, object]) -> None:

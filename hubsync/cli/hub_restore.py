@@ -9,7 +9,6 @@ JSON document; ``--wait`` follows the runtimes' progress.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -22,12 +21,7 @@ from hubsync.cli.options import (
     open_hub_store,
     required_hub_url,
 )
-from hubsync.cli.resync import (
-    asked_document,
-    follow,
-    follow_hint,
-    wait_option,
-)
+from hubsync.cli.resync import asked_document, report_asked, wait_option
 from hubsync.core.clock import utc_now
 from hubsync.core.errors import ConfigError
 
@@ -99,31 +93,23 @@ def restore(
             group_id, records = ask_resync(client, store, hub_id, asks, reason="restore")
     finally:
         client.close()
-    done = None if wait_seconds is None else follow(url, group_id, wait_seconds)
-    if as_json:
-        document = {
-            "hub_id": hub_id,
-            "revocations": [
-                {
-                    "runtime_id": k.runtime_id,
-                    "fingerprint": k.fingerprint,
-                    "effective_at": k.effective_at,
-                    "revoked": k.revoked,
-                }
-                for k in retired
-            ],
-            "mark": {"before": before, "after": counter},
-            "group_id": group_id,
-            "asked": asked_document(records),
-            "done": done,
-        }
-        click.echo(json.dumps(document, sort_keys=True))
-    else:
-        for line in _lines(retired, before, counter, records):
-            click.echo(line)
-        click.echo(follow_hint(url, group_id))
-    if done is False:
-        raise SystemExit(1)
+    document = {
+        "hub_id": hub_id,
+        "revocations": [
+            {
+                "runtime_id": k.runtime_id,
+                "fingerprint": k.fingerprint,
+                "effective_at": k.effective_at,
+                "revoked": k.revoked,
+            }
+            for k in retired
+        ],
+        "mark": {"before": before, "after": counter},
+        "group_id": group_id,
+        "asked": asked_document(records),
+    }
+    lines = _lines(retired, before, counter, records)
+    report_asked(url, group_id, wait_seconds, as_json, document, lines)
 
 
 def _lines(

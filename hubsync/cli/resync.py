@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -104,14 +104,31 @@ def asked_document(records: Sequence[ResyncRecord]) -> list[dict[str, object]]:
     ]
 
 
-def follow_hint(hub_url: str, group_id: str) -> str:
-    """How to follow a group's progress."""
+def report_asked(
+    hub_url: str,
+    group_id: str,
+    wait_seconds: float | None,
+    as_json: bool,
+    document: Mapping[str, object],
+    lines: Sequence[str],
+) -> None:
+    """The end of a command that asked for a resync: the group followed for ``wait_seconds``
+    (``--wait``), then ``document`` printed with whether it is ``done`` (``--json``), or
+    ``lines`` and how to follow the group; exit 1 when the wait ran out first."""
     from hubsync.cli.options import shown_store
 
-    return (
-        f"follow it with: hubsync status --hub-url {shown_store(hub_url)} (resync {group_id}); "
-        "each runtime's relay resends as soon as it reads the request"
-    )
+    done = None if wait_seconds is None else follow(hub_url, group_id, wait_seconds)
+    if as_json:
+        click.echo(json.dumps({**document, "done": done}, sort_keys=True))
+    else:
+        for line in lines:
+            click.echo(line)
+        click.echo(
+            f"follow it with: hubsync status --hub-url {shown_store(hub_url)} (resync "
+            f"{group_id}); each runtime's relay resends as soon as it reads the request"
+        )
+    if done is False:
+        raise SystemExit(1)
 
 
 @click.command(
@@ -202,23 +219,16 @@ def resync(
             group_id, records = ask_resync(client, store, hub_id, asks, reason="resync")
         finally:
             client.close()
-    done = None if wait_seconds is None else follow(url, group_id, wait_seconds)
-    if as_json:
-        document = {
-            "group_id": group_id,
-            "runtime_id": runtime_id,
-            "requests": asked_document(records),
-            "scope": json.loads(scope.encoded()),
-            "since": point,
-            "done": done,
-        }
-        click.echo(json.dumps(document, sort_keys=True))
-    else:
-        for r in records:
-            click.echo(
-                f"asked runtime {runtime_id} to resync hub project {r.hub_project} from "
-                f"{r.point} (request {r.request_id}, {r.parts} parts)"
-            )
-        click.echo(follow_hint(url, group_id))
-    if done is False:
-        raise SystemExit(1)
+    document = {
+        "group_id": group_id,
+        "runtime_id": runtime_id,
+        "requests": asked_document(records),
+        "scope": json.loads(scope.encoded()),
+        "since": point,
+    }
+    lines = [
+        f"asked runtime {runtime_id} to resync hub project {r.hub_project} from {r.point} "
+        f"(request {r.request_id}, {r.parts} parts)"
+        for r in records
+    ]
+    report_asked(url, group_id, wait_seconds, as_json, document, lines)

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
 from redis.cluster import RedisCluster
@@ -64,7 +65,7 @@ def read_streams(
         else:
             reply = client.xreadgroup(*group, positions, count=count, block=block_ms)
         return list(reply or [])
-    return _read_cluster(client, streams, count=count, block_ms=block_ms, group=group)
+    return _read_cluster(client, streams, _Read(count, block_ms, group))
 
 
 def slot_groups(client: Any, streams: Mapping[str, str]) -> list[dict[str, str]]:
@@ -78,37 +79,33 @@ def slot_groups(client: Any, streams: Mapping[str, str]) -> list[dict[str, str]]
     return list(groups.values())
 
 
-def _read_cluster(
-    client: Any,
-    streams: Mapping[str, str],
-    *,
-    count: int | None,
-    block_ms: int | None,
-    group: tuple[str, str] | None,
-) -> StreamReply:
+@dataclass(frozen=True, slots=True)
+class _Read:
+    """How one command reads: at most ``count`` entries a stream, blocking ``block_ms`` (None:
+    not at all), in ``group`` (``(group, consumer)``: XREADGROUP) or none (XREAD)."""
+
+    count: int | None
+    block_ms: int | None
+    group: tuple[str, str] | None
+
+
+def _read_cluster(client: Any, streams: Mapping[str, str], read: _Read) -> StreamReply:
     groups = slot_groups(client, streams)
     if len(groups) == 1:  # one slot: one command, blocking as on a single server
-        return _flat([_read_one(client, groups[0], count, block_ms, group)])
+        return _flat([_read_one(client, groups[0], read)])
     pipe = client.pipeline(transaction=False)
+    unblocked = replace(read, block_ms=None)
     for one in groups:
-        pipe.execute_command(*_command(one, count, None, group), target_nodes=_node(client, one))
+        pipe.execute_command(*_command(one, unblocked), target_nodes=_node(client, one))
     found = _flat(pipe.execute())
-    if found or block_ms is None:
+    if found or read.block_ms is None:
         return found
-    block = CLUSTER_BLOCK_MS if block_ms == 0 else min(block_ms, CLUSTER_BLOCK_MS)
-    return _flat([_read_one(client, random.choice(groups), count, block, group)])
+    block = CLUSTER_BLOCK_MS if read.block_ms == 0 else min(read.block_ms, CLUSTER_BLOCK_MS)
+    return _flat([_read_one(client, random.choice(groups), replace(read, block_ms=block))])
 
 
-def _read_one(
-    client: Any,
-    streams: Mapping[str, str],
-    count: int | None,
-    block_ms: int | None,
-    group: tuple[str, str] | None,
-) -> Any:
-    return client.execute_command(
-        *_command(streams, count, block_ms, group), target_nodes=_node(client, streams)
-    )
+def _read_one(client: Any, streams: Mapping[str, str], read: _Read) -> Any:
+    return client.execute_command(*_command(streams, read), target_nodes=_node(client, streams))
 
 
 def _node(client: Any, streams: Mapping[str, str]) -> Any:
@@ -116,18 +113,13 @@ def _node(client: Any, streams: Mapping[str, str]) -> Any:
     return client.get_node_from_key(next(iter(streams)))
 
 
-def _command(
-    streams: Mapping[str, str],
-    count: int | None,
-    block_ms: int | None,
-    group: tuple[str, str] | None,
-) -> list[Any]:
-    """The words of XREADGROUP (with ``group``) or XREAD over ``streams``."""
-    words: list[Any] = ["XREADGROUP", "GROUP", *group] if group is not None else ["XREAD"]
-    if count is not None:
-        words += ["COUNT", count]
-    if block_ms is not None:
-        words += ["BLOCK", block_ms]
+def _command(streams: Mapping[str, str], read: _Read) -> list[Any]:
+    """The words of XREADGROUP (with a group) or XREAD over ``streams``."""
+    words: list[Any] = ["XREADGROUP", "GROUP", *read.group] if read.group is not None else ["XREAD"]
+    if read.count is not None:
+        words += ["COUNT", read.count]
+    if read.block_ms is not None:
+        words += ["BLOCK", read.block_ms]
     return [*words, "STREAMS", *streams.keys(), *streams.values()]
 
 

@@ -31,8 +31,6 @@ import threading
 import time
 from collections.abc import Callable
 
-import redis
-
 from hubsync.core import keys, metrics
 from hubsync.core.backoff import Backoff
 from hubsync.core.clock import EpochClock, epoch_seconds, utc_now_iso
@@ -45,16 +43,14 @@ from hubsync.core.connections import (
     wait_for_redis,
 )
 from hubsync.core.daemon import Daemon, HealthKey, MonotonicClock, Periodic, RedisOutages
-from hubsync.core.entries import PresenceBeat
 from hubsync.core.errors import ConfigError
-from hubsync.core.redis_values import printable
 from hubsync.core.settings import RelaySettings
-from hubsync.core.signing import SIGNATURE_FIELD, sign_presence_entry
 from hubsync.core.version import __version__
 from producers.registry import ProjectRegistration, RuntimeRegistry
 from producers.relay.acks import AckReader, AckStats
 from producers.relay.credentials import RelayCredentials
 from producers.relay.marker import AttemptMarker
+from producers.relay.presence import PresenceBeats
 from producers.relay.progress import DrainProgress, project_backlog, settled_rows
 from producers.relay.project_states import ProjectStates
 from producers.relay.pruner import Pruner
@@ -125,9 +121,10 @@ class Relay(Daemon):
         self._senders: dict[str, OutboxSender] = {}
         self._registrations: dict[str, ProjectRegistration] = {}
         self._registrations_lock = threading.Lock()
-        self._next_beat: dict[str, float] = {}
-        self._refused_beats: set[str] = set()  # hub projects whose last beat was refused
         self.host = socket.gethostname()
+        self.presence = PresenceBeats(
+            self.runtime_id, self.host, self.credentials, settings.presence_interval
+        )
         # One relay per state dir, held until close or exit (kill -9 included); taken before
         # the marker starts its thread, so a refused relay has nothing else to stop.
         try:
@@ -378,61 +375,16 @@ class Relay(Daemon):
 
     def _beat_presence(self, client: RedisClient, force: bool = False) -> None:
         now = self.monotonic()
-        beats: dict[str, int] = {}
+        backlogs: dict[str, int] = {}
 
         def count(sender: OutboxSender) -> int:
             hub_project = sender.store.hub_project
-            if not force and now < self._next_beat.get(hub_project, 0.0):
-                return 0
-            beats[hub_project] = beats.get(hub_project, 0) + project_backlog(sender.store)
+            if force or self.presence.due(hub_project, now):
+                backlogs[hub_project] = backlogs.get(hub_project, 0) + project_backlog(sender.store)
             return 0
 
         self._each_project(count)
-        if not beats:
-            return
-        pipe = client.pipeline(transaction=False)
-        sent_to: list[str] = []
-        for hub_project, backlog in beats.items():
-            key = self.credentials.signer_for(hub_project)
-            if key is None:
-                continue  # not enrolled there: the hub would refuse the beat
-            beat = PresenceBeat(
-                runtime_id=self.runtime_id,
-                hub_project=hub_project,
-                host=self.host,
-                pid=os.getpid(),
-                version=__version__,
-                backlog=backlog,
-                heartbeat=utc_now_iso(),
-            )
-            fields = beat.to_fields()
-            fields[SIGNATURE_FIELD] = sign_presence_entry(key, fields)
-            pipe.xadd(keys.events_stream(hub_project, self.runtime_id), fields)  # type: ignore[arg-type]
-            sent_to.append(hub_project)
-        if sent_to:
-            replies = pipe.execute(raise_on_error=False)
-            for hub_project, reply in zip(sent_to, replies, strict=True):
-                if isinstance(reply, UNAVAILABLE_ERRORS):
-                    raise reply  # Redis's, not the stream's: waited out as an outage
-                if isinstance(reply, redis.ResponseError):
-                    self._beat_refused(hub_project, reply)
-                else:
-                    self._refused_beats.discard(hub_project)
-        for hub_project in beats:
-            self._next_beat[hub_project] = now + self.settings.presence_interval
-
-    def _beat_refused(self, hub_project: str, exc: redis.ResponseError) -> None:
-        """A beat the stream refused: counted, and logged once per refusal episode (the
-        project's batches say so already when they are refused too)."""
-        metrics.SEND_FAILURES.labels(hub_project).inc()
-        if hub_project not in self._refused_beats:
-            self._refused_beats.add(hub_project)
-            log.error(
-                "relay %s: the events stream of hub project %s refused a presence beat (%s)",
-                self.runtime_id,
-                hub_project,
-                printable(str(exc)[:200]),
-            )
+        self.presence.send(client, backlogs, now)
 
     def _write_health(self, client: RedisClient) -> None:
         record = {

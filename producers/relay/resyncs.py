@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from hubsync.core import keys
@@ -57,24 +57,17 @@ class ResyncStats:
     """Request ids the hub finished judging."""
 
 
+@dataclass
 class RelayResyncs:
     """Applies the verified resync requests of a relay's ack streams and reports on them."""
 
-    def __init__(
-        self,
-        runtime_id: str,
-        credentials: RelayCredentials,
-        stats: ResyncStats,
-        clock: Callable[[], float] = time.time,
-        report_interval: float = REPORT_INTERVAL,
-    ) -> None:
-        self.runtime_id = runtime_id
-        self.credentials = credentials
-        self.stats = stats
-        self.clock = clock
-        self.report_interval = report_interval
-        self._reported_at = float("-inf")
-        self._news = False
+    runtime_id: str
+    credentials: RelayCredentials
+    stats: ResyncStats
+    report_interval: float = REPORT_INTERVAL
+    _reported_at: float = field(default=float("-inf"), init=False)
+    _news: bool = field(default=False, init=False)
+    """Whether a part was applied since the last report (reported at once)."""
 
     def unverified(self, fields: dict[str, bytes], hub_project: str) -> str | None:
         """Why a resync entry is not to be believed, or None when it is."""
@@ -177,7 +170,7 @@ class RelayResyncs:
 def _summed(
     runtime_id: str, request_id: str, hub_project: str, parts: list[ResyncProgress]
 ) -> ResyncReport:
-    counts = {name: sum(getattr(p, name) for p in parts) for name in REPORT_COUNTS}
+    counts = {name: sum(p.counts[name] for p in parts) for name in REPORT_COUNTS}
     return ResyncReport(runtime_id, hub_project, request_id, reported_at=utc_now_iso(), **counts)
 
 

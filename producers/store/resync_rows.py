@@ -30,7 +30,7 @@ import sqlite3
 from dataclasses import dataclass
 
 from hubsync.core.clock import parse_timestamp
-from hubsync.core.resync import ResyncRequest
+from hubsync.core.resync import REPORT_COUNTS, ResyncRequest
 from hubsync.core.sqlite import Database
 from producers.derivation import EventDeriver
 from producers.errors import DerivationError
@@ -44,17 +44,13 @@ RESYNC_PREFIX = "resync:"
 
 @dataclass(frozen=True, slots=True)
 class ResyncProgress:
-    """One request in one store: rows put back, and what the hub has said of them since."""
+    """One request in one store: rows put back, and what the hub has said of them since,
+    under the names of a report's counts (``REPORT_COUNTS``: requeued, rederived, then
+    accepted, duplicate, refused and pending)."""
 
     request_id: str
     hub_project: str
-    requeued: int
-    rederived: int
-    accepted: int
-    duplicate: int
-    refused: int
-    pending: int
-    done: bool
+    counts: dict[str, int]
 
 
 def _name(request_id: str) -> str:
@@ -211,7 +207,8 @@ def resync_progress(db: Database) -> list[ResyncProgress]:
             record = json.loads(value)
             if record["done"] or len(record["parts"]) < record["of"]:
                 continue  # judged already, or parts still to come
-            counts = {"accepted": 0, "duplicate": 0, "refused": 0, "pending": 0}
+            counts = dict.fromkeys(REPORT_COUNTS, 0)
+            counts.update(requeued=record["requeued"], rederived=record["rederived"])
             for first, last in record["seqs"]:
                 for state, n in c.execute(
                     "SELECT CASE WHEN acked_at IS NOT NULL THEN coalesce(outcome, 'accepted') "
@@ -220,19 +217,7 @@ def resync_progress(db: Database) -> list[ResyncProgress]:
                     (first, last),
                 ):
                     counts[state] = counts.get(state, 0) + n
-            found.append(
-                ResyncProgress(
-                    request_id,
-                    record["hub_project"],
-                    record["requeued"],
-                    record["rederived"],
-                    counts["accepted"],
-                    counts["duplicate"],
-                    counts["refused"],
-                    counts["pending"],
-                    done=False,
-                )
-            )
+            found.append(ResyncProgress(request_id, record["hub_project"], counts))
         return found
 
     return db.read(read)

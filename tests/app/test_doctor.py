@@ -9,6 +9,7 @@ fsync policy).
 
 from __future__ import annotations
 
+import functools
 import json
 import sqlite3
 from collections.abc import Callable
@@ -108,6 +109,18 @@ def good_redis(private_redis: RedisServerProcess) -> redis.Redis:
     return client
 
 
+Doctor = Callable[..., CliRun]
+"""``hubsync doctor ARGS`` in-process, against the good private Redis."""
+
+
+@pytest.fixture
+def run_doctor(
+    capsys: pytest.CaptureFixture[str], private_redis: RedisServerProcess, good_redis: redis.Redis
+) -> Doctor:
+    """``doctor`` bound to this test's output and the good private Redis."""
+    return functools.partial(doctor, capsys, private_redis.url)
+
+
 # ----- the contract, as a process -----
 
 
@@ -134,8 +147,7 @@ def good_redis(private_redis: RedisServerProcess) -> redis.Redis:
     ],
 )
 def test_doctor_fails_on_one_bad_setting_and_says_what_it_risks_and_the_fix(
-    capsys: pytest.CaptureFixture[str],
-    private_redis: RedisServerProcess,
+    run_doctor: Doctor,
     good_redis: redis.Redis,
     setting: str,
     value: str,
@@ -144,7 +156,7 @@ def test_doctor_fails_on_one_bad_setting_and_says_what_it_risks_and_the_fix(
 ) -> None:
     good_redis.config_set(setting, value)
 
-    result = doctor(capsys, private_redis.url)
+    result = run_doctor()
 
     assert result.code == 1, result.err
     lines = lines_by_check(result.out)
@@ -156,9 +168,8 @@ def test_doctor_fails_on_one_bad_setting_and_says_what_it_risks_and_the_fix(
 
 
 def test_a_good_deployment_passes_every_check_and_exits_0(
-    capsys: pytest.CaptureFixture[str],
     tmp_path: Path,
-    private_redis: RedisServerProcess,
+    run_doctor: Doctor,
     good_redis: redis.Redis,
 ) -> None:
     make_state_dir(tmp_path / "runtime", projects=2)
@@ -168,9 +179,7 @@ def test_a_good_deployment_passes_every_check_and_exits_0(
         enroll_state_dir(store, tmp_path / "runtime", [HUB_PROJECT])
     good_redis.set(keys.HUB_IDENTITY, hub_id)  # bound by this hub's consumer
 
-    result = doctor(
-        capsys, private_redis.url, "--hub-db", str(hub_db), "--state-dir", str(tmp_path / "runtime")
-    )
+    result = run_doctor("--hub-db", str(hub_db), "--state-dir", str(tmp_path / "runtime"))
 
     assert result.code == 0, result.out + result.err
     lines = result.out.splitlines()
@@ -216,16 +225,13 @@ def test_the_enrollment_check_says_why_a_runtime_would_send_nothing_or_be_refuse
 
 
 def test_json_is_one_document_with_every_check_and_its_fix(
-    capsys: pytest.CaptureFixture[str],
     tmp_path: Path,
-    private_redis: RedisServerProcess,
+    run_doctor: Doctor,
     good_redis: redis.Redis,
 ) -> None:
     good_redis.config_set("maxmemory-policy", "volatile-lru")
 
-    result = doctor(
-        capsys, private_redis.url, "--json", "--hub-db", str(make_hub_db(tmp_path / "h.db"))
-    )
+    result = run_doctor("--json", "--hub-db", str(make_hub_db(tmp_path / "h.db")))
 
     assert result.code == 1, result.err
     document: dict[str, Any] = json.loads(result.out)
@@ -448,27 +454,25 @@ def test_a_line_reads_status_check_detail_then_what_to_do() -> None:
 
 
 def test_a_hub_store_of_another_hub_than_the_namespace_owner_fails_hub_identity(
-    capsys: pytest.CaptureFixture[str],
     tmp_path: Path,
-    private_redis: RedisServerProcess,
+    run_doctor: Doctor,
     good_redis: redis.Redis,
 ) -> None:
     hub_db, hub_id = hub_db_with_id(tmp_path / "hub.db")
     good_redis.set(keys.HUB_IDENTITY, "hub-00000000000000aa")
 
-    result = doctor(capsys, private_redis.url, "--hub-db", str(hub_db))
+    result = run_doctor("--hub-db", str(hub_db))
 
     assert result.code == 1, result.out + result.err
     line = next(line for line in result.out.splitlines() if "hub-identity" in line)
     assert line.startswith("FAIL") and "hub-00000000000000aa" in line and hub_id in line
-    without_store = doctor(capsys, private_redis.url)
+    without_store = run_doctor()
     assert "hub-identity" in without_store.out and without_store.code == 0, without_store.out
 
 
 def test_a_hub_store_behind_what_redis_saw_it_commit_fails_hub_mark(
-    capsys: pytest.CaptureFixture[str],
     tmp_path: Path,
-    private_redis: RedisServerProcess,
+    run_doctor: Doctor,
     good_redis: redis.Redis,
 ) -> None:
     hub_db, hub_id = hub_db_with_id(tmp_path / "hub.db")
@@ -477,16 +481,16 @@ def test_a_hub_store_behind_what_redis_saw_it_commit_fails_hub_mark(
         store.ingest([event_entry(sync_event(2))])
     good_redis.set(keys.HUB_IDENTITY, hub_id)
     good_redis.zadd(keys.HUB_MARK, {hub_id: 2})
-    level = doctor(capsys, private_redis.url, "--hub-db", str(hub_db))
+    level = run_doctor("--hub-db", str(hub_db))
     assert level.code == 0 and "committed 2 ingest batches, this Redis saw 2" in level.out
 
     good_redis.zadd(keys.HUB_MARK, {hub_id: 7})  # what the hub committed after the backup
-    behind = doctor(capsys, private_redis.url, "--hub-db", str(hub_db))
+    behind = run_doctor("--hub-db", str(hub_db))
     assert behind.code == 1, behind.out + behind.err
     line = next(line for line in behind.out.splitlines() if "hub-mark" in line)
     assert line.startswith("FAIL hub-mark: ") and "committed 2" in line and "commit 7" in line
     assert "hubsync hub restore" in line
-    assert "hub-mark" not in doctor(capsys, private_redis.url).out  # no store: no line
+    assert "hub-mark" not in run_doctor().out  # no store: no line
 
 
 # ----- what opening a file does not show: malformed pages, keys others can read -----
@@ -544,20 +548,18 @@ def link(path: Path) -> list[str]:
     ids=lambda value: value if isinstance(value, str) else value.__name__,
 )
 def test_a_malformed_or_readable_file_fails_naming_the_file_and_the_fix(
-    capsys: pytest.CaptureFixture[str],
     tmp_path: Path,
-    private_redis: RedisServerProcess,
-    good_redis: redis.Redis,
+    run_doctor: Doctor,
     damage: Callable[[Path], list[str]],
     which: str,
 ) -> None:
     hub_db, runtime, store = healthy_deployment(tmp_path)
     args = ("--hub-db", str(hub_db), "--state-dir", str(runtime))
-    assert failed_lines(doctor(capsys, private_redis.url, *args)) == []  # 0600 as created
+    assert failed_lines(run_doctor(*args)) == []  # 0600 as created
     files = {"hub db": hub_db, "registry": runtime / "registry.sqlite", "project store": store}
     says = damage(files[which])
 
-    result = doctor(capsys, private_redis.url, *args)
+    result = run_doctor(*args)
 
     assert result.code == 1, result.out
     [failed, *also] = failed_lines(result)

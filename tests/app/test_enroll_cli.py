@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from hubstore import hub_url_from_path, migrate_store, open_store
+from hubstore.sqlite.schema import SCHEMA_VERSION
 from hubsync.core.clock import format_timestamp
 from hubsync.core.enrollment import TOKEN_PREFIX, Enrollment, decode_token
 from hubsync.processes import run_hubsync
@@ -99,7 +100,7 @@ def test_hub_migrate_gives_a_new_hub_its_id_once_so_enroll_follows_it(
     path = tmp_path / "hub.db"
     first = ok(cli("hub", "migrate", "--hub-db", str(path)))
     created, made = first.out.splitlines()
-    assert created == f"hub store {path}: created at schema version 4"
+    assert created == f"hub store {path}: created at schema version {SCHEMA_VERSION}"
     hub_id = made.removeprefix(f"hub store {path}: hub id ").removesuffix(" (created)")
     assert hub_id.startswith("hub-") and len(hub_id) == 20
     again = json.loads(ok(cli("hub", "migrate", "--hub-db", str(path), "--json")).out)

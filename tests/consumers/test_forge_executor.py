@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -51,13 +52,35 @@ def context(
     return ExecutionContext(EffectClaim(effect_key("r1", "open", kind, target), spec, None))
 
 
-@contextmanager
-def forge_for_jobs(monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalForge]:
+@dataclass
+class ForgeJobs:
+    """Effect jobs run with the ``forge`` executor against a local forge, on one ledger."""
+
+    forge: LocalForge
+    ledger_path: Path
+    redis_url: str
+
+    def run(self, fields: dict[str, Any]) -> dict[str, Any]:
+        """``run_effect`` with the ``forge`` executor, as an RQ worker runs the job."""
+        return run_effect(fields, str(self.ledger_path), executor="forge", redis_url=self.redis_url)
+
+    @contextmanager
+    def ledger(self) -> Iterator[EffectsLedger]:
+        """The jobs' ledger, opened for the test to read or resolve (closed after)."""
+        ledger = EffectsLedger(self.ledger_path)
+        try:
+            yield ledger
+        finally:
+            ledger.close()
+
+
+@pytest.fixture
+def jobs(redis_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ForgeJobs]:
     """A local forge that the ``forge`` executor an effect job resolves talks to."""
     with forge_server() as forge:
         monkeypatch.setenv("HUBSYNC_FORGE_API_URL", forge.url)
         monkeypatch.setenv("HUBSYNC_FORGE_TOKEN", TOKEN)
-        yield forge
+        yield ForgeJobs(forge, tmp_path / "effects.db", redis_url)
 
 
 def job(kind: EffectKind, target: str, payload: dict[str, Any], step: str = "open",
@@ -65,11 +88,6 @@ def job(kind: EffectKind, target: str, payload: dict[str, Any], step: str = "ope
     """An effect job's spec fields, as ``enqueue_effect`` hands them to ``run_effect``."""
     return {"run_id": "r1", "step_id": step, "kind": kind.value, "target": target,
             "payload": payload, "attempt_id": attempt}  # fmt: skip
-
-
-def run_forge_job(fields: dict[str, Any], ledger_path: Path, redis_url: str) -> dict[str, Any]:
-    """``run_effect`` with the ``forge`` executor, as an RQ worker runs the job."""
-    return run_effect(fields, str(ledger_path), executor="forge", redis_url=redis_url)
 
 
 def executor(forge: LocalForge, timeout: float = 5.0) -> ForgeExecutor:
@@ -209,20 +227,17 @@ def test_the_token_comes_from_a_file_or_the_environment_never_both(
 
 
 def test_an_effect_job_commits_the_forges_receipt_and_drops_a_503_attempt(
-    redis_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    jobs: ForgeJobs, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    ledger_path = tmp_path / "effects.db"
     fields = job(EffectKind.PR_CREATE, PR_TARGET, PR)
-    with forge_for_jobs(monkeypatch) as forge:
-        forge.refuse_creates = [503]
-        with pytest.raises(RetryLaterError):
-            run_forge_job(fields, ledger_path, redis_url)
-        forge.hold_creates = 1
-        monkeypatch.setenv("HUBSYNC_FORGE_TIMEOUT", "0.5")
-        done = run_forge_job(fields | {"attempt_id": "a2"}, ledger_path, redis_url)
-    assert done["status"] == "committed" and len(forge.pulls) == 1
-    ledger = EffectsLedger(ledger_path)
-    try:
+    jobs.forge.refuse_creates = [503]
+    with pytest.raises(RetryLaterError):
+        jobs.run(fields)
+    jobs.forge.hold_creates = 1
+    monkeypatch.setenv("HUBSYNC_FORGE_TIMEOUT", "0.5")
+    done = jobs.run(fields | {"attempt_id": "a2"})
+    assert done["status"] == "committed" and len(jobs.forge.pulls) == 1
+    with jobs.ledger() as ledger:
         [record] = ledger.list_run("r1")
         assert record.status is EffectStatus.COMMITTED and record.receipt == done["receipt"]
         assert done["receipt"]["outcome"] == "found after an unknown outcome"
@@ -234,53 +249,40 @@ def test_an_effect_job_commits_the_forges_receipt_and_drops_a_503_attempt(
             (EffectEvent.COMMITTED, "a2"),
         ]
         assert TOKEN not in str(ledger.history(record.effect_key)) + str(record)
-    finally:
-        ledger.close()
 
 
 def test_a_parked_forge_effect_runs_again_once_an_operator_says_it_did_not_execute(
-    redis_url: str, redis_client: redis.Redis, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    jobs: ForgeJobs, redis_client: redis.Redis
 ) -> None:
-    ledger_path = tmp_path / "effects.db"
     fields = job(EffectKind.TRACKER_ISSUE, "acme/shop", ISSUE, step="file")
-    with forge_for_jobs(monkeypatch) as forge:
-        forge.refuse_creates = [500]
-        with pytest.raises(EffectRefusedError, match="blocked_uncertain"):
-            run_forge_job(fields, ledger_path, redis_url)
-        # the parked attempt's lease runs out at its deadline; until then nothing claims it
-        with pytest.raises(RetryLaterError, match="effect_lease_held"):
-            run_forge_job(fields, ledger_path, redis_url)
-        expire_lease(redis_client, lease_resource_for(EffectKind.TRACKER_ISSUE, "acme/shop"))
-        with pytest.raises(EffectRefusedError, match="effect_blocked_uncertain"):
-            run_forge_job(fields, ledger_path, redis_url)
-        ledger = EffectsLedger(ledger_path)
-        try:
-            key = effect_key("r1", "file", EffectKind.TRACKER_ISSUE, "acme/shop")
-            verdict = resolve_effect(ledger, key, Verdict.NOT_EXECUTED, note="none on the forge",
-                                     actor="ops")  # fmt: skip
-            assert not isinstance(verdict, EffectRefused)
-        finally:
-            ledger.close()
-        done = run_forge_job(fields, ledger_path, redis_url)
+    jobs.forge.refuse_creates = [500]
+    with pytest.raises(EffectRefusedError, match="blocked_uncertain"):
+        jobs.run(fields)
+    # the parked attempt's lease runs out at its deadline; until then nothing claims it
+    with pytest.raises(RetryLaterError, match="effect_lease_held"):
+        jobs.run(fields)
+    expire_lease(redis_client, lease_resource_for(EffectKind.TRACKER_ISSUE, "acme/shop"))
+    with pytest.raises(EffectRefusedError, match="effect_blocked_uncertain"):
+        jobs.run(fields)
+    with jobs.ledger() as ledger:
+        key = effect_key("r1", "file", EffectKind.TRACKER_ISSUE, "acme/shop")
+        verdict = resolve_effect(ledger, key, Verdict.NOT_EXECUTED, note="none on the forge",
+                                 actor="ops")  # fmt: skip
+        assert not isinstance(verdict, EffectRefused)
+    done = jobs.run(fields)
     assert done["status"] == "committed" and done["receipt"]["outcome"] == "created"
-    assert len(forge.issues) == 1 and len(forge.creates()) == 2
+    assert len(jobs.forge.issues) == 1 and len(jobs.forge.creates()) == 2
 
 
 def test_an_effect_job_refused_for_good_records_the_failure_in_the_history(
-    redis_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    jobs: ForgeJobs,
 ) -> None:
-    ledger_path = tmp_path / "effects.db"
-    fields = job(EffectKind.PR_CREATE, PR_TARGET, PR)
-    with forge_for_jobs(monkeypatch) as forge:
-        forge.refuse_creates = [403]
-        with pytest.raises(EffectFailedError, match="403"):
-            run_forge_job(fields, ledger_path, redis_url)
-    ledger = EffectsLedger(ledger_path)
-    try:
+    jobs.forge.refuse_creates = [403]
+    with pytest.raises(EffectFailedError, match="403"):
+        jobs.run(job(EffectKind.PR_CREATE, PR_TARGET, PR))
+    with jobs.ledger() as ledger:
         key = effect_key("r1", "open", EffectKind.PR_CREATE, PR_TARGET)
         assert ledger.get(key) is None
         history = ledger.history(key)
         assert [h.event for h in history] == [EffectEvent.CLAIMED, EffectEvent.FAILED]
         assert "refused with 403" in str(history[1].note)
-    finally:
-        ledger.close()

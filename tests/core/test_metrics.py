@@ -34,20 +34,15 @@ from hubsync.core.metrics_server import MetricsServer
 from hubsync.core.settings import ConsumerSettings
 from hubsync.core.signing import SIGNATURE_FIELD
 from hubsync.processes import Child, hubsync_command, run_hubsync
+from tests.helpers import relay_player
 from tests.helpers.clock import FakeClock
 from tests.helpers.hub_double import ack_everything
-from tests.helpers.relay_player import (
-    HUB_PROJECT,
-    RUNTIME,
-    entry_fields,
-    send,
-    send_fields,
-    send_presence,
-    sync_event,
-)
 from tests.helpers.relay_support import relay_with_events
 from tests.helpers.support import wait_until
 from tests.helpers.trust import enroll, signed_event
+
+PER_RUNTIME = {"hub_project": relay_player.HUB_PROJECT, "runtime": relay_player.RUNTIME}
+"""The labels of the test runtime's series."""
 
 REGISTRIES = (metrics.RELAY_REGISTRY, metrics.CONSUMER_REGISTRY, metrics.LIBRARY_REGISTRY)
 
@@ -76,7 +71,7 @@ def worker(redis_client: redis.Redis, redis_url: str, tmp_path: Path) -> Iterato
         hub_db=tmp_path / "hub.db", redis_url=redis_url, block_ms=50, reclaim_interval=0.05
     )
     with SqliteHubStore(settings.hub_db) as store:
-        enroll(store, RUNTIME, [HUB_PROJECT])
+        enroll(store, relay_player.RUNTIME, [relay_player.HUB_PROJECT])
         yield HubConsumer(redis_client, store, settings, name="w1")
 
 
@@ -172,17 +167,22 @@ def test_consumer_counts_outcomes_conflicts_dead_letters_latency_and_ingest_time
     ingests = delta("hubsync_batch_ingest_seconds_count")
 
     for sequence in (1, 2, 3):
-        send(redis_client, sync_event(sequence))
-    send(redis_client, sync_event(1))  # same bytes again: duplicate
-    send(redis_client, sync_event(2, data={"status": "other bytes"}))  # same key, other bytes
+        relay_player.send(redis_client, relay_player.sync_event(sequence))
+    relay_player.send(redis_client, relay_player.sync_event(1))  # same bytes again: duplicate
+    other_bytes = relay_player.sync_event(2, data={"status": "other bytes"})  # same key
+    relay_player.send(redis_client, other_bytes)
     # signed after spoiling: the runtime's own bad content, judged as such
-    tampered = entry_fields(sync_event(4)) | {
+    tampered = relay_player.entry_fields(relay_player.sync_event(4)) | {
         "event": b"{not json",
         "content_hash": content_hash(b"{not json"),
     }
-    send_fields(redis_client, HUB_PROJECT, signed_event(tampered))
-    unsigned = {k: v for k, v in entry_fields(sync_event(5)).items() if k != SIGNATURE_FIELD}
-    send_fields(redis_client, HUB_PROJECT, unsigned)
+    relay_player.send_fields(redis_client, relay_player.HUB_PROJECT, signed_event(tampered))
+    unsigned = {
+        k: v
+        for k, v in relay_player.entry_fields(relay_player.sync_event(5)).items()
+        if k != SIGNATURE_FIELD
+    }
+    relay_player.send_fields(redis_client, relay_player.HUB_PROJECT, unsigned)
     worker.run_once()
 
     assert (accepted(), duplicate(), conflict()) == (3, 1, 1)
@@ -199,9 +199,9 @@ def test_lag_and_oldest_pending_age_follow_the_group(
     redis_client: redis.Redis, worker: HubConsumer
 ) -> None:
     for sequence in range(1, 6):
-        send(redis_client, sync_event(sequence))
+        relay_player.send(redis_client, relay_player.sync_event(sequence))
     worker.refresh_streams(force=True)
-    stream = keys.events_stream(HUB_PROJECT, RUNTIME)
+    stream = relay_player.EVENTS
     (before,) = read_lag(redis_client, [stream])
     assert (before.lag, before.pending, before.oldest_pending_age_seconds) == (5, 0, 0.0)
 
@@ -210,17 +210,16 @@ def test_lag_and_oldest_pending_age_follow_the_group(
     (stuck,) = read_lag(redis_client, [stream])
     assert (stuck.lag, stuck.pending) == (3, 2)
     assert stuck.oldest_pending_age_seconds >= 0
-    assert (stuck.runtime_id, stuck.unstored) == (RUNTIME, 5)
+    assert (stuck.runtime_id, stuck.unstored) == (relay_player.RUNTIME, 5)
     assert stuck.oldest_unstored_age_seconds == stuck.oldest_pending_age_seconds
 
     worker.run_once()
-    per_runtime = {"hub_project": HUB_PROJECT, "runtime": RUNTIME}
-    assert sample("hubsync_consumer_lag", **per_runtime) == 0
-    assert sample("hubsync_runtime_unstored_entries", **per_runtime) == 2  # the dead one's
-    assert sample("hubsync_runtime_oldest_unstored_age_seconds", **per_runtime) >= 0
+    assert sample("hubsync_consumer_lag", **PER_RUNTIME) == 0
+    assert sample("hubsync_runtime_unstored_entries", **PER_RUNTIME) == 2  # the dead one's
+    assert sample("hubsync_runtime_oldest_unstored_age_seconds", **PER_RUNTIME) >= 0
     # The dead consumer's two entries stay pending (reclaim_idle is 60 s): the
     # gauge holds their age as of the run, which a later reading can only exceed.
-    exported = sample("hubsync_oldest_pending_age_seconds", **per_runtime)
+    exported = sample("hubsync_oldest_pending_age_seconds", **PER_RUNTIME)
     (later,) = read_lag(redis_client, [stream])
     assert later.pending == 2
     assert 0 <= exported <= later.oldest_pending_age_seconds
@@ -228,17 +227,17 @@ def test_lag_and_oldest_pending_age_follow_the_group(
     stuck_ids = redis_client.xpending_range(stream, keys.CONSUMER_GROUP, "-", "+", 10)
     redis_client.xack(stream, keys.CONSUMER_GROUP, *[e["message_id"] for e in stuck_ids])
     worker.run_once()
-    assert sample("hubsync_oldest_pending_age_seconds", **per_runtime) == 0
-    assert sample("hubsync_runtime_unstored_entries", **per_runtime) == 0
-    assert sample("hubsync_runtime_oldest_unstored_age_seconds", **per_runtime) == 0
+    assert sample("hubsync_oldest_pending_age_seconds", **PER_RUNTIME) == 0
+    assert sample("hubsync_runtime_unstored_entries", **PER_RUNTIME) == 0
+    assert sample("hubsync_runtime_oldest_unstored_age_seconds", **PER_RUNTIME) == 0
 
 
 def test_an_entry_never_delivered_counts_as_unstored_with_its_age(
     redis_client: redis.Redis, worker: HubConsumer
 ) -> None:
     worker.refresh_streams(force=True)
-    stream = keys.events_stream(HUB_PROJECT, RUNTIME)
-    send(redis_client, sync_event(1))
+    stream = relay_player.EVENTS
+    relay_player.send(redis_client, relay_player.sync_event(1))
     (waiting,) = read_lag(redis_client, [stream])
     assert (waiting.lag, waiting.pending, waiting.unstored) == (1, 0, 1)
     assert waiting.oldest_pending_age_seconds == 0.0
@@ -248,19 +247,19 @@ def test_an_entry_never_delivered_counts_as_unstored_with_its_age(
 def test_each_enrolled_runtimes_presence_is_exported_from_the_hub_store(
     redis_client: redis.Redis, worker: HubConsumer
 ) -> None:
-    beat = PresenceBeat(RUNTIME, HUB_PROJECT, "box", 7, "0.1.0", 12, "2026-11-29T16:38:54Z")
-    send_presence(redis_client, beat)
+    beat = PresenceBeat(relay_player.RUNTIME, relay_player.HUB_PROJECT, "box", 7, "0.1.0", 12,
+                        "2026-11-29T16:38:54Z")  # fmt: skip
+    relay_player.send_presence(redis_client, beat)
     worker.run_once()
-    per_runtime = {"hub_project": HUB_PROJECT, "runtime": RUNTIME}
-    assert sample("hubsync_runtime_reported_backlog", **per_runtime) == 12
-    age = sample("hubsync_runtime_heartbeat_age_seconds", **per_runtime)
+    assert sample("hubsync_runtime_reported_backlog", **PER_RUNTIME) == 12
+    age = sample("hubsync_runtime_heartbeat_age_seconds", **PER_RUNTIME)
     assert 0 <= age < 60  # the hub's clock at receipt, not the beat's own heartbeat field
 
-    worker.store.revoke(RUNTIME)
+    worker.store.revoke(relay_player.RUNTIME)
     worker.run_once()
     assert (
         metrics.CONSUMER_REGISTRY.get_sample_value(
-            "hubsync_runtime_heartbeat_age_seconds", per_runtime
+            "hubsync_runtime_heartbeat_age_seconds", PER_RUNTIME
         )
         is None
     )  # a revoked runtime's series go away
@@ -269,9 +268,9 @@ def test_each_enrolled_runtimes_presence_is_exported_from_the_hub_store(
 def test_reclaimed_entries_are_counted(redis_client: redis.Redis, worker: HubConsumer) -> None:
     reclaimed = delta("hubsync_reclaimed_total")
     for sequence in range(1, 4):
-        send(redis_client, sync_event(sequence))
+        relay_player.send(redis_client, relay_player.sync_event(sequence))
     worker.refresh_streams(force=True)
-    stream = keys.events_stream(HUB_PROJECT, RUNTIME)
+    stream = relay_player.EVENTS
     redis_client.xreadgroup(keys.CONSUMER_GROUP, "gone", {stream: ">"}, count=3)
     worker.settings = worker.settings.model_copy(update={"reclaim_idle": 0.001})
     # a pass may come within the 1 ms of idleness Redis requires; the next one claims them

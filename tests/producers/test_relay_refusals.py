@@ -77,3 +77,18 @@ def test_a_stream_of_another_type_is_refused_the_same_way(
     summary = relay.run_once()
     relay.close()
     assert summary.sender.sent == 0 and store.outbox_counts()["pending"] == 3
+
+
+def test_a_refused_presence_beat_is_counted_each_time_and_logged_once(
+    tmp_path: Path, redis_url: str, redis_client: redis.Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    registry, _, relay = relay_with_events(tmp_path / "state", redis_url, runs=1, per_run=1)
+    redis_client.set(keys.events_stream("alpha", registry.runtime_id), "not a stream")
+    before = refusals("alpha")
+    with caplog.at_level(logging.ERROR, logger="producers.relay"):
+        relay.run_once()
+        relay.run_once()
+    relay.close()
+    logged = [r for r in caplog.records if "refused a presence beat" in r.getMessage()]
+    assert len(logged) == 1
+    assert refusals("alpha") - before >= 2  # the beats, and the batches refused beside them

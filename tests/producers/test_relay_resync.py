@@ -4,8 +4,11 @@ parked ones left parked."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
 import redis
 
 from hubsync.core import keys
@@ -48,9 +51,27 @@ def key_of(runtime_id: str) -> RuntimeKey:
     return RuntimeKey(enrollment.key)
 
 
-def synced(tmp_path: Path, redis_url: str, client: redis.Redis) -> tuple[RunEventStore, Relay]:
+@dataclass
+class Synced:
+    """A store and a new relay of it after ``synced``'s history."""
+
+    store: RunEventStore
+    relay: Relay
+
+    @property
+    def runtime_id(self) -> str:
+        return self.relay.runtime_id
+
+    def request(self, key: RuntimeKey | None = None, **changes: str) -> dict[str, str]:
+        """``request_for`` this runtime's store, signed with ``key`` (by default its own)."""
+        request = request_for(self.store, self.runtime_id, **changes)
+        return request.signed_fields(key or key_of(self.runtime_id))
+
+
+@pytest.fixture
+def synced(tmp_path: Path, redis_url: str, redis_client: redis.Redis) -> Iterator[Synced]:
     """Two runs of three events sent, run-1 sequence 3 parked as a conflict, the rest acked,
-    and the acked rows pruned."""
+    and the acked rows pruned; then a new relay of the store (closed after the test)."""
     registry, store, relay = relay_with_events(tmp_path / "state", redis_url, runs=2, per_run=3)
 
     def judge(project_id: str, run_id: str, sequence: int) -> tuple[Outcome, str | None]:
@@ -58,14 +79,16 @@ def synced(tmp_path: Path, redis_url: str, client: redis.Redis) -> tuple[RunEven
         return (Outcome.CONFLICT, "sequence_reused") if parked else (Outcome.ACCEPTED, None)
 
     relay.run_once()
-    ack_everything(client, "alpha", judge)
+    ack_everything(redis_client, "alpha", judge)
     relay.run_once()
     step = store.prune_acked_outbox(0, float("inf"), 1000, 0.0)
     assert step.deleted == 5 and store.outbox_counts()["conflict"] == 1
-    for entry_id, _ in client.xrange(keys.events_stream("alpha", registry.runtime_id)):
-        client.xdel(keys.events_stream("alpha", registry.runtime_id), entry_id)
+    for entry_id, _ in redis_client.xrange(keys.events_stream("alpha", registry.runtime_id)):
+        redis_client.xdel(keys.events_stream("alpha", registry.runtime_id), entry_id)
     relay.close()
-    return store, Relay(relay_settings(tmp_path / "state", redis_url), registry)
+    again = Relay(relay_settings(tmp_path / "state", redis_url), registry)
+    yield Synced(store, again)
+    again.close()
 
 
 def resent(client: redis.Redis) -> dict[tuple[str, int], bytes]:
@@ -101,11 +124,10 @@ def test_a_request_resends_what_lies_beyond_the_cursors_in_the_bytes_first_sent(
 
 
 def test_parked_rows_stay_parked_and_a_replayed_request_changes_nothing(
-    tmp_path: Path, redis_url: str, redis_client: redis.Redis
+    synced: Synced, redis_client: redis.Redis
 ) -> None:
-    store, relay = synced(tmp_path, redis_url, redis_client)
-    runtime_id = relay.runtime_id
-    fields = request_for(store, runtime_id).signed_fields(key_of(runtime_id))
+    store, relay, runtime_id = synced.store, synced.relay, synced.runtime_id
+    fields = synced.request()
     publish(redis_client, runtime_id, fields)
     relay.run_once()
     assert sorted(resent(redis_client)) == [("run-0", 2), ("run-0", 3), ("run-1", 1), ("run-1", 2)]
@@ -120,35 +142,30 @@ def test_parked_rows_stay_parked_and_a_replayed_request_changes_nothing(
     assert relay.resync_stats.replayed == 1 and relay.resync_stats.applied == 1
     assert store.outbox_counts() == before[0]
     assert len(stream_events(redis_client, "alpha")) == 4  # nothing sent again
-    relay.close()
 
 
 def test_forged_unsigned_and_misdirected_requests_are_counted_unverified_and_ignored(
-    tmp_path: Path, redis_url: str, redis_client: redis.Redis
+    synced: Synced, redis_client: redis.Redis
 ) -> None:
-    store, relay = synced(tmp_path, redis_url, redis_client)
-    runtime_id = relay.runtime_id
-    key = key_of(runtime_id)
-    unsigned = request_for(store, runtime_id).signed_fields(key)
+    unsigned = synced.request()
     del unsigned[SIGNATURE_FIELD]
-    tampered = request_for(store, runtime_id).signed_fields(key)
+    tampered = synced.request()
     tampered["point"] = '{"since":"2000-01-01T00:00:00.000000Z"}'
     untrusted = [
         unsigned,
         tampered,
-        request_for(store, runtime_id).signed_fields(RuntimeKey.generate()),  # forged
-        request_for(store, runtime_id, runtime_id="rt-other").signed_fields(key),
-        request_for(store, runtime_id, hub_id="hub-0000000000000000").signed_fields(key),
-        request_for(store, runtime_id, hub_project="beta").signed_fields(key),
+        synced.request(RuntimeKey.generate()),  # forged
+        synced.request(runtime_id="rt-other"),
+        synced.request(hub_id="hub-0000000000000000"),
+        synced.request(hub_project="beta"),
     ]
     for fields in untrusted:
-        publish(redis_client, runtime_id, fields)
-    counts = store.outbox_counts()
-    relay.run_once()
-    assert relay.ack_stats.unverified == len(untrusted)
-    assert relay.resync_stats.applied == relay.resync_stats.replayed == 0
-    assert store.outbox_counts() == counts and stream_events(redis_client, "alpha") == []
-    relay.close()
+        publish(redis_client, synced.runtime_id, fields)
+    counts = synced.store.outbox_counts()
+    synced.relay.run_once()
+    assert synced.relay.ack_stats.unverified == len(untrusted)
+    assert synced.relay.resync_stats.applied == synced.relay.resync_stats.replayed == 0
+    assert synced.store.outbox_counts() == counts and stream_events(redis_client, "alpha") == []
 
 
 def test_an_acked_row_holding_a_secret_known_since_is_resent_in_new_bytes(
