@@ -24,6 +24,7 @@ from tests.helpers.hub_double import stream_events
 from tests.helpers.relay_support import relay_settings
 from tests.helpers.sqlite_files import read_only, version_of
 from tests.helpers.trust import key_of
+from tests.producers.shipped_schemas import EVENT_STORE_SCHEMA_V2
 from tests.producers.test_migrations_event_store import (
     HUB_PROJECT,
     file_rows,
@@ -32,54 +33,6 @@ from tests.producers.test_migrations_event_store import (
     rewrite_as_old,
     schema_of,
 )
-
-# The event store's schema as shipped at version 2 (producers/store/event_store.py and
-# producers/store/outbox.py before version 3: no trace context). Never edit.
-EVENT_STORE_SCHEMA_V2 = """
-CREATE TABLE store_meta (
-  name TEXT PRIMARY KEY,
-  value TEXT NOT NULL
-);
-CREATE TABLE run_events (
-  id INTEGER PRIMARY KEY,
-  run_id TEXT NOT NULL,
-  sequence INTEGER NOT NULL,
-  event_type TEXT NOT NULL,
-  occurred_at TEXT NOT NULL,
-  recorded_at REAL NOT NULL,
-  payload TEXT NOT NULL,
-  UNIQUE (run_id, sequence)
-);
-CREATE TABLE outbox (
-  seq INTEGER PRIMARY KEY AUTOINCREMENT,
-  run_id TEXT NOT NULL,
-  sequence INTEGER NOT NULL,
-  event_type TEXT NOT NULL,
-  content_hash TEXT NOT NULL,
-  created_at REAL NOT NULL,
-  attempted_at REAL,
-  attempts INTEGER NOT NULL DEFAULT 0,
-  next_attempt_at REAL,
-  acked_at REAL,
-  outcome TEXT,
-  outcome_reason TEXT,
-  outcome_at REAL,
-  UNIQUE (run_id, sequence)
-);
-CREATE INDEX outbox_unsent ON outbox(seq)
-  WHERE attempts = 0 AND acked_at IS NULL AND outcome IS NULL;
-CREATE INDEX outbox_resend ON outbox(next_attempt_at)
-  WHERE attempts > 0 AND acked_at IS NULL AND outcome IS NULL;
-CREATE INDEX outbox_parked ON outbox(outcome) WHERE acked_at IS NULL AND outcome IS NOT NULL;
-CREATE TABLE relay_state (
-  name TEXT PRIMARY KEY,
-  value TEXT NOT NULL
-);
-CREATE TABLE outbox_payloads (
-  seq INTEGER PRIMARY KEY,
-  sync_event BLOB NOT NULL
-);
-"""
 
 
 def rewrite_as_v2(path: Path) -> None:

@@ -31,53 +31,9 @@ from tests.helpers.hub_double import ack_everything, stream_events
 from tests.helpers.operator_support import run_cli
 from tests.helpers.relay_support import make_runtime, relay_settings
 from tests.helpers.sqlite_files import columns_of, index_columns, read_only, version_of
+from tests.producers.shipped_schemas import EVENT_STORE_SCHEMA_V1
 
 HUB_PROJECT = "alpha"
-
-# The event store's schema as shipped at version 1 (producers/store/event_store.py and
-# producers/store/outbox.py before version 2: the bytes inside the outbox row). Never edit.
-EVENT_STORE_SCHEMA_V1 = """
-CREATE TABLE store_meta (
-  name TEXT PRIMARY KEY,
-  value TEXT NOT NULL
-);
-CREATE TABLE run_events (
-  id INTEGER PRIMARY KEY,
-  run_id TEXT NOT NULL,
-  sequence INTEGER NOT NULL,
-  event_type TEXT NOT NULL,
-  occurred_at TEXT NOT NULL,
-  recorded_at REAL NOT NULL,
-  payload TEXT NOT NULL,
-  UNIQUE (run_id, sequence)
-);
-CREATE TABLE outbox (
-  seq INTEGER PRIMARY KEY AUTOINCREMENT,
-  run_id TEXT NOT NULL,
-  sequence INTEGER NOT NULL,
-  event_type TEXT NOT NULL,
-  sync_event BLOB NOT NULL,
-  content_hash TEXT NOT NULL,
-  created_at REAL NOT NULL,
-  attempted_at REAL,
-  attempts INTEGER NOT NULL DEFAULT 0,
-  next_attempt_at REAL,
-  acked_at REAL,
-  outcome TEXT,
-  outcome_reason TEXT,
-  outcome_at REAL,
-  UNIQUE (run_id, sequence)
-);
-CREATE INDEX outbox_unsent ON outbox(seq)
-  WHERE attempts = 0 AND acked_at IS NULL AND outcome IS NULL;
-CREATE INDEX outbox_resend ON outbox(next_attempt_at)
-  WHERE attempts > 0 AND acked_at IS NULL AND outcome IS NULL;
-CREATE INDEX outbox_parked ON outbox(outcome) WHERE acked_at IS NULL AND outcome IS NOT NULL;
-CREATE TABLE relay_state (
-  name TEXT PRIMARY KEY,
-  value TEXT NOT NULL
-);
-"""
 
 V1_OUTBOX_COLUMNS = (
     "seq, run_id, sequence, event_type, sync_event, content_hash, created_at, attempted_at, "
