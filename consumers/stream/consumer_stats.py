@@ -31,15 +31,25 @@ class ConsumerStats:
     """What a worker did since it started (also written into its health key)."""
 
     read: int = 0
+    """Entries read from the streams (new and reclaimed)."""
     accepted: int = 0
+    """Events stored for the first time."""
     duplicate: int = 0
+    """Events the hub already held with the same bytes."""
     conflict: int = 0
+    """Events refused: other bytes under their key, or another runtime's project or run."""
     dead: int = 0
+    """Entries dead-lettered (bad bytes, refused, delivered too often)."""
     refused: int = 0
+    """Of ``dead``: refused as unauthenticated (not signed by an enrolled runtime's key)."""
     rejected: int = 0
+    """Of ``dead``: reported ``rejected`` to their runtime (its own content, refused)."""
     presence: int = 0
+    """Presence beats recorded."""
     reclaimed: int = 0
+    """Entries taken over from a consumer that left them pending too long."""
     trimmed: int = 0
+    """Entries trimmed from the streams once every consumer had them."""
     batches: int = 0
 
     def summary(self) -> str:

@@ -82,13 +82,20 @@ class AckStats:
     """What the acknowledging half did since start."""
 
     acked: int = 0
+    """Rows the hub answered ``accepted`` or ``duplicate``: stored, so marked acked."""
     conflict: int = 0
+    """Rows parked by a ``conflict`` (other bytes under their key at the hub)."""
     rejected: int = 0
+    """Rows parked by a ``rejected`` (the hub refused their content for good)."""
     foreign: int = 0
+    """Outcomes on bytes this runtime never sent under that key: left alone."""
     contradicted: int = 0
     """``conflict`` or ``rejected`` outcomes for a row acked under the same hash: ignored."""
     unknown: int = 0
+    """Outcomes naming a project this runtime does not sync there, or a key no outbox row
+    has (pruned since): ignored."""
     malformed: int = 0
+    """Outcomes entries that could not be read: skipped."""
     unverified: int = 0
     """Outcomes entries (and resync requests) skipped because they were not signed by this
     runtime's hub for this runtime."""

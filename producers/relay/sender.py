@@ -153,9 +153,13 @@ class SenderStats:
     """What the sending half did since start."""
 
     sent: int = 0
+    """Rows XADDed for the first time."""
     resent: int = 0
+    """Rows XADDed again after their resend timeout passed without an outcome."""
     rejected_locally: int = 0
+    """Rows parked ``rejected`` without being sent (too large for an entry)."""
     batches: int = 0
+    """XADD pipelines sent."""
 
 
 class OutboxSender:
