@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,6 +12,7 @@ import click
 from hubsync.cli.options import duration_option, env_option, hub_options, redis_url_option
 from hubsync.cli.status import stale_after_option
 from hubsync.core.connections import RedisTarget
+from hubsync.core.daemon import STOP_SIGNALS, swap_signal_handlers
 from hubsync.core.errors import ConfigError
 from hubsync.core.settings import hub_url_of
 
@@ -143,10 +143,8 @@ def _stop_signals_end_quietly() -> Iterator[None]:
     """Exit 0 on SIGINT or SIGTERM. uvicorn stops serving on the first one, puts back the
     handlers it found and raises the signal again once stopped; the handlers found are
     these, which take that repeat as done."""
-    signals = (signal.SIGINT, signal.SIGTERM)
-    found = {signum: signal.signal(signum, lambda *_: None) for signum in signals}
+    restore = swap_signal_handlers(STOP_SIGNALS, lambda *_: None)
     try:
         yield
     finally:
-        for signum, handler in found.items():
-            signal.signal(signum, handler)
+        restore()

@@ -10,6 +10,7 @@ from typing import Any
 
 import yaml
 
+from hubsync.processes import child_environment
 from tests.helpers.exported_metrics import hubsync_names, served_names
 from tests.helpers.support import REPO_ROOT, require_tool
 
@@ -76,5 +77,6 @@ def test_promtool_parses_every_query(tmp_path: Path) -> None:
         text=True,
         timeout=60,
         check=False,
+        env=child_environment(),
     )
     assert checked.returncode == 0, checked.stdout + checked.stderr

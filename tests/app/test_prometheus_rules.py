@@ -9,6 +9,7 @@ from typing import Any
 
 import yaml
 
+from hubsync.processes import child_environment
 from tests.helpers.exported_metrics import hubsync_names, served_names
 from tests.helpers.support import REPO_ROOT, require_tool
 
@@ -26,7 +27,14 @@ def rules() -> list[dict[str, Any]]:
 
 def promtool(*args: str) -> subprocess.CompletedProcess[str]:
     command = [require_tool("promtool", "prometheus"), *args]
-    return subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+    return subprocess.run(
+        command,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env=child_environment(),
+    )
 
 
 def test_promtool_finds_the_rules_valid() -> None:

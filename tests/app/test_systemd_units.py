@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from hubsync.processes import child_environment
 from tests.helpers.support import REPO_ROOT, require_tool
 
 UNITS = REPO_ROOT / "deploy" / "systemd"
@@ -57,7 +58,14 @@ def render(template: str, directory: Path, extra: str = "") -> Path:
 
 def analyze(*args: str) -> subprocess.CompletedProcess[str]:
     command = [require_tool("systemd-analyze", "systemd"), *args]
-    return subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+    return subprocess.run(
+        command,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env=child_environment(),
+    )
 
 
 def service_settings(template: str) -> dict[str, list[str]]:

@@ -21,7 +21,6 @@ from hubstore.sqlite.store import SqliteHubStore
 from hubstore.store import HubStore, RuntimeState
 from hubsync.core import keys
 from hubsync.processes import PipelineProcesses, run_hubsync
-from hubsync.servers.postgres import postgres_bindir
 from producers.registry import RuntimeRegistry
 from producers.store.event_store import RunEventStore
 from tests.helpers.consumer_support import (
@@ -31,6 +30,7 @@ from tests.helpers.consumer_support import (
     hub_id_of,
     run_consume,
 )
+from tests.helpers.postgres_server import dump_database, restore_database
 from tests.helpers.relay_player import HUB_PROJECT, RUNTIME, send, sync_event
 from tests.helpers.relay_support import make_runtime
 from tests.helpers.support import wait_until
@@ -319,15 +319,12 @@ def test_hub_restore_makes_a_postgresql_hub_restored_from_a_dump_whole_again(
     redis_url: str, postgres_url: str, tmp_path: Path
 ) -> None:
     dump = tmp_path / "hub.dump"
-    tools = postgres_tools()
 
     def pg_dump() -> None:  # taken mid-run: the runtimes go on syncing after it
-        subprocess.run([tools / "pg_dump", "--format=custom", f"--file={dump}", postgres_url],
-                       check=True, capture_output=True)  # fmt: skip
+        dump_database(postgres_url, dump)
 
     def pg_restore() -> None:
-        subprocess.run([tools / "pg_restore", "--clean", "--if-exists", "--single-transaction",
-                        f"--dbname={postgres_url}", dump], check=True, capture_output=True)  # fmt: skip
+        restore_database(postgres_url, dump)
 
     with open_store(postgres_url, create_schema=True) as store:
         store.init_hub()
@@ -338,10 +335,3 @@ def test_hub_restore_makes_a_postgresql_hub_restored_from_a_dump_whole_again(
         pg_restore,
     )
     restore_scenario(hub, redis_url, tmp_path)
-
-
-def postgres_tools() -> Path:
-    """The directory of ``pg_dump`` and ``pg_restore``, beside the server's ``initdb``."""
-    bindir = postgres_bindir()
-    assert bindir is not None and (bindir / "pg_dump").exists()
-    return bindir

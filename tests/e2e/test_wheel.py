@@ -61,12 +61,13 @@ class Installed:
         """``ARGS`` (a program of the venv's bin/, named bare) from a directory outside the
         checkout."""
         program = self.bin / args[0] if (self.bin / args[0]).exists() else Path(args[0])
+        env = self.environment(path) | (env or {})  # scrubbed: child_environment()'s
         return subprocess.run(
             [str(program), *args[1:]],
             capture_output=True,
             text=True,
             cwd=self.work,
-            env={**self.environment(path), **(env or {})},
+            env=env,
             timeout=180,
             check=False,
         )

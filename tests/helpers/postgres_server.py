@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 import psycopg
 
 from hubsync.core.closing import ClosesOnExit
+from hubsync.processes import child_environment
 from hubsync.servers.postgres import PostgresServer, PostgresUnavailable, postgres_bindir
 
 __all__ = ["PostgresCluster", "PostgresDatabases", "PostgresUnavailable"]
@@ -153,6 +154,7 @@ def dump_database(url: str, dump: Path) -> None:
         [_tool("pg_dump"), "--format=custom", f"--file={dump}", url],
         check=True,
         capture_output=True,
+        env=child_environment(),
     )
 
 
@@ -164,4 +166,5 @@ def restore_database(url: str, dump: Path) -> None:
          f"--dbname={url}", dump],
         check=True,
         capture_output=True,
+        env=child_environment(),
     )  # fmt: skip

@@ -17,6 +17,7 @@ import pytest
 import redis
 
 from hubstore.leases import LeaseClient
+from hubsync.processes import child_environment
 from producers.effects import EffectClaim, EffectKind, EffectsLedger, SharedEffects
 from producers.effects.errors import EffectFailedError, NothingExecutedError, OutcomeUncertainError
 from producers.effects.git.command import check_remote, redact_remote, run_git
@@ -128,6 +129,7 @@ def test_two_processes_never_hold_one_worktree_and_a_dead_holders_lock_is_recove
         cwd=REPO_ROOT,
         stdout=subprocess.PIPE,
         text=True,
+        env=child_environment(),
     )
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
