@@ -4,15 +4,13 @@
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from hubsync.processes import child_environment
 from tests.helpers.exported_metrics import hubsync_names, served_names
-from tests.helpers.support import REPO_ROOT, require_tool
+from tests.helpers.support import REPO_ROOT, run_tool
 
 DASHBOARD = REPO_ROOT / "deploy" / "grafana" / "hubsync.json"
 
@@ -71,12 +69,5 @@ def test_promtool_parses_every_query(tmp_path: Path) -> None:
     ]
     path = tmp_path / "queries.yml"
     path.write_text(yaml.safe_dump({"groups": [{"name": "dashboard", "rules": rules}]}))
-    checked = subprocess.run(
-        [require_tool("promtool", "prometheus"), "check", "rules", str(path)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        env=child_environment(),
-    )
+    checked = run_tool("promtool", "prometheus", "check", "rules", str(path))
     assert checked.returncode == 0, checked.stdout + checked.stderr

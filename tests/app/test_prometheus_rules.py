@@ -9,9 +9,8 @@ from typing import Any
 
 import yaml
 
-from hubsync.processes import child_environment
 from tests.helpers.exported_metrics import hubsync_names, served_names
-from tests.helpers.support import REPO_ROOT, require_tool
+from tests.helpers.support import REPO_ROOT, run_tool
 
 RULES = REPO_ROOT / "deploy" / "prometheus" / "hubsync-rules.yml"
 RULE_TESTS = REPO_ROOT / "deploy" / "prometheus" / "hubsync-rules.test.yml"
@@ -26,15 +25,7 @@ def rules() -> list[dict[str, Any]]:
 
 
 def promtool(*args: str) -> subprocess.CompletedProcess[str]:
-    command = [require_tool("promtool", "prometheus"), *args]
-    return subprocess.run(
-        command,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        env=child_environment(),
-    )
+    return run_tool("promtool", "prometheus", *args)
 
 
 def test_promtool_finds_the_rules_valid() -> None:

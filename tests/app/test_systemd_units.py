@@ -15,8 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from hubsync.processes import child_environment
-from tests.helpers.support import REPO_ROOT, require_tool
+from tests.helpers.support import REPO_ROOT, run_tool
 
 UNITS = REPO_ROOT / "deploy" / "systemd"
 INSTALLED_BINARY = "/opt/hubsync/bin/hubsync"
@@ -57,15 +56,7 @@ def render(template: str, directory: Path, extra: str = "") -> Path:
 
 
 def analyze(*args: str) -> subprocess.CompletedProcess[str]:
-    command = [require_tool("systemd-analyze", "systemd"), *args]
-    return subprocess.run(
-        command,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        env=child_environment(),
-    )
+    return run_tool("systemd-analyze", "systemd", *args)
 
 
 def service_settings(template: str) -> dict[str, list[str]]:

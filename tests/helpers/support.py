@@ -59,6 +59,19 @@ def require_tool(name: str, package: str) -> str:
     return path
 
 
+def run_tool(name: str, package: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run the system command ``name`` (``require_tool``'s rules) with ``args``, in the
+    scrubbed environment; its text output captured, whatever its exit code."""
+    return subprocess.run(
+        [require_tool(name, package), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env=child_environment(),
+    )
+
+
 def wait_until(
     condition: Callable[[], T], timeout: float = 10.0, interval: float = 0.01, what: str = ""
 ) -> T:
