@@ -268,3 +268,18 @@ def _home() -> str | None:
         return str(Path.home())
     except RuntimeError:  # no HOME and no password entry
         return None
+
+
+_CREDENTIALS = Redactor(tuple(p for p in CREDENTIAL_PATTERNS if p.kind != KIND_PATH))
+
+
+def credentials_redacted(text: str) -> str:
+    """``text`` (an effect's target, what git printed) with every credential format
+    replaced: URL userinfo, ``token=`` query values, known token formats. Paths stay: they
+    are not secrets outside a payload."""
+    return _CREDENTIALS.redact_text(text)
+
+
+def credentials_redacted_value(value: Any) -> Any:
+    """``credentials_redacted`` of every string of a JSON-like value (an effect's receipt)."""
+    return _CREDENTIALS.redact(value)

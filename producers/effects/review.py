@@ -40,19 +40,17 @@ from producers.effects.records import (
     EffectRefused,
     EffectStatus,
 )
-from producers.redaction import Redactor
-from producers.redaction_rules import CREDENTIAL_PATTERNS, KIND_PATH
+from producers.redaction import credentials_redacted, credentials_redacted_value
 
 MAX_ACTOR_LENGTH = 128
 
 # Credentials only: a path in a target (a file:// remote) is the operator's own to see.
-_TARGET_REDACTOR = Redactor(tuple(p for p in CREDENTIAL_PATTERNS if p.kind != KIND_PATH))
 
 
 def shown_target(text: str) -> str:
     """``text`` (a target, a receipt value) with credentials replaced: URL userinfo,
     ``token=`` query values, known token formats."""
-    return _TARGET_REDACTOR.redact_text(text)
+    return credentials_redacted(text)
 
 
 class EffectState(StrEnum):
@@ -100,7 +98,7 @@ class EffectView:
             "last_heartbeat_at": r.last_heartbeat_at,
             "committed_at": r.committed_at,
             "blocked_reason": r.blocked_reason,
-            "receipt": _TARGET_REDACTOR.redact(r.receipt),
+            "receipt": credentials_redacted_value(r.receipt),
         }
 
 

@@ -38,6 +38,8 @@ _REPOSITORY_VARIABLES = frozenset(
     }
 )
 """Variables that would point git at another repository than the one hubsync names."""
+# URL userinfo only: git prints object ids and refs that other credential formats (a long
+# lone token) would take for secrets, and the fence markers are read back from its output.
 _URL_RULE = tuple(p for p in CREDENTIAL_PATTERNS if p.kind == "url_credentials")
 _URL_REDACTOR = Redactor(_URL_RULE)
 
