@@ -29,9 +29,9 @@ import redis
 
 from hubsync.core.redis_values import RawEntry, as_text
 
-PairsEntry = tuple[str, list[bytes] | None]
-"""``(entry id, fields as names and values alternating)``; None for an entry deleted from the
-stream while pending."""
+PairsEntry = tuple[str, list[bytes]]
+"""``(entry id, fields as names and values alternating)``; an entry deleted from the stream
+while pending has none (the reference's empty mapping)."""
 
 EntryFields = Mapping[bytes, bytes] | list[bytes]
 """An entry's fields as either reader gives them: the reference's mapping or the pairs."""
@@ -69,7 +69,7 @@ def read_group_pairs(
         (
             as_text(stream),
             [
-                (as_text(entry_id), pairs if isinstance(pairs, list) else None)
+                (as_text(entry_id), pairs if isinstance(pairs, list) else [])
                 for entry_id, pairs in entries or ()
             ],
         )
