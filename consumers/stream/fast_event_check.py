@@ -26,6 +26,9 @@ verdict and dead-letter reason of any entry are the reference's own.
   field, a runtime id not yet seen, a rotation's grace, a signature, hash or flat field
   that disagrees, another hub project's event), which the general path then judges, with
   its reason.
+* ``FastEventCheck.prove_pairs``: the same for an entry whose fields are the raw reply's
+  names and values alternating (``consumers.stream.fast_reads``): read by position when
+  they are in the relay's order, else ``prove`` of the mapping the reference reader makes.
 
 ``tests/consumers/test_fast_event_check_differential.py`` runs each against its reference over
 generated entries, valid, re-encoded and broken.
