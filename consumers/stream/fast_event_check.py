@@ -26,6 +26,9 @@ verdict and dead-letter reason of any entry are the reference's own.
   field, a runtime id not yet seen, a rotation's grace, a signature, hash or flat field
   that disagrees, another hub project's event), which the general path then judges, with
   its reason.
+* ``FastEventCheck.prove_pairs``: the same for an entry whose fields are the raw reply's
+  names and values alternating (``consumers.stream.fast_reads``): read by position when
+  they are in the relay's order, else ``prove`` of the mapping the reference reader makes.
 
 ``tests/consumers/test_fast_event_check_differential.py`` runs each against its reference over
 generated entries, valid, re-encoded and broken.
@@ -40,9 +43,11 @@ from datetime import datetime
 import orjson
 
 from consumers.stream.authentication import RuntimeAuthenticator
+from consumers.stream.fast_reads import fields_of
 from hubsync.core.canonical import content_hash
 from hubsync.core.entries import (
     EVENT_ENTRY_FIELDS,
+    EVENT_FIELDS,
     MAX_FIELD_BYTES,
     TRACED_EVENT_ENTRY_FIELDS,
     EventEntry,
@@ -54,6 +59,7 @@ from hubsync.core.names import EVENT_TYPE_PATTERN, MAX_NAME_LENGTH, NAME_PATTERN
 from hubsync.core.signing import (
     EVENT_KIND,
     EVENT_OPTIONAL_SIGNED_FIELD,
+    SIGNATURE_FIELD,
     RuntimeKey,
     event_signed_body,
     verify_event_body,
@@ -65,6 +71,12 @@ _KIND_EVENT = EVENT_KIND
 _EVENT_ENTRY_FIELD_COUNT = len(EVENT_ENTRY_FIELDS)
 _TRACED_FIELD_COUNT = len(TRACED_EVENT_ENTRY_FIELDS)
 _TRACEPARENT = EVENT_OPTIONAL_SIGNED_FIELD.encode()
+_RELAY_ORDER = [*(name.encode() for name in EVENT_FIELDS), SIGNATURE_FIELD.encode()]
+"""An event entry's names in the order the relay writes them: the signed fields, ``event``,
+``sig`` (a list: what a slice of the raw reply's list compares equal to)."""
+_TRACED_RELAY_ORDER = [*_RELAY_ORDER[:-1], _TRACEPARENT, _RELAY_ORDER[-1]]
+_EntryValues = tuple[bytes, bytes, bytes, bytes, bytes, bytes, bytes, bytes, bytes, bytes]
+"""An event entry's values in ``_RELAY_ORDER``'s order (``traceparent`` apart)."""
 
 _QUICK_MAX_BRACKETS = 128
 """Bytes with more ``{`` and ``[`` than this (inside strings too) go to the model: they could
@@ -214,20 +226,62 @@ class FastEventCheck:
                 if len(raw) != _TRACED_FIELD_COUNT:
                     return None
                 traceparent = raw[_TRACEPARENT]
-                if not is_traceparent(traceparent):
-                    return None
-            if raw[b"kind"] != _KIND_EVENT:
-                return None
-            signature = raw[b"sig"]
-            project_id = raw[b"project_id"]
-            claimed_project = raw[b"hub_project"]
-            run_id = raw[b"run_id"]
-            sequence = raw[b"sequence"]
-            event_type = raw[b"event_type"]
-            runtime_id = raw[b"runtime_id"]
-            digest = raw[b"content_hash"]
-            data = raw[b"event"]
+            values: _EntryValues = (
+                raw[b"kind"],
+                raw[b"project_id"],
+                raw[b"hub_project"],
+                raw[b"run_id"],
+                raw[b"sequence"],
+                raw[b"event_type"],
+                raw[b"runtime_id"],
+                raw[b"content_hash"],
+                raw[b"event"],
+                raw[b"sig"],
+            )
             if not sized and max(map(len, raw.values())) > MAX_FIELD_BYTES:
+                return None
+        except (KeyError, TypeError, ValueError):
+            return None  # not bytes names, a missing field, a value that is not bytes
+        return self._proven(values, traceparent, hub_project)
+
+    def prove_pairs(
+        self, pairs: list[bytes], hub_project: str, sized: bool = False
+    ) -> tuple[EventEntry, RuntimeKey] | None:
+        """``prove`` of the entry whose fields are ``pairs``, names and values alternating
+        as the raw XREADGROUP reply lists them (``consumers.stream.fast_reads``).
+
+        An entry in the relay's own order (``producers.relay.sender.EntryBuilder.pairs``)
+        is read by position, with no mapping made; one in any other order gets ``prove``
+        of the mapping redis-py would have made of it (the last value of a repeated name).
+        """
+        try:
+            names = pairs[0::2]
+            if names == _RELAY_ORDER:
+                kind, project_id, claimed, run_id, sequence, event_type, runtime_id, digest, data, sig = pairs[1::2]  # fmt: skip
+                traceparent = None
+            elif names == _TRACED_RELAY_ORDER:
+                kind, project_id, claimed, run_id, sequence, event_type, runtime_id, digest, data, traceparent, sig = pairs[1::2]  # fmt: skip
+            else:
+                return self.prove(fields_of(pairs), hub_project, sized)
+            # names here are short: the longest value is the longest of the pairs
+            if not sized and max(map(len, pairs)) > MAX_FIELD_BYTES:
+                return None
+        except (TypeError, ValueError):
+            return None  # a value that is not bytes, an odd count
+        values = (kind, project_id, claimed, run_id, sequence, event_type, runtime_id, digest)
+        return self._proven((*values, data, sig), traceparent, hub_project)
+
+    def _proven(
+        self, values: _EntryValues, traceparent: bytes | None, hub_project: str
+    ) -> tuple[EventEntry, RuntimeKey] | None:
+        """The checks of ``prove`` on an entry's values (``_RELAY_ORDER``'s, but its
+        ``traceparent``), once its field set and sizes are known right."""
+        kind, project_id, claimed, run_id, sequence, event_type, runtime_id, digest = values[:8]
+        data, signature = values[8:]
+        try:
+            if kind != _KIND_EVENT:
+                return None
+            if traceparent is not None and not is_traceparent(traceparent):
                 return None
             # the signature first: nothing of an entry is read before it authenticates
             keys = self.authenticator.cached_keys(hub_project, runtime_id)
@@ -236,7 +290,7 @@ class FastEventCheck:
             body = event_signed_body(
                 _KIND_EVENT,
                 project_id,
-                claimed_project,
+                claimed,
                 run_id,
                 sequence,
                 event_type,
@@ -247,13 +301,10 @@ class FastEventCheck:
             key = verify_event_body(keys, body, signature)
             if key is None:
                 return None
-            entry = prove_event_entry(
-                data,
-                digest,
-                (project_id, claimed_project, run_id, sequence, event_type, runtime_id),
-            )
+            flat = (project_id, claimed, run_id, sequence, event_type, runtime_id)
+            entry = prove_event_entry(data, digest, flat)
         except (KeyError, TypeError, ValueError):
-            return None  # not bytes names, a missing field, a value that is not bytes
+            return None  # a value that is not bytes
         if entry is None or entry.event.hub_project != hub_project:
             return None
         return entry, key

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 
 from consumers.stream.authentication import Refusal, RuntimeAuthenticator
 from consumers.stream.fast_event_check import FastEventCheck, check_event_entry
+from consumers.stream.fast_reads import EntryFields, PairsEntry, fields_of
 from consumers.stream.publishing import AnswerTo, Publication
 from hubsync.core import keys
 from hubsync.core.allowlist import not_allowlisted
@@ -58,8 +59,10 @@ from hubsync.core.signing import EVENT_OPTIONAL_SIGNED_FIELD, RuntimeKey
 
 log = logging.getLogger(__name__)
 
-StreamBatch = Sequence[tuple[str, Sequence[RawEntry]]]
-"""Entries grouped by the stream they came from, as XREADGROUP returns them."""
+StreamBatch = Sequence[tuple[str, Sequence[PairsEntry | RawEntry]]]
+"""Entries grouped by the stream they came from, as XREADGROUP returns them: each entry's
+fields as the reference reader's mapping or the fast reader's pairs
+(``consumers.stream.fast_reads``)."""
 
 _KIND_EVENT = KIND_EVENT.encode()
 _KIND_PRESENCE = KIND_PRESENCE.encode()
@@ -110,7 +113,10 @@ class EntryJudge:
                 if raw is None:  # deleted while pending: nothing left to judge
                     pub.ack(stream, entry_id)
                     continue
-                proven = fast.prove(raw, project, sized)
+                if isinstance(raw, list):  # the fast reader's pairs
+                    proven = fast.prove_pairs(raw, project, sized)
+                else:
+                    proven = fast.prove(raw, project, sized)
                 if proven is not None:  # valid and signed, proven on the fields as read
                     entry, key = proven
                     if _outside_allowlist(pub, stream, entry_id, raw, entry, key):
@@ -119,7 +125,7 @@ class EntryJudge:
                     answer_to.append((project, entry.runtime_id, key))
                     ids.append(entry_id)
                     continue
-                self._general(verdicts, pub, stream, project, entry_id, raw)
+                self._general(verdicts, pub, stream, project, entry_id, fields_of(raw))
         return verdicts
 
     def _general(
@@ -196,7 +202,7 @@ def traceparents_of(batch: StreamBatch, verdicts: Verdicts) -> list[bytes]:
         valid = set(verdicts.valid_ids.get(stream, ()))
         for entry_id, raw in entries:
             if raw is not None and entry_id in valid:
-                value = raw.get(_TRACEPARENT)
+                value = fields_of(raw).get(_TRACEPARENT)
                 if value is not None:
                     found.append(value)
     return found
@@ -220,7 +226,7 @@ def _outside_allowlist(
     pub: Publication,
     stream: str,
     entry_id: str,
-    raw: Mapping[bytes, bytes],
+    raw: EntryFields,
     entry: EventEntry,
     key: RuntimeKey,
 ) -> bool:
@@ -232,7 +238,7 @@ def _outside_allowlist(
         return False
     detail = f"data field {outside[:80]!r} is not allowlisted for {event.event_type} events"
     why = Refusal(SecurityReason.NOT_ALLOWLISTED, detail)
-    _refuse(pub, stream, entry_id, decode_fields(raw), why, key)
+    _refuse(pub, stream, entry_id, decode_fields(fields_of(raw)), why, key)
     return True
 
 

@@ -22,18 +22,23 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
+from consumers.stream.fast_reads import PairsEntry
 from hubsync.core.redis_values import RawEntry
 
 log = logging.getLogger(__name__)
 
 
-def reply_bytes(entries: Sequence[RawEntry]) -> tuple[int, int]:
-    """Total and largest size of ``entries`` (field names and values, in bytes)."""
+def reply_bytes(entries: Sequence[PairsEntry | RawEntry]) -> tuple[int, int]:
+    """Total and largest size of ``entries`` (field names and values, in bytes), as either
+    reader gives them (``consumers.stream.fast_reads``)."""
     total = largest = 0
     for _, raw in entries:
         if raw is None:
             continue
-        size = sum(map(len, raw)) + sum(map(len, raw.values()))
+        if isinstance(raw, list):  # names and values alternating
+            size = sum(map(len, raw))
+        else:
+            size = sum(map(len, raw)) + sum(map(len, raw.values()))
         total += size
         if size > largest:
             largest = size

@@ -24,6 +24,7 @@ import redis
 
 from consumers.stream.authentication import RuntimeAuthenticator
 from consumers.stream.consumer_stats import ConsumerStats
+from consumers.stream.fast_reads import read_group_pairs
 from consumers.stream.health import claim_name, write_health
 from consumers.stream.hub_binding import check_binding, queue_binding
 from consumers.stream.judging import EntryJudge, StreamBatch, traceparents_of
@@ -259,24 +260,31 @@ class HubConsumer(Daemon):
     def poll(self, block_ms: int | None) -> int:
         """One XREADGROUP over every stream (``None``: do not block); processes it; entry count.
 
-        On a cluster, one per hash slot: ``hubsync.core.stream_reads`` (each project has its slot).
+        On a single server the entries keep their fields as the reply's pairs
+        (``consumers.stream.fast_reads``); on a cluster, one read per hash slot:
+        ``hubsync.core.stream_reads`` (each project has its slot).
         """
         if not self.streams:
             return 0
+        streams = dict.fromkeys(self.streams, ">")
+        group = (keys.CONSUMER_GROUP, self.name)
+        count = self.read_budget.count
+        batch: StreamBatch
         try:
-            reply = read_streams(
-                self.client,
-                dict.fromkeys(self.streams, ">"),
-                count=self.read_budget.count,
-                block_ms=block_ms,
-                group=(keys.CONSUMER_GROUP, self.name),
-            )
+            if isinstance(self.client, redis.Redis):  # fields kept as the reply's pairs
+                batch = read_group_pairs(
+                    self.client, streams, count=count, block_ms=block_ms, group=group
+                )
+            else:
+                reply = read_streams(
+                    self.client, streams, count=count, block_ms=block_ms, group=group
+                )
+                batch = [(as_text(s), stream_entries(entries)) for s, entries in reply]
         except redis.ResponseError as exc:
             # one stream Redis refuses fails the read of all: set it aside, read the rest
             if not key_refused(exc) or not self.followed.diagnose():
                 raise  # not one stream's trouble (an outage, a user that may not read)
             return 0
-        batch = [(as_text(s), stream_entries(entries)) for s, entries in reply]
         return self.process(batch, largest=self._observe_bytes(batch))
 
     def _observe_bytes(self, batch: StreamBatch) -> int:

@@ -64,8 +64,9 @@ RELAY_REDIS_PY = Ceiling(
     _RELAY_OMITS,
 )
 CONSUMER = Ceiling(
-    "raw XREADGROUP + executemany INSERT OR IGNORE into the hub's sync_events + XACK of the "
-    "same entries",
+    "raw XREADGROUP, read as the consumer reads (consumers.stream.fast_reads: each entry's "
+    "fields as the reply's pairs), + executemany INSERT OR IGNORE into the hub's sync_events "
+    "+ XACK of the same entries",
     _CONSUMER_OMITS,
 )
 END_TO_END = Ceiling(

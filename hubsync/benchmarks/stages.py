@@ -21,6 +21,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+import redis
+
+from consumers.stream.fast_reads import read_group_pairs
 from consumers.stream.worker import HubConsumer
 from hubstore.factory import open_store
 from hubsync.benchmarks import ceilings
@@ -221,23 +224,30 @@ def preload(client: RedisClient, batch: list[dict[str, str | bytes]]) -> None:
 
 
 def raw_ingest_seconds(
-    client: RedisClient, directory: Path, with_sqlite: bool = True
+    client: redis.Redis, directory: Path, with_sqlite: bool = True
 ) -> tuple[float, int]:
-    """Raw XREADGROUP (+ ``executemany`` INSERT, one transaction per batch) + XACK; seconds, rows."""
+    """Raw XREADGROUP (+ ``executemany`` INSERT, one transaction per batch) + XACK; seconds, rows.
+
+    The entries are read by the consumer's own reader (``consumers.stream.fast_reads``: the
+    same function, not a copy), their fields left as the reply's pairs."""
     db = raw_hub_table(directory / "raw.db") if with_sqlite else None
     rows = 0
     streams = dict.fromkeys(
         (as_text(key) for key in client.scan_iter(match=keys.events_stream_pattern(HUB_PROJECT))),
         ">",
     )
+    group = (keys.CONSUMER_GROUP, "raw")
     started = time.perf_counter()
     while True:
-        reply: Any = client.xreadgroup(keys.CONSUMER_GROUP, "raw", streams, count=BATCH)  # type: ignore[arg-type]
+        # read as the consumer reads: each entry's fields as the reply's pairs, no mapping
+        reply = read_group_pairs(client, streams, count=BATCH, block_ms=None, group=group)
         if not reply:
             break
         for stream, got in reply:
             if db is not None:
-                batch = [{k.decode(): v for k, v in f.items()} for _, f in got]
+                batch = [
+                    dict(zip(map(bytes.decode, f[0::2]), f[1::2], strict=True)) for _, f in got
+                ]
                 db.execute("BEGIN IMMEDIATE")
                 db.executemany(INSERT_ROW, iter_rows(batch))
                 db.execute("COMMIT")
@@ -291,7 +301,7 @@ def measure_consumer(url: str, events: int, rounds: int) -> dict[str, Any]:
     Redis's own time per entry measured around the consumer's drain."""
     best = _Best("hub")
     sqlite_cpu = float("inf")
-    client = connect(RedisTarget(url))
+    client = connect(RedisTarget(url), cluster=False)
     try:
         for attempt in range(rounds):
             with tempfile.TemporaryDirectory(prefix="hubsync-bench-consumer-") as tmp:

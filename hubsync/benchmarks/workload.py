@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -132,7 +132,7 @@ def enroll_bench_runtimes(hub: HubStore, runtimes: int = 3) -> list[RuntimeKey]:
     ]
 
 
-def iter_rows(batch: list[dict[str, str | bytes]]) -> Iterator[tuple[Any, ...]]:
+def iter_rows(batch: Iterable[Mapping[str, str | bytes]]) -> Iterator[tuple[Any, ...]]:
     """``sync_events`` rows of a batch of entries (the raw ceilings' and peers' insert)."""
     for f in batch:
         yield (

@@ -31,6 +31,7 @@ from consumers.stream.fast_event_check import (
     prove_event_entry,
     prove_sync_event,
 )
+from consumers.stream.fast_reads import fields_of
 from hubstore.memory import MemoryHubStore
 from hubsync.core.canonical import canonical_json, content_hash
 from hubsync.core.clock import format_timestamp
@@ -552,6 +553,58 @@ def test_the_fast_path_accepts_only_what_the_general_path_accepts() -> None:
     assert sum(proven) >= len(proven) // 4, (sum(proven), len(proven))
 
 
+_RELAY_ORDER = [
+    b"kind", b"project_id", b"hub_project", b"run_id", b"sequence", b"event_type",
+    b"runtime_id", b"content_hash", b"event", b"traceparent", b"sig",
+]  # fmt: skip
+"""The order the relay writes an entry's fields in (``EntryBuilder.pairs``)."""
+
+
+def _relay_pairs(raw: dict[bytes, bytes]) -> list[bytes]:
+    """``raw``'s fields as the raw XREADGROUP reply lists them when the relay wrote them:
+    names and values alternating, in the relay's order (any other name last)."""
+    names = sorted(raw, key=lambda n: _RELAY_ORDER.index(n) if n in _RELAY_ORDER else 99)
+    return [part for name in names for part in (name, raw[name])]
+
+
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(signed_entries(), st.booleans(), st.randoms(use_true_random=False), st.integers(0, 3))
+def test_the_pairs_get_the_verdict_of_the_mapping_the_reference_reader_makes(
+    raw: dict[bytes, bytes], sized: bool, rng: Any, layout: int
+) -> None:
+    auth = RuntimeAuthenticator(_hub)
+    fast = FastEventCheck(auth)
+    _general_verdict(auth, raw)  # the runtime's name and keys cached, as in a running worker
+    pairs = _relay_pairs(raw)
+    if layout == 1:  # another writer's order
+        order = list(raw)
+        rng.shuffle(order)
+        pairs = [part for name in order for part in (name, raw[name])]
+    elif layout == 2 and raw:  # a name given twice: the mapping keeps the last value
+        name = rng.choice(sorted(raw))
+        pairs = [name, b"earlier", *pairs]
+    elif layout == 3 and raw:  # a name given twice, the other value last
+        name = rng.choice(sorted(raw))
+        pairs = [*pairs, name, b"later"]
+    sized = sized and sum(map(len, pairs)) <= MAX_FIELD_BYTES
+    assert fast.prove_pairs(pairs, _HUB_PROJECT, sized) == fast.prove(
+        fields_of(pairs), _HUB_PROJECT, sized
+    )
+
+
+def test_a_signed_entry_in_the_relays_order_is_proven_by_position() -> None:
+    auth = RuntimeAuthenticator(_hub)
+    fast = FastEventCheck(auth)
+    for raw in (_signed(), _signed(traceparent=TRACEPARENT)):
+        general = _general_verdict(auth, raw)
+        assert general[0] == "ok"
+        pairs = _relay_pairs(raw)
+        assert pairs[0::2] in ([*_RELAY_ORDER[:9], b"sig"], _RELAY_ORDER)
+        assert fast.prove_pairs(pairs, _HUB_PROJECT) == general[1:]
+        assert fast.prove_pairs(pairs, "other") is None
+        assert fast.prove_pairs([*pairs[:-1], b"0" * 64], _HUB_PROJECT) is None  # forged sig
+
+
 def _signed(
     base: dict[str, object] | None = None, data: bytes | None = None, **changes: bytes
 ) -> dict[bytes, bytes]:
@@ -636,6 +689,8 @@ def test_the_fast_path_leaves_every_refusal_to_the_general_path(
         assert general[: len(expected)] == expected
     assert fast.prove(raw, _HUB_PROJECT) is None
     assert fast.prove(raw, _HUB_PROJECT, sized=True) is None
+    assert fast.prove_pairs(_relay_pairs(raw), _HUB_PROJECT) is None
+    assert fast.prove_pairs(_relay_pairs(raw), _HUB_PROJECT, sized=True) is None
 
 
 def test_the_fast_path_proves_a_signed_entry_and_refuses_nothing_itself() -> None:
