@@ -26,8 +26,9 @@ only once its XADD succeeded; retry the whole batch on an error) are those of
   not (or no longer) its own (MOVED, ASK, TRYAGAIN, CLUSTERDOWN: nothing was
   written there), or be unreachable (a master failed over), the batch goes
   again whole through the cluster client's pipeline, which follows the
-  redirection and refreshes its table. A batch naming several keys goes through that pipeline at once,
-  and ``read_replies`` then has nothing left to do.
+  redirection and refreshes its table. A batch naming several keys goes
+  through that pipeline at once, and ``read_replies`` then has nothing left
+  to do.
 """
 
 from __future__ import annotations
@@ -68,8 +69,9 @@ class WrittenCommands:
         try:
             connection = pool.get_connection()
         except (redis.ConnectionError, redis.TimeoutError):
-            # a cluster's pipeline also finds the slot's new master after a failover
-            _execute(client, commands)
+            if not isinstance(client, RedisCluster):
+                raise  # one server: unreachable, an outage
+            _execute(client, commands)  # its pipeline finds the slot's new master
             return
         try:
             connection.send_packed_command(_packed(connection, commands))  # type: ignore[no-untyped-call]
