@@ -194,7 +194,7 @@ def measure_relay(url: str, events: int, rounds: int) -> dict[str, Any]:
         client.close()
     rates, redis_use = best.rates(events)
     return {
-        **_against(events, rates["relay"], rates["raw"], ceilings.RELAY, 0.8),
+        **_against(events, rates["relay"], rates["raw"], ceilings.RELAY, 0.9),
         "event_bytes": event_bytes,
         "redis_py_ceiling": ceilings.RELAY_REDIS_PY.describe(),
         "redis_py_ceiling_events_per_s": round(rates["redis_py"]),

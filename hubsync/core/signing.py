@@ -29,9 +29,10 @@ matched, or None. Anything malformed (a missing field, a signature of the
 wrong length, non-hex, upper case) is simply not verified: the verify
 functions never raise.
 
-The consumer verifies every event, so each key keeps one standard-library
-``hmac.HMAC`` per domain, keyed and already fed its tag: a signature costs a
-copy of that context (OpenSSL's), the fields, and the final blocks.
+The consumer verifies every event, so each key keeps one HMAC context per
+domain, keyed and already fed its tag (``hubsync.core.tagged_hmac``: OpenSSL's
+object, without the standard library's Python wrapper around it): a signature
+costs a copy of that context, the fields, and the final blocks.
 ``scripts/bench_signing.py`` measures it against a one-shot ``hmac.digest``
 of the same bytes.
 """
@@ -45,6 +46,7 @@ from operator import itemgetter
 from typing import Final, NoReturn, cast
 
 from hubsync.core.errors import ConfigError
+from hubsync.core.tagged_hmac import TaggedMac, tagged_context
 
 KEY_BYTES: Final = 32
 """A runtime key is 256 bits."""
@@ -159,9 +161,9 @@ class RuntimeKey:
     __slots__ = ("_event", "_outcomes", "_presence", "_secret", "fingerprint")
 
     _secret: bytes
-    _event: hmac.HMAC
-    _presence: hmac.HMAC
-    _outcomes: hmac.HMAC
+    _event: TaggedMac
+    _presence: TaggedMac
+    _outcomes: TaggedMac
     fingerprint: str
 
     def __init__(self, secret: bytes) -> None:
@@ -173,9 +175,9 @@ class RuntimeKey:
         self._secret = secret
         # One keyed HMAC per domain, already fed its tag: signing copies it and
         # adds the body, so the key schedule and the tag are hashed once per key.
-        self._event = hmac.new(secret, _netstring(EVENT_TAG), "sha256")
-        self._presence = hmac.new(secret, _netstring(PRESENCE_TAG), "sha256")
-        self._outcomes = hmac.new(secret, _netstring(OUTCOMES_TAG), "sha256")
+        self._event = tagged_context(secret, _netstring(EVENT_TAG))
+        self._presence = tagged_context(secret, _netstring(PRESENCE_TAG))
+        self._outcomes = tagged_context(secret, _netstring(OUTCOMES_TAG))
         self.fingerprint = hmac.new(secret, _netstring(FINGERPRINT_TAG), "sha256").hexdigest()[:16]
 
     @classmethod
@@ -205,7 +207,7 @@ class RuntimeKey:
         raise TypeError("a RuntimeKey cannot be pickled; store reveal() deliberately")
 
 
-def _mac(tagged: hmac.HMAC, body: bytes) -> str:
+def _mac(tagged: TaggedMac, body: bytes) -> str:
     """HMAC-SHA256 hex of (tag netstring + ``body``) from the key's tagged HMAC."""
     mac = tagged.copy()
     mac.update(body)

@@ -19,10 +19,16 @@ only once its XADD succeeded; retry the whole batch on an error) are those of
 * The batch is packed by hiredis's ``pack_command`` (C) when it is there, as
   ``redis[hiredis]`` installs it: redis-py's ``pack_commands`` spends about
   4 us more per XADD in Python, re-chunking what hiredis packed.
-* A Redis Cluster client's pipeline splits a batch by node over several
-  connections, so there ``write_commands`` runs the batch whole through its
-  pipeline and ``read_replies`` has nothing left to do: same order, same
-  outcome, without the overlap.
+* On a Redis Cluster, a batch whose commands all name one key (the relay's:
+  one stream, so one slot) goes the single-server way to the master the
+  client's slot table names for it, on that node's own pool: packed by
+  hiredis, its replies read later. Should that node answer that the slot is
+  not (or no longer) its own (MOVED, ASK, TRYAGAIN, CLUSTERDOWN: nothing was
+  written there), or be unreachable (a master failed over), the batch goes
+  again whole through the cluster client's pipeline, which follows the
+  redirection and refreshes its table. A batch naming several keys goes
+  through that pipeline at once, and ``read_replies`` then has nothing left
+  to do.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from typing import cast
 
 import redis
 from redis.cluster import RedisCluster
+from redis.exceptions import AskError, ClusterDownError, TryAgainError
 
 from hubsync.core.connections import RedisClient
 
@@ -51,14 +58,21 @@ class WrittenCommands:
     """A batch written to Redis whose replies are still to be read (see the module docstring)."""
 
     def __init__(self, client: RedisClient, commands: Sequence[Command]) -> None:
-        self._client = client
+        self._client = client  # where the batch goes again, whole, should the fast way fail
         self._commands = commands
         self._connection: redis.connection.Connection | None = None
-        if isinstance(client, RedisCluster):
+        target = _single_server(client, commands)
+        if target is None:
             _execute(client, commands)
             return
-        pool = client.connection_pool
-        connection = pool.get_connection()
+        self._pool = pool = target.connection_pool
+        try:
+            connection = pool.get_connection()
+        except (redis.ConnectionError, redis.TimeoutError):
+            if not isinstance(client, RedisCluster):
+                raise  # one server: unreachable, an outage
+            _execute(client, commands)  # its pipeline finds the slot's new master
+            return
         try:
             connection.send_packed_command(_packed(connection, commands))  # type: ignore[no-untyped-call]
         except (redis.ConnectionError, redis.TimeoutError):
@@ -75,8 +89,7 @@ class WrittenCommands:
         connection, self._connection = self._connection, None
         if connection is None:
             return  # the batch was answered when written
-        assert isinstance(self._client, redis.Redis)
-        pool = self._client.connection_pool
+        pool = self._pool
         first_error: redis.ResponseError | None = None
         try:
             for _ in self._commands:
@@ -92,6 +105,9 @@ class WrittenCommands:
             _drop(pool, connection)  # replies left unread: the connection is out of step
             raise
         pool.release(connection)
+        if isinstance(first_error, _NOT_THIS_NODE) and isinstance(self._client, RedisCluster):
+            _execute(self._client, self._commands)  # the cluster's pipeline follows the slot
+            return
         if first_error is not None:
             raise first_error
 
@@ -99,8 +115,24 @@ class WrittenCommands:
         """Give the connection back without reading the replies (the batch counts as not sent)."""
         connection, self._connection = self._connection, None
         if connection is not None:
-            assert isinstance(self._client, redis.Redis)
-            _drop(self._client.connection_pool, connection)
+            _drop(self._pool, connection)
+
+
+_NOT_THIS_NODE = (AskError, TryAgainError, ClusterDownError)
+"""A cluster node's answers that the command's slot is not served there now (``MovedError``
+is an ``AskError``): nothing was written, and the cluster's pipeline knows where to go."""
+
+
+def _single_server(client: RedisClient, commands: Sequence[Command]) -> redis.Redis | None:
+    """The one server the batch goes to the fast way: the client itself, or on a cluster the
+    master serving the batch's one key (None when the commands name several keys)."""
+    if not isinstance(client, RedisCluster):
+        return client
+    keys = {command[1] for command in commands}
+    if len(keys) != 1:
+        return None
+    node = client.get_node_from_key(keys.pop())  # type: ignore[no-untyped-call]
+    return client.get_redis_connection(node)
 
 
 def _packed(connection: redis.connection.Connection, commands: Sequence[Command]) -> list[bytes]:
