@@ -38,7 +38,8 @@ from datetime import datetime
 
 from hubstore.store import EnrolledRuntime
 from hubsync.core.clock import format_timestamp, parse_timestamp
-from hubsync.core.signing import RuntimeKey, sign_tagged
+from hubsync.core.signing import RuntimeKey
+from hubsync.core.tagged_signing import sign_tagged
 
 REVOCATION_TAG = b"hubsync/key-revocation/v1"
 """The domain tag of a revocation's signature (a signature of no other kind verifies as one)."""

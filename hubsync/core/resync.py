@@ -1,7 +1,7 @@
 """Resync: the hub asks a runtime to resend what it may lack; the runtime says how far it got.
 
 Two signed messages (docs/contract.md, "Resync"), both HMAC-SHA256 under the runtime's
-key like every other entry (``hubsync.core.signing.sign_tagged``), each with its own
+key like every other entry (``hubsync.core.tagged_signing.sign_tagged``), each with its own
 domain tag and an exact field set:
 
 * a **request** (hub -> runtime, ``kind=resync``) on the runtime's acks stream
@@ -30,13 +30,8 @@ from hubsync.core.clock import format_timestamp, parse_timestamp
 from hubsync.core.entries import field_set_problem
 from hubsync.core.errors import ConfigError, WireError
 from hubsync.core.names import validate_name
-from hubsync.core.signing import (
-    HUB_ID_FIELD,
-    SIGNATURE_FIELD,
-    RuntimeKey,
-    sign_tagged,
-    verify_tagged,
-)
+from hubsync.core.signing import HUB_ID_FIELD, SIGNATURE_FIELD, RuntimeKey
+from hubsync.core.tagged_signing import sign_tagged, verify_tagged
 
 KIND_RESYNC: Final = "resync"
 KIND_RESYNC_REPORT: Final = "resync_report"

@@ -101,7 +101,8 @@ OUTCOMES_SIGNED_FIELDS: Final = (HUB_ID_FIELD, "hub_project", "runtime_id", "out
 (it is in the stream's key, not in the entry)."""
 
 
-def _netstring(value: bytes) -> bytes:
+def netstring(value: bytes) -> bytes:
+    """``value`` as a netstring (``LEN:value,``): what every signed message is made of."""
     return b"%d:%b," % (len(value), value)
 
 
@@ -175,10 +176,10 @@ class RuntimeKey:
         self._secret = secret
         # One keyed HMAC per domain, already fed its tag: signing copies it and
         # adds the body, so the key schedule and the tag are hashed once per key.
-        self._event = tagged_context(secret, _netstring(EVENT_TAG))
-        self._presence = tagged_context(secret, _netstring(PRESENCE_TAG))
-        self._outcomes = tagged_context(secret, _netstring(OUTCOMES_TAG))
-        self.fingerprint = hmac.new(secret, _netstring(FINGERPRINT_TAG), "sha256").hexdigest()[:16]
+        self._event = tagged_context(secret, netstring(EVENT_TAG))
+        self._presence = tagged_context(secret, netstring(PRESENCE_TAG))
+        self._outcomes = tagged_context(secret, netstring(OUTCOMES_TAG))
+        self.fingerprint = hmac.new(secret, netstring(FINGERPRINT_TAG), "sha256").hexdigest()[:16]
 
     @classmethod
     def generate(cls) -> RuntimeKey:
@@ -221,19 +222,19 @@ def event_message(*fields: str | bytes | int, traceparent: str | bytes | None = 
     """The exact bytes an event signature is the HMAC of: the tag's netstring, then
     ``event_signed_body`` of ``fields`` (``EVENT_SIGNED_FIELDS``, in order, as text, bytes
     or integers) and of ``traceparent`` when given."""
-    return _netstring(EVENT_TAG) + _event_body(fields, traceparent)
+    return netstring(EVENT_TAG) + _event_body(fields, traceparent)
 
 
 def presence_message(fields: Mapping[str, str | bytes | int]) -> bytes:
     """The exact bytes a presence signature is the HMAC of (``PRESENCE_SIGNED_FIELDS``)."""
-    return _netstring(PRESENCE_TAG) + _presence_body(fields)
+    return netstring(PRESENCE_TAG) + _presence_body(fields)
 
 
 def outcomes_message(
     hub_id: str | bytes, hub_project: str | bytes, runtime_id: str | bytes, outcomes: str | bytes
 ) -> bytes:
     """The exact bytes an outcomes signature is the HMAC of; ``outcomes`` is the field as sent."""
-    return _netstring(OUTCOMES_TAG) + _outcomes_body(hub_id, hub_project, runtime_id, outcomes)
+    return netstring(OUTCOMES_TAG) + _outcomes_body(hub_id, hub_project, runtime_id, outcomes)
 
 
 def _event_body(
@@ -484,48 +485,23 @@ def verify_outcomes_entry(
     return _first_match(keys, "_outcomes", body, signature)
 
 
-# ----- the rarer kinds (resync requests and reports) -----
+# ----- matching -----
 
 
-def sign_tagged(key: RuntimeKey, tag: bytes, values: Sequence[bytes]) -> str:
-    """HMAC-SHA256 hex under ``key`` of the netstrings of ``tag`` then ``values``: the
-    signature of a kind signed too rarely to keep a tagged HMAC per key for it."""
-    message = b"".join(map(_netstring, (tag, *values)))
-    return hmac.new(key.reveal(), message, "sha256").hexdigest()
-
-
-def verify_tagged(
-    keys: Sequence[RuntimeKey], tag: bytes, values: Sequence[bytes], signature: object
-) -> RuntimeKey | None:
-    """The key among ``keys`` whose ``sign_tagged`` of ``tag`` and ``values`` is
-    ``signature`` (64 lowercase hex digits, as text or bytes), or None; never raises."""
+def claimed_signature(signature: object) -> str | None:
+    """``signature`` as text if it can be one (64 ASCII characters, as text or bytes)."""
     if isinstance(signature, bytes):
         signature = signature.decode("ascii", "replace")
     if not isinstance(signature, str) or len(signature) != SIGNATURE_HEX_CHARS:
         return None
-    if not signature.isascii():
-        return None
-    for key in keys:
-        if hmac.compare_digest(sign_tagged(key, tag, values), signature):
-            return key
-    return None
-
-
-# ----- matching -----
+    return signature if signature.isascii() else None
 
 
 def _first_match(
     keys: Sequence[RuntimeKey], domain: str, body: bytes, signature: object
 ) -> RuntimeKey | None:
-    if isinstance(signature, bytes):
-        if len(signature) != SIGNATURE_HEX_CHARS or not signature.isascii():
-            return None
-        claimed = signature.decode("ascii")
-    elif isinstance(signature, str):
-        if len(signature) != SIGNATURE_HEX_CHARS or not signature.isascii():
-            return None
-        claimed = signature
-    else:
+    claimed = claimed_signature(signature)
+    if claimed is None:
         return None
     # Upper-case or non-hex text can never equal a hexdigest: no separate check needed.
     for key in keys:
@@ -548,18 +524,18 @@ __all__ = [
     "SIGNATURE_FIELD",
     "EventSigner",
     "RuntimeKey",
+    "claimed_signature",
     "event_message",
     "event_signed_body",
+    "netstring",
     "outcomes_message",
     "presence_message",
     "sign_event",
     "sign_event_entry",
     "sign_outcomes_entry",
     "sign_presence_entry",
-    "sign_tagged",
     "verify_event_body",
     "verify_event_entry",
     "verify_outcomes_entry",
     "verify_presence_entry",
-    "verify_tagged",
 ]

@@ -30,6 +30,7 @@ from tests.producers.test_migrations_event_store import (
     file_rows,
     fresh_store_schema,
     old_runtime,
+    reopened_store,
     rewrite_as_old,
     schema_of,
 )
@@ -56,10 +57,7 @@ def test_a_v2_store_is_upgraded_keeping_every_row_with_no_trace_context(tmp_path
     registry, path, _ = v2_runtime(tmp_path / "state")
     registry.close()
     before = file_rows(path)
-    with (
-        RuntimeRegistry(tmp_path / "state", create=False) as reopened,
-        reopened.open_store(reopened.projects()[0]) as store,
-    ):
+    with reopened_store(tmp_path / "state") as store:
         pending = store.unsent(0, 100)
     assert version_of(path) == EVENT_STORE_SCHEMA_VERSION == 3
     backup = backup_path(path, 2)

@@ -15,7 +15,8 @@ import json
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -195,14 +196,22 @@ def test_a_v1_store_is_upgraded_when_the_relay_opens_it_and_its_unsent_rows_are_
     registry.close()
 
 
+@contextmanager
+def reopened_store(state_dir: Path) -> Iterator[RunEventStore]:
+    """The first project's store of the runtime at ``state_dir``, opened as a relay opens it
+    (which upgrades an older file)."""
+    with (
+        RuntimeRegistry(state_dir, create=False) as registry,
+        registry.open_store(registry.projects()[0]) as store,
+    ):
+        yield store
+
+
 def test_a_v1_store_keeps_every_row_and_state_byte_for_byte(tmp_path: Path) -> None:
     registry, path, _ = v1_runtime(tmp_path / "state")
     registry.close()
     before = file_rows(path)
-    with (
-        RuntimeRegistry(tmp_path / "state", create=False) as reopened,
-        reopened.open_store(reopened.projects()[0]) as store,
-    ):
+    with reopened_store(tmp_path / "state") as store:
         entries = store.outbox_for_run("run-a") + store.outbox_for_run("run-b")
     after = file_rows(path)
     assert after == before

@@ -220,52 +220,49 @@ def test_a_written_batch_is_packed_as_redis_py_packs_it_and_lands_whole(
     assert redis_client.smembers("packed-set") == {b"a"}
 
 
-def test_a_batch_on_one_stream_of_a_cluster_goes_to_its_master_unanswered_until_read(
-    cluster_url: str,
-) -> None:
-    cluster = connect(RedisTarget(cluster_url))
-    assert isinstance(cluster, RedisCluster)
+@pytest.fixture
+def cluster(cluster_url: str) -> Iterator[RedisCluster]:
+    """A client of the tests' Redis Cluster, as the relay connects to it."""
+    client = connect(RedisTarget(cluster_url))
+    assert isinstance(client, RedisCluster)
     try:
-        commands: list[split_pipeline.Command] = [
-            ("XADD", "{one}:stream", "*", "n", str(n)) for n in range(20)
-        ]
-        written = WrittenCommands(cluster, commands)
-        assert written._connection is not None  # written the single-server way, replies unread
-        written.read_replies()
-        entries: Any = cluster.xrange("{one}:stream")
-        assert [fields[b"n"] for _, fields in entries] == [str(n).encode() for n in range(20)]
+        yield client
     finally:
-        cluster.close()
+        client.close()
+
+
+def test_a_batch_on_one_stream_of_a_cluster_goes_to_its_master_unanswered_until_read(
+    cluster: RedisCluster,
+) -> None:
+    commands: list[split_pipeline.Command] = [
+        ("XADD", "{one}:stream", "*", "n", str(n)) for n in range(20)
+    ]
+    written = WrittenCommands(cluster, commands)
+    assert written._connection is not None  # written the single-server way, replies unread
+    written.read_replies()
+    entries: Any = cluster.xrange("{one}:stream")
+    assert [fields[b"n"] for _, fields in entries] == [str(n).encode() for n in range(20)]
 
 
 def test_a_cluster_batch_sent_to_a_master_that_no_longer_serves_its_slot_lands_once(
-    cluster_url: str,
+    cluster: RedisCluster,
 ) -> None:
-    cluster = connect(RedisTarget(cluster_url))
-    assert isinstance(cluster, RedisCluster)
-    try:
-        stream = "{moved}:stream"
-        slot = cluster.keyslot(stream)  # type: ignore[no-untyped-call]
-        right = cluster.get_node_from_key(stream)  # type: ignore[no-untyped-call]
-        primaries = cluster.get_primaries()  # type: ignore[no-untyped-call]
-        wrong = next(node for node in primaries if node.name != right.name)
-        cluster.nodes_manager.slots_cache[slot] = [wrong]  # a slot table from before a reshard
-        written = WrittenCommands(cluster, [("XADD", stream, "*", "n", str(n)) for n in range(5)])
-        written.read_replies()  # MOVED from the wrong master: the cluster's pipeline goes on
-        entries: Any = cluster.xrange(stream)
-        assert [fields[b"n"] for _, fields in entries] == [str(n).encode() for n in range(5)]
-    finally:
-        cluster.close()
+    stream = "{moved}:stream"
+    slot = cluster.keyslot(stream)  # type: ignore[no-untyped-call]
+    right = cluster.get_node_from_key(stream)  # type: ignore[no-untyped-call]
+    primaries = cluster.get_primaries()  # type: ignore[no-untyped-call]
+    wrong = next(node for node in primaries if node.name != right.name)
+    cluster.nodes_manager.slots_cache[slot] = [wrong]  # a slot table from before a reshard
+    written = WrittenCommands(cluster, [("XADD", stream, "*", "n", str(n)) for n in range(5)])
+    written.read_replies()  # MOVED from the wrong master: the cluster's pipeline goes on
+    entries: Any = cluster.xrange(stream)
+    assert [fields[b"n"] for _, fields in entries] == [str(n).encode() for n in range(5)]
 
 
 def test_a_cluster_batch_naming_several_keys_goes_through_the_cluster_pipeline(
-    cluster_url: str,
+    cluster: RedisCluster,
 ) -> None:
-    cluster = connect(RedisTarget(cluster_url))
-    try:
-        written = WrittenCommands(cluster, [("RPUSH", f"list-{n}", "a") for n in range(6)])
-        assert written._connection is None  # answered when written
-        written.read_replies()
-        assert [cluster.lrange(f"list-{n}", 0, -1) for n in range(6)] == [[b"a"]] * 6
-    finally:
-        cluster.close()
+    written = WrittenCommands(cluster, [("RPUSH", f"list-{n}", "a") for n in range(6)])
+    assert written._connection is None  # answered when written
+    written.read_replies()
+    assert [cluster.lrange(f"list-{n}", 0, -1) for n in range(6)] == [[b"a"]] * 6
