@@ -325,7 +325,7 @@ def measure_consumer(url: str, events: int, rounds: int) -> dict[str, Any]:
         client.close()
     rates, redis_use = best.rates(events)
     return {
-        **_against(events, rates["hub"], rates["raw"], ceilings.CONSUMER, 0.6),
+        **_against(events, rates["hub"], rates["raw"], ceilings.CONSUMER, 0.7),
         "raw_xreadgroup_xack_events_per_s": round(rates["redis"]),
         "raw_sqlite_batch_insert_events_per_s": round(rates["sqlite"]),
         "floor": ceilings.floor(
