@@ -356,7 +356,7 @@ def is_cluster(client: RedisClient) -> bool:
     return isinstance(client, RedisCluster)
 
 
-def master_of(client: RedisClient, key: str) -> tuple[redis.Redis, str]:
+def master_of(client: RedisClient, key: str | bytes) -> tuple[redis.Redis, str]:
     """The single-server client of ``key``'s master and the node's name: ``client`` itself
     (and ``""``) for a single server; on a cluster, the node client ``client`` keeps."""
     if not isinstance(client, RedisCluster):
@@ -372,6 +372,16 @@ def reread_slots(client: RedisClient) -> None:
     if isinstance(client, RedisCluster):
         with contextlib.suppress(redis.RedisError, redis.exceptions.RedisClusterException):
             client.nodes_manager.initialize()
+
+
+def reconnect(client: RedisClient) -> None:
+    """After a failed command: a cluster reads its slot table again (``reread_slots``), a
+    single server's client drops its pooled connections (to a restarted server). Never raises."""
+    if isinstance(client, RedisCluster):
+        reread_slots(client)
+        return
+    with contextlib.suppress(redis.RedisError):
+        client.connection_pool.disconnect()
 
 
 def probe(target: RedisTarget) -> RedisClient:

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 import redis
 from redis.exceptions import RedisClusterException
 
-from hubsync.core.connections import RedisClient, master_of, reread_slots
+from hubsync.core.connections import RedisClient, master_of, reconnect
 
 T = TypeVar("T")
 
@@ -79,6 +79,4 @@ class ResilientRedis:
         return self.run(once)
 
     def _reconnect(self) -> None:
-        reread_slots(self.client)  # the next attempt tries again
-        if isinstance(self.client, redis.Redis):
-            self.client.connection_pool.disconnect()
+        reconnect(self.client)  # the next attempt tries again

@@ -40,7 +40,7 @@ import redis
 from redis.cluster import RedisCluster
 from redis.exceptions import AskError, ClusterDownError, TryAgainError
 
-from hubsync.core.connections import RedisClient
+from hubsync.core.connections import RedisClient, master_of
 
 Command = tuple[str | bytes, ...]
 """One command's arguments, its name first."""
@@ -131,8 +131,7 @@ def _single_server(client: RedisClient, commands: Sequence[Command]) -> redis.Re
     keys = {command[1] for command in commands}
     if len(keys) != 1:
         return None
-    node = client.get_node_from_key(keys.pop())  # type: ignore[no-untyped-call]
-    return client.get_redis_connection(node)
+    return master_of(client, keys.pop())[0]
 
 
 def _packed(connection: redis.connection.Connection, commands: Sequence[Command]) -> list[bytes]:

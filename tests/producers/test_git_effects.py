@@ -119,14 +119,15 @@ def test_two_processes_never_hold_one_worktree_and_a_dead_holders_lock_is_recove
 ) -> None:
     start_run(box, "r1", "one")
     code = (
-        "import sys, time\nfrom pathlib import Path\n"
+        "import sys\nfrom pathlib import Path\n"
         "from producers.effects.git.worktrees import Workspace\n"
         "lock = Workspace(Path(sys.argv[1]), Path(sys.argv[2])).lock('r1')\n"
-        "lock.acquire()\nprint('held', flush=True)\ntime.sleep(60)\n"
+        "lock.acquire()\nprint('held', flush=True)\nsys.stdin.read()\n"  # held until killed
     )
     holder = subprocess.Popen(
         [sys.executable, "-c", code, str(box.repository), str(box.workspace.root)],
         cwd=REPO_ROOT,
+        stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
         env=child_environment(),
@@ -139,8 +140,9 @@ def test_two_processes_never_hold_one_worktree_and_a_dead_holders_lock_is_recove
     finally:
         holder.kill()
         holder.wait()
-        if holder.stdout is not None:
-            holder.stdout.close()
+        for pipe in (holder.stdin, holder.stdout):
+            if pipe is not None:
+                pipe.close()
     reason = box.workspace.lock("r1").current_reason()
     assert reason is not None and f":{holder.pid} since " in reason
     with caplog.at_level(logging.WARNING), box.workspace.lock("r1") as lock:
