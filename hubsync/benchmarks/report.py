@@ -92,6 +92,7 @@ def run(
     end_to_end["ceiling_events_per_s"] = min(
         relay["ceiling_events_per_s"], consumer["ceiling_events_per_s"]
     )
+    end_to_end.update(cpu_above_raw_stages(relay, consumer, end_to_end))
     ours = end_to_end["events_per_s"]
     for peer in (naive, rq, jetstream):
         if "events_per_s" in peer:
@@ -110,6 +111,26 @@ def run(
             "bench_seconds": round(time.monotonic() - started, 1),
             "load_average_1m_at_start": round(load_at_start, 2),
         },
+    }
+
+
+def cpu_above_raw_stages(
+    relay: dict[str, Any], consumer: dict[str, Any], end_to_end: dict[str, Any]
+) -> dict[str, float]:
+    """The end to end's CPU per event (every process) beside the sum of the two raw stages'
+    (client and redis-server, each stage's least over its rounds) and the sum of the two
+    stages', and what it spends above the raw stages: the work each ceiling omits, and what
+    only the whole pipeline does (outcomes applied to the outbox, polling, presence)."""
+    raw = relay["cpu_us_per_event"]["ceiling"]["total"]
+    raw += consumer["cpu_us_per_event"]["ceiling"]["total"]
+    alone = relay["cpu_us_per_event"]["stage"]["total"]
+    alone += consumer["cpu_us_per_event"]["stage"]["total"]
+    total = sum(end_to_end["cpu_us_per_event"].values())
+    return {
+        "cpu_us_per_event_all_processes": round(total, 1),
+        "raw_stages_cpu_us_per_event": round(raw, 1),
+        "stages_alone_cpu_us_per_event": round(alone, 1),
+        "above_raw_stages_us_per_event": round(total - raw, 1),
     }
 
 
@@ -171,6 +192,17 @@ def table(report: dict[str, Any]) -> str:
                 f"on costs {figures['on_cost_percent']}%",
             )
         )
+    rows.append(_cpu_row("relay CPU us/event: stage / raw ceiling", relay))
+    rows.append(_cpu_row("consumer CPU us/event: stage / raw ceiling", consumer))
+    rows.append(
+        (
+            "end-to-end CPU us/event: all processes / raw stages",
+            f"{e2e['cpu_us_per_event_all_processes']}/{e2e['raw_stages_cpu_us_per_event']}",
+            "",
+            f"{e2e['above_raw_stages_us_per_event']} us above the raw stages "
+            f"(the stages alone: {e2e['stages_alone_cpu_us_per_event']})",
+        )
+    )
     rows.append(("relay peak RSS (MB)", str(e2e["relay_peak_rss_mb"]), "", ""))
     rows.append(("consumer peak RSS (MB)", str(e2e["consumer_peak_rss_mb"]), "", ""))
     header = ("measure", "events/s", "ceiling/s", "note")
@@ -200,6 +232,13 @@ def _floor_row(name: str, floor: dict[str, Any]) -> tuple[str, str, str, str]:
     if "sqlite_us_per_row" in floor:
         cost += f", SQLite {floor['sqlite_us_per_row']} us/row"
     return (name, "", _n(floor["events_per_s"]), f"{cost}; stage at {floor['stage_ratio']}x")
+
+
+def _cpu_row(name: str, section: dict[str, Any]) -> tuple[str, str, str, str]:
+    """A stage's CPU per event beside its raw ceiling's, each client + redis-server."""
+    stage, ceiling = section["cpu_us_per_event"]["stage"], section["cpu_us_per_event"]["ceiling"]
+    note = f"client {stage['client']} + redis {stage['redis']} / {ceiling['client']} + {ceiling['redis']}"
+    return (name, f"{stage['total']}/{ceiling['total']}", "", note)
 
 
 def _n(value: int | float) -> str:

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import tempfile
 import time
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +30,7 @@ from consumers.stream.worker import HubConsumer
 from hubstore.factory import open_store
 from hubsync.benchmarks import ceilings
 from hubsync.benchmarks.ceilings import Ceiling, RedisUse, RedisWork
+from hubsync.benchmarks.procs import redis_cpu_seconds
 from hubsync.benchmarks.workload import (
     HUB_PROJECT,
     INSERT_ROW,
@@ -81,6 +84,29 @@ class _Best:
         """Events per second of each measure's best round, and the stage's Redis use."""
         assert self.redis_use is not None  # rounds >= 1
         return {name: _rate(events, s) for name, s in self.seconds.items()}, self.redis_use
+
+
+class _LeastCpu:
+    """Each measure's least CPU per event over the rounds: this process's (every thread: the
+    stage runs in it) and the redis-server's (``INFO cpu``), around the measure alone."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self.least: dict[str, dict[str, float]] = {}
+
+    def of(self, name: str, work: Callable[[], tuple[float, int]]) -> tuple[float, int]:
+        """``work()``'s seconds and events, its CPU per event kept when the least so far."""
+        own, server = time.process_time(), redis_cpu_seconds(self._client)
+        seconds, events = work()
+        used = {
+            "client": time.process_time() - own,
+            "redis": redis_cpu_seconds(self._client) - server,
+        }
+        per_event = {part: round(cpu / events * 1e6, 1) for part, cpu in used.items()}
+        per_event["total"] = round(per_event["client"] + per_event["redis"], 1)
+        if events and per_event["total"] < self.least.get(name, {}).get("total", float("inf")):
+            self.least[name] = per_event
+        return seconds, events
 
 
 def _ratio(rate: float, of: float) -> float:
@@ -171,6 +197,7 @@ def measure_relay(url: str, events: int, rounds: int) -> dict[str, Any]:
     with Redis's own time per XADD measured around the relay's drain."""
     client = connect(RedisTarget(url))
     best = _Best("relay")
+    cpu = _LeastCpu(client)
     event_bytes = 0
     try:
         for _ in range(rounds):
@@ -178,12 +205,13 @@ def measure_relay(url: str, events: int, rounds: int) -> dict[str, Any]:
             with tempfile.TemporaryDirectory(prefix="hubsync-bench-relay-") as tmp:
                 registry, store = runtime_with_backlog(Path(tmp), events)
                 event_bytes = len(store.unsent(0, 1)[0].sync_event)
-                raw_s, raw_n = raw_xadd_seconds(client, store)
+                raw_s, raw_n = cpu.of("ceiling", partial(raw_xadd_seconds, client, store))
                 redis_py_s, redis_py_n = redis_py_xadd_seconds(client, store)
                 store.close()
                 registry.close()
                 work = RedisWork(client)
-                relay_s, sent = relay_drain_seconds(url, Path(tmp) / "state")
+                state = Path(tmp) / "state"
+                relay_s, sent = cpu.of("stage", partial(relay_drain_seconds, url, state))
                 used = work.per_entry(sent)
             if {sent, raw_n, redis_py_n} != {events}:
                 raise ValueError(
@@ -200,6 +228,7 @@ def measure_relay(url: str, events: int, rounds: int) -> dict[str, Any]:
         "redis_py_ceiling_events_per_s": round(rates["redis_py"]),
         "redis_py_ratio": _ratio(rates["relay"], rates["redis_py"]),
         "floor": ceilings.floor(redis_use, ceilings.RELAY_FLOOR_COMMANDS, rates["relay"]),
+        "cpu_us_per_event": cpu.least,
     }
 
 
@@ -302,16 +331,17 @@ def measure_consumer(url: str, events: int, rounds: int) -> dict[str, Any]:
     best = _Best("hub")
     sqlite_cpu = float("inf")
     client = connect(RedisTarget(url), cluster=False)
+    cpu = _LeastCpu(client)
     try:
         for attempt in range(rounds):
             with tempfile.TemporaryDirectory(prefix="hubsync-bench-consumer-") as tmp:
                 directory = Path(tmp)
                 batch = signed_batch(directory, events)  # a new hub each round: new keys
                 preload(client, batch)
-                raw_s, raw_n = raw_ingest_seconds(client, directory)
+                raw_s, raw_n = cpu.of("ceiling", partial(raw_ingest_seconds, client, directory))
                 preload(client, batch)
                 work = RedisWork(client)
-                hub_s, hub_n = consumer_seconds(client, url, directory)
+                hub_s, hub_n = cpu.of("stage", partial(consumer_seconds, client, url, directory))
                 used = work.per_entry(hub_n)
                 preload(client, batch)
                 redis_s, _ = raw_ingest_seconds(client, directory, with_sqlite=False)
@@ -331,4 +361,5 @@ def measure_consumer(url: str, events: int, rounds: int) -> dict[str, Any]:
         "floor": ceilings.floor(
             redis_use, ceilings.CONSUMER_FLOOR_COMMANDS, rates["hub"], sqlite_cpu / events * 1e6
         ),
+        "cpu_us_per_event": cpu.least,
     }

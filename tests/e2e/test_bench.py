@@ -62,6 +62,7 @@ def test_bench_writes_a_report_with_every_section_and_prints_its_table(
     assert consumer["raw_xreadgroup_xack_events_per_s"] > 0
     assert consumer["raw_sqlite_batch_insert_events_per_s"] > 0
     check_ceilings_and_floors(document, output)
+    check_cpu_per_event(document, output)
     assert document["end_to_end"]["relay_peak_rss_mb"] > 0
     assert document["end_to_end"]["consumer_peak_rss_mb"] > 0
     (latency,) = document["latency"].values()
@@ -111,6 +112,26 @@ def check_ceilings_and_floors(document: dict[str, Any], output: str) -> None:
         assert "info" not in floor["redis_all_commands_us_per_event"]
     assert consumer["floor"]["sqlite_us_per_row"] > 0 and "sqlite_us_per_row" not in relay["floor"]
     assert "floor: Redis's XADD" in output and "what each ceiling omits:" in output
+
+
+def check_cpu_per_event(document: dict[str, Any], output: str) -> None:
+    """Each stage's CPU per event beside its raw ceiling's, and the end to end's beside the
+    sum of the raw stages', with what it spends above them."""
+    raw = 0.0
+    for section in (document["relay"], document["consumer"]):
+        for side in ("stage", "ceiling"):
+            cpu = section["cpu_us_per_event"][side]
+            assert cpu["client"] > 0 and cpu["redis"] > 0
+            assert cpu["total"] == pytest.approx(cpu["client"] + cpu["redis"], abs=0.11)
+        raw += section["cpu_us_per_event"]["ceiling"]["total"]
+    e2e = document["end_to_end"]
+    assert e2e["raw_stages_cpu_us_per_event"] == pytest.approx(raw, abs=0.11)
+    total = sum(e2e["cpu_us_per_event"].values())
+    assert e2e["cpu_us_per_event_all_processes"] == pytest.approx(total, abs=0.11)
+    above = e2e["above_raw_stages_us_per_event"]
+    assert above == pytest.approx(total - e2e["raw_stages_cpu_us_per_event"], abs=0.11)
+    assert "end-to-end CPU us/event: all processes / raw stages" in output
+    assert "consumer CPU us/event: stage / raw ceiling" in output
 
 
 @pytest.mark.timeout(300)
