@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import tempfile
 import time
-from collections.abc import Callable
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -86,27 +84,44 @@ class _Best:
         return {name: _rate(events, s) for name, s in self.seconds.items()}, self.redis_use
 
 
-class _LeastCpu:
-    """Each measure's least CPU per event over the rounds: this process's (every thread: the
-    stage runs in it) and the redis-server's (``INFO cpu``), around the measure alone."""
+class Stopwatch:
+    """What a stage times, exactly: the wall clock, this process's CPU (every thread: the
+    stage runs in it) and, given a client, the redis-server's (``INFO cpu``)."""
 
-    def __init__(self, client: Any) -> None:
+    def __init__(self, client: Any = None) -> None:
         self._client = client
+        self._started = (0.0, 0.0, 0.0)
+        self.used = {"client": 0.0, "redis": 0.0}
+        """CPU seconds of the last ``start``-``stop``."""
+
+    def _redis(self) -> float:
+        return redis_cpu_seconds(self._client) if self._client is not None else 0.0
+
+    def start(self) -> None:
+        self._started = (self._redis(), time.process_time(), time.perf_counter())
+
+    def stop(self) -> float:
+        """Seconds since ``start``; its CPU in ``used``."""
+        wall = time.perf_counter()
+        cpu = time.process_time()
+        redis_started, cpu_started, wall_started = self._started
+        self.used = {"client": cpu - cpu_started, "redis": self._redis() - redis_started}
+        return wall - wall_started
+
+
+class _LeastCpu:
+    """Each measure's least CPU per event over the rounds (``Stopwatch.used``)."""
+
+    def __init__(self) -> None:
         self.least: dict[str, dict[str, float]] = {}
 
-    def of(self, name: str, work: Callable[[], tuple[float, int]]) -> tuple[float, int]:
-        """``work()``'s seconds and events, its CPU per event kept when the least so far."""
-        own, server = time.process_time(), redis_cpu_seconds(self._client)
-        seconds, events = work()
-        used = {
-            "client": time.process_time() - own,
-            "redis": redis_cpu_seconds(self._client) - server,
-        }
-        per_event = {part: round(cpu / events * 1e6, 1) for part, cpu in used.items()}
+    def keep(self, name: str, watch: Stopwatch, events: int) -> None:
+        if not events:
+            return
+        per_event = {part: round(cpu / events * 1e6, 1) for part, cpu in watch.used.items()}
         per_event["total"] = round(per_event["client"] + per_event["redis"], 1)
-        if events and per_event["total"] < self.least.get(name, {}).get("total", float("inf")):
+        if per_event["total"] < self.least.get(name, {}).get("total", float("inf")):
             self.least[name] = per_event
-        return seconds, events
 
 
 def _ratio(rate: float, of: float) -> float:
@@ -140,14 +155,15 @@ def _ceiling_rows(store: RunEventStore) -> tuple[str, EntryBuilder, list[OutboxR
 
 
 def raw_xadd_seconds(
-    client: RedisClient, store: RunEventStore, batch: int = BATCH
+    client: RedisClient, store: RunEventStore, batch: int = BATCH, watch: Stopwatch | None = None
 ) -> tuple[float, int]:
     """Seconds to XADD the store's outbox rows as the relay's ceiling (``ceilings.RELAY``):
     each batch packed and written by the relay's own ``WrittenCommands``, the next one
     written before the previous one's replies are read, so Redis is never left waiting."""
     stream, builder, rows = _ceiling_rows(store)  # signed before the clock starts
     commands: list[Command] = [("XADD", stream, "*", *builder.pairs(row)) for row in rows]
-    started = time.perf_counter()
+    watch = watch or Stopwatch()
+    watch.start()
     in_flight: WrittenCommands | None = None
     for start in range(0, len(commands), batch):
         written = WrittenCommands(client, commands[start : start + batch])
@@ -156,7 +172,7 @@ def raw_xadd_seconds(
         in_flight = written
     if in_flight is not None:
         in_flight.read_replies()
-    elapsed = time.perf_counter() - started
+    elapsed = watch.stop()
     client.delete(stream)
     return elapsed, len(commands)
 
@@ -179,13 +195,16 @@ def redis_py_xadd_seconds(
     return elapsed, len(fields)
 
 
-def relay_drain_seconds(url: str, state_dir: Path, batch: int = BATCH) -> tuple[float, int]:
+def relay_drain_seconds(
+    url: str, state_dir: Path, batch: int = BATCH, watch: Stopwatch | None = None
+) -> tuple[float, int]:
     """Seconds for ``Relay.run_once`` to send the whole backlog; rows sent."""
     relay = Relay(RelaySettings(state_dir=state_dir, redis_url=url, batch_count=batch))
+    watch = watch or Stopwatch()
     try:
-        started = time.perf_counter()
+        watch.start()
         summary = relay.run_once()
-        elapsed = time.perf_counter() - started
+        elapsed = watch.stop()
     finally:
         relay.close()
         relay.registry.close()
@@ -197,7 +216,7 @@ def measure_relay(url: str, events: int, rounds: int) -> dict[str, Any]:
     with Redis's own time per XADD measured around the relay's drain."""
     client = connect(RedisTarget(url))
     best = _Best("relay")
-    cpu = _LeastCpu(client)
+    cpu, watch = _LeastCpu(), Stopwatch(client)
     event_bytes = 0
     try:
         for _ in range(rounds):
@@ -205,13 +224,14 @@ def measure_relay(url: str, events: int, rounds: int) -> dict[str, Any]:
             with tempfile.TemporaryDirectory(prefix="hubsync-bench-relay-") as tmp:
                 registry, store = runtime_with_backlog(Path(tmp), events)
                 event_bytes = len(store.unsent(0, 1)[0].sync_event)
-                raw_s, raw_n = cpu.of("ceiling", partial(raw_xadd_seconds, client, store))
+                raw_s, raw_n = raw_xadd_seconds(client, store, watch=watch)
+                cpu.keep("ceiling", watch, raw_n)
                 redis_py_s, redis_py_n = redis_py_xadd_seconds(client, store)
                 store.close()
                 registry.close()
                 work = RedisWork(client)
-                state = Path(tmp) / "state"
-                relay_s, sent = cpu.of("stage", partial(relay_drain_seconds, url, state))
+                relay_s, sent = relay_drain_seconds(url, Path(tmp) / "state", watch=watch)
+                cpu.keep("stage", watch, sent)
                 used = work.per_entry(sent)
             if {sent, raw_n, redis_py_n} != {events}:
                 raise ValueError(
@@ -253,7 +273,7 @@ def preload(client: RedisClient, batch: list[dict[str, str | bytes]]) -> None:
 
 
 def raw_ingest_seconds(
-    client: redis.Redis, directory: Path, with_sqlite: bool = True
+    client: redis.Redis, directory: Path, with_sqlite: bool = True, watch: Stopwatch | None = None
 ) -> tuple[float, int]:
     """Raw XREADGROUP (+ ``executemany`` INSERT, one transaction per batch) + XACK; seconds, rows.
 
@@ -266,7 +286,8 @@ def raw_ingest_seconds(
         ">",
     )
     group = (keys.CONSUMER_GROUP, "raw")
-    started = time.perf_counter()
+    watch = watch or Stopwatch()
+    watch.start()
     while True:
         # read as the consumer reads: each entry's fields as the reply's pairs, no mapping
         reply = read_group_pairs(client, streams, count=BATCH, block_ms=None, group=group)
@@ -282,7 +303,7 @@ def raw_ingest_seconds(
                 db.execute("COMMIT")
             client.xack(stream, keys.CONSUMER_GROUP, *[entry_id for entry_id, _ in got])
             rows += len(got)
-    elapsed = time.perf_counter() - started
+    elapsed = watch.stop()
     if db is not None:
         db.close()
     return elapsed, rows
@@ -294,7 +315,9 @@ def signed_batch(directory: Path, events: int) -> list[dict[str, str | bytes]]:
         return entries(events, keys=enroll_bench_runtimes(hub))
 
 
-def consumer_seconds(client: RedisClient, url: str, directory: Path) -> tuple[float, int]:
+def consumer_seconds(
+    client: RedisClient, url: str, directory: Path, watch: Stopwatch | None = None
+) -> tuple[float, int]:
     """Seconds for ``HubConsumer`` to drain the stream into ``DIR/hub.db``; accepted rows.
 
     Every check the consumer makes is timed: signature, schema, canonical bytes, hash.
@@ -303,10 +326,11 @@ def consumer_seconds(client: RedisClient, url: str, directory: Path) -> tuple[fl
     with open_store(settings.hub_url, create_schema=True) as store:
         worker = HubConsumer(client, store, settings, name="bench")
         worker.refresh_streams()
-        started = time.perf_counter()
+        watch = watch or Stopwatch()
+        watch.start()
         while worker.poll(block_ms=None):
             pass
-        return time.perf_counter() - started, worker.stats.accepted
+        return watch.stop(), worker.stats.accepted
 
 
 def raw_sqlite_seconds(batch: list[dict[str, str | bytes]], directory: Path) -> tuple[float, float]:
@@ -331,17 +355,19 @@ def measure_consumer(url: str, events: int, rounds: int) -> dict[str, Any]:
     best = _Best("hub")
     sqlite_cpu = float("inf")
     client = connect(RedisTarget(url), cluster=False)
-    cpu = _LeastCpu(client)
+    cpu, watch = _LeastCpu(), Stopwatch(client)
     try:
         for attempt in range(rounds):
             with tempfile.TemporaryDirectory(prefix="hubsync-bench-consumer-") as tmp:
                 directory = Path(tmp)
                 batch = signed_batch(directory, events)  # a new hub each round: new keys
                 preload(client, batch)
-                raw_s, raw_n = cpu.of("ceiling", partial(raw_ingest_seconds, client, directory))
+                raw_s, raw_n = raw_ingest_seconds(client, directory, watch=watch)
+                cpu.keep("ceiling", watch, raw_n)
                 preload(client, batch)
                 work = RedisWork(client)
-                hub_s, hub_n = cpu.of("stage", partial(consumer_seconds, client, url, directory))
+                hub_s, hub_n = consumer_seconds(client, url, directory, watch)
+                cpu.keep("stage", watch, hub_n)
                 used = work.per_entry(hub_n)
                 preload(client, batch)
                 redis_s, _ = raw_ingest_seconds(client, directory, with_sqlite=False)
