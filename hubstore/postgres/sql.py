@@ -147,6 +147,16 @@ OWNERS_LOCK = 0x6875_6273_796E_6303
 apart: every ingest holds it shared, a move alone. Ingest trusts the owners it read, and a
 move is the one write that changes a project's or a run's runtime."""
 
+RUN_LOCK_CLASS = 0x6875_6272
+"""The first key of the two-key ``pg_advisory_xact_lock`` an ingest takes on each run of its
+batch ("hubr"); the second is the run's ``store.run_lock``. Two-key advisory locks are a key
+space of their own, apart from the one-key locks here."""
+
+MAX_RUN_LOCKS = 64
+"""A batch of more distinct runs than this holds ``OWNERS_LOCK`` alone instead of a lock per
+run, so that no transaction fills the server's shared lock table (``max_locks_per_transaction``
+is 64 per connection by default)."""
+
 ENROLLMENT_LOCK = 0x6875_6273_796E_6302
 """The ``pg_advisory_xact_lock`` key that makes enroll and revoke one at a time per hub
 ("hubsync" and 2): each reads a runtime's record, then writes the next one."""

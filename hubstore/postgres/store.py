@@ -30,12 +30,24 @@ runtime). Rows of these three tables are never deleted, and only a project
 move updates any (a project's runtime and its runs' homes); every ingest holds
 ``sql.OWNERS_LOCK`` shared and a move holds it alone, so nothing read can
 change under the decision except by an insert, which the count catches.
+
+Two consumers given batches that share a run (a run's events straddle the batches they
+read) would both find a new run new, both insert it, and the second would lose and judge
+its whole batch again. So before its read an ingest takes a transaction lock on each run of
+its batch (``sql.RUN_LOCK_CLASS``, ``run_lock``), in ascending order: batches that share a
+run are judged one after the other, the second reading what the first committed, and
+batches that share none run side by side. Every ingest takes ``OWNERS_LOCK`` first and then
+its run locks in one order, and nothing else takes a run lock, so no cycle can form. A
+batch of more than ``sql.MAX_RUN_LOCKS`` runs holds ``OWNERS_LOCK`` alone instead (as a move
+does). What can still lose a race is two batches that share no run naming one new project
+(the first events of a project, sent from two runs at once): rare, and caught by the count.
 """
 
 from __future__ import annotations
 
 import secrets
 import shlex
+import zlib
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -247,9 +259,29 @@ def lookup_arguments(batch: Sequence[EventEntry]) -> Lookup:
     )
 
 
+def run_lock(project_id: str, run_id: str) -> int:
+    """The second key of a run's advisory lock: the same in every process (CRC-32, as a signed
+    32-bit integer; two runs that share one are judged one after the other, nothing worse)."""
+    return zlib.crc32(f"{project_id}\x1f{run_id}".encode()) - 2**31
+
+
+def _lock_runs(conn: Connection, lookup: Lookup) -> None:
+    """``OWNERS_LOCK`` shared, then a lock on each run of the batch in ascending order; or
+    ``OWNERS_LOCK`` alone for a batch of more than ``MAX_RUN_LOCKS`` runs (module docstring)."""
+    locks = sorted({run_lock(p, r) for p, r in zip(lookup[4], lookup[5], strict=True)})
+    if len(locks) > sql.MAX_RUN_LOCKS:
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (sql.OWNERS_LOCK,))
+        return
+    conn.execute("SELECT pg_advisory_xact_lock_shared(%s)", (sql.OWNERS_LOCK,))
+    for lock in locks:  # one statement each: the server takes them in this order
+        conn.execute(
+            "SELECT pg_advisory_xact_lock(%s::integer, %s::integer)", (sql.RUN_LOCK_CLASS, lock)
+        )
+
+
 def _ingest(conn: Connection, batch: Sequence[EventEntry], lookup: Lookup) -> _Ingested:
     """One attempt: read, decide, insert what was decided; ``LostRace`` if a key was taken."""
-    conn.execute("SELECT pg_advisory_xact_lock_shared(%s)", (sql.OWNERS_LOCK,))
+    _lock_runs(conn, lookup)
     known = Known()
     for kind, project, run, sequence, value in conn.execute(sql.KNOWN, lookup).fetchall():
         if kind == 0:

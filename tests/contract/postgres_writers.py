@@ -24,3 +24,19 @@ def ingested_after(
     [outcome] = ingesting.result()
     assert isinstance(outcome, OutcomeRecord)
     return outcome
+
+
+def insert_uncommitted(conn: psycopg.Connection[tuple[object, ...]], entry: EventEntry) -> None:
+    """What another writer's transaction inserts for ``entry``, left uncommitted."""
+    event = entry.event
+    conn.execute(
+        "INSERT INTO sync_events VALUES (%s, %s, %s, %s, %s, %s, %s, now(), %s)",
+        (
+            *entry.key,
+            event.hub_project,
+            event.home_runtime_id,
+            event.event_type,
+            entry.content_hash,
+            entry.data.decode(),
+        ),
+    )

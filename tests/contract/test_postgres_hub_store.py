@@ -27,10 +27,10 @@ from hubstore.postgres import sql
 from hubstore.postgres.schema import SCHEMA_VERSION
 from hubstore.postgres.store import PostgresHubStore, lookup_arguments
 from hubstore.store import HubStore
-from hubsync.core.entries import ConflictReason, EventEntry, Outcome
+from hubsync.core.entries import ConflictReason, Outcome
 from hubsync.core.errors import ConfigError, SchemaVersionError
 from hubsync.processes import child_environment, run_hubsync
-from tests.contract.postgres_writers import ingested_after
+from tests.contract.postgres_writers import ingested_after, insert_uncommitted
 from tests.helpers.operator_support import run_cli
 from tests.helpers.postgres_races import Ingesting, blocked_sessions
 from tests.helpers.postgres_server import PostgresCluster
@@ -329,22 +329,6 @@ def test_once_migrated_a_role_without_ddl_rights_runs_the_whole_store(
 
 
 # ----- ingest racing other writers -----
-
-
-def insert_uncommitted(conn: psycopg.Connection[tuple[object, ...]], entry: EventEntry) -> None:
-    """What another writer's transaction inserts for ``entry``, left uncommitted."""
-    event = entry.event
-    conn.execute(
-        "INSERT INTO sync_events VALUES (%s, %s, %s, %s, %s, %s, %s, now(), %s)",
-        (
-            *entry.key,
-            event.hub_project,
-            event.home_runtime_id,
-            event.event_type,
-            entry.content_hash,
-            entry.data.decode(),
-        ),
-    )
 
 
 @pytest.mark.parametrize("other_commits", [True, False])
