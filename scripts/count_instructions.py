@@ -22,7 +22,7 @@ cancelled out. The parts are the functions ``hubsync bench`` times
   less ``consumer-reads``, what the checks add.
 
     python3 scripts/count_instructions.py                # every part, 1,000 and 5,000 events
-    python3 scripts/count_instructions.py --parts consumer consumer-ceiling --json -
+    python3 scripts/count_instructions.py --parts consumer consumer-ceiling --json counts.json
 
 valgrind must be installed (Debian's ``valgrind``). Python runs 50 to 100 times
 slower under it: the default sizes take several minutes of one core.
@@ -31,7 +31,6 @@ slower under it: the default sizes take several minutes of one core.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import shutil
@@ -47,6 +46,7 @@ from consumers.stream.authentication import RuntimeAuthenticator  # noqa: E402
 from consumers.stream.fast_event_check import FastEventCheck  # noqa: E402
 from consumers.stream.fast_reads import fields_of, read_group_pairs  # noqa: E402
 from hubstore.factory import open_store  # noqa: E402
+from hubsync.benchmarks.report_file import print_report  # noqa: E402
 from hubsync.benchmarks.stages import (  # noqa: E402
     _ceiling_rows,
     consumer_seconds,
@@ -174,7 +174,7 @@ def main() -> None:
     parser.add_argument("--parts", nargs="+", choices=RELAY_PARTS + CONSUMER_PARTS)
     parser.add_argument("--small", type=int, default=1_000)
     parser.add_argument("--large", type=int, default=5_000)
-    parser.add_argument("--json", dest="json_out", help="write the result here (- = stdout)")
+    parser.add_argument("--json", dest="json_out", help="write the JSON report to this file too")
     parser.add_argument("--run-part", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.run_part:
@@ -199,18 +199,18 @@ def main() -> None:
                 totals.append(count(part, server.url, directory, events))
             result[part] = round((totals[1] - totals[0]) / (args.large - args.small))
             print(f"{part:18} {result[part]:>9,} instructions per event", file=sys.stderr)
+    differences = {
+        "relay-ceiling send loop": ("relay-ceiling", "relay-prepare"),
+        "consumer checks": ("consumer-checks", "consumer-reads"),
+    }
     derived = {
-        "relay-ceiling send loop": result.get("relay-ceiling", 0) - result.get("relay-prepare", 0),
-        "consumer checks": result.get("consumer-checks", 0) - result.get("consumer-reads", 0),
+        name: result[whole] - result[less]
+        for name, (whole, less) in differences.items()
+        if whole in result and less in result
     }
     for name, value in derived.items():
         print(f"{name:18} {value:>9,} instructions per event", file=sys.stderr)
-    if args.json_out:
-        text = json.dumps({"parts": result, "derived": derived}, indent=2)
-        if args.json_out == "-":
-            print(text)
-        else:
-            Path(args.json_out).write_text(text + "\n")
+    print_report({"parts": result, "derived": derived}, args.json_out)
 
 
 if __name__ == "__main__":
