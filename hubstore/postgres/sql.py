@@ -153,9 +153,11 @@ batch ("hubr"); the second is the run's ``store.run_lock``. Two-key advisory loc
 space of their own, apart from the one-key locks here."""
 
 MAX_RUN_LOCKS = 64
-"""A batch of more distinct runs than this holds ``OWNERS_LOCK`` alone instead of a lock per
-run, so that no transaction fills the server's shared lock table (``max_locks_per_transaction``
-is 64 per connection by default)."""
+"""A batch of more distinct runs than this (a consumer reading many runtimes' streams at once)
+takes no run lock, only ``OWNERS_LOCK`` shared, as every ingest did before run locks: no
+transaction fills the server's shared lock table (``max_locks_per_transaction`` is 64 per
+connection by default), and such batches still run side by side, a lost race costing a
+retry."""
 
 ENROLLMENT_LOCK = 0x6875_6273_796E_6302
 """The ``pg_advisory_xact_lock`` key that makes enroll and revoke one at a time per hub

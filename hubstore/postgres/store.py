@@ -38,9 +38,10 @@ its batch (``sql.RUN_LOCK_CLASS``, ``run_lock``), in ascending order: batches th
 run are judged one after the other, the second reading what the first committed, and
 batches that share none run side by side. Every ingest takes ``OWNERS_LOCK`` first and then
 its run locks in one order, and nothing else takes a run lock, so no cycle can form. A
-batch of more than ``sql.MAX_RUN_LOCKS`` runs holds ``OWNERS_LOCK`` alone instead (as a move
-does). What can still lose a race is two batches that share no run naming one new project
-(the first events of a project, sent from two runs at once): rare, and caught by the count.
+batch of more than ``sql.MAX_RUN_LOCKS`` runs takes no run lock (it may race, and the count
+catches it, as above). What can still lose a race otherwise is two batches that share no run
+naming one new project (the first events of a project, sent from two runs at once): rare,
+and caught by the count.
 """
 
 from __future__ import annotations
@@ -266,13 +267,12 @@ def run_lock(project_id: str, run_id: str) -> int:
 
 
 def _lock_runs(conn: Connection, lookup: Lookup) -> None:
-    """``OWNERS_LOCK`` shared, then a lock on each run of the batch in ascending order; or
-    ``OWNERS_LOCK`` alone for a batch of more than ``MAX_RUN_LOCKS`` runs (module docstring)."""
+    """``OWNERS_LOCK`` shared, then a lock on each run of the batch in ascending order (none
+    for a batch of more than ``MAX_RUN_LOCKS`` runs; module docstring)."""
+    conn.execute("SELECT pg_advisory_xact_lock_shared(%s)", (sql.OWNERS_LOCK,))
     locks = sorted({run_lock(p, r) for p, r in zip(lookup[4], lookup[5], strict=True)})
     if len(locks) > sql.MAX_RUN_LOCKS:
-        conn.execute("SELECT pg_advisory_xact_lock(%s)", (sql.OWNERS_LOCK,))
         return
-    conn.execute("SELECT pg_advisory_xact_lock_shared(%s)", (sql.OWNERS_LOCK,))
     for lock in locks:  # one statement each: the server takes them in this order
         conn.execute(
             "SELECT pg_advisory_xact_lock(%s::integer, %s::integer)", (sql.RUN_LOCK_CLASS, lock)
