@@ -152,6 +152,13 @@ RUN_LOCK_CLASS = 0x6875_6272
 batch ("hubr"); the second is the run's ``store.run_lock``. Two-key advisory locks are a key
 space of their own, apart from the one-key locks here."""
 
+LOCK_RUNS = """
+    SELECT count(pg_advisory_xact_lock(%s::integer, k)) FROM unnest(%s::integer[]) AS k
+"""
+"""Every run lock of a batch in one statement, in the order of the array, which the caller
+sorts: ``unnest`` yields an array's elements in storage order, and the aggregate takes each
+row as the scan yields it, so the locks are taken one by one in that order."""
+
 MAX_RUN_LOCKS = 64
 """A batch of more distinct runs than this (a consumer reading many runtimes' streams at once)
 takes no run lock, only ``OWNERS_LOCK`` shared, as every ingest did before run locks: no

@@ -273,10 +273,8 @@ def _lock_runs(conn: Connection, lookup: Lookup) -> None:
     locks = sorted({run_lock(p, r) for p, r in zip(lookup[4], lookup[5], strict=True)})
     if len(locks) > sql.MAX_RUN_LOCKS:
         return
-    for lock in locks:  # one statement each: the server takes them in this order
-        conn.execute(
-            "SELECT pg_advisory_xact_lock(%s::integer, %s::integer)", (sql.RUN_LOCK_CLASS, lock)
-        )
+    if locks:  # one statement, pipelined with the read that follows: no round trip added
+        conn.execute(sql.LOCK_RUNS, (sql.RUN_LOCK_CLASS, locks))
 
 
 def _ingest(conn: Connection, batch: Sequence[EventEntry], lookup: Lookup) -> _Ingested:

@@ -14,7 +14,7 @@ from hubstore import open_store
 from hubstore.postgres import sql
 from hubstore.postgres.store import run_lock
 from hubstore.store import HubStore
-from hubsync.core.entries import Outcome
+from hubsync.core.entries import EventEntry, Outcome
 from tests.contract.postgres_writers import insert_uncommitted
 from tests.helpers.postgres_races import Ingesting, blocked_sessions
 from tests.helpers.relay_player import event_entry, sync_event
@@ -64,27 +64,53 @@ def test_batches_sharing_no_run_do_not_wait_for_each_other(
     assert store.count_events() == 5
 
 
+def advisory_locks_while_held(
+    store: HubStore, url: str, batch: list[EventEntry]
+) -> set[tuple[int, int, int, str]]:
+    """The advisory locks the ingest of ``batch`` holds while its last event's key is held up
+    by another writer: (classid, objid, objsubid, mode) as ``pg_locks`` shows them."""
+    with psycopg.connect(url) as gate:
+        insert_uncommitted(gate, batch[-1])
+        held = Ingesting(store, batch)
+        wait_until(lambda: blocked_sessions(url) == 1, what="the ingest waiting")
+        rows = gate.execute(
+            "SELECT classid::bigint, objid::bigint, objsubid, mode FROM pg_locks "
+            "WHERE locktype = 'advisory' AND pid <> pg_backend_pid() AND granted"
+        ).fetchall()
+        gate.rollback()
+    assert len(held.result()) == len(batch)
+    return {(int(c), int(o), int(n), str(m)) for c, o, n, m in rows}
+
+
+OWNERS_SHARED = (sql.OWNERS_LOCK >> 32, sql.OWNERS_LOCK & 0xFFFF_FFFF, 1, "ShareLock")
+
+
+def test_an_ingest_holds_the_owners_lock_shared_and_one_lock_per_run_of_its_batch(
+    store: HubStore, postgres_url: str
+) -> None:
+    runs = ["run-1", "run-2", "run-3"]
+    batch = [event_entry(sync_event(s, run_id=r)) for r in runs for s in (1, 2)]
+    locks = advisory_locks_while_held(store, postgres_url, batch)
+    # a two-key lock shows its keys as classid and objid (unsigned), objsubid 2
+    per_run = {
+        (sql.RUN_LOCK_CLASS, run_lock("proj-1", r) & 0xFFFF_FFFF, 2, "ExclusiveLock") for r in runs
+    }
+    assert locks == {OWNERS_SHARED} | per_run
+
+
 def test_a_batch_of_more_runs_than_the_lock_limit_takes_no_run_lock(
     store: HubStore, postgres_url: str
 ) -> None:
     runs = sql.MAX_RUN_LOCKS + 1
     wide = [event_entry(sync_event(1, run_id=f"wide-{n}")) for n in range(runs)]
-    with psycopg.connect(postgres_url) as gate:
-        insert_uncommitted(gate, wide[-1])  # holds the wide ingest up, its locks taken
-        held = Ingesting(store, wide)
-        wait_until(lambda: blocked_sessions(postgres_url) == 1, what="the wide ingest waiting")
-        locks = gate.execute(
-            "SELECT classid, objid, objsubid, mode FROM pg_locks "
-            "WHERE locktype = 'advisory' AND pid <> pg_backend_pid() AND granted"
-        ).fetchall()
-        gate.rollback()
-    assert len(held.result()) == runs
-    owners = (sql.OWNERS_LOCK >> 32, sql.OWNERS_LOCK & 0xFFFF_FFFF, 1, "ShareLock")
-    assert locks == [owners]  # as every ingest took before run locks: no lock-table flood
+    # as every ingest took before run locks: no lock-table flood
+    assert advisory_locks_while_held(store, postgres_url, wide) == {OWNERS_SHARED}
 
 
-def test_a_runs_lock_is_the_same_in_every_process_and_fits_a_postgresql_integer() -> None:
-    assert run_lock("proj-1", "run-1") == run_lock("proj-1", "run-1")
-    assert run_lock("proj-1", "run-1") != run_lock("proj-1", "run-2")
+def test_a_runs_lock_is_pinned_so_consumers_of_every_version_agree_and_fits_an_int4() -> None:
+    # Consumers of two versions ingest side by side during an upgrade: a run's key must
+    # never change, nor depend on the process (as Python's str hash would).
+    assert run_lock("proj-1", "run-1") == -489042241
+    assert run_lock("proj-1", "run-2") == 2077269765
     assert run_lock("proj-1x", "run-1") != run_lock("proj-1", "xrun-1")
     assert all(-(2**31) <= run_lock(p, "r") < 2**31 for p in ("", "a", "z" * 128))
