@@ -37,31 +37,34 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from contextlib import closing
 from pathlib import Path
+
+import redis
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from consumers.stream.authentication import RuntimeAuthenticator  # noqa: E402
 from consumers.stream.fast_event_check import FastEventCheck  # noqa: E402
-from consumers.stream.fast_reads import fields_of, read_group_pairs  # noqa: E402
+from consumers.stream.fast_reads import fields_of  # noqa: E402
 from hubstore.factory import open_store  # noqa: E402
 from hubsync.benchmarks.report_file import print_report  # noqa: E402
 from hubsync.benchmarks.stages import (  # noqa: E402
     _ceiling_rows,
+    bench_streams,
     consumer_seconds,
     preload,
     raw_ingest_seconds,
     raw_xadd_seconds,
+    read_batches,
     relay_drain_seconds,
     signed_batch,
 )
 from hubsync.benchmarks.workload import HUB_PROJECT, runtime_with_backlog  # noqa: E402
-from hubsync.core import keys  # noqa: E402
 from hubsync.core.connections import RedisTarget, connect  # noqa: E402
 from hubsync.core.entries import decode_fields  # noqa: E402
 from hubsync.core.gc_tuning import tune_for_throughput  # noqa: E402
-from hubsync.core.redis_values import as_text  # noqa: E402
 from hubsync.core.settings import hub_url_from_path  # noqa: E402
 from hubsync.demo.embedded_redis import RedisServerProcess  # noqa: E402
 from producers.registry import RuntimeRegistry  # noqa: E402
@@ -85,64 +88,52 @@ def _backlog_store(directory: Path) -> RunEventStore:
 def run_part(part: str, url: str, directory: Path) -> int:
     """Run ``part`` once on the prepared ``directory``; the events it moved."""
     tune_for_throughput()  # what the daemons run with
-    client = connect(RedisTarget(url), cluster=False)
-    if part == "relay":
+    if part == "relay":  # the relay makes its own client, as the daemon does
         return relay_drain_seconds(url, directory / "state")[1]
-    if part in ("relay-prepare", "relay-ceiling"):
-        store = _backlog_store(directory)
-        if part == "relay-ceiling":
-            return raw_xadd_seconds(client, store)[1]
-        _, builder, rows = _ceiling_rows(store)
+    if part == "relay-prepare":
+        _, builder, rows = _ceiling_rows(_backlog_store(directory))
         return len([builder.pairs(row) for row in rows])
-    if part == "consumer":
-        return consumer_seconds(client, url, directory)[1]
-    if part == "consumer-ceiling":
-        return raw_ingest_seconds(client, directory)[1]
-    if part == "consumer-reads":
-        return raw_ingest_seconds(client, directory, with_sqlite=False)[1]
-    if part == "consumer-checks":
+    with closing(connect(RedisTarget(url), cluster=False)) as client:
+        if part == "relay-ceiling":
+            return raw_xadd_seconds(client, _backlog_store(directory))[1]
+        if part == "consumer":
+            return consumer_seconds(client, url, directory)[1]
+        if part == "consumer-ceiling":
+            return raw_ingest_seconds(client, directory)[1]
+        if part == "consumer-reads":
+            return raw_ingest_seconds(client, directory, with_sqlite=False)[1]
         return _checked(client, directory)
-    raise SystemExit(f"unknown part {part!r}")
 
 
-def _checked(client: object, directory: Path) -> int:
+def _checked(client: redis.Redis, directory: Path) -> int:
     """Read the stream as ``consumer-reads`` does and prove each entry instead of acking."""
     with open_store(hub_url_from_path(directory / "hub.db"), create_schema=False) as hub:
         fast = FastEventCheck(RuntimeAuthenticator(hub))
-        pattern = keys.events_stream_pattern(HUB_PROJECT)
-        streams = dict.fromkeys((as_text(k) for k in client.scan_iter(match=pattern)), ">")  # type: ignore[attr-defined]
         proven = 0
-        while reply := read_group_pairs(
-            client,  # type: ignore[arg-type]
-            streams,
-            count=500,
-            block_ms=None,
-            group=(keys.CONSUMER_GROUP, "checks"),
-        ):
-            for _, got in reply:
-                for _, pairs in got:
+        for _, got in read_batches(client, bench_streams(client), "checks"):
+            for _, pairs in got:
+                if fast.prove_pairs(pairs, HUB_PROJECT) is None:
+                    # a runtime's first entry: the general path caches its keys
+                    fast.authenticator.event(decode_fields(fields_of(pairs)), HUB_PROJECT)
                     if fast.prove_pairs(pairs, HUB_PROJECT) is None:
-                        # a runtime's first entry: the general path caches its keys
-                        fast.authenticator.event(decode_fields(fields_of(pairs)), HUB_PROJECT)
-                        if fast.prove_pairs(pairs, HUB_PROJECT) is None:
-                            raise SystemExit("the fast path declined a valid entry")
-                    proven += 1
+                        raise SystemExit("the fast path declined a valid entry")
+                proven += 1
         return proven
 
 
 # ----- the driver -----
 
 
-def prepare(part: str, url: str, directory: Path, events: int) -> None:
-    """A fresh ``directory`` for one run of ``part`` with ``events`` events."""
+def prepare(client: redis.Redis, part: str, directory: Path, events: int) -> None:
+    """A fresh ``directory`` and database for one run of ``part`` with ``events`` events."""
     if part in RELAY_PARTS:
         registry, store = runtime_with_backlog(directory, events)
         store.close()
         registry.close()
-        connect(RedisTarget(url), cluster=False).flushall()
+        client.flushall()
     else:
         directory.mkdir()
-        preload(connect(RedisTarget(url), cluster=False), signed_batch(directory, events))
+        preload(client, signed_batch(directory, events))
 
 
 def count(part: str, url: str, directory: Path, events: int) -> int:
@@ -179,6 +170,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.run_part:
         part, url, directory, events = args.run_part
+        if part not in RELAY_PARTS + CONSUMER_PARTS:
+            raise SystemExit(f"unknown part {part!r}")
         moved = run_part(part, url, Path(directory))
         if moved != int(events):
             raise SystemExit(f"{part} moved {moved} of {events} events")
@@ -190,12 +183,13 @@ def main() -> None:
     with (
         tempfile.TemporaryDirectory(prefix="hubsync-count-") as tmp,
         RedisServerProcess(directory=Path(tmp)) as server,
+        closing(connect(RedisTarget(server.url), cluster=False)) as client,
     ):
         for part in parts:
             totals = []
             for events in (args.small, args.large):
                 directory = Path(tmp) / f"{part}-{events}"
-                prepare(part, server.url, directory, events)
+                prepare(client, part, directory, events)
                 totals.append(count(part, server.url, directory, events))
             result[part] = round((totals[1] - totals[0]) / (args.large - args.small))
             print(f"{part:18} {result[part]:>9,} instructions per event", file=sys.stderr)

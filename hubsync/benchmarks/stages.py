@@ -18,17 +18,17 @@ from __future__ import annotations
 
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import redis
 
-from consumers.stream.fast_reads import read_group_pairs
+from consumers.stream.fast_reads import PairsEntry, read_group_pairs
 from consumers.stream.worker import HubConsumer
 from hubstore.factory import open_store
 from hubsync.benchmarks import ceilings
 from hubsync.benchmarks.ceilings import Ceiling, RedisUse, RedisWork
-from hubsync.benchmarks.procs import redis_cpu_seconds
 from hubsync.benchmarks.workload import (
     HUB_PROJECT,
     INSERT_ROW,
@@ -63,65 +63,66 @@ def _rate(count: int, seconds: float) -> float:
     return count / seconds if seconds > 0 else 0.0
 
 
+class Stopwatch:
+    """What a stage times, exactly: the wall clock, this process's CPU (every thread: the
+    stage runs in it) and, given a client, Redis's own work over the same window
+    (``ceilings.RedisWork``: each command's time and the server's whole CPU)."""
+
+    def __init__(self, client: Any = None) -> None:
+        self._client = client
+        self._work: RedisWork | None = None
+        self._started = (0.0, 0.0)
+        self.redis: RedisUse | None = None
+        """Redis's work per entry over the last ``start``-``stop`` (given a client)."""
+        self.cpu_us_per_event = {"client": 0.0, "redis": 0.0, "total": 0.0}
+        """This process's and the redis-server's CPU per event over it, and their sum."""
+
+    def start(self) -> None:
+        self._work = RedisWork(self._client) if self._client is not None else None
+        self._started = (time.process_time(), time.perf_counter())
+
+    def stop(self, events: int) -> float:
+        """Seconds since ``start``; the CPU per event of the ``events`` it moved."""
+        wall, cpu = time.perf_counter(), time.process_time()
+        cpu_started, wall_started = self._started
+        self.redis = self._work.per_entry(events) if self._work is not None else None
+        client = (cpu - cpu_started) / events * 1e6 if events else 0.0
+        redis = self.redis.server_cpu_us if self.redis is not None else 0.0
+        self.cpu_us_per_event = {
+            "client": round(client, 1),
+            "redis": round(redis, 1),
+            "total": round(client + redis, 1),
+        }
+        return wall - wall_started
+
+
 class _Best:
-    """Each measure's fastest round, and the Redis use of the stage's fastest (its floor)."""
+    """Each measure's fastest round and least CPU per event, and the Redis use of the stage's
+    fastest round (its floor)."""
 
     def __init__(self, stage: str) -> None:
         self.stage = stage
         self.seconds: dict[str, float] = {}
         self.redis_use: RedisUse | None = None
+        self.cpu: dict[str, dict[str, float]] = {}
+        """Per measure timed by a ``Stopwatch``: its round of least CPU per event."""
 
-    def keep(self, used: RedisUse, **seconds: float) -> None:
-        """One round's seconds per measure, and what Redis did in the stage's."""
+    def keep(self, stage: Stopwatch, watched: dict[str, Stopwatch], **seconds: float) -> None:
+        """One round's seconds per measure, what Redis did in the stage's (``stage``), and
+        the CPU of the measures ``watched`` timed (the stage's under ``"stage"``)."""
         if seconds[self.stage] < self.seconds.get(self.stage, float("inf")):
-            self.redis_use = used
+            self.redis_use = stage.redis
         for name, value in seconds.items():
             self.seconds[name] = min(self.seconds.get(name, float("inf")), value)
+        for name, watch in {"stage": stage, **watched}.items():
+            per_event = watch.cpu_us_per_event
+            if per_event["total"] < self.cpu.get(name, {}).get("total", float("inf")):
+                self.cpu[name] = per_event
 
     def rates(self, events: int) -> tuple[dict[str, float], RedisUse]:
         """Events per second of each measure's best round, and the stage's Redis use."""
-        assert self.redis_use is not None  # rounds >= 1
+        assert self.redis_use is not None  # rounds >= 1, each with the stage's client
         return {name: _rate(events, s) for name, s in self.seconds.items()}, self.redis_use
-
-
-class Stopwatch:
-    """What a stage times, exactly: the wall clock, this process's CPU (every thread: the
-    stage runs in it) and, given a client, the redis-server's (``INFO cpu``)."""
-
-    def __init__(self, client: Any = None) -> None:
-        self._client = client
-        self._started = (0.0, 0.0, 0.0)
-        self.used = {"client": 0.0, "redis": 0.0}
-        """CPU seconds of the last ``start``-``stop``."""
-
-    def _redis(self) -> float:
-        return redis_cpu_seconds(self._client) if self._client is not None else 0.0
-
-    def start(self) -> None:
-        self._started = (self._redis(), time.process_time(), time.perf_counter())
-
-    def stop(self) -> float:
-        """Seconds since ``start``; its CPU in ``used``."""
-        wall = time.perf_counter()
-        cpu = time.process_time()
-        redis_started, cpu_started, wall_started = self._started
-        self.used = {"client": cpu - cpu_started, "redis": self._redis() - redis_started}
-        return wall - wall_started
-
-
-class _LeastCpu:
-    """Each measure's least CPU per event over the rounds (``Stopwatch.used``)."""
-
-    def __init__(self) -> None:
-        self.least: dict[str, dict[str, float]] = {}
-
-    def keep(self, name: str, watch: Stopwatch, events: int) -> None:
-        if not events:
-            return
-        per_event = {part: round(cpu / events * 1e6, 1) for part, cpu in watch.used.items()}
-        per_event["total"] = round(per_event["client"] + per_event["redis"], 1)
-        if per_event["total"] < self.least.get(name, {}).get("total", float("inf")):
-            self.least[name] = per_event
 
 
 def _ratio(rate: float, of: float) -> float:
@@ -172,7 +173,7 @@ def raw_xadd_seconds(
         in_flight = written
     if in_flight is not None:
         in_flight.read_replies()
-    elapsed = watch.stop()
+    elapsed = watch.stop(len(commands))
     client.delete(stream)
     return elapsed, len(commands)
 
@@ -204,7 +205,7 @@ def relay_drain_seconds(
     try:
         watch.start()
         summary = relay.run_once()
-        elapsed = watch.stop()
+        elapsed = watch.stop(summary.sender.sent)
     finally:
         relay.close()
         relay.registry.close()
@@ -216,7 +217,6 @@ def measure_relay(url: str, events: int, rounds: int) -> dict[str, Any]:
     with Redis's own time per XADD measured around the relay's drain."""
     client = connect(RedisTarget(url))
     best = _Best("relay")
-    cpu, watch = _LeastCpu(), Stopwatch(client)
     event_bytes = 0
     try:
         for _ in range(rounds):
@@ -224,20 +224,17 @@ def measure_relay(url: str, events: int, rounds: int) -> dict[str, Any]:
             with tempfile.TemporaryDirectory(prefix="hubsync-bench-relay-") as tmp:
                 registry, store = runtime_with_backlog(Path(tmp), events)
                 event_bytes = len(store.unsent(0, 1)[0].sync_event)
-                raw_s, raw_n = raw_xadd_seconds(client, store, watch=watch)
-                cpu.keep("ceiling", watch, raw_n)
+                ceiling, stage = Stopwatch(client), Stopwatch(client)
+                raw_s, raw_n = raw_xadd_seconds(client, store, watch=ceiling)
                 redis_py_s, redis_py_n = redis_py_xadd_seconds(client, store)
                 store.close()
                 registry.close()
-                work = RedisWork(client)
-                relay_s, sent = relay_drain_seconds(url, Path(tmp) / "state", watch=watch)
-                cpu.keep("stage", watch, sent)
-                used = work.per_entry(sent)
+                relay_s, sent = relay_drain_seconds(url, Path(tmp) / "state", watch=stage)
             if {sent, raw_n, redis_py_n} != {events}:
                 raise ValueError(
                     f"relay sent {sent}, ceilings {raw_n} and {redis_py_n}, of {events}"
                 )
-            best.keep(used, relay=relay_s, raw=raw_s, redis_py=redis_py_s)
+            best.keep(stage, {"ceiling": ceiling}, relay=relay_s, raw=raw_s, redis_py=redis_py_s)
     finally:
         client.close()
     rates, redis_use = best.rates(events)
@@ -248,7 +245,7 @@ def measure_relay(url: str, events: int, rounds: int) -> dict[str, Any]:
         "redis_py_ceiling_events_per_s": round(rates["redis_py"]),
         "redis_py_ratio": _ratio(rates["relay"], rates["redis_py"]),
         "floor": ceilings.floor(redis_use, ceilings.RELAY_FLOOR_COMMANDS, rates["relay"]),
-        "cpu_us_per_event": cpu.least,
+        "cpu_us_per_event": best.cpu,
     }
 
 
@@ -272,38 +269,43 @@ def preload(client: RedisClient, batch: list[dict[str, str | bytes]]) -> None:
         client.xgroup_create(stream, keys.CONSUMER_GROUP, id="0")
 
 
+def bench_streams(client: redis.Redis) -> dict[str, str]:
+    """The bench's event streams, each to be read from the group's start (``">"``)."""
+    pattern = keys.events_stream_pattern(HUB_PROJECT)
+    return dict.fromkeys((as_text(key) for key in client.scan_iter(match=pattern)), ">")
+
+
+def read_batches(
+    client: redis.Redis, streams: dict[str, str], consumer: str
+) -> Iterator[tuple[str, list[PairsEntry]]]:
+    """Each stream's batches of up to ``BATCH`` entries, read for the group's ``consumer`` until
+    none is left, as the consumer reads them: by its own reader (``consumers.stream.fast_reads``:
+    the same function, not a copy), each entry's fields the reply's pairs, no mapping made."""
+    group = (keys.CONSUMER_GROUP, consumer)
+    while reply := read_group_pairs(client, streams, count=BATCH, block_ms=None, group=group):
+        yield from reply
+
+
 def raw_ingest_seconds(
     client: redis.Redis, directory: Path, with_sqlite: bool = True, watch: Stopwatch | None = None
 ) -> tuple[float, int]:
     """Raw XREADGROUP (+ ``executemany`` INSERT, one transaction per batch) + XACK; seconds, rows.
 
-    The entries are read by the consumer's own reader (``consumers.stream.fast_reads``: the
-    same function, not a copy), their fields left as the reply's pairs."""
+    The entries are read as the consumer reads them (``read_batches``)."""
     db = raw_hub_table(directory / "raw.db") if with_sqlite else None
     rows = 0
-    streams = dict.fromkeys(
-        (as_text(key) for key in client.scan_iter(match=keys.events_stream_pattern(HUB_PROJECT))),
-        ">",
-    )
-    group = (keys.CONSUMER_GROUP, "raw")
+    streams = bench_streams(client)
     watch = watch or Stopwatch()
     watch.start()
-    while True:
-        # read as the consumer reads: each entry's fields as the reply's pairs, no mapping
-        reply = read_group_pairs(client, streams, count=BATCH, block_ms=None, group=group)
-        if not reply:
-            break
-        for stream, got in reply:
-            if db is not None:
-                batch = [
-                    dict(zip(map(bytes.decode, f[0::2]), f[1::2], strict=True)) for _, f in got
-                ]
-                db.execute("BEGIN IMMEDIATE")
-                db.executemany(INSERT_ROW, iter_rows(batch))
-                db.execute("COMMIT")
-            client.xack(stream, keys.CONSUMER_GROUP, *[entry_id for entry_id, _ in got])
-            rows += len(got)
-    elapsed = watch.stop()
+    for stream, got in read_batches(client, streams, "raw"):
+        if db is not None:
+            batch = [dict(zip(map(bytes.decode, f[0::2]), f[1::2], strict=True)) for _, f in got]
+            db.execute("BEGIN IMMEDIATE")
+            db.executemany(INSERT_ROW, iter_rows(batch))
+            db.execute("COMMIT")
+        client.xack(stream, keys.CONSUMER_GROUP, *[entry_id for entry_id, _ in got])
+        rows += len(got)
+    elapsed = watch.stop(rows)
     if db is not None:
         db.close()
     return elapsed, rows
@@ -330,7 +332,7 @@ def consumer_seconds(
         watch.start()
         while worker.poll(block_ms=None):
             pass
-        return watch.stop(), worker.stats.accepted
+        return watch.stop(worker.stats.accepted), worker.stats.accepted
 
 
 def raw_sqlite_seconds(batch: list[dict[str, str | bytes]], directory: Path) -> tuple[float, float]:
@@ -355,27 +357,25 @@ def measure_consumer(url: str, events: int, rounds: int) -> dict[str, Any]:
     best = _Best("hub")
     sqlite_cpu = float("inf")
     client = connect(RedisTarget(url), cluster=False)
-    cpu, watch = _LeastCpu(), Stopwatch(client)
     try:
         for attempt in range(rounds):
             with tempfile.TemporaryDirectory(prefix="hubsync-bench-consumer-") as tmp:
                 directory = Path(tmp)
                 batch = signed_batch(directory, events)  # a new hub each round: new keys
                 preload(client, batch)
-                raw_s, raw_n = raw_ingest_seconds(client, directory, watch=watch)
-                cpu.keep("ceiling", watch, raw_n)
+                ceiling, stage = Stopwatch(client), Stopwatch(client)
+                raw_s, raw_n = raw_ingest_seconds(client, directory, watch=ceiling)
                 preload(client, batch)
-                work = RedisWork(client)
-                hub_s, hub_n = consumer_seconds(client, url, directory, watch)
-                cpu.keep("stage", watch, hub_n)
-                used = work.per_entry(hub_n)
+                hub_s, hub_n = consumer_seconds(client, url, directory, stage)
                 preload(client, batch)
                 redis_s, _ = raw_ingest_seconds(client, directory, with_sqlite=False)
                 sqlite_s, sqlite_cpu_s = raw_sqlite_seconds(batch, directory)
             if raw_n != events or hub_n != events:
                 raise ValueError(f"round {attempt}: raw {raw_n}, hub {hub_n} rows of {events}")
             sqlite_cpu = min(sqlite_cpu, sqlite_cpu_s)
-            best.keep(used, hub=hub_s, raw=raw_s, redis=redis_s, sqlite=sqlite_s)
+            best.keep(
+                stage, {"ceiling": ceiling}, hub=hub_s, raw=raw_s, redis=redis_s, sqlite=sqlite_s
+            )
         client.flushall()
     finally:
         client.close()
@@ -387,5 +387,5 @@ def measure_consumer(url: str, events: int, rounds: int) -> dict[str, Any]:
         "floor": ceilings.floor(
             redis_use, ceilings.CONSUMER_FLOOR_COMMANDS, rates["hub"], sqlite_cpu / events * 1e6
         ),
-        "cpu_us_per_event": cpu.least,
+        "cpu_us_per_event": best.cpu,
     }
