@@ -511,7 +511,11 @@ def test_a_second_signal_exits_the_relay_at_once(tmp_path: Path, redis_url: str)
         process.signal(signal.SIGINT)
         process.signal(signal.SIGTERM)
         process.resume()
-        assert process.wait(timeout=20) == 128 + signal.SIGTERM
+        # Which of the two its handlers see second is the kernel's and the interpreter's
+        # choice (a signal may reach a thread other than the main one, or land inside the
+        # first's handler): either way the second exits at once, with 128 + its number
+        # (tests/core/test_daemon.py pins that rule), not through the warm stop's exit 0.
+        assert process.wait(timeout=20) in (128 + signal.SIGINT, 128 + signal.SIGTERM)
     finally:
         process.kill()
     text = log.read_text()
